@@ -1,0 +1,210 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is every flag of the ratchet binary (SPEC section 4). DefaultConfig gives the
+// defaults; each flag can also come from RATCHET_<NAME> (upper case, '-' as '_'); a flag
+// on the command line wins over the environment.
+type Config struct {
+	Listen        string
+	Role          string
+	Region        string
+	NodeID        string
+	Origins       string
+	Peers         []string
+	DataDir       string
+	MetricsListen string
+	RequirePass   string
+	ClusterSecret string
+	TLSCert       string
+	TLSKey        string
+	MaxClients    int
+	MaxMemory     int64
+
+	Freshness        time.Duration
+	ReplayInterval   time.Duration
+	PublishThreshold float64
+	PublishInterval  time.Duration
+	SnapshotInterval time.Duration
+	DegradedShare    float64
+
+	WriteTimeout time.Duration
+	LogLevel     string
+	LogFormat    string
+}
+
+// DefaultConfig returns the embedded defaults: a standalone origin on 127.0.0.1:6380.
+func DefaultConfig() Config {
+	return Config{
+		Listen:           "127.0.0.1:6380",
+		Role:             "origin",
+		Region:           "local",
+		DataDir:          "./ratchet-data",
+		MetricsListen:    "127.0.0.1:9380",
+		MaxClients:       10000,
+		MaxMemory:        256 << 20,
+		Freshness:        time.Second,
+		ReplayInterval:   5 * time.Millisecond,
+		PublishThreshold: 0.2,
+		PublishInterval:  time.Second,
+		SnapshotInterval: time.Second,
+		DegradedShare:    1.0,
+		WriteTimeout:     10 * time.Second,
+		LogLevel:         "info",
+		LogFormat:        "text",
+	}
+}
+
+// listFlag collects a repeatable, comma-separated flag.
+type listFlag struct{ v *[]string }
+
+func (l listFlag) String() string {
+	if l.v == nil {
+		return ""
+	}
+	return strings.Join(*l.v, ",")
+}
+
+func (l listFlag) Set(s string) error {
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*l.v = append(*l.v, p)
+		}
+	}
+	return nil
+}
+
+// sizeFlag parses byte sizes: 1048576, 512KiB, 256MiB, 1GiB, 100MB.
+type sizeFlag struct{ v *int64 }
+
+func (s sizeFlag) String() string {
+	if s.v == nil {
+		return ""
+	}
+	return strconv.FormatInt(*s.v, 10)
+}
+
+func (s sizeFlag) Set(v string) error {
+	n, err := parseSize(v)
+	if err != nil {
+		return err
+	}
+	*s.v = n
+	return nil
+}
+
+func parseSize(v string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"b", 1}}
+	lower := strings.ToLower(strings.TrimSpace(v))
+	mult := int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(lower, u.suffix) {
+			lower, mult = strings.TrimSuffix(lower, u.suffix), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(lower), 10, 64)
+	if err != nil || n <= 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("invalid size %q (want e.g. 268435456, 256MiB, 1GiB)", v)
+	}
+	return n * mult, nil
+}
+
+// parseConfig reads flags from args, after defaults and the environment.
+func parseConfig(args []string, getenv func(string) string) (Config, error) {
+	c := DefaultConfig()
+	fs := flag.NewFlagSet("ratchet", flag.ContinueOnError)
+	fs.StringVar(&c.Listen, "listen", c.Listen, "RESP address")
+	fs.StringVar(&c.Role, "role", c.Role, "origin or edge")
+	fs.StringVar(&c.Region, "region", c.Region, "this region's name")
+	fs.StringVar(&c.NodeID, "node-id", c.NodeID, "unique in the region (default: derived from host and port)")
+	fs.StringVar(&c.Origins, "origin", c.Origins, "edge: origin addresses, comma separated")
+	fs.Var(listFlag{&c.Peers}, "peer", "origin: REGION=ADDR, repeatable or comma separated")
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "origin: snapshot directory; empty disables snapshots")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "Prometheus /metrics and /healthz address; empty disables")
+	fs.StringVar(&c.RequirePass, "requirepass", c.RequirePass, "password clients must AUTH with")
+	fs.StringVar(&c.ClusterSecret, "cluster-secret", c.ClusterSecret, "password of node-to-node traffic")
+	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "TLS certificate (PEM) for the RESP listener")
+	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "TLS key (PEM) for the RESP listener")
+	fs.IntVar(&c.MaxClients, "max-clients", c.MaxClients, "connections beyond this are refused")
+	fs.Var(sizeFlag{&c.MaxMemory}, "max-memory", "bound on the memory of counts (e.g. 256MiB)")
+	fs.DurationVar(&c.Freshness, "freshness", c.Freshness, "edge: how long a local entry stays fresh")
+	fs.DurationVar(&c.ReplayInterval, "replay-interval", c.ReplayInterval, "edge: replay flush interval")
+	fs.Float64Var(&c.PublishThreshold, "publish-threshold", c.PublishThreshold, "origin: share of the limit before a cell is published")
+	fs.DurationVar(&c.PublishInterval, "publish-interval", c.PublishInterval, "origin: publication interval")
+	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", c.SnapshotInterval, "origin: snapshot interval")
+	fs.Float64Var(&c.DegradedShare, "degraded-share", c.DegradedShare, "edge: share of the limit enforced while the origin is unreachable")
+	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "drop a client that does not read its replies for this long")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
+
+	// The environment first, so that the command line overrides it.
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := "RATCHET_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(name); v != "" {
+			if err := fs.Set(f.Name, v); err != nil && envErr == nil {
+				envErr = fmt.Errorf("%s: %w", name, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return c, envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return c, c.Validate()
+}
+
+// Validate reports the first setting that cannot work, or one this build cannot serve yet.
+func (c *Config) Validate() error {
+	switch {
+	case c.Role != "origin" && c.Role != "edge":
+		return fmt.Errorf("--role must be origin or edge, not %q", c.Role)
+	case c.Role == "edge":
+		return errors.New("--role edge is not available in this build yet: run an origin (the default)")
+	case c.Origins != "":
+		return errors.New("--origin is for edges; an origin serves itself")
+	case len(c.Peers) > 0:
+		return errors.New("--peer (cross-region exchange) is not available in this build yet")
+	case c.MaxClients < 1:
+		return errors.New("--max-clients must be at least 1")
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return errors.New("--tls-cert and --tls-key go together")
+	case c.SnapshotInterval <= 0:
+		return errors.New("--snapshot-interval must be positive")
+	case c.WriteTimeout <= 0:
+		return errors.New("--write-timeout must be positive")
+	case c.PublishThreshold < 0 || c.PublishThreshold > 1:
+		return errors.New("--publish-threshold must be from 0 to 1")
+	case c.DegradedShare < 0 || c.DegradedShare > 1:
+		return errors.New("--degraded-share must be from 0 to 1")
+	}
+	if c.NodeID == "" {
+		host, _ := os.Hostname()
+		c.NodeID = host + ":" + portOf(c.Listen)
+	}
+	return nil
+}
+
+func portOf(addr string) string {
+	if i := strings.LastIndexByte(addr, ':'); i >= 0 {
+		return addr[i+1:]
+	}
+	return addr
+}

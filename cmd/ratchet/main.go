@@ -1,0 +1,165 @@
+// Command ratchet is a rate-limit server that speaks the Redis protocol.
+//
+// main wires the packages: engine (decisions and counts), persist (snapshots), commands
+// (the command table), server (RESP connections) and metrics (Prometheus). See README.md.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ratchet/ratchet/commands"
+	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/metrics"
+	"github.com/ratchet/ratchet/persist"
+	"github.com/ratchet/ratchet/server"
+)
+
+// version is the Ratchet release, reported by HELLO and INFO.
+const version = "0.1.0"
+
+func main() {
+	cfg, err := parseConfig(os.Args[1:], os.Getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ratchet:", err)
+		os.Exit(2)
+	}
+	log := newLogger(cfg)
+	if err := run(cfg, log); err != nil {
+		log.Error("ratchet stopped", "error", err)
+		os.Exit(1)
+	}
+}
+
+func newLogger(cfg Config) *slog.Logger {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		level = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if strings.EqualFold(cfg.LogFormat, "json") {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}
+
+func run(cfg Config, log *slog.Logger) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	eng := engine.New(engine.SystemClock{}, engine.Config{MaxMemoryBytes: cfg.MaxMemory, Logger: log})
+
+	var store *persist.Store
+	if cfg.DataDir != "" {
+		var err error
+		if store, err = persist.Open(cfg.DataDir, log); err != nil {
+			return fmt.Errorf("open data dir: %w", err)
+		}
+		recs, err := store.Load()
+		if err != nil {
+			// A damaged snapshot must not keep the limiter down; say so loudly.
+			log.Error("snapshot not loaded; starting empty", "dir", cfg.DataDir, "error", err)
+		}
+		loaded, dropped, rerr := eng.Restore(recs)
+		if rerr != nil {
+			log.Warn("snapshot had unreadable cells", "error", rerr)
+		}
+		log.Info("snapshot loaded", "dir", cfg.DataDir, "cells", loaded, "dropped", dropped)
+	}
+
+	var tlsCfg *tls.Config
+	if cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return fmt.Errorf("load TLS key pair: %w", err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	srv := server.New(server.Config{Addr: cfg.Listen, MaxClients: cfg.MaxClients, WriteTimeout: cfg.WriteTimeout, TLS: tlsCfg, Logger: log})
+	if err := srv.Listen(); err != nil {
+		return err
+	}
+
+	var snapStats func() commands.SnapshotStats
+	if store != nil {
+		snapStats = func() commands.SnapshotStats {
+			s := store.Stats()
+			return commands.SnapshotStats{Enabled: true, LastSuccessMs: int64(s.LastSuccessMs), LastDuration: s.LastDuration,
+				LastCells: int(s.LastCells), Failures: s.Failures}
+		}
+	}
+	disp := commands.New(commands.Options{
+		Engine: eng, Host: srv, RequirePass: cfg.RequirePass, Role: cfg.Role, Region: cfg.Region,
+		NodeID: cfg.NodeID, MaxClients: cfg.MaxClients, Version: version, Snapshots: snapStats,
+		Config: map[string]string{
+			"save": "", "appendonly": "no", "databases": "1", "timeout": "0",
+			"maxclients": fmt.Sprint(cfg.MaxClients), "port": portOf(cfg.Listen),
+			"ratchet-role": cfg.Role, "ratchet-region": cfg.Region,
+			"ratchet-max-memory":        fmt.Sprint(cfg.MaxMemory),
+			"ratchet-snapshot-interval": cfg.SnapshotInterval.String(),
+		},
+	})
+
+	var metricsSrv *http.Server
+	if cfg.MetricsListen != "" {
+		reg := metrics.NewRegistry(metrics.Sources{Engine: eng.Stats, Conns: srv.ConnStats, Commands: disp.Processed, Snapshots: snapStats})
+		ln, err := net.Listen("tcp", cfg.MetricsListen)
+		if err != nil {
+			return fmt.Errorf("listen metrics %s: %w", cfg.MetricsListen, err)
+		}
+		metricsSrv = &http.Server{Handler: metrics.Handler(reg), ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := metricsSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics server stopped", "error", err)
+			}
+		}()
+	}
+
+	go eng.RunSweeper(ctx, time.Second)
+	if store != nil {
+		go persist.Run(ctx, store, eng.Snapshot, cfg.SnapshotInterval)
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(disp) }()
+	log.Info("ratchet serving", "listen", srv.Addr().String(), "role", cfg.Role, "region", cfg.Region,
+		"node_id", cfg.NodeID, "data_dir", cfg.DataDir, "metrics", cfg.MetricsListen, "version", version)
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	var runErr error
+	select {
+	case s := <-sig:
+		log.Info("shutting down", "signal", s.String())
+	case runErr = <-serveErr:
+	}
+
+	shutCtx, shutCancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer shutCancel()
+	if err := srv.Shutdown(shutCtx); err != nil {
+		log.Warn("shutdown", "error", err)
+	}
+	cancel()
+	if metricsSrv != nil {
+		_ = metricsSrv.Shutdown(shutCtx)
+	}
+	if store != nil {
+		if err := store.Save(eng.Snapshot()); err != nil {
+			return fmt.Errorf("final snapshot: %w", err)
+		}
+		log.Info("final snapshot written", "dir", cfg.DataDir)
+	}
+	return runErr
+}

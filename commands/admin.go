@@ -1,0 +1,187 @@
+package commands
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ratchet/ratchet/resp"
+)
+
+func cmdCommand(d *Dispatcher, _ *Session, w *resp.Writer, args [][]byte) {
+	if len(args) == 1 {
+		w.Array(len(d.ordered))
+		for _, c := range d.ordered {
+			c.writeInfo(w)
+		}
+		return
+	}
+	names := args[2:]
+	switch strings.ToUpper(string(args[1])) {
+	case "COUNT":
+		w.Int(int64(len(d.ordered)))
+	case "LIST":
+		w.Array(len(d.ordered))
+		for _, c := range d.ordered {
+			w.BulkString(c.Name)
+		}
+	case "INFO":
+		if len(names) == 0 {
+			w.Array(len(d.ordered))
+			for _, c := range d.ordered {
+				c.writeInfo(w)
+			}
+			return
+		}
+		w.Array(len(names))
+		for _, n := range names {
+			if c := d.table[strings.ToLower(string(n))]; c != nil {
+				c.writeInfo(w)
+			} else {
+				w.Null()
+			}
+		}
+	case "DOCS":
+		var cmds []*Command
+		if len(names) == 0 {
+			cmds = d.ordered
+		}
+		for _, n := range names {
+			if c := d.table[strings.ToLower(string(n))]; c != nil {
+				cmds = append(cmds, c)
+			}
+		}
+		w.Map(len(cmds))
+		for _, c := range cmds {
+			w.BulkString(c.Name)
+			c.writeDocs(w)
+		}
+	default:
+		w.Error("ERR unknown subcommand '" + clip(args[1]) + "'. Try COMMAND HELP.")
+	}
+}
+
+func cmdDBSize(d *Dispatcher, _ *Session, w *resp.Writer, _ [][]byte) {
+	w.Int(d.opt.Engine.Stats().Cells)
+}
+
+// cmdConfig serves CONFIG GET pattern [pattern ...] over the known parameters (glob
+// patterns as Redis). CONFIG SET and the rest are refused: flags configure Ratchet.
+func cmdConfig(d *Dispatcher, _ *Session, w *resp.Writer, args [][]byte) {
+	if !strings.EqualFold(string(args[1]), "GET") {
+		w.Error("ERR CONFIG " + strings.ToUpper(clip(args[1])) + " is not supported: Ratchet is configured by flags")
+		return
+	}
+	if len(args) < 3 {
+		w.Error("ERR wrong number of arguments for 'config|get' command")
+		return
+	}
+	keys := make([]string, 0, len(d.opt.Config))
+	for k := range d.opt.Config {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var match []string
+	for _, k := range keys {
+		for _, p := range args[2:] {
+			if ok, _ := path.Match(strings.ToLower(string(p)), k); ok {
+				match = append(match, k)
+				break
+			}
+		}
+	}
+	w.Map(len(match))
+	for _, k := range match {
+		w.BulkString(k)
+		w.BulkString(d.opt.Config[k])
+	}
+}
+
+// cmdInfo serves INFO [section ...] in Redis's text format.
+func cmdInfo(d *Dispatcher, _ *Session, w *resp.Writer, args [][]byte) {
+	want := map[string]bool{}
+	for _, a := range args[1:] {
+		want[strings.ToLower(string(a))] = true
+	}
+	all := len(want) == 0 || want["all"] || want["everything"] || want["default"]
+	var b strings.Builder
+	for _, sec := range d.infoSections() {
+		if !all && !want[sec.name] {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\r\n")
+		}
+		fmt.Fprintf(&b, "# %s\r\n", strings.ToUpper(sec.name[:1])+sec.name[1:])
+		for _, f := range sec.fields {
+			fmt.Fprintf(&b, "%s:%v\r\n", f.k, f.v)
+		}
+	}
+	w.BulkString(b.String())
+}
+
+type infoField struct {
+	k string
+	v any
+}
+
+type infoSection struct {
+	name   string
+	fields []infoField
+}
+
+func (d *Dispatcher) infoSections() []infoSection {
+	now := time.Now().UnixMilli()
+	cs := d.opt.Host.ConnStats()
+	es := d.opt.Engine.Stats()
+	ratchet := []infoField{
+		{"role", d.opt.Role},
+		{"region", d.opt.Region},
+		{"node_id", d.opt.NodeID},
+		{"origin_reachable", 1}, // an origin is its own origin
+		{"replay_pending", 0},
+		{"peers", 0},
+		{"cells", es.Cells},
+		{"tuples", es.Tuples},
+		{"memory_used_bytes", es.MemoryBytes},
+		{"max_memory_bytes", es.MaxMemoryBytes},
+		{"cells_refused_full", es.RefusedFull},
+		{"decisions_allowed", es.Allowed},
+		{"decisions_denied", es.Denied},
+	}
+	if d.opt.Snapshots != nil {
+		ss := d.opt.Snapshots()
+		ratchet = append(ratchet,
+			infoField{"snapshot_last_success_ms", ss.LastSuccessMs},
+			infoField{"snapshot_last_duration_ms", ss.LastDuration.Milliseconds()},
+			infoField{"snapshot_last_cells", ss.LastCells},
+			infoField{"snapshot_failures", ss.Failures})
+	}
+	return []infoSection{
+		{"server", []infoField{
+			{"ratchet_version", d.opt.Version},
+			{"redis_version", "7.2.0"},
+			{"redis_mode", "standalone"},
+			{"os", runtime.GOOS + " " + runtime.GOARCH},
+			{"go_version", runtime.Version()},
+			{"process_id", os.Getpid()},
+			{"tcp_port", cs.Port},
+			{"uptime_in_seconds", (now - d.startedMs) / 1000},
+		}},
+		{"clients", []infoField{
+			{"connected_clients", cs.Connected},
+			{"maxclients", d.opt.MaxClients},
+			{"blocked_clients", 0},
+		}},
+		{"stats", []infoField{
+			{"total_connections_received", cs.Total},
+			{"total_commands_processed", d.processed.Load()},
+			{"rejected_connections", cs.Rejected},
+		}},
+		{"ratchet", ratchet},
+	}
+}

@@ -1,0 +1,184 @@
+package commands
+
+import (
+	"bytes"
+	"errors"
+
+	"github.com/ratchet/ratchet/engine"
+)
+
+// Argument errors. Their text is the reply; each names the argument and its rule.
+var (
+	errSyntax    = errors.New("ERR syntax error")
+	errKey       = errors.New("ERR key must be 1 to 1024 bytes")
+	errLimit     = errors.New("ERR limit must be an integer from 1 to 1125899906842624")
+	errWindow    = errors.New("ERR window must be from 1ms to 31d")
+	errCost      = errors.New("ERR cost must be an integer from 0 to 1125899906842624")
+	errNamespace = errors.New("ERR namespace must be 1 to 128 bytes")
+	errNotInt    = errors.New("ERR value is not an integer or out of range")
+)
+
+const (
+	maxKeyLen       = 1024
+	maxNamespaceLen = 128
+	// DefaultNamespace is the namespace of a request without NS.
+	DefaultNamespace = "default"
+)
+
+// parseUint reads a strict non-negative decimal integer: digits only, no sign, no spaces,
+// no leading zeros (except "0" itself), at most max. ok is false otherwise.
+func parseUint(b []byte, max uint64) (v uint64, ok bool) {
+	if len(b) == 0 || len(b) > 20 || (b[0] == '0' && len(b) > 1) {
+		return 0, false
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if v > (max-d)/10 {
+			return 0, false
+		}
+		v = v*10 + d
+	}
+	return v, true
+}
+
+// windowUnits maps a window suffix to milliseconds.
+var windowUnits = [...]struct {
+	suffix string
+	ms     int64
+}{
+	{"ms", 1}, {"s", 1000}, {"m", 60_000}, {"h", 3_600_000}, {"d", 86_400_000},
+}
+
+// ParseWindow reads a window: whole milliseconds ("1500") or a whole number with a unit
+// ("1500ms", "60s", "1m", "1h", "1d"; units are case-insensitive). It accepts 1ms to 31d.
+func ParseWindow(b []byte) (int64, error) {
+	unit := int64(1)
+	digits := b
+	// "ms" must be tried before "m" and "s".
+	for _, u := range windowUnits {
+		if n := len(b) - len(u.suffix); n > 0 && bytes.EqualFold(b[n:], []byte(u.suffix)) {
+			unit, digits = u.ms, b[:n]
+			break
+		}
+	}
+	n, ok := parseUint(digits, uint64(engine.MaxWindowMs))
+	if !ok || n == 0 || int64(n) > engine.MaxWindowMs/unit {
+		return 0, errWindow
+	}
+	return int64(n) * unit, nil
+}
+
+// LimitArgs are the parsed arguments of RL.LIMIT.
+type LimitArgs struct {
+	Key       []byte
+	Limit     uint64
+	WindowMs  int64
+	Cost      uint64
+	Namespace []byte // nil: the default namespace
+}
+
+// ParseLimit parses "key limit window [COST n] [NS namespace]" (the arguments after the
+// command name). Checks run in argument order; the first failure is returned.
+func ParseLimit(args [][]byte) (LimitArgs, error) {
+	var a LimitArgs
+	if len(args) < 3 {
+		return a, errSyntax
+	}
+	if err := checkKey(args[0]); err != nil {
+		return a, err
+	}
+	a.Key = args[0]
+	var ok bool
+	if a.Limit, ok = parseUint(args[1], engine.MaxLimit); !ok || a.Limit == 0 {
+		return a, errLimit
+	}
+	var err error
+	if a.WindowMs, err = ParseWindow(args[2]); err != nil {
+		return a, err
+	}
+	a.Cost = 1
+	var seenCost, seenNS bool
+	for rest := args[3:]; len(rest) > 0; rest = rest[2:] {
+		if len(rest) < 2 {
+			return a, errSyntax
+		}
+		switch {
+		case bytes.EqualFold(rest[0], []byte("COST")) && !seenCost:
+			seenCost = true
+			if a.Cost, ok = parseUint(rest[1], engine.MaxLimit); !ok {
+				return a, errCost
+			}
+		case bytes.EqualFold(rest[0], []byte("NS")) && !seenNS:
+			seenNS = true
+			if a.Namespace, err = checkNamespace(rest[1]); err != nil {
+				return a, err
+			}
+		default:
+			return a, errSyntax
+		}
+	}
+	return a, nil
+}
+
+// StatusArgs are the parsed arguments of RL.STATUS.
+type StatusArgs struct {
+	Key       []byte
+	WindowMs  int64
+	Namespace []byte // nil: the default namespace
+	Limit     uint64 // 0: no LIMIT given
+}
+
+// ParseStatus parses "key window [NS namespace] [LIMIT n]".
+func ParseStatus(args [][]byte) (StatusArgs, error) {
+	var a StatusArgs
+	if len(args) < 2 {
+		return a, errSyntax
+	}
+	if err := checkKey(args[0]); err != nil {
+		return a, err
+	}
+	a.Key = args[0]
+	var err error
+	if a.WindowMs, err = ParseWindow(args[1]); err != nil {
+		return a, err
+	}
+	var seenLimit, seenNS bool
+	for rest := args[2:]; len(rest) > 0; rest = rest[2:] {
+		if len(rest) < 2 {
+			return a, errSyntax
+		}
+		switch {
+		case bytes.EqualFold(rest[0], []byte("LIMIT")) && !seenLimit:
+			seenLimit = true
+			var ok bool
+			if a.Limit, ok = parseUint(rest[1], engine.MaxLimit); !ok || a.Limit == 0 {
+				return a, errLimit
+			}
+		case bytes.EqualFold(rest[0], []byte("NS")) && !seenNS:
+			seenNS = true
+			if a.Namespace, err = checkNamespace(rest[1]); err != nil {
+				return a, err
+			}
+		default:
+			return a, errSyntax
+		}
+	}
+	return a, nil
+}
+
+func checkKey(k []byte) error {
+	if len(k) < 1 || len(k) > maxKeyLen {
+		return errKey
+	}
+	return nil
+}
+
+func checkNamespace(ns []byte) ([]byte, error) {
+	if len(ns) < 1 || len(ns) > maxNamespaceLen {
+		return nil, errNamespace
+	}
+	return ns, nil
+}

@@ -1,0 +1,196 @@
+package commands
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ratchet/ratchet/resp"
+)
+
+func cmdPing(_ *Dispatcher, _ *Session, w *resp.Writer, args [][]byte) {
+	switch len(args) {
+	case 1:
+		w.Simple("PONG")
+	case 2:
+		w.Bulk(args[1])
+	default:
+		w.Error("ERR wrong number of arguments for 'ping' command")
+	}
+}
+
+func cmdEcho(_ *Dispatcher, _ *Session, w *resp.Writer, args [][]byte) { w.Bulk(args[1]) }
+
+func cmdQuit(_ *Dispatcher, s *Session, w *resp.Writer, _ [][]byte) {
+	s.closing = true
+	w.OK()
+}
+
+func cmdTime(_ *Dispatcher, _ *Session, w *resp.Writer, _ [][]byte) {
+	now := time.Now()
+	w.Array(2)
+	w.BulkString(strconv.FormatInt(now.Unix(), 10))
+	w.BulkString(strconv.FormatInt(int64(now.Nanosecond()/1000), 10))
+}
+
+func cmdSelect(_ *Dispatcher, _ *Session, w *resp.Writer, args [][]byte) {
+	n, err := strconv.ParseInt(string(args[1]), 10, 64)
+	switch {
+	case err != nil:
+		w.Error(errNotInt.Error())
+	case n != 0:
+		w.Error("ERR DB index is out of range")
+	default:
+		w.OK()
+	}
+}
+
+func cmdAuth(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
+	if len(args) > 3 {
+		w.Error(errSyntax.Error())
+		return
+	}
+	if d.opt.RequirePass == "" {
+		w.Error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+		return
+	}
+	var user []byte
+	if len(args) == 3 {
+		user = args[1]
+	}
+	if !d.checkPassword(user, args[len(args)-1]) {
+		w.Error("WRONGPASS invalid username-password pair or user is disabled.")
+		return
+	}
+	s.Authed = true
+	w.OK()
+}
+
+// cmdHello serves HELLO [protover [AUTH username password] [SETNAME clientname]].
+func cmdHello(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
+	proto := w.Proto()
+	if len(args) >= 2 {
+		v, err := strconv.Atoi(string(args[1]))
+		if err != nil {
+			w.Error("ERR Protocol version is not an integer or out of range")
+			return
+		}
+		if v != 2 && v != 3 {
+			w.Error("NOPROTO unsupported protocol version")
+			return
+		}
+		proto = v
+	}
+	authed := s.Authed
+	var name []byte
+	hasName := false
+	for i := 2; i < len(args); i++ {
+		switch {
+		case strings.EqualFold(string(args[i]), "AUTH") && i+2 < len(args):
+			if d.opt.RequirePass == "" || !d.checkPassword(args[i+1], args[i+2]) {
+				w.Error("WRONGPASS invalid username-password pair or user is disabled.")
+				return
+			}
+			authed = true
+			i += 2
+		case strings.EqualFold(string(args[i]), "SETNAME") && i+1 < len(args):
+			if !validName(args[i+1]) {
+				w.Error("ERR Client names cannot contain spaces, newlines or special characters.")
+				return
+			}
+			name, hasName = args[i+1], true
+			i++
+		default:
+			w.Error("ERR Syntax error in HELLO option '" + clip(args[i]) + "'")
+			return
+		}
+	}
+	if d.opt.RequirePass != "" && !authed {
+		w.Error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
+		return
+	}
+	s.Authed = authed
+	if hasName {
+		s.setName(string(name))
+	}
+	w.SetProto(proto)
+	s.mu.Lock()
+	s.proto = proto
+	s.mu.Unlock()
+
+	w.Map(7)
+	w.BulkString("server")
+	w.BulkString("ratchet")
+	w.BulkString("version")
+	w.BulkString(d.opt.Version)
+	w.BulkString("proto")
+	w.Int(int64(proto))
+	w.BulkString("id")
+	w.Int(s.ID)
+	w.BulkString("mode")
+	w.BulkString("standalone")
+	w.BulkString("role")
+	w.BulkString("master")
+	w.BulkString("modules")
+	w.Array(0)
+}
+
+// validName follows Redis: client names have no spaces, newlines or other special bytes.
+func validName(b []byte) bool {
+	for _, c := range b {
+		if c < '!' || c > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+func cmdClient(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
+	sub := strings.ToUpper(string(args[1]))
+	switch {
+	case sub == "ID" && len(args) == 2:
+		w.Int(s.ID)
+	case sub == "GETNAME" && len(args) == 2:
+		if n := s.getName(); n != "" {
+			w.BulkString(n)
+		} else {
+			w.Null()
+		}
+	case sub == "SETNAME" && len(args) == 3:
+		if !validName(args[2]) {
+			w.Error("ERR Client names cannot contain spaces, newlines or special characters.")
+			return
+		}
+		s.setName(string(args[2]))
+		w.OK()
+	case sub == "SETINFO" && len(args) == 4:
+		attr := strings.ToUpper(string(args[2]))
+		if (attr != "LIB-NAME" && attr != "LIB-VER") || !validName(args[3]) {
+			w.Error("ERR Unrecognized option '" + clip(args[2]) + "'")
+			return
+		}
+		s.mu.Lock()
+		if attr == "LIB-NAME" {
+			s.libName = string(args[3])
+		} else {
+			s.libVer = string(args[3])
+		}
+		s.mu.Unlock()
+		w.OK()
+	case sub == "INFO" && len(args) == 2:
+		w.BulkString(s.ClientLine(time.Now().UnixMilli()) + "\n")
+	case sub == "LIST" && len(args) == 2:
+		now := time.Now().UnixMilli()
+		var b bytes.Buffer
+		for _, o := range d.opt.Host.Sessions() {
+			b.WriteString(o.ClientLine(now))
+			b.WriteByte('\n')
+		}
+		w.Bulk(b.Bytes())
+	case (sub == "NO-EVICT" || sub == "NO-TOUCH") && len(args) == 3:
+		w.OK()
+	default:
+		w.Error("ERR unknown subcommand or wrong number of arguments for '" + clip(args[1]) + "'. Try CLIENT HELP.")
+	}
+}

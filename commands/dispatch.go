@@ -1,0 +1,143 @@
+// Package commands turns parsed requests into replies: it checks arity and
+// authentication, parses arguments, calls the engine and writes RESP2 or RESP3.
+//
+// Each command is one row of a table (name, arity, flags, handler, docs); the same table
+// answers COMMAND, COMMAND INFO and COMMAND DOCS. A request travels:
+// server (socket, framing) -> Dispatcher.Serve (table lookup, auth) -> handler
+// (argument parsing) -> engine.Limit/Status -> resp.Writer.
+package commands
+
+import (
+	"crypto/subtle"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/resp"
+)
+
+// Host is what the commands need from the server around them.
+type Host interface {
+	// Sessions returns the open connections, for CLIENT LIST.
+	Sessions() []*Session
+	// Stats returns the connection counters, for INFO.
+	ConnStats() ConnStats
+}
+
+// ConnStats are the server's connection counters.
+type ConnStats struct {
+	Connected int
+	Total     uint64
+	Rejected  uint64
+	Port      int
+}
+
+// SnapshotStats describe persistence, for INFO.
+type SnapshotStats struct {
+	Enabled       bool
+	LastSuccessMs int64
+	LastDuration  time.Duration
+	LastCells     int
+	Failures      uint64
+}
+
+// Options configure a Dispatcher.
+type Options struct {
+	Engine      *engine.Engine
+	Host        Host
+	RequirePass string
+	Role        string
+	Region      string
+	NodeID      string
+	MaxClients  int
+	Version     string
+	// Snapshots reports persistence for INFO; nil when disabled.
+	Snapshots func() SnapshotStats
+	// Config answers CONFIG GET: parameter name to value.
+	Config map[string]string
+}
+
+// Dispatcher routes requests to command handlers. It is safe for concurrent use by every
+// connection's goroutine.
+type Dispatcher struct {
+	opt       Options
+	table     map[string]*Command
+	ordered   []*Command
+	startedMs int64
+	processed atomic.Uint64
+}
+
+// New returns a Dispatcher over the command table.
+func New(opt Options) *Dispatcher {
+	d := &Dispatcher{opt: opt, table: make(map[string]*Command), startedMs: time.Now().UnixMilli()}
+	for _, c := range commandTable() {
+		d.table[c.Name] = c
+		d.ordered = append(d.ordered, c)
+	}
+	return d
+}
+
+// Processed returns the number of commands served.
+func (d *Dispatcher) Processed() uint64 { return d.processed.Load() }
+
+// Serve handles one request and appends its reply to w. args[0] is the command name.
+func (d *Dispatcher) Serve(s *Session, w *resp.Writer, args [][]byte) {
+	if len(args) == 0 {
+		return
+	}
+	d.processed.Add(1)
+	var lower [32]byte
+	name := args[0]
+	if len(name) > len(lower) {
+		d.unknown(w, args)
+		return
+	}
+	for i, c := range name {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		lower[i] = c
+	}
+	cmd := d.table[string(lower[:len(name)])]
+	if cmd == nil {
+		d.unknown(w, args)
+		return
+	}
+	if d.opt.RequirePass != "" && !s.Authed && cmd.Flags&flagNoAuth == 0 {
+		w.Error("NOAUTH Authentication required.")
+		return
+	}
+	if (cmd.Arity > 0 && len(args) != cmd.Arity) || (cmd.Arity < 0 && len(args) < -cmd.Arity) {
+		w.Error("ERR wrong number of arguments for '" + cmd.Name + "' command")
+		return
+	}
+	s.lastCmd.Store(cmd)
+	cmd.Handler(d, s, w, args)
+}
+
+func (d *Dispatcher) unknown(w *resp.Writer, args [][]byte) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "ERR unknown command '%s', with args beginning with: ", clip(args[0]))
+	for _, a := range args[1:] {
+		fmt.Fprintf(&b, "'%s' ", clip(a))
+	}
+	w.Error(b.String())
+}
+
+// clip shortens an argument echoed in an error, as Redis does.
+func clip(b []byte) string {
+	if len(b) > 128 {
+		b = b[:128]
+	}
+	return string(b)
+}
+
+// checkPassword compares in constant time.
+func (d *Dispatcher) checkPassword(user, pass []byte) bool {
+	if user != nil && !strings.EqualFold(string(user), "default") {
+		return false
+	}
+	return subtle.ConstantTimeCompare(pass, []byte(d.opt.RequirePass)) == 1
+}

@@ -1,0 +1,80 @@
+package commands
+
+import (
+	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/resp"
+)
+
+// cmdLimit serves RL.LIMIT key limit window [COST n] [NS namespace].
+func cmdLimit(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
+	a, err := ParseLimit(args[1:])
+	if err != nil {
+		w.Error(err.Error())
+		return
+	}
+	t := engine.Tuple{Workspace: s.Workspace, Namespace: namespace(a.Namespace), Key: a.Key, WindowMs: a.WindowMs}
+	dec, err := d.opt.Engine.Limit(t, a.Limit, a.Cost)
+	if err != nil {
+		w.Error(err.Error())
+		return
+	}
+	w.Array(5)
+	w.Int(boolInt(dec.Allowed))
+	w.Int(int64(dec.Limit))
+	w.Int(int64(dec.Remaining))
+	w.Int(dec.RetryAfterMs)
+	w.Int(dec.ResetAfterMs)
+}
+
+// cmdStatus serves RL.STATUS key window [NS namespace] [LIMIT n]: a map in RESP3, a flat
+// array of names and values in RESP2.
+func cmdStatus(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
+	a, err := ParseStatus(args[1:])
+	if err != nil {
+		w.Error(err.Error())
+		return
+	}
+	t := engine.Tuple{Workspace: s.Workspace, Namespace: namespace(a.Namespace), Key: a.Key, WindowMs: a.WindowMs}
+	st := d.opt.Engine.Status(t)
+	n := 10
+	if a.Limit > 0 {
+		n += 3
+	}
+	w.Map(n)
+	field := func(name string, v int64) {
+		w.BulkString(name)
+		w.Int(v)
+	}
+	field("sequence", st.Sequence)
+	field("window_ms", st.WindowMs)
+	field("current_regional", int64(st.CurrentRegional))
+	field("current_imported", int64(st.CurrentImported))
+	field("previous_regional", int64(st.PreviousRegional))
+	field("previous_imported", int64(st.PreviousImported))
+	field("used", int64(st.Used()))
+	// An origin's own memory is the authority: always the origin's view, always fresh.
+	w.BulkString("source")
+	w.BulkString("origin")
+	field("fresh", 1)
+	field("strict_ms", 0)
+	if a.Limit > 0 {
+		p := st.Peek(a.Limit)
+		field("limit", int64(a.Limit))
+		field("remaining", int64(p.Remaining))
+		field("reset_after_ms", p.ResetAfterMs)
+	}
+}
+
+func namespace(ns []byte) string {
+	if ns == nil {
+		return DefaultNamespace
+	}
+	return string(ns)
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}

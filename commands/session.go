@@ -1,0 +1,81 @@
+package commands
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Session is one client connection's state as the commands see it. The server creates it
+// and owns its goroutine; only that goroutine calls Dispatcher.Serve with it. CLIENT LIST
+// reads other sessions from other goroutines, so the fields it shows that can change are
+// guarded by mu or atomic.
+type Session struct {
+	ID        int64
+	Addr      string
+	LocalAddr string
+	CreatedMs int64
+
+	// Owned by the connection's goroutine.
+	Authed    bool
+	Workspace string
+	closing   bool
+
+	lastMs  atomic.Int64            // ms of the last request batch
+	lastCmd atomic.Pointer[Command] // the last command served
+
+	mu      sync.Mutex // guards the fields below
+	name    string
+	libName string
+	libVer  string
+	proto   int
+}
+
+// NewSession returns the state of a new connection, unauthenticated, in RESP2 and in
+// the default workspace.
+func NewSession(id int64, addr, localAddr string, nowMs int64) *Session {
+	s := &Session{ID: id, Addr: addr, LocalAddr: localAddr, CreatedMs: nowMs, Workspace: "default", proto: 2}
+	s.lastMs.Store(nowMs)
+	return s
+}
+
+// Touch records activity at nowMs, for CLIENT LIST's idle field.
+func (s *Session) Touch(nowMs int64) { s.lastMs.Store(nowMs) }
+
+// Closing reports whether the client asked to close the connection (QUIT). The server
+// writes the pending replies, then closes.
+func (s *Session) Closing() bool { return s.closing }
+
+func (s *Session) setName(n string) {
+	s.mu.Lock()
+	s.name = n
+	s.mu.Unlock()
+}
+
+func (s *Session) getName() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.name
+}
+
+// ClientLine is the session as one line of CLIENT LIST, in Redis's field order for the
+// fields that apply.
+func (s *Session) ClientLine(nowMs int64) string {
+	s.mu.Lock()
+	name, lib, ver, proto := s.name, s.libName, s.libVer, s.proto
+	s.mu.Unlock()
+	cmd := "NULL"
+	if c := s.lastCmd.Load(); c != nil {
+		cmd = c.Name
+	}
+	var b strings.Builder
+	b.WriteString("id=")
+	b.WriteString(strconv.FormatInt(s.ID, 10))
+	b.WriteString(" addr=" + s.Addr + " laddr=" + s.LocalAddr + " name=" + name)
+	b.WriteString(" age=" + strconv.FormatInt((nowMs-s.CreatedMs)/1000, 10))
+	b.WriteString(" idle=" + strconv.FormatInt((nowMs-s.lastMs.Load())/1000, 10))
+	b.WriteString(" flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 resp=" + strconv.Itoa(proto))
+	b.WriteString(" lib-name=" + lib + " lib-ver=" + ver + " cmd=" + cmd)
+	return b.String()
+}

@@ -1,0 +1,163 @@
+package commands
+
+import (
+	"github.com/ratchet/ratchet/resp"
+)
+
+type cmdFlags uint8
+
+const (
+	flagNoAuth   cmdFlags = 1 << iota // allowed before AUTH
+	flagWrite                         // may change counts
+	flagReadonly                      // never changes counts
+	flagFast                          // O(1)
+)
+
+// Command is one row of the command table.
+type Command struct {
+	Name     string // lower case
+	Arity    int    // Redis convention: n exact, -n at least n (the name counts)
+	Flags    cmdFlags
+	FirstKey int // position of the key argument, 0 when none
+	Group    string
+	Summary  string
+	Args     []ArgDoc
+	Handler  func(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte)
+}
+
+// ArgDoc documents one argument for COMMAND DOCS (and so for redis-cli's hints).
+type ArgDoc struct {
+	Name     string
+	Type     string // key, integer, string, pure-token, block, oneof
+	Token    string
+	Optional bool
+	Args     []ArgDoc
+}
+
+func commandTable() []*Command {
+	opt := func(a ArgDoc) ArgDoc { a.Optional = true; return a }
+	return []*Command{
+		{Name: "rl.limit", Arity: -4, Flags: flagWrite | flagFast, FirstKey: 1, Group: "ratchet",
+			Summary: "Decides a request against a sliding-window limit and counts it when allowed.",
+			Args: []ArgDoc{{Name: "key", Type: "key"}, {Name: "limit", Type: "integer"}, {Name: "window", Type: "string"},
+				opt(ArgDoc{Name: "cost", Type: "integer", Token: "COST"}), opt(ArgDoc{Name: "namespace", Type: "string", Token: "NS"})},
+			Handler: cmdLimit},
+		{Name: "rl.status", Arity: -3, Flags: flagReadonly | flagFast, FirstKey: 1, Group: "ratchet",
+			Summary: "Reads a tuple's counts without counting.",
+			Args: []ArgDoc{{Name: "key", Type: "key"}, {Name: "window", Type: "string"},
+				opt(ArgDoc{Name: "namespace", Type: "string", Token: "NS"}), opt(ArgDoc{Name: "limit", Type: "integer", Token: "LIMIT"})},
+			Handler: cmdStatus},
+		{Name: "ping", Arity: -1, Flags: flagFast, Group: "connection", Summary: "Returns the server's liveliness response.",
+			Args: []ArgDoc{opt(ArgDoc{Name: "message", Type: "string"})}, Handler: cmdPing},
+		{Name: "echo", Arity: 2, Flags: flagFast, Group: "connection", Summary: "Returns the given string.",
+			Args: []ArgDoc{{Name: "message", Type: "string"}}, Handler: cmdEcho},
+		{Name: "quit", Arity: -1, Flags: flagNoAuth | flagFast, Group: "connection", Summary: "Closes the connection.", Handler: cmdQuit},
+		{Name: "time", Arity: 1, Flags: flagFast, Group: "server", Summary: "Returns the server time.", Handler: cmdTime},
+		{Name: "hello", Arity: -1, Flags: flagNoAuth | flagFast, Group: "connection", Summary: "Handshakes with the server.",
+			Args: []ArgDoc{opt(ArgDoc{Name: "arguments", Type: "block", Args: []ArgDoc{{Name: "protover", Type: "integer"},
+				opt(ArgDoc{Name: "username-password", Type: "block", Token: "AUTH", Args: []ArgDoc{{Name: "username", Type: "string"}, {Name: "password", Type: "string"}}}),
+				opt(ArgDoc{Name: "clientname", Type: "string", Token: "SETNAME"})}})},
+			Handler: cmdHello},
+		{Name: "auth", Arity: -2, Flags: flagNoAuth | flagFast, Group: "connection", Summary: "Authenticates the connection.",
+			Args: []ArgDoc{opt(ArgDoc{Name: "username", Type: "string"}), {Name: "password", Type: "string"}}, Handler: cmdAuth},
+		{Name: "client", Arity: -2, Group: "connection", Summary: "CLIENT ID, GETNAME, SETNAME, SETINFO, INFO, LIST.",
+			Args: []ArgDoc{{Name: "subcommand", Type: "string"}}, Handler: cmdClient},
+		{Name: "select", Arity: 2, Flags: flagFast, Group: "connection", Summary: "Selects database 0, the only one.",
+			Args: []ArgDoc{{Name: "index", Type: "integer"}}, Handler: cmdSelect},
+		{Name: "command", Arity: -1, Group: "server", Summary: "COMMAND, COMMAND COUNT, COMMAND DOCS, COMMAND INFO, COMMAND LIST.",
+			Handler: cmdCommand},
+		{Name: "info", Arity: -1, Group: "server", Summary: "Returns information about the server.",
+			Args: []ArgDoc{opt(ArgDoc{Name: "section", Type: "string"})}, Handler: cmdInfo},
+		{Name: "dbsize", Arity: 1, Flags: flagReadonly | flagFast, Group: "server", Summary: "Returns the number of cells held.", Handler: cmdDBSize},
+		{Name: "config", Arity: -2, Group: "server", Summary: "CONFIG GET parameter [parameter ...].",
+			Args: []ArgDoc{{Name: "subcommand", Type: "string"}}, Handler: cmdConfig},
+	}
+}
+
+func (c *Command) flagNames() []string {
+	var out []string
+	if c.Flags&flagWrite != 0 {
+		out = append(out, "write")
+	}
+	if c.Flags&flagReadonly != 0 {
+		out = append(out, "readonly")
+	}
+	if c.Flags&flagFast != 0 {
+		out = append(out, "fast")
+	}
+	if c.Flags&flagNoAuth != 0 {
+		out = append(out, "no-auth")
+	}
+	return out
+}
+
+// writeInfo writes one COMMAND INFO entry.
+func (c *Command) writeInfo(w *resp.Writer) {
+	w.Array(10)
+	w.BulkString(c.Name)
+	w.Int(int64(c.Arity))
+	flags := c.flagNames()
+	w.Array(len(flags))
+	for _, f := range flags {
+		w.Simple(f)
+	}
+	k := int64(c.FirstKey)
+	w.Int(k)
+	w.Int(k)
+	if k > 0 {
+		w.Int(1)
+	} else {
+		w.Int(0)
+	}
+	w.Array(0) // ACL categories
+	w.Array(0) // tips
+	w.Array(0) // key specs
+	w.Array(0) // subcommands
+}
+
+// writeDocs writes one COMMAND DOCS value (the map after the name).
+func (c *Command) writeDocs(w *resp.Writer) {
+	w.Map(4)
+	w.BulkString("summary")
+	w.BulkString(c.Summary)
+	w.BulkString("since")
+	w.BulkString("1.0.0")
+	w.BulkString("group")
+	w.BulkString(c.Group)
+	w.BulkString("arguments")
+	writeArgDocs(w, c.Args)
+}
+
+func writeArgDocs(w *resp.Writer, args []ArgDoc) {
+	w.Array(len(args))
+	for _, a := range args {
+		n := 2
+		if a.Token != "" {
+			n++
+		}
+		if a.Optional {
+			n++
+		}
+		if len(a.Args) > 0 {
+			n++
+		}
+		w.Map(n)
+		w.BulkString("name")
+		w.BulkString(a.Name)
+		w.BulkString("type")
+		w.BulkString(a.Type)
+		if a.Token != "" {
+			w.BulkString("token")
+			w.BulkString(a.Token)
+		}
+		if a.Optional {
+			w.BulkString("flags")
+			w.Array(1)
+			w.Simple("optional")
+		}
+		if len(a.Args) > 0 {
+			w.BulkString("arguments")
+			writeArgDocs(w, a.Args)
+		}
+	}
+}

@@ -1,0 +1,190 @@
+// Package engine makes rate-limit decisions from this process's memory.
+//
+// It holds the window math of SPEC section 2 (window.go), the authoritative cell store
+// (store.go) and the Engine that ties them to a Clock. It knows no sockets: the commands
+// package parses requests into Tuples and calls Limit and Status.
+package engine
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// Config holds the engine's knobs.
+type Config struct {
+	// MaxMemoryBytes bounds the estimated bytes of the cell store. A request that needs a
+	// new cell beyond it gets ErrFull; existing cells keep working.
+	MaxMemoryBytes int64
+	// Logger receives the (rate-limited) line about a full store. Nil: slog.Default().
+	Logger *slog.Logger
+}
+
+// Engine decides requests and keeps their counts. It is safe for concurrent use.
+type Engine struct {
+	clock Clock
+	store *store
+	log   *slog.Logger
+
+	allowed     atomic.Uint64
+	denied      atomic.Uint64
+	refused     atomic.Uint64 // ErrFull replies
+	lastFullLog atomic.Int64  // ms of the last "store full" log line
+}
+
+// New returns an Engine reading time from clock.
+func New(clock Clock, cfg Config) *Engine {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Engine{clock: clock, store: newStore(cfg.MaxMemoryBytes), log: log}
+}
+
+// Clock returns the engine's clock.
+func (e *Engine) Clock() Clock { return e.clock }
+
+// position returns the sequence of now in window w and the ms elapsed in it.
+func position(nowMs, w int64) (seq, elapsed int64) {
+	seq = nowMs / w
+	return seq, nowMs - seq*w
+}
+
+// Limit decides one request of cost against limit for tuple t, and counts it when allowed.
+// t.WindowMs must be in [1, MaxWindowMs] and limit >= 1. The only error is ErrFull: the
+// request was allowed but needs a new cell that does not fit; nothing was counted.
+func (e *Engine) Limit(t Tuple, limit, cost uint64) (Decision, error) {
+	var buf [256]byte
+	key := AppendKey(buf[:0], t)
+	seq, elapsed := position(e.clock.NowMs(), t.WindowMs)
+
+	sh := e.store.shardOf(key)
+	sh.mu.Lock()
+	ent := sh.m[string(key)]
+	var cur, prev cell
+	if ent != nil {
+		cur, prev = ent.counts(seq)
+	}
+	d := Decide(Counts{Current: cur.total(), Previous: prev.total()}, limit, cost, t.WindowMs, elapsed)
+	if d.Allowed && cost > 0 {
+		if ent == nil {
+			var err error
+			if ent, err = e.store.insert(sh, key, false); err != nil {
+				sh.mu.Unlock()
+				e.refusedFull()
+				return Decision{}, err
+			}
+		}
+		c, grew := ent.slot(seq)
+		c.regional = satAdd(c.regional, cost)
+		if grew {
+			e.store.cells.Add(1)
+		}
+	}
+	sh.mu.Unlock()
+
+	if d.Allowed {
+		e.allowed.Add(1)
+	} else {
+		e.denied.Add(1)
+	}
+	return d, nil
+}
+
+func (e *Engine) refusedFull() {
+	n := e.refused.Add(1)
+	now := e.clock.NowMs()
+	last := e.lastFullLog.Load()
+	if now-last >= 10_000 && e.lastFullLog.CompareAndSwap(last, now) {
+		e.log.Warn("cell store is full; refusing new cells", "max_memory_bytes", e.store.maxBytes,
+			"tuples", e.store.tuples.Load(), "refused_total", n)
+	}
+}
+
+// Status is a read of one tuple's two live cells, made without counting.
+type Status struct {
+	Sequence         int64
+	ElapsedMs        int64
+	WindowMs         int64
+	CurrentRegional  uint64
+	CurrentImported  uint64
+	PreviousRegional uint64
+	PreviousImported uint64
+}
+
+// Counts returns the totals that a decision at the same instant would read.
+func (s Status) Counts() Counts {
+	return Counts{
+		Current:  satAdd(s.CurrentRegional, s.CurrentImported),
+		Previous: satAdd(s.PreviousRegional, s.PreviousImported),
+	}
+}
+
+// Used returns floor(used) at the instant of the read.
+func (s Status) Used() uint64 { return Used(s.Counts(), s.WindowMs, s.ElapsedMs) }
+
+// Peek returns the decision a request of cost 0 against limit would get: its Remaining
+// and ResetAfterMs describe the tuple under that limit.
+func (s Status) Peek(limit uint64) Decision {
+	return Decide(s.Counts(), limit, 0, s.WindowMs, s.ElapsedMs)
+}
+
+// Status reads tuple t without changing it.
+func (e *Engine) Status(t Tuple) Status {
+	var buf [256]byte
+	key := AppendKey(buf[:0], t)
+	seq, elapsed := position(e.clock.NowMs(), t.WindowMs)
+	st := Status{Sequence: seq, ElapsedMs: elapsed, WindowMs: t.WindowMs}
+
+	sh := e.store.shardOf(key)
+	sh.mu.Lock()
+	if ent := sh.m[string(key)]; ent != nil {
+		cur, prev := ent.counts(seq)
+		st.CurrentRegional, st.CurrentImported = cur.regional, cur.imported
+		st.PreviousRegional, st.PreviousImported = prev.regional, prev.imported
+	}
+	sh.mu.Unlock()
+	return st
+}
+
+// Sweep drops the cells that can no longer matter and returns how many it dropped.
+func (e *Engine) Sweep() int64 { return e.store.sweep(e.clock.NowMs()) }
+
+// RunSweeper calls Sweep every interval until ctx ends.
+func (e *Engine) RunSweeper(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			e.Sweep()
+		}
+	}
+}
+
+// Stats are the engine's counters, read by INFO and /metrics.
+type Stats struct {
+	Allowed        uint64
+	Denied         uint64
+	RefusedFull    uint64
+	Cells          int64
+	Tuples         int64
+	MemoryBytes    int64
+	MaxMemoryBytes int64
+}
+
+// Stats returns a consistent-enough reading of the engine's counters (each is atomic).
+func (e *Engine) Stats() Stats {
+	return Stats{
+		Allowed:        e.allowed.Load(),
+		Denied:         e.denied.Load(),
+		RefusedFull:    e.refused.Load(),
+		Cells:          e.store.cells.Load(),
+		Tuples:         e.store.tuples.Load(),
+		MemoryBytes:    e.store.bytes.Load(),
+		MaxMemoryBytes: e.store.maxBytes,
+	}
+}

@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"errors"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+)
+
+// The store holds the authoritative counts of this process.
+//
+// Concurrency: the store is split into shards by a hash of the tuple key. Each shard's
+// mutex guards its map and every entry in it; a decision holds exactly one shard lock for
+// the lookup, the window math and the add, so decisions on one tuple are serialised (and
+// exact) while decisions on different tuples run in parallel. The byte and cell gauges
+// are atomics shared by all shards.
+//
+// Each tuple keeps its two newest cells. A third sequence replaces the older one: cells
+// older than seq-1 never matter again. A sweep drops tuples whose newest cell is older
+// than seq-1; nothing else ever removes a cell, so a live cell is never forgotten.
+
+const shardCount = 256
+
+// entryOverhead estimates the bytes one tuple costs beyond its key: the map slot, the
+// string header, the entry itself and allocator slack. It only feeds the --max-memory bound.
+const entryOverhead = 128
+
+// ErrFull is returned when a request needs a new cell and the store is at --max-memory.
+var ErrFull = errors.New("OOM cell store is full (--max-memory)")
+
+type cell struct {
+	seq      int64 // -1: empty slot
+	regional uint64
+	imported uint64
+}
+
+func (c cell) total() uint64 { return satAdd(c.regional, c.imported) }
+
+type entry struct {
+	cells [2]cell
+}
+
+func newEntry() *entry {
+	return &entry{cells: [2]cell{{seq: -1}, {seq: -1}}}
+}
+
+// find returns the slot holding seq, or nil.
+func (e *entry) find(seq int64) *cell {
+	for i := range e.cells {
+		if e.cells[i].seq == seq {
+			return &e.cells[i]
+		}
+	}
+	return nil
+}
+
+// counts returns the totals of cells seq and seq-1.
+func (e *entry) counts(seq int64) (cur, prev cell) {
+	cur, prev = cell{seq: seq}, cell{seq: seq - 1}
+	for _, c := range e.cells {
+		switch c.seq {
+		case seq:
+			cur = c
+		case seq - 1:
+			prev = c
+		}
+	}
+	return cur, prev
+}
+
+// slot returns the slot for seq, reusing the older slot when seq is new. It reports
+// whether a previously empty slot was taken (the store then holds one more cell).
+func (e *entry) slot(seq int64) (c *cell, grew bool) {
+	if c := e.find(seq); c != nil {
+		return c, false
+	}
+	i := 0
+	if e.cells[1].seq < e.cells[0].seq {
+		i = 1
+	}
+	grew = e.cells[i].seq < 0
+	e.cells[i] = cell{seq: seq}
+	return &e.cells[i], grew
+}
+
+func (e *entry) newest() int64 { return max(e.cells[0].seq, e.cells[1].seq) }
+
+func (e *entry) held() int64 {
+	var n int64
+	for _, c := range e.cells {
+		if c.seq >= 0 {
+			n++
+		}
+	}
+	return n
+}
+
+type shard struct {
+	mu sync.Mutex
+	m  map[string]*entry
+}
+
+type store struct {
+	seed     maphash.Seed
+	shards   [shardCount]shard
+	maxBytes int64
+	bytes    atomic.Int64 // estimated bytes of all entries
+	cells    atomic.Int64 // occupied cell slots
+	tuples   atomic.Int64
+}
+
+func newStore(maxBytes int64) *store {
+	s := &store{seed: maphash.MakeSeed(), maxBytes: maxBytes}
+	for i := range s.shards {
+		s.shards[i].m = make(map[string]*entry)
+	}
+	return s
+}
+
+func (s *store) shardOf(key []byte) *shard {
+	return &s.shards[maphash.Bytes(s.seed, key)%shardCount]
+}
+
+// insert adds an empty entry for key to sh (locked by the caller), or returns ErrFull.
+// force skips the bound: a snapshot's live cells are loaded even past it.
+func (s *store) insert(sh *shard, key []byte, force bool) (*entry, error) {
+	size := int64(len(key)) + entryOverhead
+	if n := s.bytes.Add(size); n > s.maxBytes && !force {
+		s.bytes.Add(-size)
+		return nil, ErrFull
+	}
+	e := newEntry()
+	sh.m[string(key)] = e
+	s.tuples.Add(1)
+	return e, nil
+}
+
+// sweep drops every tuple whose newest cell is older than seq-1 at nowMs. It returns the
+// number of cells dropped.
+func (s *store) sweep(nowMs int64) int64 {
+	var dropped int64
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for k, e := range sh.m {
+			w := windowOfKey(k)
+			if w <= 0 || e.newest() < nowMs/w-1 {
+				dropped += e.held()
+				s.cells.Add(-e.held())
+				s.bytes.Add(-(int64(len(k)) + entryOverhead))
+				s.tuples.Add(-1)
+				delete(sh.m, k)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return dropped
+}

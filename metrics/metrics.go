@@ -1,0 +1,106 @@
+// Package metrics exposes Ratchet's counters to Prometheus and serves /metrics and
+// /healthz. It reads the same Stats that INFO reads, so the two never disagree; no key or
+// namespace is ever a label.
+package metrics
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ratchet/ratchet/commands"
+	"github.com/ratchet/ratchet/engine"
+)
+
+// Sources are the readings the collector takes at each scrape. Nil fields are skipped.
+type Sources struct {
+	Engine    func() engine.Stats
+	Conns     func() commands.ConnStats
+	Commands  func() uint64
+	Snapshots func() commands.SnapshotStats
+}
+
+type collector struct {
+	src Sources
+
+	decisions, refused, cells, tuples, memBytes, memMax    *prometheus.Desc
+	clients, connections, rejected, commands               *prometheus.Desc
+	snapDuration, snapLastSuccess, snapCells, snapFailures *prometheus.Desc
+}
+
+func newCollector(src Sources) *collector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("ratchet_"+name, help, labels, nil)
+	}
+	return &collector{
+		src:             src,
+		decisions:       d("decisions_total", "Decisions made, by result and by where the counts came from.", "result", "source"),
+		refused:         d("cells_refused_total", "Requests refused because the cell store was full (--max-memory)."),
+		cells:           d("cells", "Cells held in memory."),
+		tuples:          d("local_entries", "Tuples (entries of up to two cells) held in memory."),
+		memBytes:        d("memory_bytes", "Estimated bytes of the cell store."),
+		memMax:          d("memory_max_bytes", "The --max-memory bound of the cell store."),
+		clients:         d("connected_clients", "Open client connections."),
+		connections:     d("connections_total", "Connections accepted."),
+		rejected:        d("connections_rejected_total", "Connections refused at --max-clients."),
+		commands:        d("commands_total", "Commands served."),
+		snapDuration:    d("snapshot_duration_seconds", "Duration of the last successful snapshot."),
+		snapLastSuccess: d("snapshot_last_success_timestamp_seconds", "Unix time of the last successful snapshot."),
+		snapCells:       d("snapshot_cells", "Cells written by the last successful snapshot."),
+		snapFailures:    d("snapshot_failures_total", "Snapshots that failed."),
+	}
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	m := func(desc *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, t, v, labels...)
+	}
+	if c.src.Engine != nil {
+		s := c.src.Engine()
+		m(c.decisions, prometheus.CounterValue, float64(s.Allowed), "allowed", "local")
+		m(c.decisions, prometheus.CounterValue, float64(s.Denied), "denied", "local")
+		m(c.refused, prometheus.CounterValue, float64(s.RefusedFull))
+		m(c.cells, prometheus.GaugeValue, float64(s.Cells))
+		m(c.tuples, prometheus.GaugeValue, float64(s.Tuples))
+		m(c.memBytes, prometheus.GaugeValue, float64(s.MemoryBytes))
+		m(c.memMax, prometheus.GaugeValue, float64(s.MaxMemoryBytes))
+	}
+	if c.src.Conns != nil {
+		s := c.src.Conns()
+		m(c.clients, prometheus.GaugeValue, float64(s.Connected))
+		m(c.connections, prometheus.CounterValue, float64(s.Total))
+		m(c.rejected, prometheus.CounterValue, float64(s.Rejected))
+	}
+	if c.src.Commands != nil {
+		m(c.commands, prometheus.CounterValue, float64(c.src.Commands()))
+	}
+	if c.src.Snapshots != nil {
+		s := c.src.Snapshots()
+		m(c.snapDuration, prometheus.GaugeValue, s.LastDuration.Seconds())
+		m(c.snapLastSuccess, prometheus.GaugeValue, float64(s.LastSuccessMs)/1000)
+		m(c.snapCells, prometheus.GaugeValue, float64(s.LastCells))
+		m(c.snapFailures, prometheus.CounterValue, float64(s.Failures))
+	}
+}
+
+// NewRegistry returns a registry with Ratchet's collector and the Go and process collectors.
+func NewRegistry(src Sources) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newCollector(src), collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// Handler serves /metrics from reg and /healthz ("ok" while the process serves).
+func Handler(reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
+}

@@ -1,0 +1,268 @@
+// Package server accepts RESP connections and feeds their requests to a Handler.
+//
+// Concurrency: one goroutine accepts; each connection has one goroutine that owns its
+// socket, read buffer, reply buffer and Session. That goroutine reads whatever has
+// arrived, parses every complete request with the bounded parser of package resp, serves
+// them in order, and answers the whole batch with one write (a very large batch of replies
+// is written in parts). The server's mutex guards only the set of open connections and is
+// never held while serving a request.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratchet/ratchet/commands"
+	"github.com/ratchet/ratchet/resp"
+)
+
+// Handler serves one request, appending its reply to w.
+type Handler interface {
+	Serve(s *commands.Session, w *resp.Writer, args [][]byte)
+}
+
+// Config configures a Server.
+type Config struct {
+	Addr         string
+	MaxClients   int
+	WriteTimeout time.Duration // a client that does not read its replies for this long is dropped
+	Limits       resp.Limits
+	TLS          *tls.Config // nil: plain TCP
+	Logger       *slog.Logger
+}
+
+const (
+	initialBuffer = 16 << 10
+	flushAt       = 256 << 10 // write replies early once this many are buffered
+)
+
+// Server is a RESP listener. It implements commands.Host.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	handler Handler
+
+	ln       net.Listener
+	port     int
+	nextID   atomic.Int64
+	total    atomic.Uint64
+	rejected atomic.Uint64
+
+	mu      sync.Mutex // guards conns and closing
+	conns   map[*commands.Session]net.Conn
+	closing bool
+	wg      sync.WaitGroup // connection goroutines
+}
+
+// New returns a Server; Listen then Serve start it.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 10 * time.Second
+	}
+	if cfg.Limits == (resp.Limits{}) {
+		cfg.Limits = resp.DefaultLimits()
+	}
+	return &Server{cfg: cfg, log: cfg.Logger, conns: make(map[*commands.Session]net.Conn)}
+}
+
+// Listen binds the RESP address.
+func (s *Server) Listen() error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", s.cfg.Addr, err)
+	}
+	if a, ok := ln.Addr().(*net.TCPAddr); ok {
+		s.port = a.Port
+	}
+	if s.cfg.TLS != nil {
+		ln = tls.NewListener(ln, s.cfg.TLS)
+	}
+	s.ln = ln
+	return nil
+}
+
+// Addr returns the bound address.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Serve accepts connections until Shutdown. It returns nil after Shutdown.
+func (s *Server) Serve(h Handler) error {
+	s.handler = h
+	var backoff time.Duration
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			if s.isClosing() || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			// Out of file descriptors and the like: wait, bounded, and go on.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.log.Warn("accept failed", "error", err, "retry_in", backoff)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		s.total.Add(1)
+		s.accept(c)
+	}
+}
+
+func (s *Server) accept(c net.Conn) {
+	now := time.Now()
+	sess := commands.NewSession(s.nextID.Add(1), c.RemoteAddr().String(), c.LocalAddr().String(), now.UnixMilli())
+	s.mu.Lock()
+	if s.closing || len(s.conns) >= s.cfg.MaxClients {
+		s.mu.Unlock()
+		s.rejected.Add(1)
+		_ = c.SetWriteDeadline(now.Add(time.Second))
+		_, _ = c.Write([]byte("-ERR max number of clients reached\r\n"))
+		_ = c.Close()
+		return
+	}
+	s.conns[sess] = c
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go s.serveConn(sess, c)
+}
+
+func (s *Server) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
+// serveConn is the connection's goroutine: read, parse, serve, write, until the peer
+// leaves, QUITs, errs, or sends a protocol error.
+func (s *Server) serveConn(sess *commands.Session, c net.Conn) {
+	defer func() {
+		_ = c.Close()
+		s.mu.Lock()
+		delete(s.conns, sess)
+		s.mu.Unlock()
+		s.wg.Done()
+	}()
+	lim := s.cfg.Limits
+	buf := make([]byte, 0, initialBuffer)
+	argv := make([][]byte, 0, 16)
+	var w resp.Writer
+	for {
+		if len(buf) == cap(buf) {
+			if cap(buf) >= lim.MaxBuffer {
+				s.protocolError(c, &w, resp.ErrTooBig)
+				return
+			}
+			grown := make([]byte, len(buf), min(2*cap(buf), lim.MaxBuffer))
+			copy(grown, buf)
+			buf = grown
+		}
+		n, rerr := c.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		now := time.Now()
+		sess.Touch(now.UnixMilli())
+
+		off := 0
+		for off < len(buf) && !sess.Closing() {
+			args, used, perr := resp.Parse(buf[off:], argv, lim)
+			if perr != nil {
+				s.protocolError(c, &w, perr)
+				return
+			}
+			if used == 0 {
+				break
+			}
+			off += used
+			argv = args[:0]
+			if len(args) > 0 {
+				s.handler.Serve(sess, &w, args)
+			}
+			if w.Len() >= flushAt {
+				if err := s.flush(c, &w); err != nil {
+					return
+				}
+			}
+		}
+		buf = buf[:copy(buf, buf[off:])]
+		if len(buf) == 0 && cap(buf) > 4*initialBuffer {
+			buf = make([]byte, 0, initialBuffer)
+		}
+		if err := s.flush(c, &w); err != nil || sess.Closing() || rerr != nil {
+			return
+		}
+	}
+}
+
+func (s *Server) flush(c net.Conn, w *resp.Writer) error {
+	if w.Len() == 0 {
+		return nil
+	}
+	if err := c.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout)); err != nil {
+		return fmt.Errorf("set write deadline: %w", err)
+	}
+	_, err := c.Write(w.Bytes())
+	w.Reset()
+	if err != nil {
+		return fmt.Errorf("write replies: %w", err)
+	}
+	return nil
+}
+
+// protocolError answers what was served so far and the error, then the caller closes.
+func (s *Server) protocolError(c net.Conn, w *resp.Writer, err error) {
+	s.log.Info("closing connection on protocol error", "remote", c.RemoteAddr().String(), "error", err)
+	w.Error("ERR " + err.Error())
+	_ = s.flush(c, w)
+}
+
+// Shutdown stops accepting, closes every connection and waits for their goroutines, at
+// most until ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	for _, c := range s.conns {
+		// Unblock reads; a batch being served finishes and its write fails or lands.
+		_ = c.SetReadDeadline(time.Now())
+	}
+	s.mu.Unlock()
+	var err error
+	if s.ln != nil {
+		err = s.ln.Close()
+	}
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("shutdown: connections still open: %w", ctx.Err())
+	}
+	return err
+}
+
+// Sessions returns the open connections' sessions.
+func (s *Server) Sessions() []*commands.Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*commands.Session, 0, len(s.conns))
+	for sess := range s.conns {
+		out = append(out, sess)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// ConnStats returns the connection counters.
+func (s *Server) ConnStats() commands.ConnStats {
+	s.mu.Lock()
+	n := len(s.conns)
+	s.mu.Unlock()
+	return commands.ConnStats{Connected: n, Total: s.total.Load(), Rejected: s.rejected.Load(), Port: s.port}
+}
