@@ -15,11 +15,15 @@ import (
 // Config holds the engine's knobs.
 type Config struct {
 	// MaxMemoryBytes bounds the estimated bytes of the cell store. A request that needs a
-	// new cell beyond it gets ErrFull; existing cells keep working.
+	// new cell beyond it gets ErrFull; existing cells keep working. 0 means
+	// DefaultMaxMemory.
 	MaxMemoryBytes int64
 	// Logger receives the (rate-limited) line about a full store. Nil: slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultMaxMemory is the cell store's bound when Config leaves it 0: 256 MiB.
+const DefaultMaxMemory = 256 << 20
 
 // Engine decides requests and keeps their counts. It is safe for concurrent use.
 type Engine struct {
@@ -38,6 +42,9 @@ func New(clock Clock, cfg Config) *Engine {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
+	}
+	if cfg.MaxMemoryBytes <= 0 {
+		cfg.MaxMemoryBytes = DefaultMaxMemory
 	}
 	return &Engine{clock: clock, store: newStore(cfg.MaxMemoryBytes), log: log}
 }

@@ -26,7 +26,7 @@ func (e *Engine) Snapshot() []CellRecord {
 				continue
 			}
 			for _, c := range ent.cells {
-				if c.seq >= 0 && c.seq >= now/w-1 {
+				if c.seq != emptySeq && c.seq >= now/w-1 {
 					out = append(out, CellRecord{Key: k, Seq: c.seq, Regional: c.regional, Imported: c.imported})
 				}
 			}
@@ -50,7 +50,9 @@ func (e *Engine) Restore(recs []CellRecord) (loaded, dropped int, err error) {
 			dropped++
 			continue
 		}
-		if r.Seq < now/t.WindowMs-1 || r.Seq > now/t.WindowMs+1 {
+		// Only seq-1 and seq can matter; a later sequence means the clock that wrote the
+		// snapshot was ahead of ours, and taking it could push out a live cell.
+		if r.Seq < now/t.WindowMs-1 || r.Seq > now/t.WindowMs {
 			dropped++
 			continue
 		}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"math"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -28,8 +29,11 @@ const entryOverhead = 128
 // ErrFull is returned when a request needs a new cell and the store is at --max-memory.
 var ErrFull = errors.New("OOM cell store is full (--max-memory)")
 
+// emptySeq marks an unused slot; no real sequence is negative this far.
+const emptySeq = math.MinInt64
+
 type cell struct {
-	seq      int64 // -1: empty slot
+	seq      int64 // emptySeq: unused slot
 	regional uint64
 	imported uint64
 }
@@ -41,7 +45,7 @@ type entry struct {
 }
 
 func newEntry() *entry {
-	return &entry{cells: [2]cell{{seq: -1}, {seq: -1}}}
+	return &entry{cells: [2]cell{{seq: emptySeq}, {seq: emptySeq}}}
 }
 
 // find returns the slot holding seq, or nil.
@@ -68,8 +72,10 @@ func (e *entry) counts(seq int64) (cur, prev cell) {
 	return cur, prev
 }
 
-// slot returns the slot for seq, reusing the older slot when seq is new. It reports
-// whether a previously empty slot was taken (the store then holds one more cell).
+// slot returns the slot for seq. A new seq takes an empty slot, else the oldest slot,
+// except that it never replaces seq-1, the cell a decision at seq reads as previous: when
+// the other slot holds a later sequence (the wall clock stepped back), that one goes. It
+// reports whether a previously empty slot was taken (the store then holds one more cell).
 func (e *entry) slot(seq int64) (c *cell, grew bool) {
 	if c := e.find(seq); c != nil {
 		return c, false
@@ -78,17 +84,30 @@ func (e *entry) slot(seq int64) (c *cell, grew bool) {
 	if e.cells[1].seq < e.cells[0].seq {
 		i = 1
 	}
-	grew = e.cells[i].seq < 0
+	if e.cells[i].seq == seq-1 {
+		i = 1 - i
+	}
+	grew = e.cells[i].seq == emptySeq
 	e.cells[i] = cell{seq: seq}
 	return &e.cells[i], grew
 }
 
-func (e *entry) newest() int64 { return max(e.cells[0].seq, e.cells[1].seq) }
-
 func (e *entry) held() int64 {
 	var n int64
 	for _, c := range e.cells {
-		if c.seq >= 0 {
+		if c.seq != emptySeq {
+			n++
+		}
+	}
+	return n
+}
+
+// dropBefore empties the slots older than seq and returns how many it emptied.
+func (e *entry) dropBefore(seq int64) int64 {
+	var n int64
+	for i := range e.cells {
+		if c := &e.cells[i]; c.seq != emptySeq && c.seq < seq {
+			*c = cell{seq: emptySeq}
 			n++
 		}
 	}
@@ -135,18 +154,20 @@ func (s *store) insert(sh *shard, key []byte, force bool) (*entry, error) {
 	return e, nil
 }
 
-// sweep drops every tuple whose newest cell is older than seq-1 at nowMs. It returns the
-// number of cells dropped.
+// sweep drops every cell older than seq-1 at nowMs, and the tuples left with none. It
+// returns the number of cells dropped.
 func (s *store) sweep(nowMs int64) int64 {
 	var dropped int64
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		for k, e := range sh.m {
-			w := windowOfKey(k)
-			if w <= 0 || e.newest() < nowMs/w-1 {
-				dropped += e.held()
-				s.cells.Add(-e.held())
+			live := int64(math.MaxInt64) // a key without a valid window holds nothing live
+			if w := windowOfKey(k); w > 0 {
+				live = nowMs/w - 1
+			}
+			dropped += e.dropBefore(live)
+			if e.held() == 0 {
 				s.bytes.Add(-(int64(len(k)) + entryOverhead))
 				s.tuples.Add(-1)
 				delete(sh.m, k)
@@ -154,5 +175,6 @@ func (s *store) sweep(nowMs int64) int64 {
 		}
 		sh.mu.Unlock()
 	}
+	s.cells.Add(-dropped)
 	return dropped
 }

@@ -1,0 +1,68 @@
+package engine_test
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/ratchet/ratchet/engine"
+)
+
+func benchTuples(n int) []engine.Tuple {
+	ts := make([]engine.Tuple, n)
+	for i := range ts {
+		ts[i] = engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte(fmt.Sprintf("user:%08d", i)), WindowMs: 60_000}
+	}
+	return ts
+}
+
+// BenchmarkLimitHotKey: every request on one tuple, all allowed and counted.
+func BenchmarkLimitHotKey(b *testing.B) {
+	e, _ := newEngine(t0)
+	tp := benchTuples(1)[0]
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := e.Limit(tp, engine.MaxLimit, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLimitManyKeys: requests spread over 64Ki tuples (created on the first pass).
+func BenchmarkLimitManyKeys(b *testing.B) {
+	e, _ := newEngine(t0)
+	ts := benchTuples(1 << 16)
+	for _, tp := range ts {
+		e.Limit(tp, 1000, 1)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := e.Limit(ts[i&(len(ts)-1)], 1000, 1); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+// BenchmarkLimitParallel: GOMAXPROCS goroutines on 64Ki shared tuples.
+func BenchmarkLimitParallel(b *testing.B) {
+	e, _ := newEngine(t0)
+	ts := benchTuples(1 << 16)
+	for _, tp := range ts {
+		e.Limit(tp, 1000, 1)
+	}
+	var seed atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := int(seed.Add(7919))
+		for pb.Next() {
+			if _, err := e.Limit(ts[i&(len(ts)-1)], 1000, 1); err != nil {
+				b.Error(err)
+				return
+			}
+			i++
+		}
+	})
+}
