@@ -2,8 +2,8 @@ package engine
 
 import (
 	"errors"
-	"math"
 	"hash/maphash"
+	"math"
 	"sync"
 	"sync/atomic"
 )
