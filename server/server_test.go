@@ -1,0 +1,225 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratchet/ratchet/commands"
+	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/resp"
+	"github.com/ratchet/ratchet/server"
+)
+
+func start(t *testing.T, cfg server.Config) (*server.Server, string) {
+	t.Helper()
+	cfg.Addr = "127.0.0.1:0"
+	if cfg.MaxClients == 0 {
+		cfg.MaxClients = 100
+	}
+	srv := server.New(cfg)
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(engine.SystemClock{}, engine.Config{})
+	d := commands.New(commands.Options{Engine: eng, Host: srv, Role: "origin", Version: "test"})
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(d) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return srv, srv.Addr().String()
+}
+
+func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c, bufio.NewReader(c)
+}
+
+// TestPipelineInOrder sends many requests in one write and expects every reply in order.
+func TestPipelineInOrder(t *testing.T) {
+	_, addr := start(t, server.Config{})
+	c, r := dial(t, addr)
+	var b strings.Builder
+	for i := range 500 {
+		fmt.Fprintf(&b, "*2\r\n$4\r\nECHO\r\n$%d\r\n%d\r\n", len(fmt.Sprint(i)), i)
+	}
+	if _, err := io.WriteString(c, b.String()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 500 {
+		if _, err := r.ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+		line, err := r.ReadString('\n')
+		if err != nil || line != fmt.Sprintf("%d\r\n", i) {
+			t.Fatalf("reply %d = %q, %v", i, line, err)
+		}
+	}
+}
+
+// TestConcurrentClientsExact: many connections race on one key; exactly the limit passes.
+func TestConcurrentClientsExact(t *testing.T) {
+	_, addr := start(t, server.Config{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	allowed := 0
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			r := bufio.NewReader(c)
+			cmd := strings.Repeat("RL.LIMIT hot 100 10m\r\n", 32)
+			if _, err := io.WriteString(c, cmd); err != nil {
+				t.Error(err)
+				return
+			}
+			for range 32 {
+				head, _ := r.ReadString('\n')
+				first, err := r.ReadString('\n')
+				for range 4 {
+					_, _ = r.ReadString('\n')
+				}
+				if err != nil || head != "*5\r\n" {
+					t.Errorf("reply %q %q %v", head, first, err)
+					return
+				}
+				if first == ":1\r\n" {
+					mu.Lock()
+					allowed++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if allowed != 100 {
+		t.Fatalf("allowed %d of 640, want exactly 100", allowed)
+	}
+}
+
+// TestProtocolErrorCloses: a hostile header gets a protocol error and EOF; the server keeps
+// serving other connections.
+func TestProtocolErrorCloses(t *testing.T) {
+	_, addr := start(t, server.Config{})
+	for _, in := range []string{"*1\r\n$9223372036854775800\r\n", "*999999999\r\n", "*1\r\n+x\r\n"} {
+		c, r := dial(t, addr)
+		_, _ = io.WriteString(c, "PING\r\n"+in)
+		if line, _ := r.ReadString('\n'); line != "+PONG\r\n" {
+			t.Fatalf("reply before the error = %q", line)
+		}
+		line, _ := r.ReadString('\n')
+		if !strings.HasPrefix(line, "-ERR Protocol error: ") {
+			t.Fatalf("%q: got %q", in, line)
+		}
+		if _, err := r.ReadByte(); err != io.EOF {
+			t.Fatalf("%q: connection not closed: %v", in, err)
+		}
+	}
+	c, r := dial(t, addr)
+	_, _ = io.WriteString(c, "PING\r\n")
+	if line, _ := r.ReadString('\n'); line != "+PONG\r\n" {
+		t.Fatalf("server not answering after errors: %q", line)
+	}
+}
+
+// TestBufferLimit: an incomplete request larger than MaxBuffer is refused, not buffered.
+func TestBufferLimit(t *testing.T) {
+	lim := resp.DefaultLimits()
+	lim.MaxBuffer = 64 << 10
+	_, addr := start(t, server.Config{Limits: lim})
+	c, r := dial(t, addr)
+	go func() {
+		// Three legal 30 KiB bulks, never completed: 90 KiB pending.
+		_, _ = io.WriteString(c, "*4\r\n$4\r\nECHO\r\n")
+		for range 3 {
+			_, _ = io.WriteString(c, "$30000\r\n"+strings.Repeat("x", 30000)+"\r\n")
+		}
+	}()
+	line, _ := r.ReadString('\n')
+	if !strings.HasPrefix(line, "-ERR Protocol error: request exceeds") {
+		t.Fatalf("got %q", line)
+	}
+}
+
+func TestMaxClients(t *testing.T) {
+	srv, addr := start(t, server.Config{MaxClients: 2})
+	for range 2 {
+		c, r := dial(t, addr)
+		_, _ = io.WriteString(c, "PING\r\n")
+		if line, _ := r.ReadString('\n'); line != "+PONG\r\n" {
+			t.Fatalf("got %q", line)
+		}
+	}
+	_, r := dial(t, addr)
+	if line, _ := r.ReadString('\n'); line != "-ERR max number of clients reached\r\n" {
+		t.Fatalf("third client got %q", line)
+	}
+	if s := srv.ConnStats(); s.Rejected != 1 || s.Connected != 2 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// TestWriteTimeout: a client that never reads is dropped; others are served meanwhile.
+func TestWriteTimeout(t *testing.T) {
+	_, addr := start(t, server.Config{WriteTimeout: 200 * time.Millisecond})
+	slow, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	if tc, ok := slow.(*net.TCPConn); ok {
+		_ = tc.SetReadBuffer(4096)
+	}
+	gone := make(chan error, 1)
+	go func() {
+		req := []byte(strings.Repeat("*1\r\n$7\r\nCOMMAND\r\n", 1000))
+		for range 1000 {
+			_ = slow.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			if _, err := slow.Write(req); err != nil {
+				gone <- err
+				return
+			}
+		}
+		gone <- nil
+	}()
+	c, r := dial(t, addr)
+	_, _ = io.WriteString(c, "PING\r\n")
+	if line, _ := r.ReadString('\n'); line != "+PONG\r\n" {
+		t.Fatalf("got %q", line)
+	}
+	select {
+	case err := <-gone:
+		if err == nil {
+			t.Fatal("the server kept accepting requests from a client that never reads")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("non-reading client was never dropped")
+	}
+}
