@@ -1,0 +1,54 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestParseConfig(t *testing.T) {
+	tests := []struct {
+		name  string
+		args  []string
+		env   map[string]string
+		check func(Config) bool
+		err   string
+	}{
+		{name: "defaults", check: func(c Config) bool {
+			return c.Listen == "127.0.0.1:6380" && c.Role == "origin" && c.MaxMemory == 256<<20 &&
+				c.SnapshotInterval == time.Second && c.MaxClients == 10000 && strings.HasSuffix(c.NodeID, ":6380")
+		}},
+		{name: "env", env: map[string]string{"RATCHET_LISTEN": "127.0.0.1:7000", "RATCHET_MAX_MEMORY": "1GiB",
+			"RATCHET_SNAPSHOT_INTERVAL": "250ms", "RATCHET_REQUIREPASS": "pw"},
+			check: func(c Config) bool {
+				return c.Listen == "127.0.0.1:7000" && c.MaxMemory == 1<<30 && c.SnapshotInterval == 250*time.Millisecond && c.RequirePass == "pw"
+			}},
+		{name: "flag beats env", args: []string{"--listen", "127.0.0.1:7001"}, env: map[string]string{"RATCHET_LISTEN": "127.0.0.1:7000"},
+			check: func(c Config) bool { return c.Listen == "127.0.0.1:7001" }},
+		{name: "sizes", args: []string{"--max-memory", "100MB"}, check: func(c Config) bool { return c.MaxMemory == 100e6 }},
+		{name: "empty data dir", args: []string{"--data-dir", ""}, check: func(c Config) bool { return c.DataDir == "" }},
+		{name: "bad size", args: []string{"--max-memory", "lots"}, err: "invalid size"},
+		{name: "bad env", env: map[string]string{"RATCHET_MAX_CLIENTS": "many"}, err: "RATCHET_MAX_CLIENTS"},
+		{name: "bad role", args: []string{"--role", "proxy"}, err: "--role must be"},
+		{name: "edge not yet", args: []string{"--role", "edge"}, err: "not available"},
+		{name: "peer not yet", args: []string{"--peer", "eu=127.0.0.1:1"}, err: "not available"},
+		{name: "tls half", args: []string{"--tls-cert", "c.pem"}, err: "go together"},
+		{name: "stray arg", args: []string{"extra"}, err: "unexpected argument"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseConfig(tt.args, env(tt.env))
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil || !tt.check(c) {
+				t.Fatalf("config %+v, err %v", c, err)
+			}
+		})
+	}
+}
