@@ -51,7 +51,7 @@ func cmdAuth(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		w.Error(errSyntax.Error())
 		return
 	}
-	if d.opt.RequirePass == "" {
+	if d.opt.RequirePass == "" && len(args) == 2 {
 		w.Error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
 		return
 	}
@@ -88,7 +88,7 @@ func cmdHello(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	for i := 2; i < len(args); i++ {
 		switch {
 		case strings.EqualFold(string(args[i]), "AUTH") && i+2 < len(args):
-			if d.opt.RequirePass == "" || !d.checkPassword(args[i+1], args[i+2]) {
+			if !d.checkPassword(args[i+1], args[i+2]) {
 				w.Error("WRONGPASS invalid username-password pair or user is disabled.")
 				return
 			}

@@ -105,23 +105,31 @@ func (d *Dispatcher) Serve(s *Session, w *resp.Writer, args [][]byte) {
 		d.unknown(w, args)
 		return
 	}
-	if d.opt.RequirePass != "" && !s.Authed && cmd.Flags&flagNoAuth == 0 {
-		w.Error("NOAUTH Authentication required.")
-		return
-	}
+	// Redis's order: unknown command, then arity, then authentication.
 	if (cmd.Arity > 0 && len(args) != cmd.Arity) || (cmd.Arity < 0 && len(args) < -cmd.Arity) {
 		w.Error("ERR wrong number of arguments for '" + cmd.Name + "' command")
+		return
+	}
+	if d.opt.RequirePass != "" && !s.Authed && cmd.Flags&flagNoAuth == 0 {
+		w.Error("NOAUTH Authentication required.")
 		return
 	}
 	s.lastCmd.Store(cmd)
 	cmd.Handler(d, s, w, args)
 }
 
+// unknown answers as Redis does: the arguments are echoed until 128 bytes of them.
 func (d *Dispatcher) unknown(w *resp.Writer, args [][]byte) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "ERR unknown command '%s', with args beginning with: ", clip(args[0]))
+	budget := 128
 	for _, a := range args[1:] {
-		fmt.Fprintf(&b, "'%s' ", clip(a))
+		if budget <= 0 {
+			break
+		}
+		a = a[:min(len(a), budget)]
+		budget -= len(a)
+		fmt.Fprintf(&b, "'%s' ", a)
 	}
 	w.Error(b.String())
 }
@@ -134,10 +142,14 @@ func clip(b []byte) string {
 	return string(b)
 }
 
-// checkPassword compares in constant time.
+// checkPassword reports whether user (nil: the default user) may log in with pass. As in
+// Redis, the only user is "default"; without --requirepass it takes any password.
 func (d *Dispatcher) checkPassword(user, pass []byte) bool {
-	if user != nil && !strings.EqualFold(string(user), "default") {
+	if user != nil && string(user) != "default" {
 		return false
+	}
+	if d.opt.RequirePass == "" {
+		return true
 	}
 	return subtle.ConstantTimeCompare(pass, []byte(d.opt.RequirePass)) == 1
 }

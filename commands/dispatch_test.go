@@ -100,6 +100,7 @@ func TestAuth(t *testing.T) {
 		{"HELLO 3", "-NOAUTH HELLO must be called"},
 		{"AUTH wrong", "-WRONGPASS invalid username-password pair or user is disabled.\r\n"},
 		{"AUTH bob s3cret", "-WRONGPASS"},
+		{"AUTH DEFAULT s3cret", "-WRONGPASS"},
 		{"HELLO 3 AUTH default wrong", "-WRONGPASS"},
 		{"PING", "-NOAUTH"},
 		{"AUTH default s3cret", "+OK\r\n"},
@@ -160,5 +161,32 @@ func BenchmarkServeLimit(b *testing.B) {
 	for b.Loop() {
 		r.w.Reset()
 		r.d.Serve(r.s, &r.w, args)
+	}
+}
+
+// TestAuthWithoutPassword follows Redis: with no password, "AUTH pw" is an error, while
+// "AUTH default pw" and "HELLO 3 AUTH default pw" succeed (clients configured with a
+// password still connect); other users are refused.
+func TestAuthWithoutPassword(t *testing.T) {
+	r := newRig("")
+	for _, s := range []struct{ cmd, want string }{
+		{"AUTH pw", "-ERR AUTH <password> called without any password configured"},
+		{"AUTH default pw", "+OK\r\n"},
+		{"AUTH bob pw", "-WRONGPASS"},
+		{"HELLO 3 AUTH default pw", "%7\r\n"},
+		{"HELLO 3 AUTH bob pw", "-WRONGPASS"},
+	} {
+		if got := r.do(s.cmd); !strings.HasPrefix(got, s.want) {
+			t.Fatalf("%s = %q, want prefix %q", s.cmd, got, s.want)
+		}
+	}
+}
+
+func TestUnknownCommandEchoIsBounded(t *testing.T) {
+	r := newRig("")
+	got := r.do("FOO " + strings.Repeat("a", 100) + " " + strings.Repeat("b", 100) + " c")
+	want := "-ERR unknown command 'FOO', with args beginning with: '" + strings.Repeat("a", 100) + "' '" + strings.Repeat("b", 28) + "' \r\n"
+	if got != want {
+		t.Fatalf("got %q\nwant %q", got, want)
 	}
 }
