@@ -31,8 +31,11 @@ type Engine struct {
 	store *store
 	log   *slog.Logger
 
+	nodes nodeTable // edges heard from, and their last replay batch
+
 	allowed     atomic.Uint64
 	denied      atomic.Uint64
+	replayed    atomic.Uint64 // replay items received from edges
 	refused     atomic.Uint64 // ErrFull replies
 	lastFullLog atomic.Int64  // ms of the last "store full" log line
 }
@@ -63,8 +66,14 @@ func position(nowMs, w int64) (seq, elapsed int64) {
 // request was allowed but needs a new cell that does not fit; nothing was counted.
 func (e *Engine) Limit(t Tuple, limit, cost uint64) (Decision, error) {
 	var buf [256]byte
-	key := AppendKey(buf[:0], t)
-	seq, elapsed := position(e.clock.NowMs(), t.WindowMs)
+	d, _, err := e.decide(AppendKey(buf[:0], t), t.WindowMs, limit, cost, 0)
+	return d, err
+}
+
+// decide is Limit on an encoded key, with extra cost counted as used but not added (an
+// edge's cost that is on its way here). It returns the cells after the decision.
+func (e *Engine) decide(key []byte, windowMs int64, limit, cost, extra uint64) (Decision, CellCounts, error) {
+	seq, elapsed := position(e.clock.NowMs(), windowMs)
 
 	sh := e.store.shardOf(key)
 	sh.mu.Lock()
@@ -73,14 +82,14 @@ func (e *Engine) Limit(t Tuple, limit, cost uint64) (Decision, error) {
 	if ent != nil {
 		cur, prev = ent.counts(seq)
 	}
-	d := Decide(Counts{Current: cur.total(), Previous: prev.total()}, limit, cost, t.WindowMs, elapsed)
+	d := Decide(Counts{Current: satAdd(cur.total(), extra), Previous: prev.total()}, limit, cost, windowMs, elapsed)
 	if d.Allowed && cost > 0 {
 		if ent == nil {
 			var err error
 			if ent, err = e.store.insert(sh, key, false); err != nil {
 				sh.mu.Unlock()
 				e.refusedFull()
-				return Decision{}, err
+				return Decision{}, CellCounts{}, err
 			}
 		}
 		c, grew := ent.slot(seq)
@@ -89,6 +98,11 @@ func (e *Engine) Limit(t Tuple, limit, cost uint64) (Decision, error) {
 			e.store.cells.Add(1)
 		}
 	}
+	cc := CellCounts{Seq: seq, CurRegional: cur.regional, CurImported: cur.imported,
+		PrevRegional: prev.regional, PrevImported: prev.imported}
+	if ent != nil {
+		cc = ent.cellCounts(seq)
+	}
 	sh.mu.Unlock()
 
 	if d.Allowed {
@@ -96,7 +110,7 @@ func (e *Engine) Limit(t Tuple, limit, cost uint64) (Decision, error) {
 	} else {
 		e.denied.Add(1)
 	}
-	return d, nil
+	return d, cc, nil
 }
 
 func (e *Engine) refusedFull() {
@@ -118,6 +132,9 @@ type Status struct {
 	CurrentImported  uint64
 	PreviousRegional uint64
 	PreviousImported uint64
+	Source           string // "origin": read from an origin's memory; "local": an edge's own view
+	Fresh            bool   // the counts are the origin's, or an edge's within --freshness
+	StrictMs         int64  // ms left in strict mode; 0 when off
 }
 
 // Counts returns the totals that a decision at the same instant would read.
@@ -142,7 +159,7 @@ func (e *Engine) Status(t Tuple) Status {
 	var buf [256]byte
 	key := AppendKey(buf[:0], t)
 	seq, elapsed := position(e.clock.NowMs(), t.WindowMs)
-	st := Status{Sequence: seq, ElapsedMs: elapsed, WindowMs: t.WindowMs}
+	st := Status{Sequence: seq, ElapsedMs: elapsed, WindowMs: t.WindowMs, Source: "origin", Fresh: true}
 
 	sh := e.store.shardOf(key)
 	sh.mu.Lock()
@@ -177,6 +194,7 @@ type Stats struct {
 	Allowed        uint64
 	Denied         uint64
 	RefusedFull    uint64
+	ReplayItems    uint64 // origin: replay items received from edges
 	Cells          int64
 	Tuples         int64
 	MemoryBytes    int64
@@ -189,6 +207,7 @@ func (e *Engine) Stats() Stats {
 		Allowed:        e.allowed.Load(),
 		Denied:         e.denied.Load(),
 		RefusedFull:    e.refused.Load(),
+		ReplayItems:    e.replayed.Load(),
 		Cells:          e.store.cells.Load(),
 		Tuples:         e.store.tuples.Load(),
 		MemoryBytes:    e.store.bytes.Load(),

@@ -520,7 +520,7 @@ func TestRestoreMergesWithMax(t *testing.T) {
 			t.Fatalf("Restore #%d: %d %d %v", i, loaded, dropped, err)
 		}
 		st := e.Status(tp)
-		want := engine.Status{Sequence: seq, WindowMs: 1000, CurrentRegional: 5, CurrentImported: 7, PreviousRegional: 8, PreviousImported: 1}
+		want := engine.Status{Sequence: seq, WindowMs: 1000, CurrentRegional: 5, CurrentImported: 7, PreviousRegional: 8, PreviousImported: 1, Source: "origin", Fresh: true}
 		if st != want {
 			t.Fatalf("after restore #%d: %+v, want %+v", i, st, want)
 		}

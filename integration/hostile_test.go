@@ -142,7 +142,7 @@ func TestHostileProtocolInput(t *testing.T) {
 				time.Sleep(5 * time.Millisecond)
 			}
 		}
-		// Within every limit (1000 <= 1024 arguments, about 1 MB < the buffer): it is
+		// Within every limit (1000 <= 8192 arguments, about 1 MB < the buffer): it is
 		// served as a request, an unknown command.
 		msg := asError(t, c.read())
 		if !strings.HasPrefix(msg, "ERR unknown command '"+strings.Repeat("a", 128)+"'") {

@@ -20,10 +20,11 @@ type Limits struct {
 	MaxBuffer int // bytes buffered for one incomplete request
 }
 
-// DefaultLimits are Redis-like but sized for a rate limiter, whose commands are short:
+// DefaultLimits are Redis-like but sized for a rate limiter, whose commands are short
+// (replay batches between nodes are the longest requests):
 // Redis allows 512 MiB bulks; no Ratchet argument exceeds 1 KiB.
 func DefaultLimits() Limits {
-	return Limits{MaxArgs: 1024, MaxBulk: 512 << 10, MaxInline: 64 << 10, MaxBuffer: 1 << 20}
+	return Limits{MaxArgs: 8192, MaxBulk: 512 << 10, MaxInline: 64 << 10, MaxBuffer: 1 << 20}
 }
 
 // maxHeader bounds the bytes of an array or bulk header line ("*1024\r\n").

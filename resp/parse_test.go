@@ -53,7 +53,7 @@ func TestParse(t *testing.T) {
 		{"huge bulk", "*1\r\n$9223372036854775800\r\n", nil, "invalid bulk length"},
 		{"bulk over limit", "*1\r\n$524289\r\n", nil, "invalid bulk length"},
 		{"huge array", "*999999999\r\n", nil, "invalid multibulk length"},
-		{"array over limit", "*1025\r\n", nil, "invalid multibulk length"},
+		{"array over limit", "*8193\r\n", nil, "invalid multibulk length"},
 		{"negative array", "*-5\r\n", nil, "invalid multibulk length"},
 		{"negative bulk", "*1\r\n$-1\r\n", nil, "invalid bulk length"},
 		{"not a number", "*x\r\n", nil, "invalid multibulk length"},

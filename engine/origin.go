@@ -1,0 +1,222 @@
+package engine
+
+import (
+	"context"
+	"sync"
+)
+
+// This file is the seam between an edge and its origins: the Origin interface an edge
+// calls (implemented over the network by package upstream, in memory by tests), and the
+// methods an origin's Engine serves it with (called by the RL.INTERNAL.* commands).
+
+// CellCounts is an origin's view of one tuple around sequence Seq: cells Seq and Seq-1.
+type CellCounts struct {
+	Seq          int64
+	CurRegional  uint64
+	CurImported  uint64
+	PrevRegional uint64
+	PrevImported uint64
+}
+
+// OriginMeta travels with every origin reply.
+type OriginMeta struct {
+	// Edges is the number of edges the origin has heard from recently (at least 1). An
+	// edge spends at most 1/Edges of the remaining budget between two refreshes.
+	Edges int
+}
+
+// ReadItem asks for a tuple's cells Seq and Seq-1. Key is made by AppendKey.
+type ReadItem struct {
+	Key []byte
+	Seq int64
+}
+
+// ReplayItem is accepted cost of one cell, coalesced.
+type ReplayItem struct {
+	Key  []byte
+	Seq  int64
+	Cost uint64
+}
+
+// ReplayBatch is one delivery of replays. (Node, ID) identify it: an origin applies a
+// batch once, however often it is delivered, provided a node's IDs only grow. Node names
+// one run of one edge process (node id and a boot nonce).
+type ReplayBatch struct {
+	Node  string
+	ID    uint64
+	Items []ReplayItem
+}
+
+// DecideRequest hands one decision to the origin, which decides and counts atomically.
+// Extra is the edge's own accepted cost for the current cell that the origin may not have
+// yet (not replayed or not acknowledged): the origin counts it as used, but does not add it.
+type DecideRequest struct {
+	Key   []byte
+	Limit uint64
+	Cost  uint64
+	Extra uint64
+}
+
+// Origin is what an edge needs from its region's origin. Every method may fail (the
+// origin is down, slow or unreachable); the edge then decides from local memory.
+type Origin interface {
+	Read(ctx context.Context, items []ReadItem) ([]CellCounts, OriginMeta, error)
+	Replay(ctx context.Context, b ReplayBatch) ([]CellCounts, OriginMeta, error)
+	Decide(ctx context.Context, r DecideRequest) (Decision, CellCounts, OriginMeta, error)
+}
+
+// ---- origin side ----
+
+// edgeWindowMs is how long an edge counts as active after its last request.
+const edgeWindowMs = 10_000
+
+// maxTrackedNodes bounds the per-node tables (active edges, replay marks).
+const maxTrackedNodes = 4096
+
+// nodeTable remembers, per edge run, when it was last heard from and the last replay batch
+// applied. Bounded: the least recently heard node is forgotten first.
+type nodeTable struct {
+	mu    sync.Mutex
+	nodes map[string]*nodeState
+}
+
+type nodeState struct {
+	lastMs    int64
+	lastBatch uint64
+}
+
+func (t *nodeTable) touch(node string, nowMs int64) *nodeState {
+	if t.nodes == nil {
+		t.nodes = make(map[string]*nodeState)
+	}
+	st := t.nodes[node]
+	if st == nil {
+		if len(t.nodes) >= maxTrackedNodes {
+			var oldest string
+			var oldestMs int64 = 1<<63 - 1
+			for n, s := range t.nodes {
+				if s.lastMs < oldestMs {
+					oldest, oldestMs = n, s.lastMs
+				}
+			}
+			delete(t.nodes, oldest)
+		}
+		st = &nodeState{}
+		t.nodes[node] = st
+	}
+	st.lastMs = max(st.lastMs, nowMs)
+	return st
+}
+
+// active counts the distinct edge processes (by node id, whatever their boot nonce) heard
+// within edgeWindowMs; at least 1.
+func (t *nodeTable) active(nowMs int64) int {
+	n := 0
+	for _, s := range t.nodes {
+		if nowMs-s.lastMs <= edgeWindowMs {
+			n++
+		}
+	}
+	return max(n, 1)
+}
+
+// counts returns the CellCounts of key around seq; the shard is locked by the caller.
+func (ent *entry) cellCounts(seq int64) CellCounts {
+	cur, prev := ent.counts(seq)
+	return CellCounts{Seq: seq, CurRegional: cur.regional, CurImported: cur.imported,
+		PrevRegional: prev.regional, PrevImported: prev.imported}
+}
+
+func (e *Engine) readLocked(key []byte, seq int64) CellCounts {
+	sh := e.store.shardOf(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if ent := sh.m[string(key)]; ent != nil {
+		return ent.cellCounts(seq)
+	}
+	return CellCounts{Seq: seq}
+}
+
+// ServeRead answers an edge's read of cells. node identifies the edge run.
+func (e *Engine) ServeRead(node string, items []ReadItem) ([]CellCounts, OriginMeta) {
+	out := make([]CellCounts, len(items))
+	for i, it := range items {
+		out[i] = e.readLocked(it.Key, it.Seq)
+	}
+	return out, e.heard(node)
+}
+
+func (e *Engine) heard(node string) OriginMeta {
+	now := e.clock.NowMs()
+	e.nodes.mu.Lock()
+	defer e.nodes.mu.Unlock()
+	e.nodes.touch(nodeName(node), now)
+	return OriginMeta{Edges: e.nodes.active(now)}
+}
+
+// nodeName strips the boot nonce ("node/nonce") so that a restarted edge counts once.
+func nodeName(run string) string {
+	for i := len(run) - 1; i >= 0; i-- {
+		if run[i] == '/' {
+			return run[:i]
+		}
+	}
+	return run
+}
+
+// ServeReplay applies a replay batch once and answers the cells' counts after it. A batch
+// whose ID is not above the last one applied for its node is a re-delivery: it changes
+// nothing and gets the current counts. The cells of a replay are created even beyond
+// --max-memory: the cost was already accepted, and forgetting it would be worse.
+func (e *Engine) ServeReplay(b ReplayBatch) ([]CellCounts, OriginMeta) {
+	now := e.clock.NowMs()
+	e.nodes.mu.Lock()
+	st := e.nodes.touch(b.Node, now)
+	fresh := b.ID > st.lastBatch
+	if fresh {
+		st.lastBatch = b.ID
+	}
+	e.nodes.touch(nodeName(b.Node), now)
+	meta := OriginMeta{Edges: e.nodes.active(now)}
+	e.nodes.mu.Unlock()
+
+	out := make([]CellCounts, len(b.Items))
+	for i, it := range b.Items {
+		w := windowOfKey(string(it.Key))
+		if !fresh || w <= 0 || it.Seq < now/w-1 || it.Cost == 0 {
+			out[i] = e.readLocked(it.Key, it.Seq)
+			continue
+		}
+		sh := e.store.shardOf(it.Key)
+		sh.mu.Lock()
+		ent := sh.m[string(it.Key)]
+		if ent == nil {
+			ent, _ = e.store.insert(sh, it.Key, true)
+		}
+		if ent.find(it.Seq) == nil && it.Seq < min(ent.cells[0].seq, ent.cells[1].seq) {
+			out[i] = ent.cellCounts(it.Seq) // older than both cells held: dead
+		} else {
+			c, grew := ent.slot(it.Seq)
+			c.regional = satAdd(c.regional, it.Cost)
+			if grew {
+				e.store.cells.Add(1)
+			}
+			out[i] = ent.cellCounts(it.Seq)
+		}
+		sh.mu.Unlock()
+	}
+	e.replayed.Add(uint64(len(b.Items)))
+	return out, meta
+}
+
+// ServeDecide decides a request handed over by an edge, atomically, with the edge's
+// not-yet-replayed cost counted as used.
+func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts, OriginMeta, error) {
+	meta := e.heard(node)
+	t, err := ParseKey(r.Key)
+	if err != nil {
+		return Decision{}, CellCounts{}, meta, err
+	}
+	d, cc, err := e.decide(r.Key, t.WindowMs, r.Limit, r.Cost, r.Extra)
+	return d, cc, meta, err
+}
