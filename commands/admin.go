@@ -66,7 +66,7 @@ func cmdCommand(d *Dispatcher, _ *Session, w *resp.Writer, args [][]byte) {
 }
 
 func cmdDBSize(d *Dispatcher, _ *Session, w *resp.Writer, _ [][]byte) {
-	w.Int(d.opt.Engine.Stats().Cells)
+	w.Int(d.opt.Limiter.Stats().Cells)
 }
 
 // cmdConfig serves CONFIG GET pattern [pattern ...] over the known parameters (glob
@@ -137,7 +137,7 @@ type infoSection struct {
 func (d *Dispatcher) infoSections() []infoSection {
 	now := time.Now().UnixMilli()
 	cs := d.opt.Host.ConnStats()
-	es := d.opt.Engine.Stats()
+	es := d.opt.Limiter.Stats()
 	ratchet := []infoField{
 		{"role", d.opt.Role},
 		{"region", d.opt.Region},

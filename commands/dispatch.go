@@ -43,11 +43,21 @@ type SnapshotStats struct {
 	Failures      uint64
 }
 
+// Limiter decides requests: the origin's *engine.Engine, or an edge's *engine.Edge.
+type Limiter interface {
+	Limit(t engine.Tuple, limit, cost uint64) (engine.Decision, error)
+	Status(t engine.Tuple) engine.Status
+	Stats() engine.Stats
+}
+
 // Options configure a Dispatcher.
 type Options struct {
-	Engine      *engine.Engine
-	Host        Host
-	RequirePass string
+	Limiter Limiter
+	// Origin serves RL.INTERNAL.* to edges; nil on an edge.
+	Origin        *engine.Engine
+	ClusterSecret string
+	Host          Host
+	RequirePass   string
 	Role        string
 	Region      string
 	NodeID      string
@@ -72,7 +82,7 @@ type Dispatcher struct {
 // New returns a Dispatcher over the command table.
 func New(opt Options) *Dispatcher {
 	d := &Dispatcher{opt: opt, table: make(map[string]*Command), startedMs: time.Now().UnixMilli()}
-	for _, c := range commandTable() {
+	for _, c := range append(commandTable(), internalCommands()...) {
 		d.table[c.Name] = c
 		d.ordered = append(d.ordered, c)
 	}

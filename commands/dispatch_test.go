@@ -28,7 +28,7 @@ func newRig(pass string) *rig {
 	eng := engine.New(clock, engine.Config{MaxMemoryBytes: 1 << 20})
 	s := commands.NewSession(7, "127.0.0.1:5000", "127.0.0.1:6380", clock.NowMs())
 	h := &fakeHost{sessions: []*commands.Session{s}}
-	d := commands.New(commands.Options{Engine: eng, Host: h, RequirePass: pass, Role: "origin", Region: "local",
+	d := commands.New(commands.Options{Limiter: eng, Origin: eng, Host: h, RequirePass: pass, Role: "origin", Region: "local",
 		Version: "test", Config: map[string]string{"save": "", "maxclients": "10"}})
 	return &rig{d: d, s: s, clock: clock}
 }
@@ -61,7 +61,7 @@ func TestDispatch(t *testing.T) {
 		{"CLIENT GETNAME", "$3\r\napp\r\n"},
 		{"CONFIG GET save", "*2\r\n$4\r\nsave\r\n$0\r\n\r\n"},
 		{"CONFIG GET nothing", "*0\r\n"},
-		{"COMMAND COUNT", ":14\r\n"},
+		{"COMMAND COUNT", ":18\r\n"},
 		{"HELLO 4", "-NOPROTO unsupported protocol version\r\n"},
 		{"AUTH x", "-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?\r\n"},
 	}

@@ -13,7 +13,7 @@ func cmdLimit(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		return
 	}
 	t := engine.Tuple{Workspace: s.Workspace, Namespace: namespace(a.Namespace), Key: a.Key, WindowMs: a.WindowMs}
-	dec, err := d.opt.Engine.Limit(t, a.Limit, a.Cost)
+	dec, err := d.opt.Limiter.Limit(t, a.Limit, a.Cost)
 	if err != nil {
 		w.Error(err.Error())
 		return
@@ -35,7 +35,7 @@ func cmdStatus(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		return
 	}
 	t := engine.Tuple{Workspace: s.Workspace, Namespace: namespace(a.Namespace), Key: a.Key, WindowMs: a.WindowMs}
-	st := d.opt.Engine.Status(t)
+	st := d.opt.Limiter.Status(t)
 	n := 10
 	if a.Limit > 0 {
 		n += 3
@@ -52,11 +52,10 @@ func cmdStatus(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	field("previous_regional", int64(st.PreviousRegional))
 	field("previous_imported", int64(st.PreviousImported))
 	field("used", int64(st.Used()))
-	// An origin's own memory is the authority: always the origin's view, always fresh.
 	w.BulkString("source")
-	w.BulkString("origin")
-	field("fresh", 1)
-	field("strict_ms", 0)
+	w.BulkString(st.Source)
+	field("fresh", boolInt(st.Fresh))
+	field("strict_ms", st.StrictMs)
 	if a.Limit > 0 {
 		p := st.Peek(a.Limit)
 		field("limit", int64(a.Limit))

@@ -21,6 +21,8 @@ type Session struct {
 	Authed    bool
 	Workspace string
 	closing   bool
+	cluster   bool   // authenticated with the cluster secret (RL.INTERNAL.HELLO)
+	nodeRun   string // the peer node's run id, from RL.INTERNAL.HELLO
 
 	lastMs  atomic.Int64            // ms of the last request batch
 	lastCmd atomic.Pointer[Command] // the last command served

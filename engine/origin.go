@@ -73,47 +73,58 @@ const edgeWindowMs = 10_000
 // maxTrackedNodes bounds the per-node tables (active edges, replay marks).
 const maxTrackedNodes = 4096
 
-// nodeTable remembers, per edge run, when it was last heard from and the last replay batch
-// applied. Bounded: the least recently heard node is forgotten first.
+// nodeTable remembers which edge processes were heard from recently (by node id), and
+// the last replay batch applied for each edge run (node id and boot nonce). Both maps are
+// bounded: the least recently heard entry is forgotten first.
 type nodeTable struct {
-	mu    sync.Mutex
-	nodes map[string]*nodeState
+	mu   sync.Mutex
+	seen map[string]int64     // node id -> ms last heard
+	runs map[string]*runMarks // node run -> replay marks
 }
 
-type nodeState struct {
+type runMarks struct {
 	lastMs    int64
 	lastBatch uint64
 }
 
-func (t *nodeTable) touch(node string, nowMs int64) *nodeState {
-	if t.nodes == nil {
-		t.nodes = make(map[string]*nodeState)
+// touch records that run was heard at nowMs and returns its replay marks.
+func (t *nodeTable) touch(run string, nowMs int64) *runMarks {
+	if t.runs == nil {
+		t.runs, t.seen = make(map[string]*runMarks), make(map[string]int64)
 	}
-	st := t.nodes[node]
-	if st == nil {
-		if len(t.nodes) >= maxTrackedNodes {
-			var oldest string
-			var oldestMs int64 = 1<<63 - 1
-			for n, s := range t.nodes {
-				if s.lastMs < oldestMs {
-					oldest, oldestMs = n, s.lastMs
-				}
-			}
-			delete(t.nodes, oldest)
+	node := nodeName(run)
+	if _, ok := t.seen[node]; !ok && len(t.seen) >= maxTrackedNodes {
+		delete(t.seen, oldest(t.seen, func(ms int64) int64 { return ms }))
+	}
+	t.seen[node] = max(t.seen[node], nowMs)
+	m := t.runs[run]
+	if m == nil {
+		if len(t.runs) >= maxTrackedNodes {
+			delete(t.runs, oldest(t.runs, func(m *runMarks) int64 { return m.lastMs }))
 		}
-		st = &nodeState{}
-		t.nodes[node] = st
+		m = &runMarks{}
+		t.runs[run] = m
 	}
-	st.lastMs = max(st.lastMs, nowMs)
-	return st
+	m.lastMs = max(m.lastMs, nowMs)
+	return m
 }
 
-// active counts the distinct edge processes (by node id, whatever their boot nonce) heard
-// within edgeWindowMs; at least 1.
+func oldest[V any](m map[string]V, ms func(V) int64) string {
+	var key string
+	best := int64(1<<63 - 1)
+	for k, v := range m {
+		if t := ms(v); t < best {
+			key, best = k, t
+		}
+	}
+	return key
+}
+
+// active counts the distinct edge processes heard within edgeWindowMs; at least 1.
 func (t *nodeTable) active(nowMs int64) int {
 	n := 0
-	for _, s := range t.nodes {
-		if nowMs-s.lastMs <= edgeWindowMs {
+	for _, ms := range t.seen {
+		if nowMs-ms <= edgeWindowMs {
 			n++
 		}
 	}
@@ -150,7 +161,7 @@ func (e *Engine) heard(node string) OriginMeta {
 	now := e.clock.NowMs()
 	e.nodes.mu.Lock()
 	defer e.nodes.mu.Unlock()
-	e.nodes.touch(nodeName(node), now)
+	e.nodes.touch(node, now)
 	return OriginMeta{Edges: e.nodes.active(now)}
 }
 
@@ -176,37 +187,44 @@ func (e *Engine) ServeReplay(b ReplayBatch) ([]CellCounts, OriginMeta) {
 	if fresh {
 		st.lastBatch = b.ID
 	}
-	e.nodes.touch(nodeName(b.Node), now)
 	meta := OriginMeta{Edges: e.nodes.active(now)}
 	e.nodes.mu.Unlock()
 
+	if fresh {
+		for _, it := range b.Items {
+			e.applyReplay(it, now)
+		}
+	}
+	// Counts after the whole batch, so that an item sees the batch's other cells too.
 	out := make([]CellCounts, len(b.Items))
 	for i, it := range b.Items {
-		w := windowOfKey(string(it.Key))
-		if !fresh || w <= 0 || it.Seq < now/w-1 || it.Cost == 0 {
-			out[i] = e.readLocked(it.Key, it.Seq)
-			continue
-		}
-		sh := e.store.shardOf(it.Key)
-		sh.mu.Lock()
-		ent := sh.m[string(it.Key)]
-		if ent == nil {
-			ent, _ = e.store.insert(sh, it.Key, true)
-		}
-		if ent.find(it.Seq) == nil && it.Seq < min(ent.cells[0].seq, ent.cells[1].seq) {
-			out[i] = ent.cellCounts(it.Seq) // older than both cells held: dead
-		} else {
-			c, grew := ent.slot(it.Seq)
-			c.regional = satAdd(c.regional, it.Cost)
-			if grew {
-				e.store.cells.Add(1)
-			}
-			out[i] = ent.cellCounts(it.Seq)
-		}
-		sh.mu.Unlock()
+		out[i] = e.readLocked(it.Key, it.Seq)
 	}
 	e.replayed.Add(uint64(len(b.Items)))
 	return out, meta
+}
+
+// applyReplay adds one replayed cost to its cell, unless the cell is dead.
+func (e *Engine) applyReplay(it ReplayItem, nowMs int64) {
+	w := windowOfKey(string(it.Key))
+	if w <= 0 || it.Seq < nowMs/w-1 || it.Cost == 0 {
+		return
+	}
+	sh := e.store.shardOf(it.Key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	ent := sh.m[string(it.Key)]
+	if ent == nil {
+		ent, _ = e.store.insert(sh, it.Key, true)
+	}
+	if ent.find(it.Seq) == nil && it.Seq < min(ent.cells[0].seq, ent.cells[1].seq) {
+		return // older than both cells held
+	}
+	c, grew := ent.slot(it.Seq)
+	c.regional = satAdd(c.regional, it.Cost)
+	if grew {
+		e.store.cells.Add(1)
+	}
 }
 
 // ServeDecide decides a request handed over by an edge, atomically, with the edge's

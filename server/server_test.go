@@ -28,7 +28,7 @@ func start(t *testing.T, cfg server.Config) (*server.Server, string) {
 		t.Fatal(err)
 	}
 	eng := engine.New(engine.SystemClock{}, engine.Config{})
-	d := commands.New(commands.Options{Engine: eng, Host: srv, Role: "origin", Version: "test"})
+	d := commands.New(commands.Options{Limiter: eng, Origin: eng, Host: srv, Role: "origin", Version: "test"})
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(d) }()
 	t.Cleanup(func() {

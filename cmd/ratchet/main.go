@@ -102,7 +102,7 @@ func run(cfg Config, log *slog.Logger) error {
 		}
 	}
 	disp := commands.New(commands.Options{
-		Engine: eng, Host: srv, RequirePass: cfg.RequirePass, Role: cfg.Role, Region: cfg.Region,
+		Limiter: eng, Origin: eng, ClusterSecret: cfg.ClusterSecret, Host: srv, RequirePass: cfg.RequirePass, Role: cfg.Role, Region: cfg.Region,
 		NodeID: cfg.NodeID, MaxClients: cfg.MaxClients, Version: version, Snapshots: snapStats,
 		Config: map[string]string{
 			"save": "", "appendonly": "no", "databases": "1", "timeout": "0",

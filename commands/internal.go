@@ -1,0 +1,178 @@
+package commands
+
+import (
+	"crypto/subtle"
+	"errors"
+	"math"
+	"strconv"
+
+	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/resp"
+)
+
+// The RL.INTERNAL.* commands serve edges (docs/internal-protocol.md). They are refused
+// until the connection has sent RL.INTERNAL.HELLO with the cluster secret, and on a node
+// that is not an origin.
+
+var (
+	errClusterAuth = errors.New("NOAUTH cluster authentication required")
+	errNotOrigin   = errors.New("ERR this node is not an origin")
+	errBadKey      = errors.New("ERR internal: malformed tuple key")
+	errBadInt      = errors.New("ERR internal: malformed integer")
+)
+
+func internalCommands() []*Command {
+	return []*Command{
+		{Name: "rl.internal.hello", Arity: 3, Flags: flagNoAuth | flagFast, Group: "ratchet",
+			Summary: "Authenticates a node-to-node connection with the cluster secret.", Handler: cmdInternalHello},
+		{Name: "rl.internal.read", Arity: -3, Flags: flagReadonly, Group: "ratchet",
+			Summary: "Reads cells for an edge.", Handler: cmdInternalRead},
+		{Name: "rl.internal.replay", Arity: -5, Flags: flagWrite, Group: "ratchet",
+			Summary: "Applies a batch of an edge's accepted cost, once.", Handler: cmdInternalReplay},
+		{Name: "rl.internal.decide", Arity: 5, Flags: flagWrite, Group: "ratchet",
+			Summary: "Decides a request handed over by an edge.", Handler: cmdInternalDecide},
+	}
+}
+
+func cmdInternalHello(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
+	secret := d.opt.ClusterSecret
+	if secret == "" || subtle.ConstantTimeCompare(args[1], []byte(secret)) != 1 {
+		w.Error("WRONGPASS invalid cluster secret")
+		return
+	}
+	s.cluster, s.Authed = true, true
+	s.nodeRun = string(args[2])
+	w.OK()
+}
+
+// internalReady reports whether the connection may use internal commands, answering the
+// error when not.
+func internalReady(d *Dispatcher, s *Session, w *resp.Writer) bool {
+	switch {
+	case !s.cluster:
+		w.Error(errClusterAuth.Error())
+	case d.opt.Origin == nil:
+		w.Error(errNotOrigin.Error())
+	default:
+		return true
+	}
+	return false
+}
+
+func parseKey(b []byte) ([]byte, bool) {
+	_, err := engine.ParseKey(b)
+	return b, err == nil
+}
+
+func parseInt(b []byte) (int64, bool) {
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	return n, err == nil && n >= 0
+}
+
+func writeCounts(w *resp.Writer, meta engine.OriginMeta, counts []engine.CellCounts) {
+	w.Array(1 + 5*len(counts))
+	w.Int(int64(meta.Edges))
+	for _, c := range counts {
+		writeCellCounts(w, c)
+	}
+}
+
+func writeCellCounts(w *resp.Writer, c engine.CellCounts) {
+	w.Int(c.Seq)
+	w.Int(clampInt(c.CurRegional))
+	w.Int(clampInt(c.CurImported))
+	w.Int(clampInt(c.PrevRegional))
+	w.Int(clampInt(c.PrevImported))
+}
+
+func clampInt(n uint64) int64 { return int64(min(n, math.MaxInt64)) }
+
+// cmdInternalRead serves RL.INTERNAL.READ key seq [key seq ...].
+func cmdInternalRead(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
+	if !internalReady(d, s, w) {
+		return
+	}
+	rest := args[1:]
+	if len(rest)%2 != 0 {
+		w.Error(errSyntax.Error())
+		return
+	}
+	items := make([]engine.ReadItem, 0, len(rest)/2)
+	for i := 0; i < len(rest); i += 2 {
+		key, ok1 := parseKey(rest[i])
+		seq, ok2 := parseInt(rest[i+1])
+		if !ok1 || !ok2 {
+			w.Error(errBadKey.Error())
+			return
+		}
+		items = append(items, engine.ReadItem{Key: key, Seq: seq})
+	}
+	counts, meta := d.opt.Origin.ServeRead(s.nodeRun, items)
+	writeCounts(w, meta, counts)
+}
+
+// cmdInternalReplay serves RL.INTERNAL.REPLAY batch-id key seq cost [key seq cost ...].
+func cmdInternalReplay(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
+	if !internalReady(d, s, w) {
+		return
+	}
+	id, ok := parseInt(args[1])
+	rest := args[2:]
+	if !ok || len(rest)%3 != 0 {
+		w.Error(errSyntax.Error())
+		return
+	}
+	b := engine.ReplayBatch{Node: s.nodeRun, ID: uint64(id), Items: make([]engine.ReplayItem, 0, len(rest)/3)}
+	for i := 0; i < len(rest); i += 3 {
+		key, ok1 := parseKey(rest[i])
+		seq, ok2 := parseInt(rest[i+1])
+		cost, ok3 := parseInt(rest[i+2])
+		if !ok1 {
+			w.Error(errBadKey.Error())
+			return
+		}
+		if !ok2 || !ok3 {
+			w.Error(errBadInt.Error())
+			return
+		}
+		b.Items = append(b.Items, engine.ReplayItem{Key: key, Seq: seq, Cost: uint64(cost)})
+	}
+	counts, meta := d.opt.Origin.ServeReplay(b)
+	writeCounts(w, meta, counts)
+}
+
+// cmdInternalDecide serves RL.INTERNAL.DECIDE key limit cost extra.
+func cmdInternalDecide(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
+	if !internalReady(d, s, w) {
+		return
+	}
+	key, ok := parseKey(args[1])
+	if !ok {
+		w.Error(errBadKey.Error())
+		return
+	}
+	limit, ok1 := parseUint(args[2], engine.MaxLimit)
+	cost, ok2 := parseUint(args[3], engine.MaxLimit)
+	extra, ok3 := parseUint(args[4], math.MaxInt64)
+	if !ok1 || limit == 0 {
+		w.Error(errLimit.Error())
+		return
+	}
+	if !ok2 || !ok3 {
+		w.Error(errCost.Error())
+		return
+	}
+	dec, cc, meta, err := d.opt.Origin.ServeDecide(s.nodeRun, engine.DecideRequest{Key: key, Limit: limit, Cost: cost, Extra: extra})
+	if err != nil {
+		w.Error(err.Error())
+		return
+	}
+	w.Array(11)
+	w.Int(int64(meta.Edges))
+	w.Int(boolInt(dec.Allowed))
+	w.Int(int64(dec.Limit))
+	w.Int(int64(dec.Remaining))
+	w.Int(dec.RetryAfterMs)
+	w.Int(dec.ResetAfterMs)
+	writeCellCounts(w, cc)
+}

@@ -1,0 +1,79 @@
+package commands_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ratchet/ratchet/commands"
+	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/resp"
+)
+
+// doArgs serves one command given as separate arguments (binary keys contain spaces).
+func (r *rig) doArgs(args ...string) string {
+	r.w.Reset()
+	var a [][]byte
+	for _, s := range args {
+		a = append(a, []byte(s))
+	}
+	r.d.Serve(r.s, &r.w, a)
+	return string(r.w.Bytes())
+}
+
+func newClusterRig() *rig {
+	clock := engine.NewManualClock(1_000_000)
+	eng := engine.New(clock, engine.Config{})
+	s := commands.NewSession(1, "127.0.0.1:1", "127.0.0.1:2", clock.NowMs())
+	d := commands.New(commands.Options{Limiter: eng, Origin: eng, ClusterSecret: "cs", RequirePass: "pw",
+		Host: &fakeHost{sessions: []*commands.Session{s}}, Version: "test"})
+	return &rig{d: d, s: s, clock: clock}
+}
+
+func TestInternalCommands(t *testing.T) {
+	r := newClusterRig()
+	key := string(engine.AppendKey(nil, engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte("k"), WindowMs: 1000}))
+	if got := r.doArgs("RL.INTERNAL.READ", key, "1000"); !strings.HasPrefix(got, "-NOAUTH") {
+		t.Fatalf("read before hello = %q", got)
+	}
+	if got := r.doArgs("RL.INTERNAL.HELLO", "wrong", "edge1/a"); !strings.HasPrefix(got, "-WRONGPASS") {
+		t.Fatalf("hello with a wrong secret = %q", got)
+	}
+	if got := r.doArgs("RL.INTERNAL.HELLO", "cs", "edge1/a"); got != "+OK\r\n" {
+		t.Fatalf("hello = %q", got)
+	}
+	steps := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"RL.INTERNAL.READ", key, "1000"}, "*6\r\n:1\r\n:1000\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
+		{[]string{"RL.INTERNAL.REPLAY", "1", key, "1000", "3"}, "*6\r\n:1\r\n:1000\r\n:3\r\n:0\r\n:0\r\n:0\r\n"},
+		// The same batch again: applied once.
+		{[]string{"RL.INTERNAL.REPLAY", "1", key, "1000", "3"}, "*6\r\n:1\r\n:1000\r\n:3\r\n:0\r\n:0\r\n:0\r\n"},
+		{[]string{"RL.INTERNAL.REPLAY", "2", key, "1000", "2", key, "999", "4"}, "*11\r\n:1\r\n:1000\r\n:5\r\n:0\r\n:4\r\n:0\r\n:999\r\n:4\r\n:0\r\n:0\r\n:0\r\n"},
+		// limit 10, used 5 + 4 + extra 1 = 10: cost 1 is denied.
+		{[]string{"RL.INTERNAL.DECIDE", key, "10", "1", "1"}, "*11\r\n:1\r\n:0\r\n:10\r\n:0\r\n"},
+		{[]string{"RL.INTERNAL.DECIDE", key, "11", "1", "1"}, "*11\r\n:1\r\n:1\r\n:11\r\n:0\r\n:0\r\n:2000\r\n:1000\r\n:6\r\n"},
+		{[]string{"RL.INTERNAL.READ", "garbage", "1"}, "-ERR internal: malformed tuple key"},
+		{[]string{"RL.INTERNAL.REPLAY", "3", key, "1000"}, "-ERR wrong number of arguments"},
+		{[]string{"RL.INTERNAL.REPLAY", "3", key, "1000", "x"}, "-ERR internal: malformed integer"},
+		{[]string{"RL.INTERNAL.REPLAY", "3", key, "1000", "1", key}, "-ERR syntax error"},
+	}
+	for _, s := range steps {
+		if got := r.doArgs(s.args...); !strings.HasPrefix(got, s.want) {
+			t.Fatalf("%q:\n got %q\nwant prefix %q", s.args[0], got, s.want)
+		}
+	}
+	// The cluster connection may also use client commands (it is authenticated).
+	if got := r.do("PING"); got != "+PONG\r\n" {
+		t.Fatalf("PING on a cluster connection = %q", got)
+	}
+}
+
+func TestInternalRefusedWithoutSecretConfigured(t *testing.T) {
+	r := newRig("")
+	if got := r.doArgs("RL.INTERNAL.HELLO", "", "n"); !strings.HasPrefix(got, "-WRONGPASS") {
+		t.Fatalf("hello with no secret configured = %q", got)
+	}
+	var w resp.Writer
+	_ = w
+}
