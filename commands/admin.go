@@ -142,17 +142,43 @@ func (d *Dispatcher) infoSections() []infoSection {
 		{"role", d.opt.Role},
 		{"region", d.opt.Region},
 		{"node_id", d.opt.NodeID},
-		{"origin_reachable", 1}, // an origin is its own origin
-		{"replay_pending", 0},
-		{"peers", 0},
-		{"cells", es.Cells},
-		{"tuples", es.Tuples},
-		{"memory_used_bytes", es.MemoryBytes},
-		{"max_memory_bytes", es.MaxMemoryBytes},
-		{"cells_refused_full", es.RefusedFull},
-		{"decisions_allowed", es.Allowed},
-		{"decisions_denied", es.Denied},
 	}
+	if es.Edge {
+		reachable := 0
+		for _, o := range es.Origins {
+			if o.Reachable {
+				reachable++
+			}
+		}
+		ratchet = append(ratchet, infoField{"origins", len(es.Origins)}, infoField{"origins_reachable", reachable})
+		for i, o := range es.Origins {
+			ratchet = append(ratchet, infoField{fmt.Sprintf("origin%d", i), fmt.Sprintf("addr=%s,reachable=%d,last_ok_ms=%d,pending=%d",
+				o.ID, boolInt(o.Reachable), o.LastOKMs, o.Pinned)})
+		}
+		ratchet = append(ratchet,
+			infoField{"origin_reachable", boolInt(reachable == len(es.Origins))},
+			infoField{"replay_pending", es.ReplayPending},
+			infoField{"replay_retried", es.ReplayRetried},
+			infoField{"replay_expired_cost", es.ReplayExpired},
+			infoField{"origin_reads", es.OriginReads},
+			infoField{"decisions_handed_off", es.OriginAllowed + es.OriginDenied},
+			infoField{"strict_activations", es.Strict},
+			infoField{"local_entries", es.Tuples})
+	} else {
+		ratchet = append(ratchet,
+			infoField{"origin_reachable", 1}, // an origin is its own origin
+			infoField{"replay_pending", 0},
+			infoField{"replay_items_received", es.ReplayItems},
+			infoField{"cells", es.Cells},
+			infoField{"tuples", es.Tuples},
+			infoField{"memory_used_bytes", es.MemoryBytes})
+	}
+	ratchet = append(ratchet,
+		infoField{"peers", 0},
+		infoField{"max_memory_bytes", es.MaxMemoryBytes},
+		infoField{"cells_refused_full", es.RefusedFull},
+		infoField{"decisions_allowed", es.Allowed},
+		infoField{"decisions_denied", es.Denied})
 	if d.opt.Snapshots != nil {
 		ss := d.opt.Snapshots()
 		ratchet = append(ratchet,

@@ -191,10 +191,21 @@ func (e *Engine) RunSweeper(ctx context.Context, interval time.Duration) {
 
 // Stats are the engine's counters, read by INFO and /metrics.
 type Stats struct {
-	Allowed        uint64
-	Denied         uint64
-	RefusedFull    uint64
-	ReplayItems    uint64 // origin: replay items received from edges
+	Allowed     uint64
+	Denied      uint64
+	RefusedFull uint64
+	ReplayItems uint64 // origin: replay items received from edges
+
+	// Edge only.
+	Edge           bool
+	OriginAllowed  uint64 // of Allowed, decisions handed to the origin
+	OriginDenied   uint64 // of Denied, decisions handed to the origin
+	OriginReads    uint64
+	ReplayPending  int64  // entries holding cost not yet acknowledged by their origin
+	ReplayRetried  uint64 // replay batches sent again after a failure
+	ReplayExpired  uint64 // cost dropped because its cell died before delivery
+	Strict         uint64 // strict-mode activations
+	Origins        []OriginStat
 	Cells          int64
 	Tuples         int64
 	MemoryBytes    int64

@@ -238,3 +238,27 @@ func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts
 	d, cc, err := e.decide(r.Key, t.WindowMs, r.Limit, r.Cost, r.Extra)
 	return d, cc, meta, err
 }
+
+// LocalOrigin serves an Edge from an Engine in the same process: the in-memory Origin of
+// tests and of single-process setups. Node names the edge run.
+type LocalOrigin struct {
+	Engine *Engine
+	Node   string
+}
+
+// Read implements Origin.
+func (o LocalOrigin) Read(_ context.Context, items []ReadItem) ([]CellCounts, OriginMeta, error) {
+	c, m := o.Engine.ServeRead(o.Node, items)
+	return c, m, nil
+}
+
+// Replay implements Origin.
+func (o LocalOrigin) Replay(_ context.Context, b ReplayBatch) ([]CellCounts, OriginMeta, error) {
+	c, m := o.Engine.ServeReplay(b)
+	return c, m, nil
+}
+
+// Decide implements Origin.
+func (o LocalOrigin) Decide(_ context.Context, r DecideRequest) (Decision, CellCounts, OriginMeta, error) {
+	return o.Engine.ServeDecide(o.Node, r)
+}

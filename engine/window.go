@@ -133,6 +133,12 @@ func (x u128) sub(y u128) u128 {
 	return u128{hi, lo}
 }
 
+// mulSmall returns x*k; callers keep the product below 2^128.
+func (x u128) mulSmall(k uint64) u128 {
+	hi, lo := bits.Mul64(x.lo, k)
+	return u128{x.hi*k + hi, lo}
+}
+
 func (x u128) greater(y u128) bool {
 	return x.hi > y.hi || (x.hi == y.hi && x.lo > y.lo)
 }

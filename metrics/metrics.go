@@ -5,6 +5,7 @@ package metrics
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -25,9 +26,10 @@ type Sources struct {
 type collector struct {
 	src Sources
 
-	decisions, refused, cells, tuples, memBytes, memMax    *prometheus.Desc
-	clients, connections, rejected, commands               *prometheus.Desc
-	snapDuration, snapLastSuccess, snapCells, snapFailures *prometheus.Desc
+	decisions, refused, cells, tuples, memBytes, memMax           *prometheus.Desc
+	clients, connections, rejected, commands                      *prometheus.Desc
+	snapDuration, snapLastSuccess, snapCells, snapFailures        *prometheus.Desc
+	replayPending, replayRetried, replayExpired, strict, originUp *prometheus.Desc
 }
 
 func newCollector(src Sources) *collector {
@@ -50,6 +52,11 @@ func newCollector(src Sources) *collector {
 		snapLastSuccess: d("snapshot_last_success_timestamp_seconds", "Unix time of the last successful snapshot."),
 		snapCells:       d("snapshot_cells", "Cells written by the last successful snapshot."),
 		snapFailures:    d("snapshot_failures_total", "Snapshots that failed."),
+		replayPending:   d("replay_pending", "Edge: local entries holding cost the origin has not acknowledged."),
+		replayRetried:   d("replay_retried_total", "Edge: replay batches sent again after a failure."),
+		replayExpired:   d("replay_expired_total", "Edge: accepted cost dropped because its cell ended before the origin could take it."),
+		strict:          d("strict_activations_total", "Edge: tuples put in strict mode by a denial."),
+		originUp:        d("origin_up", "Edge: 1 when the origin answered the last call.", "origin"),
 	}
 }
 
@@ -61,8 +68,25 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if c.src.Engine != nil {
 		s := c.src.Engine()
-		m(c.decisions, prometheus.CounterValue, float64(s.Allowed), "allowed", "local")
-		m(c.decisions, prometheus.CounterValue, float64(s.Denied), "denied", "local")
+		if s.Edge {
+			m(c.replayPending, prometheus.GaugeValue, float64(s.ReplayPending))
+			m(c.replayRetried, prometheus.CounterValue, float64(s.ReplayRetried))
+			m(c.replayExpired, prometheus.CounterValue, float64(s.ReplayExpired))
+			m(c.strict, prometheus.CounterValue, float64(s.Strict))
+			for _, o := range s.Origins {
+				up := 0.0
+				if o.Reachable {
+					up = 1
+				}
+				m(c.originUp, prometheus.GaugeValue, up, o.ID)
+			}
+		}
+		// Decisions handed to the origin by an edge have source "origin"; the rest were made
+		// from this process's memory.
+		m(c.decisions, prometheus.CounterValue, float64(s.Allowed-s.OriginAllowed), "allowed", "local")
+		m(c.decisions, prometheus.CounterValue, float64(s.Denied-s.OriginDenied), "denied", "local")
+		m(c.decisions, prometheus.CounterValue, float64(s.OriginAllowed), "allowed", "origin")
+		m(c.decisions, prometheus.CounterValue, float64(s.OriginDenied), "denied", "origin")
 		m(c.refused, prometheus.CounterValue, float64(s.RefusedFull))
 		m(c.cells, prometheus.GaugeValue, float64(s.Cells))
 		m(c.tuples, prometheus.GaugeValue, float64(s.Tuples))
@@ -87,16 +111,44 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// NewRegistry returns a registry with Ratchet's collector and the Go and process collectors.
-func NewRegistry(src Sources) *prometheus.Registry {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(newCollector(src), collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return reg
+// Metrics is Ratchet's Prometheus registry.
+type Metrics struct {
+	reg       *prometheus.Registry
+	originOps *prometheus.HistogramVec
 }
 
-// Handler serves /metrics from reg and /healthz ("ok" while the process serves).
-func Handler(reg *prometheus.Registry) http.Handler {
+// New returns a registry holding the Go and process collectors and the histogram of an
+// edge's origin calls; Register adds the readings of the running node.
+func New() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		originOps: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ratchet_origin_op_duration_seconds",
+			Help:    "An edge's calls to its origins, by kind (read, replay, decide) and outcome (ok, error).",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25},
+		}, []string{"kind", "outcome"}),
+	}
+	m.reg.MustRegister(m.originOps, collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Register adds the collector over src.
+func (m *Metrics) Register(src Sources) { m.reg.MustRegister(newCollector(src)) }
+
+// ObserveOrigin records one origin call; it matches engine.EdgeConfig.Observe.
+func (m *Metrics) ObserveOrigin(kind string, err error, d time.Duration) {
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	m.originOps.WithLabelValues(kind, outcome).Observe(d.Seconds())
+}
+
+// Handler serves /metrics and /healthz ("ok" while the process serves).
+func (m *Metrics) Handler() http.Handler { return handler(m.reg) }
+
+func handler(reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {

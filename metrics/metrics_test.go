@@ -19,10 +19,11 @@ func TestScrape(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	reg := metrics.NewRegistry(metrics.Sources{Engine: eng.Stats,
+	m := metrics.New()
+	m.Register(metrics.Sources{Engine: eng.Stats,
 		Conns:     func() commands.ConnStats { return commands.ConnStats{Connected: 4} },
 		Snapshots: func() commands.SnapshotStats { return commands.SnapshotStats{LastCells: 9} }})
-	srv := httptest.NewServer(metrics.Handler(reg))
+	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
 
 	body := get(t, srv.URL+"/metrics")

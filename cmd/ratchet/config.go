@@ -36,6 +36,8 @@ type Config struct {
 	SnapshotInterval time.Duration
 	DegradedShare    float64
 
+	OriginTimeout time.Duration
+
 	WriteTimeout time.Duration
 	LogLevel     string
 	LogFormat    string
@@ -57,6 +59,7 @@ func DefaultConfig() Config {
 		PublishInterval:  time.Second,
 		SnapshotInterval: time.Second,
 		DegradedShare:    1.0,
+		OriginTimeout:    100 * time.Millisecond,
 		WriteTimeout:     10 * time.Second,
 		LogLevel:         "info",
 		LogFormat:        "text",
@@ -145,6 +148,7 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	fs.DurationVar(&c.PublishInterval, "publish-interval", c.PublishInterval, "origin: publication interval")
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", c.SnapshotInterval, "origin: snapshot interval")
 	fs.Float64Var(&c.DegradedShare, "degraded-share", c.DegradedShare, "edge: share of the limit enforced while the origin is unreachable")
+	fs.DurationVar(&c.OriginTimeout, "origin-timeout", c.OriginTimeout, "edge: bound on one origin call (read, replay, decide)")
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "drop a client that does not read its replies for this long")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
@@ -176,10 +180,14 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Role != "origin" && c.Role != "edge":
 		return fmt.Errorf("--role must be origin or edge, not %q", c.Role)
-	case c.Role == "edge":
-		return errors.New("--role edge is not available in this build yet: run an origin (the default)")
-	case c.Origins != "":
+	case c.Role == "edge" && len(c.OriginList()) == 0:
+		return errors.New("--role edge needs --origin ADDR[,ADDR...]")
+	case c.Role == "edge" && c.ClusterSecret == "":
+		return errors.New("--role edge needs --cluster-secret (the origins' internal commands require it)")
+	case c.Role == "origin" && c.Origins != "":
 		return errors.New("--origin is for edges; an origin serves itself")
+	case c.Freshness <= 0 || c.ReplayInterval <= 0 || c.OriginTimeout <= 0:
+		return errors.New("--freshness, --replay-interval and --origin-timeout must be positive")
 	case len(c.Peers) > 0:
 		return errors.New("--peer (cross-region exchange) is not available in this build yet")
 	case c.MaxClients < 1:
@@ -200,6 +208,17 @@ func (c *Config) Validate() error {
 		c.NodeID = host + ":" + portOf(c.Listen)
 	}
 	return nil
+}
+
+// OriginList returns the --origin addresses.
+func (c *Config) OriginList() []string {
+	var out []string
+	for _, a := range strings.Split(c.Origins, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 func portOf(addr string) string {

@@ -1,0 +1,578 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/ristretto/v2"
+)
+
+// An Edge decides from local memory and converges with its region's origins (SPEC
+// section 5).
+//
+// Concurrency: each tuple's local state is a localEntry with its own mutex; a decision
+// holds that one mutex for the window math and the accounting, never across a network
+// call. Entries live in a ristretto cache (bounded, may drop or evict anything) and, while
+// they hold cost the origin has not acknowledged, also in their origin's replay set
+// (originLink.pins), which nothing evicts: so accepted cost is never lost by the cache.
+// Lock order: entry mutex, then originLink.mu; the flusher copies the pin set under
+// originLink.mu and then locks entries one by one.
+//
+// Origin calls: reads of cold, stale or strict tuples are shared per tuple (flightGroup);
+// each origin has one flusher goroutine sending one replay batch at a time; a decision
+// whose cost would exceed this edge's share of the remaining budget is handed to the
+// origin. A failed call puts its origin in backoff, shared by all requests: while it
+// lasts nothing waits on that origin, and one probe at a time tests it afterwards.
+
+// EdgeConfig configures an Edge.
+type EdgeConfig struct {
+	// Origins are the region's origins; tuples are spread over them by rendezvous hashing
+	// of IDs (their addresses).
+	Origins   []Origin
+	OriginIDs []string
+	// NodeRun names this process run in replay batches: node id and a boot nonce.
+	NodeRun        string
+	Freshness      time.Duration // default 1s
+	ReplayInterval time.Duration // default 5ms
+	OriginTimeout  time.Duration // default 100ms
+	DegradedShare  float64       // share of the limit enforced while the origin is unreachable
+	MaxMemoryBytes int64         // local cache bound; default DefaultMaxMemory
+	MaxPinned      int           // bound on entries awaiting replay; default from MaxMemoryBytes
+	MaxBatchItems  int           // cells in one replay batch; default 1000
+	Logger         *slog.Logger
+	// Observe, when set, receives every origin call: kind (read, replay, decide), outcome
+	// and latency. It must be cheap and safe for concurrent use.
+	Observe func(kind string, err error, d time.Duration)
+}
+
+// ErrReplayFull is returned when accepting a request would need a new entry in a full
+// replay buffer (the origin is unreachable for long, over many tuples).
+var ErrReplayFull = errors.New("OOM replay buffer is full (origin unreachable?)")
+
+// edgeCell is one cell as an edge knows it.
+type edgeCell struct {
+	seq      int64
+	regional uint64 // the origin's regional count, max-merged
+	imported uint64
+	pending  uint64 // accepted here, not yet sent
+	inflight uint64 // accepted here, sent in the unacknowledged batch
+}
+
+func (c *edgeCell) total() uint64 {
+	return satAdd(satAdd(c.regional, c.imported), satAdd(c.pending, c.inflight))
+}
+
+// localEntry is an edge's state of one tuple.
+type localEntry struct {
+	key    string // tuple key (AppendKey)
+	window int64
+	link   *originLink
+
+	mu          sync.Mutex // guards the fields below
+	cells       [2]edgeCell
+	freshUntil  int64  // ms; reads and acknowledged replays extend it
+	strictUntil int64  // ms; set by a denial, to the end of the next window
+	spent       uint64 // cost accepted here since the last refresh
+	edges       int    // active edges, as the origin last said
+	pinned      bool   // in link.pins (guarded by link.mu, read under mu)
+}
+
+func newLocalEntry(key string, window int64, link *originLink) *localEntry {
+	return &localEntry{key: key, window: window, link: link, edges: 1,
+		cells: [2]edgeCell{{seq: emptySeq}, {seq: emptySeq}}}
+}
+
+// cell returns the cell for seq, or nil.
+func (le *localEntry) cell(seq int64) *edgeCell {
+	for i := range le.cells {
+		if le.cells[i].seq == seq {
+			return &le.cells[i]
+		}
+	}
+	return nil
+}
+
+// slot returns the cell for seq, taking a slot as the origin's store does (never the one
+// holding seq-1), or nil when seq is older than both cells held.
+func (le *localEntry) slot(seq int64) *edgeCell {
+	if c := le.cell(seq); c != nil {
+		return c
+	}
+	i := 0
+	if le.cells[1].seq < le.cells[0].seq {
+		i = 1
+	}
+	if le.cells[i].seq == seq-1 {
+		i = 1 - i
+	}
+	if le.cells[i].seq != emptySeq && le.cells[i].seq > seq {
+		return nil
+	}
+	le.cells[i] = edgeCell{seq: seq}
+	return &le.cells[i]
+}
+
+func (le *localEntry) counts(seq int64) Counts {
+	var c Counts
+	if cur := le.cell(seq); cur != nil {
+		c.Current = cur.total()
+	}
+	if prev := le.cell(seq - 1); prev != nil {
+		c.Previous = prev.total()
+	}
+	return c
+}
+
+// merge takes an origin's counts with max and marks the entry fresh until freshUntil.
+func (le *localEntry) merge(cc CellCounts, meta OriginMeta, freshUntil int64) {
+	for _, part := range [2]struct {
+		seq      int64
+		reg, imp uint64
+	}{{cc.Seq, cc.CurRegional, cc.CurImported}, {cc.Seq - 1, cc.PrevRegional, cc.PrevImported}} {
+		if part.reg == 0 && part.imp == 0 && le.cell(part.seq) == nil {
+			continue // nothing to learn; keep the slot for a cell that has counts
+		}
+		if c := le.slot(part.seq); c != nil {
+			c.regional = max(c.regional, capCount(part.reg))
+			c.imported = max(c.imported, capCount(part.imp))
+		}
+	}
+	le.freshUntil = max(le.freshUntil, freshUntil)
+	le.spent = 0
+	le.edges = max(meta.Edges, 1)
+}
+
+// unacked returns cost accepted here that the origin may not have, for cell seq.
+func (le *localEntry) unacked(seq int64) uint64 {
+	if c := le.cell(seq); c != nil {
+		return satAdd(c.pending, c.inflight)
+	}
+	return 0
+}
+
+func (le *localEntry) idle() bool {
+	for _, c := range le.cells {
+		if c.seq != emptySeq && (c.pending > 0 || c.inflight > 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// originLink is an edge's connection state with one origin: backoff, and the replay set.
+type originLink struct {
+	id     string
+	client Origin
+
+	downUntil atomic.Int64 // ms; calls are skipped before it
+	reachable atomic.Bool  // false after a failure, until a success
+	probing   atomic.Bool  // one probe at a time once the backoff has passed
+	lastOKMs  atomic.Int64
+	backoffMs atomic.Int64
+
+	mu      sync.Mutex             // guards pins, batch, batchID
+	pins    map[string]*localEntry // entries with unacknowledged cost
+	batch   *pendingBatch          // the batch being delivered, resent unchanged until answered
+	batchID uint64
+
+	kick chan struct{} // asks the flusher to send now (a batch is full)
+}
+
+type pendingBatch struct {
+	ReplayBatch
+	entries []*localEntry // entries[i] holds Items[i]
+}
+
+// usable reports whether a call to the origin may be made now; at most one caller gets
+// true while the origin is unreachable and its backoff has passed (the probe).
+func (l *originLink) usable(nowMs int64) bool {
+	if l.reachable.Load() {
+		return true
+	}
+	if nowMs < l.downUntil.Load() {
+		return false
+	}
+	return l.probing.CompareAndSwap(false, true)
+}
+
+func (l *originLink) succeeded(nowMs int64) {
+	l.lastOKMs.Store(nowMs)
+	l.backoffMs.Store(0)
+	l.reachable.Store(true)
+	l.probing.Store(false)
+}
+
+func (l *originLink) failed(nowMs int64) {
+	b := min(max(2*l.backoffMs.Load(), 10), 1000)
+	l.backoffMs.Store(b)
+	l.downUntil.Store(nowMs + b)
+	l.reachable.Store(false)
+	l.probing.Store(false)
+}
+
+// Edge is the edge role's Limiter. It is safe for concurrent use.
+type Edge struct {
+	clock  Clock
+	cfg    EdgeConfig
+	log    *slog.Logger
+	cache  *ristretto.Cache[[]byte, *localEntry]
+	links  []*originLink
+	flight flightGroup
+
+	entries       atomic.Int64 // entries in the cache
+	pinned        atomic.Int64
+	allowed       atomic.Uint64
+	denied        atomic.Uint64
+	originAllowed atomic.Uint64 // handed-off decisions, by outcome
+	originDenied  atomic.Uint64
+	strict        atomic.Uint64
+	reads         atomic.Uint64
+	retried       atomic.Uint64
+	expired       atomic.Uint64 // pending cost of cells that died before delivery
+	refused       atomic.Uint64
+}
+
+// NewEdge returns an Edge over the given origins. Run starts its replay flushers.
+func NewEdge(clock Clock, cfg EdgeConfig) (*Edge, error) {
+	if len(cfg.Origins) == 0 || len(cfg.Origins) != len(cfg.OriginIDs) {
+		return nil, errors.New("edge: need one ID per origin, and at least one origin")
+	}
+	if cfg.Freshness <= 0 {
+		cfg.Freshness = time.Second
+	}
+	if cfg.ReplayInterval <= 0 {
+		cfg.ReplayInterval = 5 * time.Millisecond
+	}
+	if cfg.OriginTimeout <= 0 {
+		cfg.OriginTimeout = 100 * time.Millisecond
+	}
+	if cfg.MaxMemoryBytes <= 0 {
+		cfg.MaxMemoryBytes = DefaultMaxMemory
+	}
+	if cfg.MaxPinned <= 0 {
+		cfg.MaxPinned = int(max(cfg.MaxMemoryBytes/4/edgeEntryCost, 1024))
+	}
+	if cfg.MaxBatchItems <= 0 {
+		cfg.MaxBatchItems = 1000
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	e := &Edge{clock: clock, cfg: cfg, log: cfg.Logger}
+	cache, err := ristretto.NewCache(&ristretto.Config[[]byte, *localEntry]{
+		NumCounters: max(10*cfg.MaxMemoryBytes/edgeEntryCost, 1000),
+		MaxCost:     cfg.MaxMemoryBytes,
+		BufferItems: 64,
+		OnEvict:     func(*ristretto.Item[*localEntry]) { e.entries.Add(-1) },
+		OnReject:    func(*ristretto.Item[*localEntry]) { e.entries.Add(-1) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("edge: local cache: %w", err)
+	}
+	e.cache = cache
+	for i, o := range cfg.Origins {
+		l := &originLink{id: cfg.OriginIDs[i], client: o, pins: make(map[string]*localEntry), kick: make(chan struct{}, 1)}
+		l.reachable.Store(true)
+		e.links = append(e.links, l)
+	}
+	return e, nil
+}
+
+// edgeEntryCost estimates an entry's bytes beyond its key, for the cache bound.
+const edgeEntryCost = 200
+
+// link picks the origin of a tuple key by rendezvous hashing: the origin whose hash with
+// the key is highest. Adding an origin moves only the keys it now wins.
+func (e *Edge) link(key []byte) *originLink {
+	if len(e.links) == 1 {
+		return e.links[0]
+	}
+	best, bestScore := e.links[0], uint64(0)
+	for _, l := range e.links {
+		if s := rendezvousScore(l.id, key); s >= bestScore {
+			best, bestScore = l, s
+		}
+	}
+	return best
+}
+
+// rendezvousScore is FNV-1a over id and key, finished with a 64-bit mix, so that every
+// edge process agrees without sharing a seed.
+func rendezvousScore(id string, key []byte) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(id); i++ {
+		h = (h ^ uint64(id[i])) * 1099511628211
+	}
+	h = (h ^ 0xff) * 1099511628211
+	for _, b := range key {
+		h = (h ^ uint64(b)) * 1099511628211
+	}
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	return h
+}
+
+// OriginFor returns the ID of the origin that owns tuple t.
+func (e *Edge) OriginFor(t Tuple) string { return e.link(AppendKey(nil, t)).id }
+
+// lookup finds the entry of key: in the cache, else in its origin's replay set.
+func (e *Edge) lookup(l *originLink, key []byte) *localEntry {
+	if le, ok := e.cache.Get(key); ok && le.key == string(key) {
+		return le
+	}
+	l.mu.Lock()
+	le := l.pins[string(key)]
+	l.mu.Unlock()
+	if le != nil {
+		e.remember(le)
+	}
+	return le
+}
+
+func (e *Edge) remember(le *localEntry) {
+	e.entries.Add(1)
+	if !e.cache.Set([]byte(le.key), le, int64(len(le.key))+edgeEntryCost) {
+		e.entries.Add(-1)
+	}
+}
+
+// entry returns the entry of key, refreshed from the origin first when it is cold,
+// stale, or in strict mode. It never returns nil; on an origin failure the entry is the
+// local view (not fresh). readOK reports whether the origin was read.
+func (e *Edge) entry(l *originLink, key []byte, window, seq, now int64, force bool) (le *localEntry, readOK bool) {
+	le = e.lookup(l, key)
+	if le != nil && !force {
+		le.mu.Lock()
+		fresh := now < le.freshUntil && now >= le.strictUntil
+		le.mu.Unlock()
+		if fresh {
+			return le, false
+		}
+	}
+	if !l.usable(now) {
+		if le == nil {
+			le = e.create(l, key, window)
+		}
+		return le, false
+	}
+	got, err := e.flight.do(string(key), func() (*localEntry, error) {
+		le := e.lookup(l, key)
+		if le == nil {
+			le = e.create(l, key, window)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), e.cfg.OriginTimeout)
+		defer cancel()
+		start := time.Now()
+		counts, meta, err := l.client.Read(ctx, []ReadItem{{Key: key, Seq: seq}})
+		e.observe("read", err, start)
+		e.reads.Add(1)
+		now := e.clock.NowMs()
+		if err == nil && len(counts) != 1 {
+			err = fmt.Errorf("origin %s: read answered %d cells for 1", l.id, len(counts))
+		}
+		if err != nil {
+			l.failed(now)
+			return le, err
+		}
+		l.succeeded(now)
+		le.mu.Lock()
+		le.merge(counts[0], meta, now+e.cfg.Freshness.Milliseconds())
+		le.mu.Unlock()
+		return le, nil
+	})
+	return got, err == nil
+}
+
+// create makes a new entry and offers it to the cache; waiting for the cache makes it
+// visible to the next lookup unless the cache's admission rejects it (then the next
+// request reads the origin again, which loses nothing: an entry with unacknowledged cost
+// is pinned).
+func (e *Edge) create(l *originLink, key []byte, window int64) *localEntry {
+	le := newLocalEntry(string(key), window, l)
+	e.remember(le)
+	e.cache.Wait()
+	return le
+}
+
+func (e *Edge) observe(kind string, err error, start time.Time) {
+	if e.cfg.Observe != nil {
+		e.cfg.Observe(kind, err, time.Since(start))
+	}
+}
+
+// Limit decides one request from local memory, reading the origin first when the tuple
+// is cold, stale or strict, and handing the decision to the origin when this edge's share
+// of the remaining budget would not cover it.
+func (e *Edge) Limit(t Tuple, limit, cost uint64) (Decision, error) {
+	var buf [256]byte
+	key := AppendKey(buf[:0], t)
+	now := e.clock.NowMs()
+	seq, elapsed := position(now, t.WindowMs)
+	l := e.link(key)
+	le, _ := e.entry(l, key, t.WindowMs, seq, now, false)
+	now = e.clock.NowMs()
+	seq, elapsed = position(now, t.WindowMs)
+
+	effective := limit
+	if !l.reachable.Load() {
+		effective = uint64(float64(limit) * e.cfg.DegradedShare)
+	}
+	le.mu.Lock()
+	counts := le.counts(seq)
+	d := Decide(counts, effective, cost, t.WindowMs, elapsed)
+	d.Limit = limit
+	if d.Allowed && cost > 0 && l.reachable.Load() &&
+		!withinShare(counts, limit, le.spent, cost, uint64(le.edges), t.WindowMs, elapsed) {
+		extra := le.unacked(seq)
+		le.mu.Unlock()
+		if hd, ok := e.handOff(l, le, key, limit, cost, extra); ok {
+			return hd, nil
+		}
+		le.mu.Lock()
+		counts = le.counts(seq)
+		effective = uint64(float64(limit) * e.cfg.DegradedShare)
+		d = Decide(counts, effective, cost, t.WindowMs, elapsed)
+		d.Limit = limit
+	}
+	if d.Allowed && cost > 0 {
+		if err := e.account(l, le, seq, cost); err != nil {
+			le.mu.Unlock()
+			e.refused.Add(1)
+			return Decision{}, err
+		}
+	}
+	if !d.Allowed {
+		e.enterStrict(le, seq, t.WindowMs)
+	}
+	le.mu.Unlock()
+	e.count(d.Allowed)
+	return d, nil
+}
+
+func (e *Edge) count(allowed bool) {
+	if allowed {
+		e.allowed.Add(1)
+	} else {
+		e.denied.Add(1)
+	}
+}
+
+// enterStrict records a denial (le.mu held): until the end of the next window, requests
+// for the tuple refresh from the origin first.
+func (e *Edge) enterStrict(le *localEntry, seq, window int64) {
+	until := (seq + 2) * window
+	if le.strictUntil < until {
+		if le.strictUntil <= e.clock.NowMs() {
+			e.strict.Add(1)
+		}
+		le.strictUntil = until
+	}
+}
+
+// account adds accepted cost to the entry (le.mu held) and makes sure the entry is in its
+// origin's replay set.
+func (e *Edge) account(l *originLink, le *localEntry, seq int64, cost uint64) error {
+	if !le.pinned {
+		l.mu.Lock()
+		if len(l.pins) >= e.cfg.MaxPinned/len(e.links) {
+			l.mu.Unlock()
+			return ErrReplayFull
+		}
+		l.pins[le.key] = le
+		le.pinned = true
+		full := len(l.pins) >= e.cfg.MaxBatchItems
+		l.mu.Unlock()
+		e.pinned.Add(1)
+		if full {
+			select {
+			case l.kick <- struct{}{}:
+			default:
+			}
+		}
+	}
+	c := le.slot(seq)
+	if c == nil {
+		return nil // a cell older than both held (the clock stepped back): nothing to keep
+	}
+	c.pending = satAdd(c.pending, cost)
+	le.spent = satAdd(le.spent, cost)
+	return nil
+}
+
+// withinShare reports whether this edge may accept cost locally: its spending since the
+// last refresh, with cost, stays within 1/edges of what was left at the refresh:
+// edges*(spent+cost) <= limit - (used - spent), in exact W-scaled integers.
+func withinShare(c Counts, limit, spent, cost, edges uint64, windowMs, elapsed int64) bool {
+	w := uint64(windowMs)
+	used := weightedUsed(capCount(c.Current), capCount(c.Previous), w, uint64(elapsed))
+	left := mul(limit, w).add(mul(spent, w)) // (limit + spent) * W
+	if used.greater(left) {
+		return false
+	}
+	need := mul(satAdd(spent, cost), w).mulSmall(max(edges, 1))
+	return !need.greater(left.sub(used))
+}
+
+// handOff asks the origin to decide and count atomically. ok is false when the origin
+// failed; the caller then decides locally.
+func (e *Edge) handOff(l *originLink, le *localEntry, key []byte, limit, cost, extra uint64) (Decision, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.OriginTimeout)
+	defer cancel()
+	start := time.Now()
+	d, cc, meta, err := l.client.Decide(ctx, DecideRequest{Key: key, Limit: limit, Cost: cost, Extra: extra})
+	e.observe("decide", err, start)
+	now := e.clock.NowMs()
+	if err != nil {
+		l.failed(now)
+		return Decision{}, false
+	}
+	l.succeeded(now)
+	if d.Allowed {
+		e.originAllowed.Add(1)
+	} else {
+		e.originDenied.Add(1)
+	}
+	le.mu.Lock()
+	le.merge(cc, meta, now+e.cfg.Freshness.Milliseconds())
+	if !d.Allowed {
+		e.enterStrict(le, cc.Seq, le.window)
+	}
+	le.mu.Unlock()
+	e.count(d.Allowed)
+	return d, true
+}
+
+// Status reads a tuple, refreshing from the origin first. Source says whether the origin
+// answered.
+func (e *Edge) Status(t Tuple) Status {
+	key := AppendKey(nil, t)
+	now := e.clock.NowMs()
+	seq, _ := position(now, t.WindowMs)
+	l := e.link(key)
+	le, fromOrigin := e.entry(l, key, t.WindowMs, seq, now, true)
+	now = e.clock.NowMs()
+	seq, elapsed := position(now, t.WindowMs)
+	st := Status{Sequence: seq, ElapsedMs: elapsed, WindowMs: t.WindowMs, Source: "local"}
+	if fromOrigin {
+		st.Source = "origin"
+	}
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	if c := le.cell(seq); c != nil {
+		st.CurrentRegional = satAdd(c.regional, satAdd(c.pending, c.inflight))
+		st.CurrentImported = c.imported
+	}
+	if c := le.cell(seq - 1); c != nil {
+		st.PreviousRegional = satAdd(c.regional, satAdd(c.pending, c.inflight))
+		st.PreviousImported = c.imported
+	}
+	st.Fresh = now < le.freshUntil
+	st.StrictMs = max(0, le.strictUntil-now)
+	return st
+}

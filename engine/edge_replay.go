@@ -1,0 +1,199 @@
+package engine
+
+import (
+	"context"
+	"time"
+)
+
+// Run flushes each origin's replay set every ReplayInterval (or at once when a batch is
+// full) until ctx ends; then it makes one last attempt to deliver what is pending, within
+// OriginTimeout per origin.
+func (e *Edge) Run(ctx context.Context) {
+	done := make(chan struct{}, len(e.links))
+	for _, l := range e.links {
+		go func() {
+			e.flushLoop(ctx, l)
+			done <- struct{}{}
+		}()
+	}
+	for range e.links {
+		<-done
+	}
+}
+
+func (e *Edge) flushLoop(ctx context.Context, l *originLink) {
+	t := time.NewTicker(e.cfg.ReplayInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			// Final flush, e.g. on SIGTERM: a few rounds, each bounded by OriginTimeout.
+			for range 3 {
+				if !e.flush(l, true) {
+					break
+				}
+			}
+			return
+		case <-t.C:
+		case <-l.kick:
+		}
+		e.flush(l, false)
+	}
+}
+
+// flush delivers the pending batch of l, building one first from the replay set when none
+// is pending. It reports whether more may remain. final skips the backoff.
+func (e *Edge) flush(l *originLink, final bool) (more bool) {
+	now := e.clock.NowMs()
+	if !final && !l.usable(now) {
+		return true
+	}
+	l.mu.Lock()
+	b := l.batch
+	l.mu.Unlock()
+	if b == nil {
+		b = e.buildBatch(l, now)
+		if b == nil {
+			l.probing.Store(false) // nothing was sent: release a probe slot taken above
+			return false
+		}
+	} else {
+		e.retried.Add(1)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.OriginTimeout)
+	start := time.Now()
+	counts, meta, err := l.client.Replay(ctx, b.ReplayBatch)
+	cancel()
+	e.observe("replay", err, start)
+	now = e.clock.NowMs()
+	if err == nil && len(counts) != len(b.Items) {
+		err = errShortReply
+	}
+	if err != nil {
+		l.failed(now)
+		return true
+	}
+	l.succeeded(now)
+	fresh := now + e.cfg.Freshness.Milliseconds()
+	for i, it := range b.Items {
+		le := b.entries[i]
+		le.mu.Lock()
+		if c := le.cell(it.Seq); c != nil {
+			c.inflight -= min(c.inflight, it.Cost)
+		}
+		le.merge(counts[i], meta, fresh)
+		e.unpinIfIdle(l, le)
+		le.mu.Unlock()
+	}
+	l.mu.Lock()
+	l.batch = nil
+	more = len(l.pins) > 0
+	l.mu.Unlock()
+	return more
+}
+
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+
+const errShortReply = replyError("origin answered a replay batch with the wrong number of cells")
+
+// buildBatch moves pending cost of up to MaxBatchItems cells into a new batch, which
+// stays l.batch until the origin answers it. Pending cost of cells that can no longer
+// matter is dropped (and counted).
+func (e *Edge) buildBatch(l *originLink, now int64) *pendingBatch {
+	l.mu.Lock()
+	entries := make([]*localEntry, 0, min(len(l.pins), e.cfg.MaxBatchItems))
+	for _, le := range l.pins {
+		if len(entries) == e.cfg.MaxBatchItems {
+			break
+		}
+		entries = append(entries, le)
+	}
+	l.mu.Unlock()
+
+	b := &pendingBatch{}
+	for _, le := range entries {
+		le.mu.Lock()
+		live := now/le.window - 1
+		for i := range le.cells {
+			c := &le.cells[i]
+			if c.seq == emptySeq || c.pending == 0 {
+				continue
+			}
+			if c.seq < live {
+				e.expired.Add(c.pending)
+				c.pending = 0
+				continue
+			}
+			b.Items = append(b.Items, ReplayItem{Key: []byte(le.key), Seq: c.seq, Cost: c.pending})
+			b.entries = append(b.entries, le)
+			c.inflight = satAdd(c.inflight, c.pending)
+			c.pending = 0
+		}
+		e.unpinIfIdle(l, le)
+		le.mu.Unlock()
+	}
+	if len(b.Items) == 0 {
+		return nil
+	}
+	l.mu.Lock()
+	l.batchID++
+	b.Node, b.ID = e.cfg.NodeRun, l.batchID
+	l.batch = b
+	l.mu.Unlock()
+	return b
+}
+
+// unpinIfIdle removes le (le.mu held) from the replay set once it holds nothing
+// unacknowledged.
+func (e *Edge) unpinIfIdle(l *originLink, le *localEntry) {
+	if !le.pinned || !le.idle() {
+		return
+	}
+	l.mu.Lock()
+	delete(l.pins, le.key)
+	l.mu.Unlock()
+	le.pinned = false
+	e.pinned.Add(-1)
+}
+
+// OriginStat describes one origin as an edge sees it.
+type OriginStat struct {
+	ID        string
+	Reachable bool
+	LastOKMs  int64
+	Pinned    int  // entries awaiting replay to it
+	Inflight  bool // a batch is being delivered
+}
+
+// Stats returns the edge's counters. Cells and Tuples count local entries.
+func (e *Edge) Stats() Stats {
+	s := Stats{
+		Allowed:        e.allowed.Load(),
+		Denied:         e.denied.Load(),
+		RefusedFull:    e.refused.Load(),
+		Cells:          e.entries.Load(),
+		Tuples:         e.entries.Load(),
+		MaxMemoryBytes: e.cfg.MaxMemoryBytes,
+		OriginAllowed:  e.originAllowed.Load(),
+		OriginDenied:   e.originDenied.Load(),
+		OriginReads:    e.reads.Load(),
+		ReplayPending:  e.pinned.Load(),
+		ReplayRetried:  e.retried.Load(),
+		ReplayExpired:  e.expired.Load(),
+		Strict:         e.strict.Load(),
+		Edge:           true,
+	}
+	for _, l := range e.links {
+		l.mu.Lock()
+		st := OriginStat{ID: l.id, Reachable: l.reachable.Load(), LastOKMs: l.lastOKMs.Load(),
+			Pinned: len(l.pins), Inflight: l.batch != nil}
+		l.mu.Unlock()
+		s.Origins = append(s.Origins, st)
+	}
+	return s
+}
+
+// Close releases the local cache. Call it after Run has returned.
+func (e *Edge) Close() { e.cache.Close() }
