@@ -152,8 +152,8 @@ func (d *Dispatcher) infoSections() []infoSection {
 		}
 		ratchet = append(ratchet, infoField{"origins", len(es.Origins)}, infoField{"origins_reachable", reachable})
 		for i, o := range es.Origins {
-			ratchet = append(ratchet, infoField{fmt.Sprintf("origin%d", i), fmt.Sprintf("addr=%s,reachable=%d,last_ok_ms=%d,pending=%d",
-				o.ID, boolInt(o.Reachable), o.LastOKMs, o.Pinned)})
+			ratchet = append(ratchet, infoField{fmt.Sprintf("origin%d", i), fmt.Sprintf("addr=%s,reachable=%d,last_ok_ms=%d,pending=%d,edges=%d",
+				o.ID, boolInt(o.Reachable), o.LastOKMs, o.Pinned, o.Edges)})
 		}
 		ratchet = append(ratchet,
 			infoField{"origin_reachable", boolInt(reachable == len(es.Origins))},

@@ -58,11 +58,11 @@ type Options struct {
 	ClusterSecret string
 	Host          Host
 	RequirePass   string
-	Role        string
-	Region      string
-	NodeID      string
-	MaxClients  int
-	Version     string
+	Role          string
+	Region        string
+	NodeID        string
+	MaxClients    int
+	Version       string
 	// Snapshots reports persistence for INFO; nil when disabled.
 	Snapshots func() SnapshotStats
 	// Config answers CONFIG GET: parameter name to value.

@@ -25,7 +25,7 @@ func internalCommands() []*Command {
 	return []*Command{
 		{Name: "rl.internal.hello", Arity: 3, Flags: flagNoAuth | flagFast, Group: "ratchet",
 			Summary: "Authenticates a node-to-node connection with the cluster secret.", Handler: cmdInternalHello},
-		{Name: "rl.internal.read", Arity: -3, Flags: flagReadonly, Group: "ratchet",
+		{Name: "rl.internal.read", Arity: -1, Flags: flagReadonly, Group: "ratchet",
 			Summary: "Reads cells for an edge.", Handler: cmdInternalRead},
 		{Name: "rl.internal.replay", Arity: -5, Flags: flagWrite, Group: "ratchet",
 			Summary: "Applies a batch of an edge's accepted cost, once.", Handler: cmdInternalReplay},
@@ -42,6 +42,9 @@ func cmdInternalHello(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) 
 	}
 	s.cluster, s.Authed = true, true
 	s.nodeRun = string(args[2])
+	if d.opt.Origin != nil {
+		d.opt.Origin.Heard(s.nodeRun)
+	}
 	w.OK()
 }
 

@@ -77,13 +77,12 @@ type localEntry struct {
 	cells       [2]edgeCell
 	freshUntil  int64  // ms; reads and acknowledged replays extend it
 	strictUntil int64  // ms; set by a denial, to the end of the next window
-	spent       uint64 // cost accepted here since the last refresh
-	edges       int    // active edges, as the origin last said
+	spent       uint64 // cost accepted here that the origin had not seen at the last refresh
 	pinned      bool   // in link.pins (guarded by link.mu, read under mu)
 }
 
 func newLocalEntry(key string, window int64, link *originLink) *localEntry {
-	return &localEntry{key: key, window: window, link: link, edges: 1,
+	return &localEntry{key: key, window: window, link: link,
 		cells: [2]edgeCell{{seq: emptySeq}, {seq: emptySeq}}}
 }
 
@@ -129,7 +128,7 @@ func (le *localEntry) counts(seq int64) Counts {
 }
 
 // merge takes an origin's counts with max and marks the entry fresh until freshUntil.
-func (le *localEntry) merge(cc CellCounts, meta OriginMeta, freshUntil int64) {
+func (le *localEntry) merge(cc CellCounts, freshUntil int64) {
 	for _, part := range [2]struct {
 		seq      int64
 		reg, imp uint64
@@ -143,8 +142,8 @@ func (le *localEntry) merge(cc CellCounts, meta OriginMeta, freshUntil int64) {
 		}
 	}
 	le.freshUntil = max(le.freshUntil, freshUntil)
-	le.spent = 0
-	le.edges = max(meta.Edges, 1)
+	// What the origin has not seen of ours still counts against this edge's share.
+	le.spent = le.unacked(cc.Seq)
 }
 
 // unacked returns cost accepted here that the origin may not have, for cell seq.
@@ -174,6 +173,7 @@ type originLink struct {
 	probing   atomic.Bool  // one probe at a time once the backoff has passed
 	lastOKMs  atomic.Int64
 	backoffMs atomic.Int64
+	edges     atomic.Int64 // active edges in the region, as the origin last said
 
 	mu      sync.Mutex             // guards pins, batch, batchID
 	pins    map[string]*localEntry // entries with unacknowledged cost
@@ -200,7 +200,8 @@ func (l *originLink) usable(nowMs int64) bool {
 	return l.probing.CompareAndSwap(false, true)
 }
 
-func (l *originLink) succeeded(nowMs int64) {
+func (l *originLink) succeeded(nowMs int64, meta OriginMeta) {
+	l.edges.Store(int64(max(meta.Edges, 1)))
 	l.lastOKMs.Store(nowMs)
 	l.backoffMs.Store(0)
 	l.reachable.Store(true)
@@ -278,6 +279,7 @@ func NewEdge(clock Clock, cfg EdgeConfig) (*Edge, error) {
 	for i, o := range cfg.Origins {
 		l := &originLink{id: cfg.OriginIDs[i], client: o, pins: make(map[string]*localEntry), kick: make(chan struct{}, 1)}
 		l.reachable.Store(true)
+		l.edges.Store(1)
 		e.links = append(e.links, l)
 	}
 	return e, nil
@@ -380,9 +382,9 @@ func (e *Edge) entry(l *originLink, key []byte, window, seq, now int64, force bo
 			l.failed(now)
 			return le, err
 		}
-		l.succeeded(now)
+		l.succeeded(now, meta)
 		le.mu.Lock()
-		le.merge(counts[0], meta, now+e.cfg.Freshness.Milliseconds())
+		le.merge(counts[0], now+e.cfg.Freshness.Milliseconds())
 		le.mu.Unlock()
 		return le, nil
 	})
@@ -428,7 +430,7 @@ func (e *Edge) Limit(t Tuple, limit, cost uint64) (Decision, error) {
 	d := Decide(counts, effective, cost, t.WindowMs, elapsed)
 	d.Limit = limit
 	if d.Allowed && cost > 0 && l.reachable.Load() &&
-		!withinShare(counts, limit, le.spent, cost, uint64(le.edges), t.WindowMs, elapsed) {
+		!withinShare(counts, limit, le.spent, cost, uint64(l.edges.Load()), t.WindowMs, elapsed) {
 		extra := le.unacked(seq)
 		le.mu.Unlock()
 		if hd, ok := e.handOff(l, le, key, limit, cost, extra); ok {
@@ -532,14 +534,14 @@ func (e *Edge) handOff(l *originLink, le *localEntry, key []byte, limit, cost, e
 		l.failed(now)
 		return Decision{}, false
 	}
-	l.succeeded(now)
+	l.succeeded(now, meta)
 	if d.Allowed {
 		e.originAllowed.Add(1)
 	} else {
 		e.originDenied.Add(1)
 	}
 	le.mu.Lock()
-	le.merge(cc, meta, now+e.cfg.Freshness.Milliseconds())
+	le.merge(cc, now+e.cfg.Freshness.Milliseconds())
 	if !d.Allowed {
 		e.enterStrict(le, cc.Seq, le.window)
 	}

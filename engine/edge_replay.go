@@ -24,6 +24,7 @@ func (e *Edge) Run(ctx context.Context) {
 func (e *Edge) flushLoop(ctx context.Context, l *originLink) {
 	t := time.NewTicker(e.cfg.ReplayInterval)
 	defer t.Stop()
+	e.heartbeat(l)
 	for {
 		select {
 		case <-ctx.Done():
@@ -38,7 +39,32 @@ func (e *Edge) flushLoop(ctx context.Context, l *originLink) {
 		case <-l.kick:
 		}
 		e.flush(l, false)
+		if e.clock.NowMs()-l.lastOKMs.Load() >= heartbeatMs {
+			e.heartbeat(l)
+		}
 	}
+}
+
+// heartbeatMs is how often an idle edge tells each origin it is there, so that the
+// origin's count of active edges (which sizes every edge's share of a budget) holds the
+// edges that are about to send, not just those that did.
+const heartbeatMs = 1000
+
+// heartbeat is an empty read: it only refreshes the origin's view of this edge and this
+// edge's count of active edges.
+func (e *Edge) heartbeat(l *originLink) {
+	now := e.clock.NowMs()
+	if !l.usable(now) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.OriginTimeout)
+	defer cancel()
+	_, meta, err := l.client.Read(ctx, nil)
+	if err != nil {
+		l.failed(e.clock.NowMs())
+		return
+	}
+	l.succeeded(e.clock.NowMs(), meta)
 }
 
 // flush delivers the pending batch of l, building one first from the replay set when none
@@ -73,7 +99,7 @@ func (e *Edge) flush(l *originLink, final bool) (more bool) {
 		l.failed(now)
 		return true
 	}
-	l.succeeded(now)
+	l.succeeded(now, meta)
 	fresh := now + e.cfg.Freshness.Milliseconds()
 	for i, it := range b.Items {
 		le := b.entries[i]
@@ -81,7 +107,7 @@ func (e *Edge) flush(l *originLink, final bool) (more bool) {
 		if c := le.cell(it.Seq); c != nil {
 			c.inflight -= min(c.inflight, it.Cost)
 		}
-		le.merge(counts[i], meta, fresh)
+		le.merge(counts[i], fresh)
 		e.unpinIfIdle(l, le)
 		le.mu.Unlock()
 	}
@@ -165,6 +191,7 @@ type OriginStat struct {
 	LastOKMs  int64
 	Pinned    int  // entries awaiting replay to it
 	Inflight  bool // a batch is being delivered
+	Edges     int  // active edges in the region, as the origin last said
 }
 
 // Stats returns the edge's counters. Cells and Tuples count local entries.
@@ -188,7 +215,7 @@ func (e *Edge) Stats() Stats {
 	for _, l := range e.links {
 		l.mu.Lock()
 		st := OriginStat{ID: l.id, Reachable: l.reachable.Load(), LastOKMs: l.lastOKMs.Load(),
-			Pinned: len(l.pins), Inflight: l.batch != nil}
+			Pinned: len(l.pins), Inflight: l.batch != nil, Edges: int(l.edges.Load())}
 		l.mu.Unlock()
 		s.Origins = append(s.Origins, st)
 	}

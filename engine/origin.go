@@ -157,6 +157,9 @@ func (e *Engine) ServeRead(node string, items []ReadItem) ([]CellCounts, OriginM
 	return out, e.heard(node)
 }
 
+// Heard records that the edge run node is connected, so that it counts as active.
+func (e *Engine) Heard(node string) { e.heard(node) }
+
 func (e *Engine) heard(node string) OriginMeta {
 	now := e.clock.NowMs()
 	e.nodes.mu.Lock()

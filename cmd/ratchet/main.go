@@ -1,12 +1,15 @@
 // Command ratchet is a rate-limit server that speaks the Redis protocol.
 //
-// main wires the packages: engine (decisions and counts), persist (snapshots), commands
-// (the command table), server (RESP connections) and metrics (Prometheus). See README.md.
+// main wires the packages: engine (decisions and counts; an origin's store or an edge's
+// local memory), upstream (an edge's origin clients), persist (snapshots), commands (the
+// command table), server (RESP connections) and metrics (Prometheus). See README.md.
 package main
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,6 +27,7 @@ import (
 	"github.com/ratchet/ratchet/metrics"
 	"github.com/ratchet/ratchet/persist"
 	"github.com/ratchet/ratchet/server"
+	"github.com/ratchet/ratchet/upstream"
 )
 
 // version is the Ratchet release, reported by HELLO and INFO.
@@ -57,27 +61,78 @@ func newLogger(cfg Config) *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, opts))
 }
 
+// node is what a role contributes to the process: a Limiter for the commands, and the
+// pieces only one role has.
+type node struct {
+	limiter commands.Limiter
+	origin  *engine.Engine // origin role: serves RL.INTERNAL.* and snapshots
+	store   *persist.Store // origin role with --data-dir
+	edge    *engine.Edge   // edge role
+	clients []*upstream.Client
+}
+
+func newOrigin(cfg Config, log *slog.Logger) (*node, error) {
+	eng := engine.New(engine.SystemClock{}, engine.Config{MaxMemoryBytes: cfg.MaxMemory, Logger: log})
+	n := &node{limiter: eng, origin: eng}
+	if cfg.DataDir == "" {
+		return n, nil
+	}
+	store, err := persist.Open(cfg.DataDir, log)
+	if err != nil {
+		return nil, fmt.Errorf("open data dir: %w", err)
+	}
+	recs, err := store.Load()
+	if err != nil {
+		// A damaged snapshot must not keep the limiter down; say so loudly.
+		log.Error("snapshot not loaded; starting empty", "dir", cfg.DataDir, "error", err)
+	}
+	loaded, dropped, rerr := eng.Restore(recs)
+	if rerr != nil {
+		log.Warn("snapshot had unreadable cells", "error", rerr)
+	}
+	log.Info("snapshot loaded", "dir", cfg.DataDir, "cells", loaded, "dropped", dropped)
+	n.store = store
+	return n, nil
+}
+
+func newEdge(cfg Config, log *slog.Logger, observe func(string, error, time.Duration)) (*node, error) {
+	var nonce [6]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return nil, fmt.Errorf("boot nonce: %w", err)
+	}
+	run := cfg.NodeID + "/" + hex.EncodeToString(nonce[:])
+	n := &node{}
+	ec := engine.EdgeConfig{NodeRun: run, Freshness: cfg.Freshness, ReplayInterval: cfg.ReplayInterval,
+		OriginTimeout: cfg.OriginTimeout, DegradedShare: cfg.DegradedShare, MaxMemoryBytes: cfg.MaxMemory,
+		Logger: log, Observe: observe}
+	for _, addr := range cfg.OriginList() {
+		c := upstream.New(upstream.Config{Addr: addr, Secret: cfg.ClusterSecret, NodeRun: run, Logger: log})
+		n.clients = append(n.clients, c)
+		ec.Origins = append(ec.Origins, c)
+		ec.OriginIDs = append(ec.OriginIDs, addr)
+	}
+	edge, err := engine.NewEdge(engine.SystemClock{}, ec)
+	if err != nil {
+		return nil, err
+	}
+	n.limiter, n.edge = edge, edge
+	return n, nil
+}
+
 func run(cfg Config, log *slog.Logger) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	eng := engine.New(engine.SystemClock{}, engine.Config{MaxMemoryBytes: cfg.MaxMemory, Logger: log})
+	met := metrics.New()
 
-	var store *persist.Store
-	if cfg.DataDir != "" {
-		var err error
-		if store, err = persist.Open(cfg.DataDir, log); err != nil {
-			return fmt.Errorf("open data dir: %w", err)
-		}
-		recs, err := store.Load()
-		if err != nil {
-			// A damaged snapshot must not keep the limiter down; say so loudly.
-			log.Error("snapshot not loaded; starting empty", "dir", cfg.DataDir, "error", err)
-		}
-		loaded, dropped, rerr := eng.Restore(recs)
-		if rerr != nil {
-			log.Warn("snapshot had unreadable cells", "error", rerr)
-		}
-		log.Info("snapshot loaded", "dir", cfg.DataDir, "cells", loaded, "dropped", dropped)
+	var n *node
+	var err error
+	if cfg.Role == "edge" {
+		n, err = newEdge(cfg, log, met.ObserveOrigin)
+	} else {
+		n, err = newOrigin(cfg, log)
+	}
+	if err != nil {
+		return err
 	}
 
 	var tlsCfg *tls.Config
@@ -94,7 +149,8 @@ func run(cfg Config, log *slog.Logger) error {
 	}
 
 	var snapStats func() commands.SnapshotStats
-	if store != nil {
+	if n.store != nil {
+		store := n.store
 		snapStats = func() commands.SnapshotStats {
 			s := store.Stats()
 			return commands.SnapshotStats{Enabled: true, LastSuccessMs: int64(s.LastSuccessMs), LastDuration: s.LastDuration,
@@ -102,7 +158,8 @@ func run(cfg Config, log *slog.Logger) error {
 		}
 	}
 	disp := commands.New(commands.Options{
-		Limiter: eng, Origin: eng, ClusterSecret: cfg.ClusterSecret, Host: srv, RequirePass: cfg.RequirePass, Role: cfg.Role, Region: cfg.Region,
+		Limiter: n.limiter, Origin: n.origin, ClusterSecret: cfg.ClusterSecret, Host: srv,
+		RequirePass: cfg.RequirePass, Role: cfg.Role, Region: cfg.Region,
 		NodeID: cfg.NodeID, MaxClients: cfg.MaxClients, Version: version, Snapshots: snapStats,
 		Config: map[string]string{
 			"save": "", "appendonly": "no", "databases": "1", "timeout": "0",
@@ -115,12 +172,12 @@ func run(cfg Config, log *slog.Logger) error {
 
 	var metricsSrv *http.Server
 	if cfg.MetricsListen != "" {
-		reg := metrics.NewRegistry(metrics.Sources{Engine: eng.Stats, Conns: srv.ConnStats, Commands: disp.Processed, Snapshots: snapStats})
+		met.Register(metrics.Sources{Engine: n.limiter.Stats, Conns: srv.ConnStats, Commands: disp.Processed, Snapshots: snapStats})
 		ln, err := net.Listen("tcp", cfg.MetricsListen)
 		if err != nil {
 			return fmt.Errorf("listen metrics %s: %w", cfg.MetricsListen, err)
 		}
-		metricsSrv = &http.Server{Handler: metrics.Handler(reg), ReadHeaderTimeout: 5 * time.Second}
+		metricsSrv = &http.Server{Handler: met.Handler(), ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			if err := metricsSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("metrics server stopped", "error", err)
@@ -128,14 +185,21 @@ func run(cfg Config, log *slog.Logger) error {
 		}()
 	}
 
-	go eng.RunSweeper(ctx, time.Second)
-	if store != nil {
-		go persist.Run(ctx, store, eng.Snapshot, cfg.SnapshotInterval)
+	background := make(chan struct{})
+	switch {
+	case n.edge != nil:
+		go func() { n.edge.Run(ctx); close(background) }()
+	default:
+		go n.origin.RunSweeper(ctx, time.Second)
+		if n.store != nil {
+			go persist.Run(ctx, n.store, n.origin.Snapshot, cfg.SnapshotInterval)
+		}
+		close(background)
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(disp) }()
 	log.Info("ratchet serving", "listen", srv.Addr().String(), "role", cfg.Role, "region", cfg.Region,
-		"node_id", cfg.NodeID, "data_dir", cfg.DataDir, "metrics", cfg.MetricsListen, "version", version)
+		"node_id", cfg.NodeID, "origins", cfg.Origins, "data_dir", cfg.DataDir, "metrics", cfg.MetricsListen, "version", version)
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
@@ -146,17 +210,29 @@ func run(cfg Config, log *slog.Logger) error {
 	case runErr = <-serveErr:
 	}
 
+	// Stop accepting and close clients, then flush replays (edge) or write the final
+	// snapshot (origin).
 	shutCtx, shutCancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer shutCancel()
 	if err := srv.Shutdown(shutCtx); err != nil {
 		log.Warn("shutdown", "error", err)
 	}
 	cancel()
+	<-background
 	if metricsSrv != nil {
 		_ = metricsSrv.Shutdown(shutCtx)
 	}
-	if store != nil {
-		if err := store.Save(eng.Snapshot()); err != nil {
+	if n.edge != nil {
+		if s := n.edge.Stats(); s.ReplayPending > 0 {
+			log.Warn("replays not delivered at exit", "entries", s.ReplayPending)
+		}
+		n.edge.Close()
+		for _, c := range n.clients {
+			_ = c.Close()
+		}
+	}
+	if n.store != nil {
+		if err := n.store.Save(n.origin.Snapshot()); err != nil {
 			return fmt.Errorf("final snapshot: %w", err)
 		}
 		log.Info("final snapshot written", "dir", cfg.DataDir)

@@ -1,0 +1,933 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/resp"
+)
+
+// A key as engine.AppendKey makes it, with bytes RESP must carry verbatim.
+var testKey = []byte("\x00\x00\x00\x00\x00\x00\x03\xe8\x02ws\x04n\r\n\x00login:alice")
+
+var _ engine.Origin = (*Client)(nil)
+
+func TestNewDoesNotDial(t *testing.T) {
+	f := newFake(t, "s")
+	c := newClient(t, f.addr(), Config{Secret: "s"})
+	time.Sleep(20 * time.Millisecond)
+	if conns, _, _ := f.stats(); conns != 0 {
+		t.Fatalf("New dialled: %d connections", conns)
+	}
+	if c.Addr() != f.addr() {
+		t.Fatalf("Addr() = %q, want %q", c.Addr(), f.addr())
+	}
+}
+
+func TestHelloFirstWithSecret(t *testing.T) {
+	f := newFake(t, "s3cret")
+	c := newClient(t, f.addr(), Config{Secret: "s3cret", NodeRun: "edge-7/42af"})
+	if _, _, err := c.Read(context.Background(), []engine.ReadItem{{Key: testKey, Seq: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	conns, hellos, cmds := f.stats()
+	if conns != 1 || len(hellos) != 1 || len(cmds) != 1 {
+		t.Fatalf("conns %d hellos %d cmds %d, want 1 1 1", conns, len(hellos), len(cmds))
+	}
+	// The fake fails the test unless HELLO is the first command of the connection.
+	if want := []string{"RL.INTERNAL.HELLO", "s3cret", "edge-7/42af"}; !slices.Equal(hellos[0], want) {
+		t.Fatalf("HELLO = %q, want %q", hellos[0], want)
+	}
+}
+
+func TestEncoding(t *testing.T) {
+	f := newFake(t, "s")
+	c := newClient(t, f.addr(), Config{Secret: "s"})
+	ctx := context.Background()
+	if _, _, err := c.Read(ctx, []engine.ReadItem{{Key: testKey, Seq: 29000001}, {Key: []byte("k2"), Seq: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	batch := engine.ReplayBatch{Node: "not-sent/1", ID: 1<<64 - 1,
+		Items: []engine.ReplayItem{{Key: testKey, Seq: 7, Cost: 3}, {Key: []byte("k2"), Seq: 8, Cost: 1<<64 - 1}}}
+	if _, _, err := c.Replay(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := c.Decide(ctx, engine.DecideRequest{Key: testKey, Limit: 10, Cost: 2, Extra: 5}); err != nil {
+		t.Fatal(err)
+	}
+	k := string(testKey)
+	want := [][]string{
+		{"RL.INTERNAL.READ", k, "29000001", "k2", "0"},
+		{"RL.INTERNAL.REPLAY", "18446744073709551615", k, "7", "3", "k2", "8", "18446744073709551615"},
+		{"RL.INTERNAL.DECIDE", k, "10", "2", "5"},
+	}
+	_, _, cmds := f.stats()
+	if len(cmds) != len(want) {
+		t.Fatalf("fake saw %q, want %q", cmds, want)
+	}
+	for i := range want {
+		if !slices.Equal(cmds[i], want[i]) {
+			t.Errorf("command %d = %q, want %q", i, cmds[i], want[i])
+		}
+	}
+}
+
+func TestDecoding(t *testing.T) {
+	f := newFake(t, "s")
+	c := newClient(t, f.addr(), Config{Secret: "s"})
+	ctx := context.Background()
+
+	counts, meta, err := c.Read(ctx, []engine.ReadItem{{Key: testKey, Seq: 12}, {Key: []byte("k2"), Seq: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCounts := []engine.CellCounts{
+		{Seq: 12, CurRegional: uint64(len(testKey)), CurImported: 5, PrevRegional: 2 * uint64(len(testKey)), PrevImported: 1},
+		{Seq: 3, CurRegional: 2, CurImported: 3, PrevRegional: 4, PrevImported: 1},
+	}
+	if !slices.Equal(counts, wantCounts) || meta.Edges != 3 {
+		t.Fatalf("Read = %+v %+v, want %+v edges 3", counts, meta, wantCounts)
+	}
+
+	counts, meta, err = c.Replay(ctx, engine.ReplayBatch{ID: 77, Items: []engine.ReplayItem{{Key: testKey, Seq: 4, Cost: 6}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []engine.CellCounts{{Seq: 4, CurRegional: 106, CurImported: 77, PrevImported: 9}}; !slices.Equal(counts, want) || meta.Edges != 2 {
+		t.Fatalf("Replay = %+v %+v, want %+v edges 2", counts, meta, want)
+	}
+
+	d, cc, meta, err := c.Decide(ctx, engine.DecideRequest{Key: testKey, Limit: 10, Cost: 4, Extra: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantD := engine.Decision{Allowed: true, Limit: 10, Remaining: 6, RetryAfterMs: 0, ResetAfterMs: 1234}
+	wantCC := engine.CellCounts{Seq: 17, CurRegional: 8, CurImported: 2, PrevRegional: 3, PrevImported: 4}
+	if d != wantD || cc != wantCC || meta.Edges != 5 {
+		t.Fatalf("Decide = %+v %+v %+v, want %+v %+v edges 5", d, cc, meta, wantD, wantCC)
+	}
+
+	d, _, _, err = c.Decide(ctx, engine.DecideRequest{Key: testKey, Limit: 1, Cost: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wantD := (engine.Decision{Limit: 1, RetryAfterMs: -1, ResetAfterMs: 1234}); d != wantD {
+		t.Fatalf("denied Decide = %+v, want %+v", d, wantD)
+	}
+}
+
+// Exact replies, decoded field by field, including the largest counts and edges 0 (read
+// as 1).
+func TestDecodingExactReplies(t *testing.T) {
+	f := newFake(t, "s")
+	f.setHandler(func(args []string) answer {
+		switch args[0] {
+		case "RL.INTERNAL.READ":
+			return answer{reply: "*6\r\n:0\r\n:5\r\n:4611686018427387904\r\n:1\r\n:9223372036854775807\r\n:0\r\n"}
+		default:
+			return answer{reply: "*11\r\n:1\r\n:0\r\n:9\r\n:0\r\n:250\r\n:999\r\n:5\r\n:9\r\n:0\r\n:3\r\n:0\r\n"}
+		}
+	})
+	c := newClient(t, f.addr(), Config{Secret: "s"})
+	counts, meta, err := c.Read(context.Background(), []engine.ReadItem{{Key: testKey, Seq: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := engine.CellCounts{Seq: 5, CurRegional: 1 << 62, CurImported: 1, PrevRegional: 1<<63 - 1}
+	if len(counts) != 1 || counts[0] != want || meta.Edges != 1 {
+		t.Fatalf("Read = %+v %+v, want %+v edges 1", counts, meta, want)
+	}
+	d, cc, _, err := c.Decide(context.Background(), engine.DecideRequest{Key: testKey, Limit: 9, Cost: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (engine.Decision{Limit: 9, RetryAfterMs: 250, ResetAfterMs: 999}); d != want {
+		t.Fatalf("Decide = %+v, want %+v", d, want)
+	}
+	if want := (engine.CellCounts{Seq: 5, CurRegional: 9, PrevRegional: 3}); cc != want {
+		t.Fatalf("Decide counts = %+v, want %+v", cc, want)
+	}
+}
+
+func TestServerErrorIsPerCall(t *testing.T) {
+	f := newFake(t, "s")
+	gate := make(chan struct{})
+	f.setHandler(func(args []string) answer {
+		if args[1] == "bad" {
+			return answer{reply: "-ERR internal: malformed tuple key\r\n", wait: gate}
+		}
+		return canned(args)
+	})
+	c := newClient(t, f.addr(), Config{Secret: "s"})
+	ctx := context.Background()
+	// A good call, then the bad one and good ones pipelined behind it.
+	if _, _, err := c.Read(ctx, []engine.ReadItem{{Key: testKey, Seq: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		key := testKey
+		if i == 0 {
+			key = []byte("bad")
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, errs[i] = c.Read(ctx, []engine.ReadItem{{Key: key, Seq: int64(i)}})
+		}()
+		if i == 0 {
+			eventually(t, "the bad call is at the fake", func() bool { _, _, cmds := f.stats(); return len(cmds) == 2 })
+		}
+	}
+	eventually(t, "all calls in flight", func() bool { return c.inflight.Load() == 4 })
+	close(gate)
+	wg.Wait()
+	var se *ServerError
+	if !errors.As(errs[0], &se) || se.Msg != "ERR internal: malformed tuple key" {
+		t.Fatalf("bad call error = %v, want a ServerError", errs[0])
+	}
+	if !strings.HasPrefix(errs[0].Error(), "upstream "+f.addr()+": read: ") {
+		t.Errorf("error %q is not wrapped with the address and operation", errs[0])
+	}
+	for i, err := range errs[1:] {
+		if err != nil {
+			t.Errorf("call %d behind the error reply: %v", i+1, err)
+		}
+	}
+	if _, _, _, err := c.Decide(ctx, engine.DecideRequest{Key: testKey, Limit: 1, Cost: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if conns, _, _ := f.stats(); conns != 1 {
+		t.Fatalf("%d connections, want 1: an error reply must not close the connection", conns)
+	}
+}
+
+func TestWrongPass(t *testing.T) {
+	f := newFake(t, "right")
+	h := &countingHandler{}
+	c := newClient(t, f.addr(), Config{Secret: "wrong", Logger: slog.New(h)})
+	ctx := context.Background()
+	for i := range 5 {
+		start := time.Now()
+		_, _, err := c.Read(ctx, []engine.ReadItem{{Key: testKey, Seq: 1}})
+		if !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "WRONGPASS") {
+			t.Fatalf("call %d: error = %v, want ErrAuth with the origin's reply", i, err)
+		}
+		if time.Since(start) > time.Second {
+			t.Fatalf("call %d took %v", i, time.Since(start))
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	// Calls within authRetryAfter fail at once, without dialling again; nothing spins.
+	if conns, _, cmds := f.stats(); conns != 1 || len(cmds) != 0 {
+		t.Fatalf("%d connections and %d commands after a refused secret, want 1 and 0", conns, len(cmds))
+	}
+	if n := h.count(slog.LevelError); n != 1 || h.total() != 1 {
+		t.Fatalf("%d error lines and %d lines in all, want 1 and 1", n, h.total())
+	}
+}
+
+// After authRetryAfter, the client tries HELLO again, and logs again only if the state
+// changed.
+func TestWrongPassRecovers(t *testing.T) {
+	f := newFake(t, "right")
+	h := &countingHandler{}
+	c := newClient(t, f.addr(), Config{Secret: "right", Logger: slog.New(h)})
+	c.secret = "wrong" // as if the origin's secret had been changed under us
+	if _, _, err := c.Read(context.Background(), []engine.ReadItem{{Key: testKey, Seq: 1}}); !errors.Is(err, ErrAuth) {
+		t.Fatalf("error = %v, want ErrAuth", err)
+	}
+	c.mu.Lock()
+	c.authUntil = time.Now() // skip the hold-off
+	c.secret = "right"
+	c.mu.Unlock()
+	if _, _, err := c.Read(context.Background(), []engine.ReadItem{{Key: testKey, Seq: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if h.count(slog.LevelError) != 1 || h.count(slog.LevelInfo) != 1 {
+		t.Fatalf("log lines %v, want one refusal and one connect", h.msgs)
+	}
+}
+
+func TestPipelining(t *testing.T) {
+	f := newFake(t, "s")
+	c := newClient(t, f.addr(), Config{Secret: "s"})
+	ctx := context.Background()
+	const n = 100
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			seq := int64(1000 + i)
+			switch i % 3 {
+			case 0:
+				counts, meta, err := c.Read(ctx, []engine.ReadItem{{Key: testKey, Seq: seq}, {Key: []byte("x"), Seq: seq + 1}})
+				if err == nil && (len(counts) != 2 || counts[0].Seq != seq || counts[0].CurImported != uint64(seq%7) ||
+					counts[1].Seq != seq+1 || counts[1].CurRegional != 1 || meta.Edges != 3) {
+					err = fmt.Errorf("read %d: got %+v %+v", i, counts, meta)
+				}
+				errs <- err
+			case 1:
+				counts, _, err := c.Replay(ctx, engine.ReplayBatch{ID: uint64(i), Items: []engine.ReplayItem{{Key: testKey, Seq: seq, Cost: uint64(i)}}})
+				if err == nil && (len(counts) != 1 || counts[0] != engine.CellCounts{Seq: seq, CurRegional: uint64(100 + i), CurImported: uint64(i), PrevImported: 9}) {
+					err = fmt.Errorf("replay %d: got %+v", i, counts)
+				}
+				errs <- err
+			case 2:
+				_, cc, _, err := c.Decide(ctx, engine.DecideRequest{Key: testKey, Limit: 1000, Cost: 1, Extra: uint64(i)})
+				if err == nil && cc.CurRegional != uint64(i) {
+					err = fmt.Errorf("decide %d: got %+v", i, cc)
+				}
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	conns, _, cmds := f.stats()
+	if conns != 1 || len(cmds) != n {
+		t.Fatalf("%d connections, %d commands; want 1, %d", conns, len(cmds), n)
+	}
+	t.Logf("%d calls in %d writes", n, c.writes.Load())
+	if c.inflight.Load() != 0 {
+		t.Fatalf("inflight = %d after all calls returned", c.inflight.Load())
+	}
+}
+
+// The writer takes whatever is queued in one write: while one write is blocked, the
+// requests queued meanwhile go out together in the next.
+func TestWriterCoalesces(t *testing.T) {
+	c := newClient(t, "pipe", Config{})
+	client, server := net.Pipe()
+	defer func() { _ = server.Close() }()
+	cn := newConn(c, client, resp.NewReplyReader(client, maxReplyInts))
+	c.mu.Lock()
+	c.cur = cn
+	c.wg.Add(2)
+	go cn.readLoop()
+	go cn.writeLoop()
+	c.mu.Unlock()
+
+	const n = 10
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	call := func(i int) {
+		defer wg.Done()
+		_, _, errs[i] = c.Read(context.Background(), []engine.ReadItem{{Key: testKey, Seq: int64(i)}})
+	}
+	wg.Add(1)
+	go call(0)
+	// The writer has taken the first request and is blocked writing it (net.Pipe is
+	// unbuffered): queue the others behind it.
+	eventually(t, "the writer took the first request", func() bool {
+		cn.mu.Lock()
+		defer cn.mu.Unlock()
+		return cn.pending.size == 1 && len(cn.out) == 0
+	})
+	for i := 1; i < n; i++ {
+		wg.Add(1)
+		go call(i)
+	}
+	eventually(t, "all requests queued", func() bool {
+		cn.mu.Lock()
+		defer cn.mu.Unlock()
+		return cn.pending.size == n
+	})
+	buf := make([]byte, 1<<16)
+	var reqs []int
+	var replies bytes.Buffer
+	for total := 0; total < n; {
+		m, err := server.Read(buf) // net.Pipe: one Read returns (part of) one Write
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := 0
+		for rest := buf[:m]; len(rest) > 0; k++ {
+			args, used, err := resp.Parse(rest, nil, resp.DefaultLimits())
+			if err != nil || used == 0 {
+				t.Fatalf("parse: %v (used %d)", err, used)
+			}
+			replies.WriteString(canned(strs(args)).reply)
+			rest = rest[used:]
+		}
+		reqs = append(reqs, k)
+		total += k
+	}
+	if want := []int{1, n - 1}; !slices.Equal(reqs, want) {
+		t.Fatalf("requests per write = %v, want %v", reqs, want)
+	}
+	if _, err := server.Write(replies.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("call %d: %v", i, err)
+		}
+	}
+}
+
+// An origin that stops reading its requests fails the connection after writeTimeout,
+// rather than letting requests pile up behind a blocked write.
+func TestWriteTimeout(t *testing.T) {
+	c := newClient(t, "pipe", Config{})
+	c.writeTimeout = 50 * time.Millisecond
+	client, server := net.Pipe() // unbuffered: a write blocks until the other end reads
+	defer func() { _ = server.Close() }()
+	cn := newConn(c, client, resp.NewReplyReader(client, maxReplyInts))
+	c.mu.Lock()
+	c.cur = cn
+	c.wg.Add(2)
+	go cn.readLoop()
+	go cn.writeLoop()
+	c.mu.Unlock()
+	start := time.Now()
+	_, _, err := c.Read(context.Background(), []engine.ReadItem{{Key: testKey, Seq: 1}})
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() || !strings.Contains(err.Error(), "connection lost: write") {
+		t.Fatalf("error = %v, want a write timeout", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("took %v", d)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur != nil {
+		t.Fatal("the timed out connection is still current")
+	}
+}
+
+func strs(args [][]byte) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = string(a)
+	}
+	return out
+}
+
+func TestContextTimeoutWhileStalled(t *testing.T) {
+	f := newFake(t, "s")
+	gate := make(chan struct{})
+	f.setHandler(func(args []string) answer {
+		a := canned(args)
+		if args[2] == "1" {
+			a.wait = gate
+		}
+		return a
+	})
+	c := newClient(t, f.addr(), Config{Secret: "s"})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, _, err := c.Read(ctx, []engine.ReadItem{{Key: testKey, Seq: 1}})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("error = %v, want context.DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Fatalf("returned after %v, want about 50ms", d)
+	}
+
+	// A canceled caller returns at once too.
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	go func() { time.Sleep(10 * time.Millisecond); cancel2() }()
+	if _, _, _, err := c.Decide(ctx2, engine.DecideRequest{Key: testKey, Limit: 1, Cost: 1}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("error = %v, want context.Canceled", err)
+	}
+	// An already ended ctx sends nothing.
+	if _, _, err := c.Read(ctx2, []engine.ReadItem{{Key: testKey, Seq: 5}}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("error = %v, want context.Canceled", err)
+	}
+
+	// The stalled replies arrive and are discarded; the next call gets its own reply.
+	close(gate)
+	counts, _, err := c.Read(context.Background(), []engine.ReadItem{{Key: testKey, Seq: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts[0].Seq != 2 || counts[0].CurImported != 2 {
+		t.Fatalf("got %+v, want the reply for seq 2", counts[0])
+	}
+	conns, _, cmds := f.stats()
+	if conns != 1 || len(cmds) != 3 {
+		t.Fatalf("%d connections, %d commands; want 1, 3", conns, len(cmds))
+	}
+	eventually(t, "no call in flight", func() bool { return c.inflight.Load() == 0 })
+}
+
+func TestServerClosesConnection(t *testing.T) {
+	f := newFake(t, "s")
+	gate := make(chan struct{})
+	var once sync.Once
+	f.setHandler(func(args []string) answer {
+		a := canned(args)
+		if args[2] == "1" { // the first connection's first request: hang up mid-batch
+			once.Do(func() { a.wait, a.hangup = gate, true })
+		}
+		return a
+	})
+	c := newClient(t, f.addr(), Config{Secret: "s"})
+	const n = 5
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, errs[i] = c.Read(context.Background(), []engine.ReadItem{{Key: testKey, Seq: int64(i + 1)}})
+		}()
+		if i == 0 {
+			eventually(t, "the first call is at the fake", func() bool { _, _, cmds := f.stats(); return len(cmds) == 1 })
+		}
+	}
+	eventually(t, "all calls in flight", func() bool { return c.inflight.Load() == n })
+	close(gate)
+	wg.Wait()
+	for i, err := range errs {
+		if err == nil || isCtxErr(err) || !strings.Contains(err.Error(), "connection lost") {
+			t.Errorf("call %d: error = %v, want a connection error", i, err)
+		}
+	}
+	counts, _, err := c.Read(context.Background(), []engine.ReadItem{{Key: testKey, Seq: 9}})
+	if err != nil {
+		t.Fatalf("call after the connection closed: %v", err)
+	}
+	if counts[0].Seq != 9 {
+		t.Fatalf("got %+v", counts)
+	}
+	if conns, hellos, _ := f.stats(); conns != 2 || len(hellos) != 2 {
+		t.Fatalf("%d connections, %d HELLOs; want 2, 2", conns, len(hellos))
+	}
+}
+
+// A reply that does not fit its request puts the connection out of step: the call fails,
+// the connection closes, and the next call reconnects.
+func TestMismatchedReplyClosesConnection(t *testing.T) {
+	for _, tc := range []struct{ name, reply string }{
+		{"too few groups", "*6\r\n:1\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
+		{"wrong seq", "*11\r\n:1\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:3\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
+		{"negative count", "*11\r\n:1\r\n:1\r\n:-5\r\n:0\r\n:0\r\n:0\r\n:2\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
+		{"negative edges", "*11\r\n:-1\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:2\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
+		{"simple string", "+OK\r\n"},
+		{"bulk string", "$2\r\nhi\r\n"},
+		{"oversized", "*40962\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t, "s")
+			f.setHandler(func(args []string) answer {
+				if args[2] == "1" {
+					return answer{reply: tc.reply}
+				}
+				return canned(args)
+			})
+			c := newClient(t, f.addr(), Config{Secret: "s"})
+			_, _, err := c.Read(context.Background(), []engine.ReadItem{{Key: testKey, Seq: 1}, {Key: testKey, Seq: 2}})
+			if err == nil || !strings.Contains(err.Error(), "connection lost") {
+				t.Fatalf("error = %v, want a connection error", err)
+			}
+			if _, _, err := c.Read(context.Background(), []engine.ReadItem{{Key: testKey, Seq: 5}}); err != nil {
+				t.Fatal(err)
+			}
+			if conns, _, _ := f.stats(); conns != 2 {
+				t.Fatalf("%d connections, want 2", conns)
+			}
+		})
+	}
+}
+
+func TestDecideReplyOutOfRange(t *testing.T) {
+	f := newFake(t, "s")
+	f.setHandler(func([]string) answer {
+		return answer{reply: "*11\r\n:1\r\n:2\r\n:1\r\n:0\r\n:0\r\n:0\r\n:2\r\n:0\r\n:0\r\n:0\r\n:0\r\n"} // allowed = 2
+	})
+	c := newClient(t, f.addr(), Config{Secret: "s"})
+	_, _, _, err := c.Decide(context.Background(), engine.DecideRequest{Key: testKey, Limit: 1, Cost: 1})
+	if !errors.Is(err, errProtocol) {
+		t.Fatalf("error = %v, want a protocol error", err)
+	}
+}
+
+func TestConnectionRefusedFailsFast(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	h := &countingHandler{}
+	c := newClient(t, addr, Config{Secret: "s", DialTimeout: 5 * time.Second, Logger: slog.New(h)})
+	for range 3 {
+		start := time.Now()
+		_, _, err := c.Read(context.Background(), []engine.ReadItem{{Key: testKey, Seq: 1}})
+		if err == nil || isCtxErr(err) {
+			t.Fatalf("error = %v, want a dial error", err)
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("error = %v, want ECONNREFUSED", err)
+		}
+		if !strings.HasPrefix(err.Error(), "upstream "+addr+": read: ") {
+			t.Errorf("error %q is not wrapped with the address and operation", err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("took %v", d)
+		}
+	}
+	if n := h.total(); n != 1 {
+		t.Fatalf("%d log lines for 3 failed dials, want 1: %v", n, h.msgs)
+	}
+	if c.inflight.Load() != 0 {
+		t.Fatalf("inflight = %d", c.inflight.Load())
+	}
+}
+
+// An origin that accepts but never answers HELLO: the call fails after DialTimeout even
+// when its ctx has no deadline.
+func TestHelloTimeout(t *testing.T) {
+	f := newFake(t, "s")
+	f.helloWait = make(chan struct{}) // never closed; released by f.close
+	c := newClient(t, f.addr(), Config{Secret: "s", DialTimeout: 100 * time.Millisecond})
+	start := time.Now()
+	_, _, err := c.Read(context.Background(), []engine.ReadItem{{Key: testKey, Seq: 1}})
+	if err == nil || isCtxErr(err) || !strings.Contains(err.Error(), "hello") {
+		t.Fatalf("error = %v, want a HELLO timeout", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("took %v", d)
+	}
+}
+
+// Concurrent callers share one dial; a caller whose ctx ends during it leaves at once,
+// and the connection is still made for the others.
+func TestOneDialAtATime(t *testing.T) {
+	f := newFake(t, "s")
+	release := make(chan struct{})
+	f.helloWait = release
+	c := newClient(t, f.addr(), Config{Secret: "s", DialTimeout: 10 * time.Second})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, _, err := c.Read(ctx, []engine.ReadItem{{Key: testKey, Seq: 1}}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("error = %v, want context.DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Fatalf("took %v", d)
+	}
+
+	const n = 50
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, errs[i] = c.Read(context.Background(), []engine.ReadItem{{Key: testKey, Seq: int64(i)}})
+		}()
+	}
+	eventually(t, "all callers waiting", func() bool { return c.inflight.Load() == n })
+	close(release)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("call %d: %v", i, err)
+		}
+	}
+	if conns, _, _ := f.stats(); conns != 1 {
+		t.Fatalf("%d connections, want 1", conns)
+	}
+}
+
+func TestMaxInFlight(t *testing.T) {
+	f := newFake(t, "s")
+	gate := make(chan struct{})
+	f.setHandler(func(args []string) answer {
+		a := canned(args)
+		a.wait = gate
+		return a
+	})
+	const max = 4
+	c := newClient(t, f.addr(), Config{Secret: "s", MaxInFlight: max})
+	read := func(ctx context.Context) error {
+		_, _, err := c.Read(ctx, []engine.ReadItem{{Key: testKey, Seq: 1}})
+		return err
+	}
+	// Callers that gave up still hold their slots until their replies arrive.
+	for range max {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		if err := read(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("error = %v, want context.DeadlineExceeded", err)
+		}
+		cancel()
+	}
+	start := time.Now()
+	err := read(context.Background())
+	if !errors.Is(err, ErrTooManyInFlight) || time.Since(start) > 100*time.Millisecond {
+		t.Fatalf("error = %v after %v, want ErrTooManyInFlight at once", err, time.Since(start))
+	}
+	if !strings.Contains(err.Error(), "upstream: too many requests in flight") {
+		t.Fatalf("error text %q", err)
+	}
+	close(gate)
+	eventually(t, "slots freed", func() bool { return c.inflight.Load() == 0 })
+	if err := read(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRequestBounds(t *testing.T) {
+	lim := resp.DefaultLimits()
+	if 1+2*MaxReadItems > lim.MaxArgs || 1+2*(MaxReadItems+1) <= lim.MaxArgs {
+		t.Errorf("MaxReadItems %d does not match MaxArgs %d", MaxReadItems, lim.MaxArgs)
+	}
+	if 2+3*MaxReplayItems > lim.MaxArgs || 2+3*(MaxReplayItems+1) <= lim.MaxArgs {
+		t.Errorf("MaxReplayItems %d does not match MaxArgs %d", MaxReplayItems, lim.MaxArgs)
+	}
+	if MaxRequestBytes > lim.MaxBuffer || maxKeyBytes > lim.MaxBulk {
+		t.Errorf("byte bounds beyond resp.DefaultLimits")
+	}
+	if 1+5*max(MaxReadItems, MaxReplayItems) > maxReplyInts {
+		t.Errorf("replies to the largest requests exceed maxReplyInts")
+	}
+
+	f := newFake(t, "s")
+	c := newClient(t, f.addr(), Config{Secret: "s"})
+	ctx := context.Background()
+	items := make([]engine.ReadItem, MaxReadItems+1)
+	for i := range items {
+		items[i] = engine.ReadItem{Key: testKey, Seq: int64(i)}
+	}
+	if _, _, err := c.Read(ctx, items); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Read of %d items: %v, want ErrTooLarge", len(items), err)
+	}
+	if _, meta, err := c.Read(ctx, nil); err != nil || meta.Edges < 1 {
+		t.Fatalf("heartbeat Read: %v %+v", err, meta)
+	}
+	if _, _, err := c.Replay(ctx, engine.ReplayBatch{ID: 1}); !errors.Is(err, ErrEmpty) {
+		t.Fatalf("empty Replay: %v, want ErrEmpty", err)
+	}
+	bigKey := bytes.Repeat([]byte{'k'}, 1000)
+	big := engine.ReplayBatch{ID: 1, Items: make([]engine.ReplayItem, MaxReplayItems)}
+	for i := range big.Items {
+		big.Items[i] = engine.ReplayItem{Key: bigKey, Seq: int64(i), Cost: 1}
+	}
+	if _, _, err := c.Replay(ctx, big); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Replay of %d KiB: %v, want ErrTooLarge", len(big.Items)*len(bigKey)>>10, err)
+	}
+	if _, _, _, err := c.Decide(ctx, engine.DecideRequest{Key: make([]byte, maxKeyBytes+1), Limit: 1}); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Decide of a huge key: %v, want ErrTooLarge", err)
+	}
+	// The largest allowed requests go through the origin's own parser.
+	counts, _, err := c.Read(ctx, items[:MaxReadItems])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(counts) != MaxReadItems || counts[MaxReadItems-1].Seq != MaxReadItems-1 {
+		t.Fatalf("got %d counts", len(counts))
+	}
+	small := engine.ReplayBatch{ID: 2, Items: big.Items[:MaxReplayItems]}
+	for i := range small.Items {
+		small.Items[i].Key = testKey
+	}
+	if _, _, err := c.Replay(ctx, small); err != nil {
+		t.Fatal(err)
+	}
+	if conns, _, cmds := f.stats(); conns != 1 || len(cmds) != 3 {
+		t.Fatalf("%d connections, %d commands; want 1, 3 (the heartbeat, the two within bounds; refused calls send nothing)", conns, len(cmds))
+	}
+	if c.inflight.Load() != 0 {
+		t.Fatalf("inflight = %d", c.inflight.Load())
+	}
+}
+
+// settle waits, bounded, for the goroutine count to come back to at most base.
+func settle(t *testing.T, base int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > base {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines, want at most %d:\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestCloseLeavesNoGoroutines(t *testing.T) {
+	f := newFake(t, "s")
+	gate := make(chan struct{})
+	f.setHandler(func(args []string) answer {
+		a := canned(args)
+		if args[2] == "7" {
+			a.wait = gate
+		}
+		return a
+	})
+	base := runtime.NumGoroutine()
+	c := New(Config{Addr: f.addr(), Secret: "s", NodeRun: "e/1", Logger: slog.New(slog.DiscardHandler)})
+	ctx := context.Background()
+	for i := range 20 {
+		if _, _, err := c.Read(ctx, []engine.ReadItem{{Key: testKey, Seq: int64(i + 10)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Pending calls at Close fail with ErrClosed, promptly.
+	const n = 5
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, _, err := c.Read(ctx, []engine.ReadItem{{Key: testKey, Seq: 7}})
+			errs <- err
+		}()
+	}
+	eventually(t, "calls pending", func() bool { return c.inflight.Load() == n })
+	start := time.Now()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		if err := <-errs; !errors.Is(err, ErrClosed) {
+			t.Errorf("pending call: error = %v, want ErrClosed", err)
+		}
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("Close took %v", d)
+	}
+	if _, _, err := c.Read(ctx, []engine.ReadItem{{Key: testKey, Seq: 1}}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("call after Close: %v, want ErrClosed", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	close(gate) // lets the fake's connection goroutine see the closed connection
+	settle(t, base)
+}
+
+// Close during a dial (the origin does not answer HELLO) aborts it at once.
+func TestCloseDuringDial(t *testing.T) {
+	f := newFake(t, "s")
+	release := make(chan struct{})
+	f.helloWait = release
+	base := runtime.NumGoroutine()
+	c := New(Config{Addr: f.addr(), Secret: "s", NodeRun: "e/1", DialTimeout: 10 * time.Second,
+		Logger: slog.New(slog.DiscardHandler)})
+	errs := make(chan error, 1)
+	go func() {
+		_, _, err := c.Read(context.Background(), []engine.ReadItem{{Key: testKey, Seq: 1}})
+		errs <- err
+	}()
+	eventually(t, "the dial reached HELLO", func() bool { _, hellos, _ := f.stats(); return len(hellos) == 1 })
+	start := time.Now()
+	_ = c.Close()
+	if err := <-errs; !errors.Is(err, ErrClosed) {
+		t.Fatalf("error = %v, want ErrClosed", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("Close took %v", d)
+	}
+	close(release)
+	settle(t, base)
+}
+
+// Connections that fail and reconnect leave no goroutines behind either.
+func TestReconnectsLeaveNoGoroutines(t *testing.T) {
+	f := newFake(t, "s")
+	f.setHandler(func(args []string) answer {
+		a := canned(args)
+		a.hangup = args[2] == "0"
+		return a
+	})
+	base := runtime.NumGoroutine()
+	c := New(Config{Addr: f.addr(), Secret: "s", NodeRun: "e/1", Logger: slog.New(slog.DiscardHandler)})
+	for i := range 20 {
+		_, _, err := c.Read(context.Background(), []engine.ReadItem{{Key: testKey, Seq: int64(i % 2)}})
+		if (err != nil) != (i%2 == 0) {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if conns, _, _ := f.stats(); conns != 11 {
+		t.Fatalf("%d connections, want 11", conns)
+	}
+	_ = c.Close()
+	settle(t, base)
+}
+
+// Many callers while the origin hangs up now and then and the client is closed at the
+// end: every call either gets its own reply or an error, never another call's, and
+// nothing is left running.
+func TestChurnAndCloseWhileBusy(t *testing.T) {
+	f := newFake(t, "s")
+	f.record = false
+	var mu sync.Mutex
+	served := 0
+	f.setHandler(func(args []string) answer {
+		a := canned(args)
+		mu.Lock()
+		served++
+		a.hangup = served%50 == 0
+		mu.Unlock()
+		return a
+	})
+	base := runtime.NumGoroutine()
+	c := New(Config{Addr: f.addr(), Secret: "s", NodeRun: "e/1", MaxInFlight: 64, Logger: slog.New(slog.DiscardHandler)})
+	var wg sync.WaitGroup
+	var okCalls, failedCalls atomic.Int64
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				seq := int64(g*1_000_000 + i)
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(1+i%5)*time.Millisecond)
+				counts, _, err := c.Read(ctx, []engine.ReadItem{{Key: testKey, Seq: seq}})
+				cancel()
+				switch {
+				case errors.Is(err, ErrClosed):
+					return
+				case err != nil:
+					if !isCtxErr(err) && !errors.Is(err, ErrTooManyInFlight) && !strings.Contains(err.Error(), "connection lost") {
+						t.Errorf("unexpected error: %v", err)
+						return
+					}
+					failedCalls.Add(1)
+				case counts[0].Seq != seq || counts[0].CurImported != uint64(seq%7):
+					t.Errorf("call for seq %d got %+v", seq, counts[0])
+					return
+				default:
+					okCalls.Add(1)
+				}
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	_ = c.Close()
+	wg.Wait()
+	conns, _, _ := f.stats()
+	t.Logf("%d calls answered, %d failed, %d connections", okCalls.Load(), failedCalls.Load(), conns)
+	if okCalls.Load() == 0 {
+		t.Fatal("no call succeeded")
+	}
+	if conns < 2 {
+		t.Fatalf("%d connections: the origin's hang-ups were not exercised", conns)
+	}
+	settle(t, base)
+}

@@ -1,0 +1,165 @@
+package upstream
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/resp"
+)
+
+// The wire format of docs/internal-protocol.md: requests are arrays of bulk strings,
+// replies flat arrays of integers.
+
+// errProtocol marks a reply that does not fit its request: the connection is out of step
+// and is closed.
+var errProtocol = errors.New("protocol error")
+
+func errProto(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", errProtocol, fmt.Sprintf(format, a...))
+}
+
+func appendHello(b []byte, secret, nodeRun string) []byte {
+	b = appendArray(b, 3)
+	b = appendBulkString(b, "RL.INTERNAL.HELLO")
+	b = appendBulkString(b, secret)
+	return appendBulkString(b, nodeRun)
+}
+
+func appendRead(b []byte, items []engine.ReadItem) []byte {
+	b = appendArray(b, 1+2*len(items))
+	b = appendBulkString(b, "RL.INTERNAL.READ")
+	for _, it := range items {
+		b = appendBulk(b, it.Key)
+		b = appendBulkInt(b, it.Seq)
+	}
+	return b
+}
+
+func appendReplay(b []byte, id uint64, items []engine.ReplayItem) []byte {
+	b = appendArray(b, 2+3*len(items))
+	b = appendBulkString(b, "RL.INTERNAL.REPLAY")
+	b = appendBulkUint(b, id)
+	for _, it := range items {
+		b = appendBulk(b, it.Key)
+		b = appendBulkInt(b, it.Seq)
+		b = appendBulkUint(b, it.Cost)
+	}
+	return b
+}
+
+func appendDecide(b []byte, r engine.DecideRequest) []byte {
+	b = appendArray(b, 5)
+	b = appendBulkString(b, "RL.INTERNAL.DECIDE")
+	b = appendBulk(b, r.Key)
+	b = appendBulkUint(b, r.Limit)
+	b = appendBulkUint(b, r.Cost)
+	return appendBulkUint(b, r.Extra)
+}
+
+func appendArray(b []byte, n int) []byte {
+	b = append(b, '*')
+	b = strconv.AppendInt(b, int64(n), 10)
+	return append(b, '\r', '\n')
+}
+
+func appendBulk(b, s []byte) []byte {
+	b = append(b, '$')
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	b = append(b, '\r', '\n')
+	b = append(b, s...)
+	return append(b, '\r', '\n')
+}
+
+func appendBulkString(b []byte, s string) []byte {
+	b = append(b, '$')
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	b = append(b, '\r', '\n')
+	b = append(b, s...)
+	return append(b, '\r', '\n')
+}
+
+func appendBulkInt(b []byte, v int64) []byte {
+	var tmp [20]byte
+	return appendBulk(b, strconv.AppendInt(tmp[:0], v, 10))
+}
+
+func appendBulkUint(b []byte, v uint64) []byte {
+	var tmp [20]byte
+	return appendBulk(b, strconv.AppendUint(tmp[:0], v, 10))
+}
+
+// decode stores the reply rep to cl. An error reply is cl's error and keeps the connection;
+// a reply that does not fit cl's request is a protocol error, returned.
+func (cl *call) decode(rep resp.Reply) error {
+	switch rep.Kind {
+	case resp.ErrorReply:
+		cl.err = &ServerError{Msg: string(rep.Text)}
+		return nil
+	case resp.IntsReply:
+	default:
+		return errProto("unexpected simple string reply")
+	}
+	v := rep.Ints
+	switch cl.op {
+	case opRead, opReplay:
+		if len(v) != 1+5*len(cl.counts) {
+			return errProto("reply of %d integers to a request of %d items", len(v), len(cl.counts))
+		}
+		edges, err := decodeEdges(v[0])
+		if err != nil {
+			return err
+		}
+		for i := range cl.counts {
+			g := v[1+5*i : 6+5*i]
+			if g[0] != cl.counts[i].Seq {
+				return errProto("reply for seq %d to a request for seq %d", g[0], cl.counts[i].Seq)
+			}
+			if err := decodeCounts(g, &cl.counts[i]); err != nil {
+				return err
+			}
+		}
+		cl.meta = engine.OriginMeta{Edges: edges}
+	case opDecide:
+		if len(v) != 11 {
+			return errProto("decide reply of %d integers", len(v))
+		}
+		edges, err := decodeEdges(v[0])
+		if err != nil {
+			return err
+		}
+		allowed, limit, remaining, retry, reset := v[1], v[2], v[3], v[4], v[5]
+		if allowed < 0 || allowed > 1 || limit < 0 || remaining < 0 || retry < -1 || reset < 0 {
+			return errProto("decide reply out of range")
+		}
+		if err := decodeCounts(v[6:11], &cl.cc); err != nil {
+			return err
+		}
+		cl.dec = engine.Decision{Allowed: allowed == 1, Limit: uint64(limit), Remaining: uint64(remaining),
+			RetryAfterMs: retry, ResetAfterMs: reset}
+		cl.meta = engine.OriginMeta{Edges: edges}
+	}
+	return nil
+}
+
+// decodeEdges reads the edges field: at least 1 by the protocol; 0 is read as 1.
+func decodeEdges(v int64) (int, error) {
+	if v < 0 {
+		return 0, errProto("negative edge count")
+	}
+	return int(max(v, 1)), nil
+}
+
+// decodeCounts reads a counts group: seq, cur_regional, cur_imported, prev_regional,
+// prev_imported.
+func decodeCounts(g []int64, cc *engine.CellCounts) error {
+	for _, n := range g[1:5] {
+		if n < 0 {
+			return errProto("negative count")
+		}
+	}
+	*cc = engine.CellCounts{Seq: g[0], CurRegional: uint64(g[1]), CurImported: uint64(g[2]),
+		PrevRegional: uint64(g[3]), PrevImported: uint64(g[4])}
+	return nil
+}
