@@ -75,10 +75,15 @@ type localEntry struct {
 
 	mu          sync.Mutex // guards the fields below
 	cells       [2]edgeCell
-	freshUntil  int64  // ms; reads and acknowledged replays extend it
-	strictUntil int64  // ms; set by a denial, to the end of the next window
-	spent       uint64 // cost accepted here that the origin had not seen at the last refresh
-	pinned      bool   // in link.pins (guarded by link.mu, read under mu)
+	freshUntil  int64   // ms; reads and acknowledged replays extend it
+	strictUntil int64   // ms; set by a denial, to the end of the next window
+	spent       uint64  // cost accepted here that the origin had not seen at the last refresh
+	refreshedMs int64   // when the origin last answered for this tuple
+	refSeq      int64   // the cell refTotal belongs to
+	refTotal    uint64  // that cell's count in the last answer
+	othersRate  float64 // other edges' growth of the cell, per ms, smoothed (a margin estimate)
+	rated       bool    // othersRate holds at least one observation
+	pinned      bool    // in link.pins (guarded by link.mu, read under mu)
 }
 
 func newLocalEntry(key string, window int64, link *originLink) *localEntry {
@@ -128,7 +133,10 @@ func (le *localEntry) counts(seq int64) Counts {
 }
 
 // merge takes an origin's counts with max and marks the entry fresh until freshUntil.
-func (le *localEntry) merge(cc CellCounts, freshUntil int64) {
+// ownAcked is this edge's cost that the answer newly includes (a replay's items, or an
+// allowed hand-off), so that the growth left over is the other edges' and feeds their
+// observed rate.
+func (le *localEntry) merge(cc CellCounts, freshUntil, now int64, ownAcked uint64) {
 	for _, part := range [2]struct {
 		seq      int64
 		reg, imp uint64
@@ -141,6 +149,17 @@ func (le *localEntry) merge(cc CellCounts, freshUntil int64) {
 			c.imported = max(c.imported, capCount(part.imp))
 		}
 	}
+	total := satAdd(cc.CurRegional, cc.CurImported)
+	if le.refreshedMs > 0 && le.refSeq == cc.Seq && now > le.refreshedMs && total >= le.refTotal {
+		others := total - le.refTotal - min(ownAcked, total-le.refTotal)
+		rate := float64(others) / float64(now-le.refreshedMs)
+		if le.rated {
+			le.othersRate = (le.othersRate + rate) / 2
+		} else {
+			le.othersRate, le.rated = rate, true
+		}
+	}
+	le.refSeq, le.refTotal, le.refreshedMs = cc.Seq, total, now
 	le.freshUntil = max(le.freshUntil, freshUntil)
 	// What the origin has not seen of ours still counts against this edge's share.
 	le.spent = le.unacked(cc.Seq)
@@ -175,9 +194,13 @@ type originLink struct {
 	backoffMs atomic.Int64
 	edges     atomic.Int64 // active edges in the region, as the origin last said
 
-	mu      sync.Mutex             // guards pins, batch, batchID
-	pins    map[string]*localEntry // entries with unacknowledged cost
-	batch   *pendingBatch          // the batch being delivered, resent unchanged until answered
+	mu sync.Mutex // guards pins, byKey, batch, batchID
+	// pins holds every entry with unacknowledged cost: the replay set. byKey finds one of
+	// them by tuple key for a lookup after the cache lost the entry. Two entries of one key
+	// can exist (the cache evicted one while a request still held it); both stay in pins.
+	pins    map[*localEntry]struct{}
+	byKey   map[string]*localEntry
+	batch   *pendingBatch // the batch being delivered, resent unchanged until answered
 	batchID uint64
 
 	kick chan struct{} // asks the flusher to send now (a batch is full)
@@ -194,10 +217,14 @@ func (l *originLink) usable(nowMs int64) bool {
 	if l.reachable.Load() {
 		return true
 	}
-	if nowMs < l.downUntil.Load() {
+	if nowMs < l.downUntil.Load() || !l.probing.CompareAndSwap(false, true) {
 		return false
 	}
-	return l.probing.CompareAndSwap(false, true)
+	if nowMs < l.downUntil.Load() { // a probe failed between the two reads
+		l.probing.Store(false)
+		return false
+	}
+	return true
 }
 
 func (l *originLink) succeeded(nowMs int64, meta OriginMeta) {
@@ -277,7 +304,7 @@ func NewEdge(clock Clock, cfg EdgeConfig) (*Edge, error) {
 	}
 	e.cache = cache
 	for i, o := range cfg.Origins {
-		l := &originLink{id: cfg.OriginIDs[i], client: o, pins: make(map[string]*localEntry), kick: make(chan struct{}, 1)}
+		l := &originLink{id: cfg.OriginIDs[i], client: o, pins: make(map[*localEntry]struct{}), byKey: make(map[string]*localEntry), kick: make(chan struct{}, 1)}
 		l.reachable.Store(true)
 		l.edges.Store(1)
 		e.links = append(e.links, l)
@@ -329,7 +356,7 @@ func (e *Edge) lookup(l *originLink, key []byte) *localEntry {
 		return le
 	}
 	l.mu.Lock()
-	le := l.pins[string(key)]
+	le := l.byKey[string(key)]
 	l.mu.Unlock()
 	if le != nil {
 		e.remember(le)
@@ -351,7 +378,10 @@ func (e *Edge) entry(l *originLink, key []byte, window, seq, now int64, force bo
 	le = e.lookup(l, key)
 	if le != nil && !force {
 		le.mu.Lock()
-		fresh := now < le.freshUntil && now >= le.strictUntil
+		// Without an observed rate of the other edges, a view is only trusted for two replay
+		// intervals: they may have taken anything since.
+		fresh := now < le.freshUntil && now >= le.strictUntil &&
+			(le.rated || l.edges.Load() == 1 || now-le.refreshedMs <= 2*e.cfg.ReplayInterval.Milliseconds())
 		le.mu.Unlock()
 		if fresh {
 			return le, false
@@ -384,7 +414,7 @@ func (e *Edge) entry(l *originLink, key []byte, window, seq, now int64, force bo
 		}
 		l.succeeded(now, meta)
 		le.mu.Lock()
-		le.merge(counts[0], now+e.cfg.Freshness.Milliseconds())
+		le.merge(counts[0], now+e.cfg.Freshness.Milliseconds(), now, 0)
 		le.mu.Unlock()
 		return le, nil
 	})
@@ -414,33 +444,25 @@ func (e *Edge) observe(kind string, err error, start time.Time) {
 func (e *Edge) Limit(t Tuple, limit, cost uint64) (Decision, error) {
 	var buf [256]byte
 	key := AppendKey(buf[:0], t)
+	l := e.link(key)
+	seq, _ := position(e.clock.NowMs(), t.WindowMs)
+	le, _ := e.entry(l, key, t.WindowMs, seq, e.clock.NowMs(), false)
 	now := e.clock.NowMs()
 	seq, elapsed := position(now, t.WindowMs)
-	l := e.link(key)
-	le, _ := e.entry(l, key, t.WindowMs, seq, now, false)
-	now = e.clock.NowMs()
-	seq, elapsed = position(now, t.WindowMs)
 
-	effective := limit
-	if !l.reachable.Load() {
-		effective = uint64(float64(limit) * e.cfg.DegradedShare)
-	}
 	le.mu.Lock()
 	counts := le.counts(seq)
-	d := Decide(counts, effective, cost, t.WindowMs, elapsed)
-	d.Limit = limit
-	if d.Allowed && cost > 0 && l.reachable.Load() &&
-		!withinShare(counts, limit, le.spent, cost, uint64(l.edges.Load()), t.WindowMs, elapsed) {
+	d := e.decideLocal(l, counts, limit, cost, t.WindowMs, elapsed, now)
+	if d.Allowed && cost > 0 && l.reachable.Load() && !e.safeLocally(l, le, counts, d, limit, cost, t.WindowMs, elapsed, now) {
 		extra := le.unacked(seq)
 		le.mu.Unlock()
 		if hd, ok := e.handOff(l, le, key, limit, cost, extra); ok {
 			return hd, nil
 		}
+		// The origin failed just now: decide from local memory, degraded.
 		le.mu.Lock()
 		counts = le.counts(seq)
-		effective = uint64(float64(limit) * e.cfg.DegradedShare)
-		d = Decide(counts, effective, cost, t.WindowMs, elapsed)
-		d.Limit = limit
+		d = e.decideLocal(l, counts, limit, cost, t.WindowMs, elapsed, e.clock.NowMs())
 	}
 	if d.Allowed && cost > 0 {
 		if err := e.account(l, le, seq, cost); err != nil {
@@ -456,6 +478,54 @@ func (e *Edge) Limit(t Tuple, limit, cost uint64) (Decision, error) {
 	e.count(d.Allowed)
 	return d, nil
 }
+
+// decideLocal decides from counts; while the origin is unreachable it enforces
+// limit x DegradedShare, and a request that only the reduced limit refuses may retry once
+// the origin's backoff has passed.
+func (e *Edge) decideLocal(l *originLink, counts Counts, limit, cost uint64, windowMs, elapsed, now int64) Decision {
+	if l.reachable.Load() {
+		return Decide(counts, limit, cost, windowMs, elapsed)
+	}
+	reduced := uint64(float64(limit) * e.cfg.DegradedShare)
+	d := Decide(counts, max(reduced, 1), cost, windowMs, elapsed)
+	if reduced == 0 && cost > 0 {
+		d.Allowed, d.Remaining = false, 0
+	}
+	d.Limit = limit
+	if !d.Allowed && cost <= limit {
+		full := Decide(counts, limit, cost, windowMs, elapsed)
+		if full.Allowed || full.RetryAfterMs < 0 {
+			// Refused by the reduced limit only: try again when the origin may be back.
+			d.RetryAfterMs = max(l.downUntil.Load()-now, 1)
+		} else {
+			d.RetryAfterMs = full.RetryAfterMs
+		}
+	}
+	return d
+}
+
+// safeLocally reports whether an allowed request may be counted here without the origin
+// (le.mu held). Two guards, both needed:
+//
+//   - the margin: what the other edges may have accepted unseen since this entry's last
+//     refresh, estimated from their observed rate over the time since then plus one replay
+//     interval, doubled; a request that would leave less than that (at least 1) goes to the
+//     origin. This keeps busy keys local until they near the limit.
+//   - the share: between two refreshes, an edge spends at most 1/edges of what was left,
+//     which bounds a simultaneous flood before any rate has been observed.
+func (e *Edge) safeLocally(l *originLink, le *localEntry, counts Counts, d Decision, limit, cost uint64, windowMs, elapsed, now int64) bool {
+	horizon := float64(now-le.refreshedMs) + float64(e.cfg.ReplayInterval.Milliseconds()) + 1
+	margin := uint64(marginFactor*le.othersRate*horizon) + 1
+	if d.Remaining < margin {
+		return false
+	}
+	return withinShare(counts, limit, le.spent, max(cost, minLocalShare), uint64(l.edges.Load()), windowMs, elapsed)
+}
+
+// minLocalShare: a request is counted locally only if this edge's share could take this
+// much. Small limits (5 logins per 15 minutes) thus always go to the origin, and are exact
+// across edges whatever the timing.
+const minLocalShare = 4
 
 func (e *Edge) count(allowed bool) {
 	if allowed {
@@ -486,7 +556,10 @@ func (e *Edge) account(l *originLink, le *localEntry, seq int64, cost uint64) er
 			l.mu.Unlock()
 			return ErrReplayFull
 		}
-		l.pins[le.key] = le
+		l.pins[le] = struct{}{}
+		if _, ok := l.byKey[le.key]; !ok {
+			l.byKey[le.key] = le
+		}
 		le.pinned = true
 		full := len(l.pins) >= e.cfg.MaxBatchItems
 		l.mu.Unlock()
@@ -541,7 +614,11 @@ func (e *Edge) handOff(l *originLink, le *localEntry, key []byte, limit, cost, e
 		e.originDenied.Add(1)
 	}
 	le.mu.Lock()
-	le.merge(cc, now+e.cfg.Freshness.Milliseconds())
+	var own uint64
+	if d.Allowed {
+		own = cost
+	}
+	le.merge(cc, now+e.cfg.Freshness.Milliseconds(), now, own)
 	if !d.Allowed {
 		e.enterStrict(le, cc.Seq, le.window)
 	}
@@ -578,3 +655,7 @@ func (e *Edge) Status(t Tuple) Status {
 	st.StrictMs = max(0, le.strictUntil-now)
 	return st
 }
+
+// marginFactor scales the other edges' observed rate into the margin kept for what they
+// may have accepted unseen: rates change, and replies are late under load.
+const marginFactor = 3

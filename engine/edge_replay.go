@@ -107,7 +107,7 @@ func (e *Edge) flush(l *originLink, final bool) (more bool) {
 		if c := le.cell(it.Seq); c != nil {
 			c.inflight -= min(c.inflight, it.Cost)
 		}
-		le.merge(counts[i], fresh)
+		le.merge(counts[i], fresh, now, it.Cost)
 		e.unpinIfIdle(l, le)
 		le.mu.Unlock()
 	}
@@ -130,7 +130,7 @@ const errShortReply = replyError("origin answered a replay batch with the wrong 
 func (e *Edge) buildBatch(l *originLink, now int64) *pendingBatch {
 	l.mu.Lock()
 	entries := make([]*localEntry, 0, min(len(l.pins), e.cfg.MaxBatchItems))
-	for _, le := range l.pins {
+	for le := range l.pins {
 		if len(entries) == e.cfg.MaxBatchItems {
 			break
 		}
@@ -178,7 +178,10 @@ func (e *Edge) unpinIfIdle(l *originLink, le *localEntry) {
 		return
 	}
 	l.mu.Lock()
-	delete(l.pins, le.key)
+	delete(l.pins, le)
+	if l.byKey[le.key] == le {
+		delete(l.byKey, le.key)
+	}
 	l.mu.Unlock()
 	le.pinned = false
 	e.pinned.Add(-1)
