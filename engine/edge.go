@@ -115,6 +115,8 @@ func (le *localEntry) slot(seq int64) *edgeCell {
 		i = 1 - i
 	}
 	if le.cells[i].seq != emptySeq && le.cells[i].seq > seq {
+		// Never push out a later cell (it may hold unacknowledged cost, e.g. after an
+		// origin whose clock is a little ahead answered for the next window).
 		return nil
 	}
 	le.cells[i] = edgeCell{seq: seq}
@@ -162,7 +164,7 @@ func (le *localEntry) merge(cc CellCounts, freshUntil, now int64, ownAcked uint6
 	le.refSeq, le.refTotal, le.refreshedMs = cc.Seq, total, now
 	le.freshUntil = max(le.freshUntil, freshUntil)
 	// What the origin has not seen of ours still counts against this edge's share.
-	le.spent = le.unacked(cc.Seq)
+	le.spent = le.unacked(max(le.cells[0].seq, le.cells[1].seq))
 }
 
 // unacked returns cost accepted here that the origin may not have, for cell seq.
