@@ -20,6 +20,8 @@ type Config struct {
 	MaxMemoryBytes int64
 	// Logger receives the (rate-limited) line about a full store. Nil: slog.Default().
 	Logger *slog.Logger
+	// Region is this origin's region: the one component of each cell it writes.
+	Region string
 }
 
 // DefaultMaxMemory is the cell store's bound when Config leaves it 0: 256 MiB.
@@ -31,11 +33,15 @@ type Engine struct {
 	store *store
 	log   *slog.Logger
 
-	nodes nodeTable // edges heard from, and their last replay batch
+	nodes   nodeTable // edges heard from, and their last replay batch
+	region  string
+	regions regionTable // foreign region names <-> component indexes
 
 	allowed     atomic.Uint64
 	denied      atomic.Uint64
 	replayed    atomic.Uint64 // replay items received from edges
+	published   atomic.Uint64 // components handed to the publisher
+	imports     atomic.Uint64 // components received that changed a count
 	refused     atomic.Uint64 // ErrFull replies
 	lastFullLog atomic.Int64  // ms of the last "store full" log line
 }
@@ -49,7 +55,10 @@ func New(clock Clock, cfg Config) *Engine {
 	if cfg.MaxMemoryBytes <= 0 {
 		cfg.MaxMemoryBytes = DefaultMaxMemory
 	}
-	return &Engine{clock: clock, store: newStore(cfg.MaxMemoryBytes), log: log}
+	if cfg.Region == "" {
+		cfg.Region = "local"
+	}
+	return &Engine{clock: clock, store: newStore(cfg.MaxMemoryBytes), log: log, region: cfg.Region}
 }
 
 // Clock returns the engine's clock.
@@ -94,6 +103,7 @@ func (e *Engine) decide(key []byte, windowMs int64, limit, cost, extra uint64) (
 		}
 		c, grew := ent.slot(seq)
 		c.regional = satAdd(c.regional, cost)
+		c.seeLimit(limit)
 		if grew {
 			e.store.cells.Add(1)
 		}
@@ -195,6 +205,8 @@ type Stats struct {
 	Denied      uint64
 	RefusedFull uint64
 	ReplayItems uint64 // origin: replay items received from edges
+	Published   uint64 // origin: own components handed to the publisher
+	Imported    uint64 // origin: received components that changed a count
 
 	// Edge only.
 	Edge           bool
@@ -219,6 +231,8 @@ func (e *Engine) Stats() Stats {
 		Denied:         e.denied.Load(),
 		RefusedFull:    e.refused.Load(),
 		ReplayItems:    e.replayed.Load(),
+		Published:      e.published.Load(),
+		Imported:       e.imports.Load(),
 		Cells:          e.store.cells.Load(),
 		Tuples:         e.store.tuples.Load(),
 		MemoryBytes:    e.store.bytes.Load(),

@@ -31,11 +31,13 @@ type ReadItem struct {
 	Seq int64
 }
 
-// ReplayItem is accepted cost of one cell, coalesced.
+// ReplayItem is accepted cost of one cell, coalesced. Limit is the lowest limit the edge
+// saw used against the cell (it sets the cell's publication threshold).
 type ReplayItem struct {
-	Key  []byte
-	Seq  int64
-	Cost uint64
+	Key   []byte
+	Seq   int64
+	Cost  uint64
+	Limit uint64
 }
 
 // ReplayBatch is one delivery of replays. (Node, ID) identify it: an origin applies a
@@ -225,6 +227,7 @@ func (e *Engine) applyReplay(it ReplayItem, nowMs int64) {
 	}
 	c, grew := ent.slot(it.Seq)
 	c.regional = satAdd(c.regional, it.Cost)
+	c.seeLimit(it.Limit)
 	if grew {
 		e.store.cells.Add(1)
 	}

@@ -3,12 +3,21 @@ package engine
 import "fmt"
 
 // CellRecord is one cell as it is saved and loaded: the tuple key made by AppendKey, the
-// sequence, and the cell's regional and imported counts.
+// sequence, this region's count, the sum of the other regions' counts, and those counts
+// one by one. Imported without Foreign (a record made by hand) restores as one component
+// of an unnamed region.
 type CellRecord struct {
 	Key      string
 	Seq      int64
 	Regional uint64
 	Imported uint64
+	Foreign  []RegionCount
+}
+
+// RegionCount is one foreign region's component of a cell.
+type RegionCount struct {
+	Region string
+	Count  uint64
 }
 
 // Snapshot returns every live cell (sequence >= seq-1 of its window). Each shard is copied
@@ -27,7 +36,11 @@ func (e *Engine) Snapshot() []CellRecord {
 			}
 			for _, c := range ent.cells {
 				if c.seq != emptySeq && c.seq >= now/w-1 {
-					out = append(out, CellRecord{Key: k, Seq: c.seq, Regional: c.regional, Imported: c.imported})
+					r := CellRecord{Key: k, Seq: c.seq, Regional: c.regional, Imported: c.imported}
+					for _, f := range c.foreign {
+						r.Foreign = append(r.Foreign, RegionCount{Region: e.regions.name(f.region), Count: f.count})
+					}
+					out = append(out, r)
 				}
 			}
 		}
@@ -71,7 +84,18 @@ func (e *Engine) Restore(recs []CellRecord) (loaded, dropped int, err error) {
 		}
 		c, grew := ent.slot(r.Seq)
 		c.regional = max(c.regional, capCount(r.Regional))
-		c.imported = max(c.imported, capCount(r.Imported))
+		foreign := r.Foreign
+		if len(foreign) == 0 && r.Imported > 0 {
+			foreign = []RegionCount{{Count: r.Imported}}
+		}
+		for _, f := range foreign {
+			if f.Region == e.region {
+				c.regional = max(c.regional, capCount(f.Count))
+			} else if id, err := e.regions.id(f.Region); err == nil {
+				c.raise(id, f.Count)
+			}
+		}
+		c.published = max(c.published, c.regional) // published before, or restored from a peer
 		if grew {
 			e.store.cells.Add(1)
 		}

@@ -33,9 +33,46 @@ var ErrFull = errors.New("OOM cell store is full (--max-memory)")
 const emptySeq = math.MinInt64
 
 type cell struct {
-	seq      int64 // emptySeq: unused slot
-	regional uint64
-	imported uint64
+	seq       int64  // emptySeq: unused slot
+	regional  uint64 // this region's count
+	imported  uint64 // the sum of foreign
+	published uint64 // the regional count last handed to the publisher
+	minLimit  uint64 // the lowest limit seen for the cell; 0 when none was
+	foreign   []component
+}
+
+// component is one foreign region's share of a cell, merged with max.
+type component struct {
+	region uint16 // index in the engine's region table
+	count  uint64
+}
+
+// raise merges a foreign region's count into the cell with max, keeping imported the sum.
+func (c *cell) raise(region uint16, count uint64) bool {
+	count = capCount(count)
+	for i := range c.foreign {
+		if f := &c.foreign[i]; f.region == region {
+			if count <= f.count {
+				return false
+			}
+			c.imported = satAdd(c.imported-f.count, count)
+			f.count = count
+			return true
+		}
+	}
+	if count == 0 {
+		return false
+	}
+	c.foreign = append(c.foreign, component{region: region, count: count})
+	c.imported = satAdd(c.imported, count)
+	return true
+}
+
+// seeLimit records a limit used against the cell.
+func (c *cell) seeLimit(limit uint64) {
+	if limit > 0 && (c.minLimit == 0 || limit < c.minLimit) {
+		c.minLimit = limit
+	}
 }
 
 func (c cell) total() uint64 { return satAdd(c.regional, c.imported) }

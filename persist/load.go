@@ -130,16 +130,21 @@ func readCells(tx *bolt.Tx, size int64) ([]engine.CellRecord, error) {
 			return nil, fmt.Errorf("%w: more than %d cells", ErrCorrupt, count)
 		case v == nil:
 			return nil, fmt.Errorf("%w: nested bucket %x in cells", ErrCorrupt, k)
-		case len(k) < seqLen || len(k) > bolt.MaxKeySize || len(v) != valueLen:
+		case len(k) < seqLen || len(k) > bolt.MaxKeySize || len(v) < valueLen:
 			return nil, fmt.Errorf("%w: cell with %d-byte key and %d-byte value", ErrCorrupt, len(k), len(v))
 		}
 		crc.add(k, v)
 		n := len(k) - seqLen
+		foreign, ok := decodeForeign(v[valueLen:])
+		if !ok {
+			return nil, fmt.Errorf("%w: cell %x has a malformed value", ErrCorrupt, k)
+		}
 		recs = append(recs, engine.CellRecord{
 			Key:      string(k[:n]),
 			Seq:      int64(binary.BigEndian.Uint64(k[n:])),
 			Regional: binary.BigEndian.Uint64(v[:8]),
-			Imported: binary.BigEndian.Uint64(v[8:]),
+			Imported: binary.BigEndian.Uint64(v[8:16]),
+			Foreign:  foreign,
 		})
 	}
 	if uint64(len(recs)) != count {
@@ -149,6 +154,20 @@ func readCells(tx *bolt.Tx, size int64) ([]engine.CellRecord, error) {
 		return nil, fmt.Errorf("%w: checksum %08x, meta says %08x", ErrCorrupt, got, wantCRC)
 	}
 	return recs, nil
+}
+
+// decodeForeign reads the foreign components after a value's fixed 16 bytes.
+func decodeForeign(b []byte) ([]engine.RegionCount, bool) {
+	var out []engine.RegionCount
+	for len(b) > 0 {
+		n := int(b[0])
+		if len(b) < 1+n+8 {
+			return nil, false
+		}
+		out = append(out, engine.RegionCount{Region: string(b[1 : 1+n]), Count: binary.BigEndian.Uint64(b[1+n : 1+n+8])})
+		b = b[1+n+8:]
+	}
+	return out, true
 }
 
 // metaUint reads the n-byte (4 or 8) big-endian meta value name.

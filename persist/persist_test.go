@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -166,7 +167,7 @@ func TestSaveDoesNotModifyInput(t *testing.T) {
 	orig := append([]engine.CellRecord(nil), recs...)
 	mustSave(t, s, recs)
 	for i := range recs {
-		if recs[i] != orig[i] {
+		if !reflect.DeepEqual(recs[i], orig[i]) {
 			t.Fatalf("record %d changed: %+v, was %+v", i, recs[i], orig[i])
 		}
 	}
@@ -344,7 +345,7 @@ func TestCorruptSnapshot(t *testing.T) {
 					return err
 				}
 				for name, v := range map[string][]byte{
-					"version": {0, 0, 0, 0, 0, 0, 0, 2}, "count": make([]byte, 8), "crc32c": make([]byte, 4),
+					"version": {0, 0, 0, 0, 0, 0, 0, 9}, "count": make([]byte, 8), "crc32c": make([]byte, 4),
 				} {
 					if err := m.Put([]byte(name), v); err != nil {
 						return err
@@ -661,4 +662,19 @@ func BenchmarkLoad(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e6, "ms/load")
+}
+
+// TestForeignComponentsRoundTrip: other regions' components are saved and loaded one by one.
+func TestForeignComponentsRoundTrip(t *testing.T) {
+	s, _ := openStore(t)
+	recs := []engine.CellRecord{
+		{Key: key("default", "default", "a", 60000), Seq: 7, Regional: 5, Imported: 9,
+			Foreign: []engine.RegionCount{{Region: "eu", Count: 4}, {Region: "us-west-2", Count: 5}}},
+		{Key: key("default", "default", "b", 60000), Seq: 7, Regional: 1},
+	}
+	mustSave(t, s, recs)
+	got := mustLoad(t, s)
+	if len(got) != 2 || !reflect.DeepEqual(got[0].Foreign, recs[0].Foreign) || got[1].Foreign != nil || got[0].Imported != 9 {
+		t.Fatalf("loaded %+v", got)
+	}
 }

@@ -20,7 +20,7 @@ import (
 const (
 	fileName      = "snapshot.db"
 	tmpName       = "snapshot.db.tmp"
-	formatVersion = 1
+	formatVersion = 2
 
 	cellsBucket = "cells"
 	metaBucket  = "meta"
@@ -42,6 +42,7 @@ const (
 type cell struct {
 	key                []byte
 	regional, imported uint64
+	foreign            []engine.RegionCount
 }
 
 // Save writes recs as the new snapshot, replacing the previous one only once the new file
@@ -101,7 +102,7 @@ func sortedCells(recs []engine.CellRecord) ([]cell, int) {
 		buf = append(buf, r.Key...)
 		buf = binary.BigEndian.AppendUint64(buf, uint64(r.Seq))
 		// buf never grows past its capacity, so earlier keys stay valid.
-		cells[i] = cell{key: buf[start:len(buf):len(buf)], regional: r.Regional, imported: r.Imported}
+		cells[i] = cell{key: buf[start:len(buf):len(buf)], regional: r.Regional, imported: r.Imported, foreign: r.Foreign}
 	}
 
 	// Keys mostly share a long prefix (window, workspace, namespace, a key scheme), so
@@ -125,11 +126,44 @@ func sortedCells(recs []engine.CellRecord) ([]cell, int) {
 		if n := len(out); n > 0 && bytes.Equal(out[n-1].key, c.key) {
 			out[n-1].regional = max(out[n-1].regional, c.regional)
 			out[n-1].imported = max(out[n-1].imported, c.imported)
+			out[n-1].foreign = mergeForeign(out[n-1].foreign, c.foreign)
 			continue
 		}
 		out = append(out, c)
 	}
 	return out, total
+}
+
+// appendValue encodes a cell's value: regional (8 bytes) | imported (8 bytes), then per
+// foreign region: len(region) (1 byte) | region | count (8 bytes); all big endian.
+func appendValue(b []byte, c cell) []byte {
+	b = binary.BigEndian.AppendUint64(b, c.regional)
+	b = binary.BigEndian.AppendUint64(b, c.imported)
+	for _, f := range c.foreign {
+		if len(f.Region) > 255 {
+			continue // region names are flags of ours, never this long
+		}
+		b = append(b, byte(len(f.Region)))
+		b = append(b, f.Region...)
+		b = binary.BigEndian.AppendUint64(b, f.Count)
+	}
+	return b
+}
+
+// mergeForeign merges two lists of foreign components by region, with max.
+func mergeForeign(a, b []engine.RegionCount) []engine.RegionCount {
+	out := append([]engine.RegionCount(nil), a...)
+next:
+	for _, f := range b {
+		for i := range out {
+			if out[i].Region == f.Region {
+				out[i].Count = max(out[i].Count, f.Count)
+				continue next
+			}
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 // sortKey is a cell's place in the sort: the 8 key bytes after the common prefix, big
@@ -189,7 +223,7 @@ func writeFile(path string, cells []cell, keyBytes int, now time.Time) (err erro
 	crc := newChecksum()
 	// bbolt keeps references to keys and values until commit, so each cell of a
 	// transaction gets its own value bytes; the buffer is reused after the commit.
-	vals := make([]byte, valueLen*min(len(cells), batchSize))
+	var vals []byte
 	// One transaction per batch; with no cells, one that only creates the bucket.
 	for lo := 0; lo < len(cells) || lo == 0; lo += batchSize {
 		batch := cells[lo:min(lo+batchSize, len(cells))]
@@ -199,10 +233,11 @@ func writeFile(path string, cells []cell, keyBytes int, now time.Time) (err erro
 				return fmt.Errorf("create bucket: %w", err)
 			}
 			b.FillPercent = 1.0 // keys arrive in order: fill pages completely
-			for i, c := range batch {
-				v := vals[i*valueLen : (i+1)*valueLen : (i+1)*valueLen]
-				binary.BigEndian.PutUint64(v[:8], c.regional)
-				binary.BigEndian.PutUint64(v[8:], c.imported)
+			vals = vals[:0]
+			for _, c := range batch {
+				start := len(vals)
+				vals = appendValue(vals, c)
+				v := vals[start:len(vals):len(vals)]
 				crc.add(c.key, v)
 				if err := b.Put(c.key, v); err != nil {
 					return fmt.Errorf("put cell %x: %w", c.key, err)

@@ -1,0 +1,177 @@
+package engine
+
+import (
+	"errors"
+	"sync"
+)
+
+// This file is the engine's side of global convergence (SPEC section 6): G-Counter
+// components. A cell's component of this region is its regional count, the only one this
+// origin writes; other regions' components are merged with max and summed into imported.
+// Package replication moves them between regions.
+
+// Component is one region's share of one cell: (tuple key, sequence, region) -> count.
+type Component struct {
+	Key    []byte
+	Seq    int64
+	Region string
+	Count  uint64
+}
+
+// maxRegions bounds the region table.
+const maxRegions = 1024
+
+var errTooManyRegions = errors.New("too many regions")
+
+// regionTable maps foreign region names to small indexes kept in cells.
+type regionTable struct {
+	mu    sync.RWMutex
+	names []string
+	index map[string]uint16
+}
+
+func (t *regionTable) id(name string) (uint16, error) {
+	t.mu.RLock()
+	i, ok := t.index[name]
+	t.mu.RUnlock()
+	if ok {
+		return i, nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if i, ok := t.index[name]; ok {
+		return i, nil
+	}
+	if len(t.names) >= maxRegions {
+		return 0, errTooManyRegions
+	}
+	if t.index == nil {
+		t.index = make(map[string]uint16)
+	}
+	i = uint16(len(t.names))
+	t.names = append(t.names, name)
+	t.index[name] = i
+	return i, nil
+}
+
+func (t *regionTable) name(i uint16) string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if int(i) < len(t.names) {
+		return t.names[i]
+	}
+	return ""
+}
+
+// Region returns this origin's region.
+func (e *Engine) Region() string { return e.region }
+
+// MergeComponents merges components received from another region, with max: a foreign
+// component raises that region's share of the cell; this region's own component (a peer's
+// copy of what we published) may only raise the regional count, a lower bound after data
+// loss. Components of cells that can no longer matter are ignored. It returns how many
+// components changed a count.
+func (e *Engine) MergeComponents(comps []Component) (changed int) {
+	now := e.clock.NowMs()
+	for _, c := range comps {
+		w := windowOfKey(string(c.Key))
+		if w <= 0 || c.Seq < now/w-1 || c.Seq > now/w+1 || c.Count == 0 {
+			continue
+		}
+		var region uint16
+		own := c.Region == e.region
+		if !own {
+			var err error
+			if region, err = e.regions.id(c.Region); err != nil {
+				continue
+			}
+		}
+		sh := e.store.shardOf(c.Key)
+		sh.mu.Lock()
+		ent := sh.m[string(c.Key)]
+		if ent == nil {
+			ent, _ = e.store.insert(sh, c.Key, true)
+		}
+		if ent.find(c.Seq) == nil && c.Seq < min(ent.cells[0].seq, ent.cells[1].seq) {
+			sh.mu.Unlock()
+			continue
+		}
+		cl, grew := ent.slot(c.Seq)
+		if grew {
+			e.store.cells.Add(1)
+		}
+		if own {
+			if capCount(c.Count) > cl.regional {
+				cl.regional = capCount(c.Count)
+				cl.published = max(cl.published, cl.regional) // the peers have it already
+				changed++
+			}
+		} else if cl.raise(region, c.Count) {
+			changed++
+		}
+		sh.mu.Unlock()
+	}
+	e.imports.Add(uint64(changed))
+	return changed
+}
+
+// Publishable returns this region's components that are due for publication, at most
+// limit of them, and marks them published: cells whose regional count grew since it was
+// last published and that either reached threshold of the lowest limit seen for the cell,
+// or have a foreign count already (then every growth is published). A cell used without any
+// known limit is published at every growth.
+func (e *Engine) Publishable(threshold float64, limit int) []Component {
+	now := e.clock.NowMs()
+	var out []Component
+	for i := range e.store.shards {
+		sh := &e.store.shards[i]
+		sh.mu.Lock()
+		for k, ent := range sh.m {
+			w := windowOfKey(k)
+			for j := range ent.cells {
+				c := &ent.cells[j]
+				if c.seq == emptySeq || c.seq < now/w-1 || c.regional <= c.published {
+					continue
+				}
+				if c.imported == 0 && c.minLimit > 0 && float64(c.regional) < threshold*float64(c.minLimit) {
+					continue
+				}
+				out = append(out, Component{Key: []byte(k), Seq: c.seq, Region: e.region, Count: c.regional})
+				c.published = c.regional
+			}
+		}
+		sh.mu.Unlock()
+		if len(out) >= limit {
+			break
+		}
+	}
+	e.published.Add(uint64(len(out)))
+	return out
+}
+
+// Components returns every component held for live cells, this region's and the others':
+// what anti-entropy sends to a peer that (re)connects.
+func (e *Engine) Components() []Component {
+	now := e.clock.NowMs()
+	var out []Component
+	for i := range e.store.shards {
+		sh := &e.store.shards[i]
+		sh.mu.Lock()
+		for k, ent := range sh.m {
+			w := windowOfKey(k)
+			for _, c := range ent.cells {
+				if c.seq == emptySeq || c.seq < now/w-1 {
+					continue
+				}
+				if c.regional > 0 {
+					out = append(out, Component{Key: []byte(k), Seq: c.seq, Region: e.region, Count: c.regional})
+				}
+				for _, f := range c.foreign {
+					out = append(out, Component{Key: []byte(k), Seq: c.seq, Region: e.regions.name(f.region), Count: f.count})
+				}
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return out
+}
