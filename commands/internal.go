@@ -27,7 +27,7 @@ func internalCommands() []*Command {
 			Summary: "Authenticates a node-to-node connection with the cluster secret.", Handler: cmdInternalHello},
 		{Name: "rl.internal.read", Arity: -1, Flags: flagReadonly, Group: "ratchet",
 			Summary: "Reads cells for an edge.", Handler: cmdInternalRead},
-		{Name: "rl.internal.replay", Arity: -5, Flags: flagWrite, Group: "ratchet",
+		{Name: "rl.internal.replay", Arity: -6, Flags: flagWrite, Group: "ratchet",
 			Summary: "Applies a batch of an edge's accepted cost, once.", Handler: cmdInternalReplay},
 		{Name: "rl.internal.decide", Arity: 5, Flags: flagWrite, Group: "ratchet",
 			Summary: "Decides a request handed over by an edge.", Handler: cmdInternalDecide},
@@ -114,31 +114,32 @@ func cmdInternalRead(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	writeCounts(w, meta, counts)
 }
 
-// cmdInternalReplay serves RL.INTERNAL.REPLAY batch-id key seq cost [key seq cost ...].
+// cmdInternalReplay serves RL.INTERNAL.REPLAY batch-id key seq cost limit [...].
 func cmdInternalReplay(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	if !internalReady(d, s, w) {
 		return
 	}
 	id, ok := parseInt(args[1])
 	rest := args[2:]
-	if !ok || len(rest)%3 != 0 {
+	if !ok || len(rest)%4 != 0 {
 		w.Error(errSyntax.Error())
 		return
 	}
-	b := engine.ReplayBatch{Node: s.nodeRun, ID: uint64(id), Items: make([]engine.ReplayItem, 0, len(rest)/3)}
-	for i := 0; i < len(rest); i += 3 {
+	b := engine.ReplayBatch{Node: s.nodeRun, ID: uint64(id), Items: make([]engine.ReplayItem, 0, len(rest)/4)}
+	for i := 0; i < len(rest); i += 4 {
 		key, ok1 := parseKey(rest[i])
 		seq, ok2 := parseInt(rest[i+1])
 		cost, ok3 := parseInt(rest[i+2])
+		limit, ok4 := parseInt(rest[i+3])
 		if !ok1 {
 			w.Error(errBadKey.Error())
 			return
 		}
-		if !ok2 || !ok3 {
+		if !ok2 || !ok3 || !ok4 {
 			w.Error(errBadInt.Error())
 			return
 		}
-		b.Items = append(b.Items, engine.ReplayItem{Key: key, Seq: seq, Cost: uint64(cost)})
+		b.Items = append(b.Items, engine.ReplayItem{Key: key, Seq: seq, Cost: uint64(cost), Limit: uint64(limit)})
 	}
 	counts, meta := d.opt.Origin.ServeReplay(b)
 	writeCounts(w, meta, counts)

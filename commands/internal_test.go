@@ -46,17 +46,17 @@ func TestInternalCommands(t *testing.T) {
 		want string
 	}{
 		{[]string{"RL.INTERNAL.READ", key, "1000"}, "*6\r\n:1\r\n:1000\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
-		{[]string{"RL.INTERNAL.REPLAY", "1", key, "1000", "3"}, "*6\r\n:1\r\n:1000\r\n:3\r\n:0\r\n:0\r\n:0\r\n"},
+		{[]string{"RL.INTERNAL.REPLAY", "1", key, "1000", "3", "10"}, "*6\r\n:1\r\n:1000\r\n:3\r\n:0\r\n:0\r\n:0\r\n"},
 		// The same batch again: applied once.
-		{[]string{"RL.INTERNAL.REPLAY", "1", key, "1000", "3"}, "*6\r\n:1\r\n:1000\r\n:3\r\n:0\r\n:0\r\n:0\r\n"},
-		{[]string{"RL.INTERNAL.REPLAY", "2", key, "1000", "2", key, "999", "4"}, "*11\r\n:1\r\n:1000\r\n:5\r\n:0\r\n:4\r\n:0\r\n:999\r\n:4\r\n:0\r\n:0\r\n:0\r\n"},
+		{[]string{"RL.INTERNAL.REPLAY", "1", key, "1000", "3", "10"}, "*6\r\n:1\r\n:1000\r\n:3\r\n:0\r\n:0\r\n:0\r\n"},
+		{[]string{"RL.INTERNAL.REPLAY", "2", key, "1000", "2", "10", key, "999", "4", "0"}, "*11\r\n:1\r\n:1000\r\n:5\r\n:0\r\n:4\r\n:0\r\n:999\r\n:4\r\n:0\r\n:0\r\n:0\r\n"},
 		// limit 10, used 5 + 4 + extra 1 = 10: cost 1 is denied.
 		{[]string{"RL.INTERNAL.DECIDE", key, "10", "1", "1"}, "*11\r\n:1\r\n:0\r\n:10\r\n:0\r\n"},
 		{[]string{"RL.INTERNAL.DECIDE", key, "11", "1", "1"}, "*11\r\n:1\r\n:1\r\n:11\r\n:0\r\n:0\r\n:2000\r\n:1000\r\n:6\r\n"},
 		{[]string{"RL.INTERNAL.READ", "garbage", "1"}, "-ERR internal: malformed tuple key"},
-		{[]string{"RL.INTERNAL.REPLAY", "3", key, "1000"}, "-ERR wrong number of arguments"},
-		{[]string{"RL.INTERNAL.REPLAY", "3", key, "1000", "x"}, "-ERR internal: malformed integer"},
-		{[]string{"RL.INTERNAL.REPLAY", "3", key, "1000", "1", key}, "-ERR syntax error"},
+		{[]string{"RL.INTERNAL.REPLAY", "3", key, "1000", "1"}, "-ERR wrong number of arguments"},
+		{[]string{"RL.INTERNAL.REPLAY", "3", key, "1000", "x", "1"}, "-ERR internal: malformed integer"},
+		{[]string{"RL.INTERNAL.REPLAY", "3", key, "1000", "1", "1", key}, "-ERR syntax error"},
 	}
 	for _, s := range steps {
 		if got := r.doArgs(s.args...); !strings.HasPrefix(got, s.want) {

@@ -61,6 +61,7 @@ type edgeCell struct {
 	imported uint64
 	pending  uint64 // accepted here, not yet sent
 	inflight uint64 // accepted here, sent in the unacknowledged batch
+	minLimit uint64 // the lowest limit accepted against the cell here (replayed with it)
 }
 
 func (c *edgeCell) total() uint64 {
@@ -467,7 +468,7 @@ func (e *Edge) Limit(t Tuple, limit, cost uint64) (Decision, error) {
 		d = e.decideLocal(l, counts, limit, cost, t.WindowMs, elapsed, e.clock.NowMs())
 	}
 	if d.Allowed && cost > 0 {
-		if err := e.account(l, le, seq, cost); err != nil {
+		if err := e.account(l, le, seq, cost, limit); err != nil {
 			le.mu.Unlock()
 			e.refused.Add(1)
 			return Decision{}, err
@@ -551,7 +552,7 @@ func (e *Edge) enterStrict(le *localEntry, seq, window int64) {
 
 // account adds accepted cost to the entry (le.mu held) and makes sure the entry is in its
 // origin's replay set.
-func (e *Edge) account(l *originLink, le *localEntry, seq int64, cost uint64) error {
+func (e *Edge) account(l *originLink, le *localEntry, seq int64, cost, limit uint64) error {
 	if !le.pinned {
 		l.mu.Lock()
 		if len(l.pins) >= e.cfg.MaxPinned/len(e.links) {
@@ -578,6 +579,9 @@ func (e *Edge) account(l *originLink, le *localEntry, seq int64, cost uint64) er
 		return nil // a cell older than both held (the clock stepped back): nothing to keep
 	}
 	c.pending = satAdd(c.pending, cost)
+	if c.minLimit == 0 || limit < c.minLimit {
+		c.minLimit = limit
+	}
 	le.spent = satAdd(le.spent, cost)
 	return nil
 }

@@ -75,7 +75,7 @@ func TestEdgeEvictedEntryDoesNotStealReplayPin(t *testing.T) {
 	}
 	// 4. The rest of A's Limit: decide on le1 and account (entry lock held, as Limit does).
 	le1.mu.Lock()
-	if err := e.account(l, le1, seq, 1); err != nil {
+	if err := e.account(l, le1, seq, 1, 100); err != nil {
 		t.Fatalf("A: account: %v", err)
 	}
 	le1.mu.Unlock()

@@ -152,7 +152,7 @@ func (e *Edge) buildBatch(l *originLink, now int64) *pendingBatch {
 				c.pending = 0
 				continue
 			}
-			b.Items = append(b.Items, ReplayItem{Key: []byte(le.key), Seq: c.seq, Cost: c.pending})
+			b.Items = append(b.Items, ReplayItem{Key: []byte(le.key), Seq: c.seq, Cost: c.pending, Limit: c.minLimit})
 			b.entries = append(b.entries, le)
 			c.inflight = satAdd(c.inflight, c.pending)
 			c.pending = 0

@@ -33,8 +33,8 @@ const (
 const (
 	// MaxReadItems is the most items of one Read: RL.INTERNAL.READ has 1+2n arguments.
 	MaxReadItems = (8192 - 1) / 2
-	// MaxReplayItems is the most items of one Replay: RL.INTERNAL.REPLAY has 2+3n arguments.
-	MaxReplayItems = (8192 - 2) / 3
+	// MaxReplayItems is the most items of one Replay: RL.INTERNAL.REPLAY has 2+4n arguments.
+	MaxReplayItems = (8192 - 2) / 4
 	// MaxRequestBytes bounds the encoding of one request.
 	MaxRequestBytes = 1 << 20
 	// maxKeyBytes bounds one key (one bulk string).

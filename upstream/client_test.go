@@ -61,7 +61,7 @@ func TestEncoding(t *testing.T) {
 		t.Fatal(err)
 	}
 	batch := engine.ReplayBatch{Node: "not-sent/1", ID: 1<<64 - 1,
-		Items: []engine.ReplayItem{{Key: testKey, Seq: 7, Cost: 3}, {Key: []byte("k2"), Seq: 8, Cost: 1<<64 - 1}}}
+		Items: []engine.ReplayItem{{Key: testKey, Seq: 7, Cost: 3, Limit: 10}, {Key: []byte("k2"), Seq: 8, Cost: 1<<64 - 1}}}
 	if _, _, err := c.Replay(ctx, batch); err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestEncoding(t *testing.T) {
 	k := string(testKey)
 	want := [][]string{
 		{"RL.INTERNAL.READ", k, "29000001", "k2", "0"},
-		{"RL.INTERNAL.REPLAY", "18446744073709551615", k, "7", "3", "k2", "8", "18446744073709551615"},
+		{"RL.INTERNAL.REPLAY", "18446744073709551615", k, "7", "3", "10", "k2", "8", "18446744073709551615", "0"},
 		{"RL.INTERNAL.DECIDE", k, "10", "2", "5"},
 	}
 	_, _, cmds := f.stats()
@@ -699,7 +699,7 @@ func TestRequestBounds(t *testing.T) {
 	if 1+2*MaxReadItems > lim.MaxArgs || 1+2*(MaxReadItems+1) <= lim.MaxArgs {
 		t.Errorf("MaxReadItems %d does not match MaxArgs %d", MaxReadItems, lim.MaxArgs)
 	}
-	if 2+3*MaxReplayItems > lim.MaxArgs || 2+3*(MaxReplayItems+1) <= lim.MaxArgs {
+	if 2+4*MaxReplayItems > lim.MaxArgs || 2+4*(MaxReplayItems+1) <= lim.MaxArgs {
 		t.Errorf("MaxReplayItems %d does not match MaxArgs %d", MaxReplayItems, lim.MaxArgs)
 	}
 	if MaxRequestBytes > lim.MaxBuffer || maxKeyBytes > lim.MaxBulk {

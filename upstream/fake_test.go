@@ -199,7 +199,7 @@ func (f *fakeOrigin) serve(nc net.Conn) {
 // canned answers every internal command with counts made from its arguments:
 //
 //	READ   key seq       -> edges 3, [seq, len(key), seq%7, 2*len(key), 1]
-//	REPLAY id key seq c  -> edges 2, [seq, 100+c, id, 0, 9]
+//	REPLAY id key seq c limit -> edges 2, [seq, 100+c, id, 0, 9]
 //	DECIDE key l c e     -> edges 5, allowed c<=l, limit l, remaining l-c or 0,
 //	                        retry 0 or -1, reset 1234, [17, e, 2, 3, 4]
 func canned(args []string) answer {
@@ -225,11 +225,11 @@ func canned(args []string) answer {
 		}
 	case "RL.INTERNAL.REPLAY":
 		id := num(args[1])
-		n := (len(args) - 2) / 3
+		n := (len(args) - 2) / 4
 		w.Array(1 + 5*n)
 		w.Int(2)
 		for i := range n {
-			seq, cost := num(args[3+3*i]), num(args[4+3*i])
+			seq, cost := num(args[3+4*i]), num(args[4+4*i])
 			for _, v := range []int64{seq, 100 + cost, id, 0, 9} {
 				w.Int(v)
 			}

@@ -38,13 +38,14 @@ func appendRead(b []byte, items []engine.ReadItem) []byte {
 }
 
 func appendReplay(b []byte, id uint64, items []engine.ReplayItem) []byte {
-	b = appendArray(b, 2+3*len(items))
+	b = appendArray(b, 2+4*len(items))
 	b = appendBulkString(b, "RL.INTERNAL.REPLAY")
 	b = appendBulkUint(b, id)
 	for _, it := range items {
 		b = appendBulk(b, it.Key)
 		b = appendBulkInt(b, it.Seq)
 		b = appendBulkUint(b, it.Cost)
+		b = appendBulkUint(b, it.Limit)
 	}
 	return b
 }
