@@ -173,8 +173,17 @@ func (d *Dispatcher) infoSections() []infoSection {
 			infoField{"tuples", es.Tuples},
 			infoField{"memory_used_bytes", es.MemoryBytes})
 	}
+	var peers []PeerInfo
+	if d.opt.Peers != nil {
+		peers = d.opt.Peers()
+	}
+	ratchet = append(ratchet, infoField{"peers", len(peers)})
+	for i, p := range peers {
+		ratchet = append(ratchet, infoField{fmt.Sprintf("peer%d", i), fmt.Sprintf(
+			"region=%s,addr=%s,up=%d,last_ok_ms=%d,lag_ms=%d,published=%d,imported=%d,last_import_ms=%d",
+			p.Region, p.Addr, boolInt(p.Up), p.LastOKMs, p.LagMs, p.Published, p.Imported, p.ImportedMs)})
+	}
 	ratchet = append(ratchet,
-		infoField{"peers", 0},
 		infoField{"max_memory_bytes", es.MaxMemoryBytes},
 		infoField{"cells_refused_full", es.RefusedFull},
 		infoField{"decisions_allowed", es.Allowed},

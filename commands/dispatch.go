@@ -34,6 +34,18 @@ type ConnStats struct {
 	Port      int
 }
 
+// PeerInfo describes one peer region for INFO.
+type PeerInfo struct {
+	Region     string
+	Addr       string
+	Up         bool
+	LastOKMs   int64
+	LagMs      int64
+	Published  uint64
+	Imported   uint64
+	ImportedMs int64
+}
+
 // SnapshotStats describe persistence, for INFO.
 type SnapshotStats struct {
 	Enabled       bool
@@ -67,6 +79,10 @@ type Options struct {
 	Snapshots func() SnapshotStats
 	// Config answers CONFIG GET: parameter name to value.
 	Config map[string]string
+	// OnImport is told of every batch of components received from a peer region.
+	OnImport func(region string, rows, changed int)
+	// Peers reports the cross-region peers for INFO; nil without peers.
+	Peers func() []PeerInfo
 }
 
 // Dispatcher routes requests to command handlers. It is safe for concurrent use by every

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/ratchet/ratchet/engine"
 	"github.com/ratchet/ratchet/resp"
@@ -29,6 +30,8 @@ func internalCommands() []*Command {
 			Summary: "Reads cells for an edge.", Handler: cmdInternalRead},
 		{Name: "rl.internal.replay", Arity: -6, Flags: flagWrite, Group: "ratchet",
 			Summary: "Applies a batch of an edge's accepted cost, once.", Handler: cmdInternalReplay},
+		{Name: "rl.internal.publish", Arity: -5, Flags: flagWrite, Group: "ratchet",
+			Summary: "Merges G-Counter components from another region's origin.", Handler: cmdInternalPublish},
 		{Name: "rl.internal.decide", Arity: 5, Flags: flagWrite, Group: "ratchet",
 			Summary: "Decides a request handed over by an edge.", Handler: cmdInternalDecide},
 	}
@@ -42,7 +45,9 @@ func cmdInternalHello(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) 
 	}
 	s.cluster, s.Authed = true, true
 	s.nodeRun = string(args[2])
-	if d.opt.Origin != nil {
+	if region, ok := strings.CutPrefix(s.nodeRun, "peer:"); ok {
+		s.peerRegion = region // another region's origin, not an edge of ours
+	} else if d.opt.Origin != nil {
 		d.opt.Origin.Heard(s.nodeRun)
 	}
 	w.OK()
@@ -143,6 +148,41 @@ func cmdInternalReplay(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte)
 	}
 	counts, meta := d.opt.Origin.ServeReplay(b)
 	writeCounts(w, meta, counts)
+}
+
+// cmdInternalPublish serves RL.INTERNAL.PUBLISH key seq region count [...]: components
+// pushed by another region's origin. The reply is [changed].
+func cmdInternalPublish(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
+	if !internalReady(d, s, w) {
+		return
+	}
+	rest := args[1:]
+	if len(rest)%4 != 0 {
+		w.Error(errSyntax.Error())
+		return
+	}
+	comps := make([]engine.Component, 0, len(rest)/4)
+	for i := 0; i < len(rest); i += 4 {
+		key, ok1 := parseKey(rest[i])
+		seq, ok2 := parseInt(rest[i+1])
+		count, ok3 := parseInt(rest[i+3])
+		region := rest[i+2]
+		if !ok1 {
+			w.Error(errBadKey.Error())
+			return
+		}
+		if !ok2 || !ok3 || len(region) == 0 || len(region) > 255 {
+			w.Error(errBadInt.Error())
+			return
+		}
+		comps = append(comps, engine.Component{Key: key, Seq: seq, Region: string(region), Count: uint64(count)})
+	}
+	changed := d.opt.Origin.MergeComponents(comps)
+	if d.opt.OnImport != nil {
+		d.opt.OnImport(s.peerRegion, len(comps), changed)
+	}
+	w.Array(1)
+	w.Int(int64(changed))
 }
 
 // cmdInternalDecide serves RL.INTERNAL.DECIDE key limit cost extra.

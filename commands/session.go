@@ -18,11 +18,12 @@ type Session struct {
 	CreatedMs int64
 
 	// Owned by the connection's goroutine.
-	Authed    bool
-	Workspace string
-	closing   bool
-	cluster   bool   // authenticated with the cluster secret (RL.INTERNAL.HELLO)
-	nodeRun   string // the peer node's run id, from RL.INTERNAL.HELLO
+	Authed     bool
+	Workspace  string
+	closing    bool
+	cluster    bool   // authenticated with the cluster secret (RL.INTERNAL.HELLO)
+	nodeRun    string // the peer node's run id, from RL.INTERNAL.HELLO
+	peerRegion string // set when that node is another region's origin
 
 	lastMs  atomic.Int64            // ms of the last request batch
 	lastCmd atomic.Pointer[Command] // the last command served

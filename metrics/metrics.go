@@ -21,15 +21,17 @@ type Sources struct {
 	Conns     func() commands.ConnStats
 	Commands  func() uint64
 	Snapshots func() commands.SnapshotStats
+	Peers     func() []commands.PeerInfo
 }
 
 type collector struct {
 	src Sources
 
-	decisions, refused, cells, tuples, memBytes, memMax           *prometheus.Desc
-	clients, connections, rejected, commands                      *prometheus.Desc
-	snapDuration, snapLastSuccess, snapCells, snapFailures        *prometheus.Desc
-	replayPending, replayRetried, replayExpired, strict, originUp *prometheus.Desc
+	decisions, refused, cells, tuples, memBytes, memMax                           *prometheus.Desc
+	clients, connections, rejected, commands                                      *prometheus.Desc
+	snapDuration, snapLastSuccess, snapCells, snapFailures                        *prometheus.Desc
+	replayPending, replayRetried, replayExpired, strict, originUp                 *prometheus.Desc
+	published, imported, peerUp, peerLag, peerLastOK, peerPublished, peerImported *prometheus.Desc
 }
 
 func newCollector(src Sources) *collector {
@@ -57,6 +59,13 @@ func newCollector(src Sources) *collector {
 		replayExpired:   d("replay_expired_total", "Edge: accepted cost dropped because its cell ended before the origin could take it."),
 		strict:          d("strict_activations_total", "Edge: tuples put in strict mode by a denial."),
 		originUp:        d("origin_up", "Edge: 1 when the origin answered the last call.", "origin"),
+		published:       d("global_published_total", "Origin: own components handed to the publisher."),
+		imported:        d("global_imported_total", "Origin: components received from peers that changed a count."),
+		peerUp:          d("peer_up", "1 while the connection to the peer region is established.", "peer"),
+		peerLag:         d("peer_lag_seconds", "Age of the oldest publication not yet delivered to the peer.", "peer"),
+		peerLastOK:      d("peer_last_exchange_timestamp_seconds", "Unix time of the last successful exchange with the peer.", "peer"),
+		peerPublished:   d("peer_published_total", "Components delivered to the peer by publication.", "peer"),
+		peerImported:    d("peer_imported_total", "Components received from the peer.", "peer"),
 	}
 }
 
@@ -90,8 +99,25 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		m(c.refused, prometheus.CounterValue, float64(s.RefusedFull))
 		m(c.cells, prometheus.GaugeValue, float64(s.Cells))
 		m(c.tuples, prometheus.GaugeValue, float64(s.Tuples))
+		if !s.Edge {
+			m(c.published, prometheus.CounterValue, float64(s.Published))
+			m(c.imported, prometheus.CounterValue, float64(s.Imported))
+		}
 		m(c.memBytes, prometheus.GaugeValue, float64(s.MemoryBytes))
 		m(c.memMax, prometheus.GaugeValue, float64(s.MaxMemoryBytes))
+	}
+	if c.src.Peers != nil {
+		for _, p := range c.src.Peers() {
+			up := 0.0
+			if p.Up {
+				up = 1
+			}
+			m(c.peerUp, prometheus.GaugeValue, up, p.Region)
+			m(c.peerLag, prometheus.GaugeValue, float64(p.LagMs)/1000, p.Region)
+			m(c.peerLastOK, prometheus.GaugeValue, float64(p.LastOKMs)/1000, p.Region)
+			m(c.peerPublished, prometheus.CounterValue, float64(p.Published), p.Region)
+			m(c.peerImported, prometheus.CounterValue, float64(p.Imported), p.Region)
+		}
 	}
 	if c.src.Conns != nil {
 		s := c.src.Conns()

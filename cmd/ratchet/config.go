@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ratchet/ratchet/replication"
 )
 
 // Config is every flag of the ratchet binary (SPEC section 4). DefaultConfig gives the
@@ -188,8 +190,10 @@ func (c *Config) Validate() error {
 		return errors.New("--origin is for edges; an origin serves itself")
 	case c.Freshness <= 0 || c.ReplayInterval <= 0 || c.OriginTimeout <= 0:
 		return errors.New("--freshness, --replay-interval and --origin-timeout must be positive")
-	case len(c.Peers) > 0:
-		return errors.New("--peer (cross-region exchange) is not available in this build yet")
+	case len(c.Peers) > 0 && c.Role != "origin":
+		return errors.New("--peer is for origins: edges reach other regions through their origin")
+	case len(c.Peers) > 0 && c.ClusterSecret == "":
+		return errors.New("--peer needs --cluster-secret (peers authenticate with it)")
 	case c.MaxClients < 1:
 		return errors.New("--max-clients must be at least 1")
 	case (c.TLSCert == "") != (c.TLSKey == ""):
@@ -203,11 +207,30 @@ func (c *Config) Validate() error {
 	case c.DegradedShare < 0 || c.DegradedShare > 1:
 		return errors.New("--degraded-share must be from 0 to 1")
 	}
+	if _, err := c.PeerList(); err != nil {
+		return err
+	}
 	if c.NodeID == "" {
 		host, _ := os.Hostname()
 		c.NodeID = host + ":" + portOf(c.Listen)
 	}
 	return nil
+}
+
+// PeerList parses --peer REGION=ADDR values.
+func (c *Config) PeerList() ([]replication.Peer, error) {
+	var out []replication.Peer
+	for _, p := range c.Peers {
+		region, addr, ok := strings.Cut(p, "=")
+		if !ok || region == "" || addr == "" {
+			return nil, fmt.Errorf("--peer %q: want REGION=ADDR", p)
+		}
+		if region == c.Region {
+			return nil, fmt.Errorf("--peer %q: that is this node's own region", p)
+		}
+		out = append(out, replication.Peer{Region: region, Addr: addr})
+	}
+	return out, nil
 }
 
 // OriginList returns the --origin addresses.

@@ -37,7 +37,14 @@ func TestParseConfig(t *testing.T) {
 		{name: "edge", args: []string{"--role", "edge", "--origin", "127.0.0.1:1, 127.0.0.1:2", "--cluster-secret", "s"},
 			check: func(c Config) bool { return len(c.OriginList()) == 2 && c.OriginList()[1] == "127.0.0.1:2" }},
 		{name: "origin with origin", args: []string{"--origin", "127.0.0.1:1"}, err: "for edges"},
-		{name: "peer not yet", args: []string{"--peer", "eu=127.0.0.1:1"}, err: "not available"},
+		{name: "peer without secret", args: []string{"--peer", "eu=127.0.0.1:1"}, err: "needs --cluster-secret"},
+		{name: "peer malformed", args: []string{"--peer", "127.0.0.1:1", "--cluster-secret", "s"}, err: "want REGION=ADDR"},
+		{name: "peer own region", args: []string{"--region", "eu", "--peer", "eu=127.0.0.1:1", "--cluster-secret", "s"}, err: "own region"},
+		{name: "peers", args: []string{"--region", "us", "--peer", "eu=127.0.0.1:1,ap=127.0.0.1:2", "--peer", "sa=127.0.0.1:3", "--cluster-secret", "s"},
+			check: func(c Config) bool {
+				p, _ := c.PeerList()
+				return len(p) == 3 && p[2].Region == "sa" && p[1].Addr == "127.0.0.1:2"
+			}},
 		{name: "tls half", args: []string{"--tls-cert", "c.pem"}, err: "go together"},
 		{name: "stray arg", args: []string{"extra"}, err: "unexpected argument"},
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/ratchet/ratchet/engine"
 	"github.com/ratchet/ratchet/metrics"
 	"github.com/ratchet/ratchet/persist"
+	"github.com/ratchet/ratchet/replication"
 	"github.com/ratchet/ratchet/server"
 	"github.com/ratchet/ratchet/upstream"
 )
@@ -69,11 +70,22 @@ type node struct {
 	store   *persist.Store // origin role with --data-dir
 	edge    *engine.Edge   // edge role
 	clients []*upstream.Client
+	repl    *replication.Replicator // origin role with --peer
 }
 
 func newOrigin(cfg Config, log *slog.Logger) (*node, error) {
-	eng := engine.New(engine.SystemClock{}, engine.Config{MaxMemoryBytes: cfg.MaxMemory, Logger: log})
+	eng := engine.New(engine.SystemClock{}, engine.Config{MaxMemoryBytes: cfg.MaxMemory, Logger: log, Region: cfg.Region})
 	n := &node{limiter: eng, origin: eng}
+	peers, err := cfg.PeerList()
+	if err != nil {
+		return nil, err
+	}
+	if len(peers) > 0 {
+		if n.repl, err = replication.New(replication.Config{Peers: peers, Secret: cfg.ClusterSecret,
+			Interval: cfg.PublishInterval, Threshold: cfg.PublishThreshold, Logger: log}, eng); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.DataDir == "" {
 		return n, nil
 	}
@@ -157,7 +169,22 @@ func run(cfg Config, log *slog.Logger) error {
 				LastCells: int(s.LastCells), Failures: s.Failures}
 		}
 	}
+	var peerInfo func() []commands.PeerInfo
+	var onImport func(string, int, int)
+	if n.repl != nil {
+		repl := n.repl
+		onImport = func(region string, rows, _ int) { repl.Received(region, rows) }
+		peerInfo = func() []commands.PeerInfo {
+			var out []commands.PeerInfo
+			for _, s := range repl.Stats() {
+				out = append(out, commands.PeerInfo{Region: s.Region, Addr: s.Addr, Up: s.Up, LastOKMs: s.LastOKMs,
+					LagMs: s.LagMs, Published: s.Published, Imported: s.Imported, ImportedMs: s.ImportedMs})
+			}
+			return out
+		}
+	}
 	disp := commands.New(commands.Options{
+		OnImport: onImport, Peers: peerInfo,
 		Limiter: n.limiter, Origin: n.origin, ClusterSecret: cfg.ClusterSecret, Host: srv,
 		RequirePass: cfg.RequirePass, Role: cfg.Role, Region: cfg.Region,
 		NodeID: cfg.NodeID, MaxClients: cfg.MaxClients, Version: version, Snapshots: snapStats,
@@ -172,7 +199,8 @@ func run(cfg Config, log *slog.Logger) error {
 
 	var metricsSrv *http.Server
 	if cfg.MetricsListen != "" {
-		met.Register(metrics.Sources{Engine: n.limiter.Stats, Conns: srv.ConnStats, Commands: disp.Processed, Snapshots: snapStats})
+		met.Register(metrics.Sources{Engine: n.limiter.Stats, Conns: srv.ConnStats, Commands: disp.Processed,
+			Snapshots: snapStats, Peers: peerInfo})
 		ln, err := net.Listen("tcp", cfg.MetricsListen)
 		if err != nil {
 			return fmt.Errorf("listen metrics %s: %w", cfg.MetricsListen, err)
@@ -194,7 +222,11 @@ func run(cfg Config, log *slog.Logger) error {
 		if n.store != nil {
 			go persist.Run(ctx, n.store, n.origin.Snapshot, cfg.SnapshotInterval)
 		}
-		close(background)
+		if n.repl != nil {
+			go func() { n.repl.Run(ctx); close(background) }()
+		} else {
+			close(background)
+		}
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(disp) }()
