@@ -1,9 +1,19 @@
-// Command accuracy measures how exactly a region of Ratchet edges keeps a limit: it starts
-// one origin and N edges on loopback, floods one key from all edges inside one fresh
-// window cell and prints admitted/limit; then sends 0.9x the limit and prints the share
-// admitted (which should be all of it).
+// Command accuracy measures how exactly Ratchet keeps a limit.
+//
+// Edge mode (-regions 0 or 1, the default): it starts one origin and N edges on loopback,
+// floods one key from all edges inside one fresh window cell and prints admitted/limit;
+// then sends 0.9x the limit and prints the share admitted (which should be all of it).
 //
 //	go run ./bench/accuracy -edges 3 -limit 1000
+//
+// Region mode (-regions R, R >= 2): it starts R origins r0..rR-1 on loopback, each peered
+// with all the others, and for every window of -windows sends -load x the limit, paced
+// evenly over the first -span of a fresh cell, spread evenly over the regions and, at the
+// same time on another key, skewed (-skew of it to r0); it prints admitted/limit for both.
+// Then it measures the convergence lag: how long after r0 counts a cell past the publish
+// threshold the other regions show it in current_imported (see regions.go).
+//
+//	go run ./bench/accuracy -regions 3 -limit 1000 -windows 10s,60s
 package main
 
 import (
@@ -27,11 +37,27 @@ func main() {
 	limit := flag.Int("limit", 1000, "the limit of the flooded key")
 	window := flag.Duration("window", 10*time.Second, "the window")
 	load := flag.Float64("load", 3, "flood size as a multiple of the limit")
-	clients := flag.Int("clients", 16, "concurrent clients per edge")
+	clients := flag.Int("clients", 16, "concurrent clients per edge (region mode: per region)")
 	replay := flag.String("replay-interval", "5ms", "edges' --replay-interval")
 	freshness := flag.String("freshness", "1s", "edges' --freshness")
 	bin := flag.String("bin", "", "ratchet binary (default: go build ./cmd/ratchet)")
+	var rf regionFlags
+	flag.IntVar(&rf.regions, "regions", 0, "region mode: origins r0..rN-1 peered with each other (0 or 1: edge mode)")
+	flag.StringVar(&rf.windows, "windows", "10s,60s", "region mode: windows to measure, comma separated")
+	flag.DurationVar(&rf.publishInterval, "publish-interval", time.Second, "region mode: origins' --publish-interval")
+	flag.Float64Var(&rf.publishThreshold, "publish-threshold", 0.2, "region mode: origins' --publish-threshold")
+	flag.Float64Var(&rf.span, "span", 0.8, "region mode: share of the window over which the load is paced")
+	flag.Float64Var(&rf.skew, "skew", 0.7, "region mode: share of the load sent to r0 in the skewed run")
+	flag.IntVar(&rf.lagTrials, "lag-trials", 5, "region mode: convergence-lag trials")
 	flag.Parse()
+	if rf.regions >= 2 {
+		rf.limit, rf.load, rf.clients, rf.bin = *limit, *load, *clients, *bin
+		if err := runRegions(rf); err != nil {
+			fmt.Fprintln(os.Stderr, "accuracy:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*edges, *limit, *window, *load, *clients, *replay, *freshness, *bin); err != nil {
 		fmt.Fprintln(os.Stderr, "accuracy:", err)
 		os.Exit(1)
