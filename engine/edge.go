@@ -164,8 +164,10 @@ func (le *localEntry) merge(cc CellCounts, freshUntil, now int64, ownAcked uint6
 	}
 	le.refSeq, le.refTotal, le.refreshedMs = cc.Seq, total, now
 	le.freshUntil = max(le.freshUntil, freshUntil)
-	// What the origin has not seen of ours still counts against this edge's share.
-	le.spent = le.unacked(max(le.cells[0].seq, le.cells[1].seq))
+	// What the origin has not seen of ours still counts against this edge's share; so does
+	// what it has just acknowledged, for one more round: the other edges refresh at other
+	// times and may not have seen it yet, as this edge has not seen theirs.
+	le.spent = satAdd(le.unacked(max(le.cells[0].seq, le.cells[1].seq)), ownAcked)
 }
 
 // unacked returns cost accepted here that the origin may not have, for cell seq.

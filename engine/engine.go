@@ -101,11 +101,12 @@ func (e *Engine) decide(key []byte, windowMs int64, limit, cost, extra uint64) (
 				return Decision{}, CellCounts{}, err
 			}
 		}
-		c, grew := ent.slot(seq)
-		c.regional = satAdd(c.regional, cost)
-		c.seeLimit(limit)
-		if grew {
-			e.store.cells.Add(1)
+		if c, grew := ent.slot(seq, seq); c != nil {
+			c.regional = satAdd(c.regional, cost)
+			c.seeLimit(limit)
+			if grew {
+				e.store.cells.Add(1)
+			}
 		}
 	}
 	cc := CellCounts{Seq: seq, CurRegional: cur.regional, CurImported: cur.imported,

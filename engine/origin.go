@@ -222,10 +222,10 @@ func (e *Engine) applyReplay(it ReplayItem, nowMs int64) {
 	if ent == nil {
 		ent, _ = e.store.insert(sh, it.Key, true)
 	}
-	if ent.find(it.Seq) == nil && it.Seq < min(ent.cells[0].seq, ent.cells[1].seq) {
-		return // older than both cells held
+	c, grew := ent.slot(it.Seq, nowMs/w)
+	if c == nil {
+		return
 	}
-	c, grew := ent.slot(it.Seq)
 	c.regional = satAdd(c.regional, it.Cost)
 	c.seeLimit(it.Limit)
 	if grew {

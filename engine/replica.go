@@ -92,11 +92,11 @@ func (e *Engine) MergeComponents(comps []Component) (changed int) {
 		if ent == nil {
 			ent, _ = e.store.insert(sh, c.Key, true)
 		}
-		if ent.find(c.Seq) == nil && c.Seq < min(ent.cells[0].seq, ent.cells[1].seq) {
+		cl, grew := ent.slot(c.Seq, now/w)
+		if cl == nil {
 			sh.mu.Unlock()
 			continue
 		}
-		cl, grew := ent.slot(c.Seq)
 		if grew {
 			e.store.cells.Add(1)
 		}

@@ -76,13 +76,12 @@ func (e *Engine) Restore(recs []CellRecord) (loaded, dropped int, err error) {
 		if ent == nil {
 			ent, _ = e.store.insert(sh, key, true)
 		}
-		// A slot for an older sequence than both held is not worth taking.
-		if ent.find(r.Seq) == nil && r.Seq < min(ent.cells[0].seq, ent.cells[1].seq) {
+		c, grew := ent.slot(r.Seq, now/t.WindowMs)
+		if c == nil {
 			sh.mu.Unlock()
 			dropped++
 			continue
 		}
-		c, grew := ent.slot(r.Seq)
 		c.regional = max(c.regional, capCount(r.Regional))
 		foreign := r.Foreign
 		if len(foreign) == 0 && r.Imported > 0 {

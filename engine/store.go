@@ -109,24 +109,40 @@ func (e *entry) counts(seq int64) (cur, prev cell) {
 	return cur, prev
 }
 
-// slot returns the slot for seq. A new seq takes an empty slot, else the oldest slot,
-// except that it never replaces seq-1, the cell a decision at seq reads as previous: when
-// the other slot holds a later sequence (the wall clock stepped back), that one goes. It
-// reports whether a previously empty slot was taken (the store then holds one more cell).
-func (e *entry) slot(seq int64) (c *cell, grew bool) {
+// slot returns the slot for seq, given the current sequence now of the tuple's window,
+// or nil when seq cannot be kept. A new seq takes an empty slot or one whose cell can no
+// longer matter (older than now-1). Live cells (now-1, now) are never pushed out, with one
+// exception: a cell from the future (a peer or an edge whose clock runs a little ahead)
+// gives way to the current one. A late or future seq that finds no such slot is refused.
+// grew reports that a previously empty slot was taken (the store holds one more cell).
+func (e *entry) slot(seq, now int64) (c *cell, grew bool) {
 	if c := e.find(seq); c != nil {
 		return c, false
 	}
-	i := 0
-	if e.cells[1].seq < e.cells[0].seq {
-		i = 1
+	if seq < now-1 {
+		return nil, false // dead on arrival
 	}
-	if e.cells[i].seq == seq-1 {
-		i = 1 - i
+	victim := -1
+	for i := range e.cells {
+		if s := e.cells[i].seq; s == emptySeq || s < now-1 {
+			if victim < 0 || s < e.cells[victim].seq {
+				victim = i
+			}
+		}
 	}
-	grew = e.cells[i].seq == emptySeq
-	e.cells[i] = cell{seq: seq}
-	return &e.cells[i], grew
+	if victim < 0 && seq <= now {
+		for i := range e.cells {
+			if e.cells[i].seq > now && (victim < 0 || e.cells[i].seq > e.cells[victim].seq) {
+				victim = i
+			}
+		}
+	}
+	if victim < 0 {
+		return nil, false
+	}
+	grew = e.cells[victim].seq == emptySeq
+	e.cells[victim] = cell{seq: seq}
+	return &e.cells[victim], grew
 }
 
 func (e *entry) held() int64 {
