@@ -32,7 +32,7 @@ func internalCommands() []*Command {
 			Summary: "Applies a batch of an edge's accepted cost, once.", Handler: cmdInternalReplay},
 		{Name: "rl.internal.publish", Arity: -5, Flags: flagWrite, Group: "ratchet",
 			Summary: "Merges G-Counter components from another region's origin.", Handler: cmdInternalPublish},
-		{Name: "rl.internal.decide", Arity: 5, Flags: flagWrite, Group: "ratchet",
+		{Name: "rl.internal.decide", Arity: 7, Flags: flagWrite, Group: "ratchet",
 			Summary: "Decides a request handed over by an edge.", Handler: cmdInternalDecide},
 	}
 }
@@ -78,11 +78,16 @@ func parseInt(b []byte) (int64, bool) {
 }
 
 func writeCounts(w *resp.Writer, meta engine.OriginMeta, counts []engine.CellCounts) {
-	w.Array(1 + 5*len(counts))
-	w.Int(int64(meta.Edges))
+	w.Array(2 + 5*len(counts))
+	writeMeta(w, meta)
 	for _, c := range counts {
 		writeCellCounts(w, c)
 	}
+}
+
+func writeMeta(w *resp.Writer, meta engine.OriginMeta) {
+	w.Int(int64(meta.Edges))
+	w.Int(clampInt(meta.Applied))
 }
 
 func writeCellCounts(w *resp.Writer, c engine.CellCounts) {
@@ -185,7 +190,7 @@ func cmdInternalPublish(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte
 	w.Int(int64(changed))
 }
 
-// cmdInternalDecide serves RL.INTERNAL.DECIDE key limit cost extra.
+// cmdInternalDecide serves RL.INTERNAL.DECIDE key limit cost pending inflight batch-id.
 func cmdInternalDecide(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	if !internalReady(d, s, w) {
 		return
@@ -197,22 +202,25 @@ func cmdInternalDecide(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte)
 	}
 	limit, ok1 := parseUint(args[2], engine.MaxLimit)
 	cost, ok2 := parseUint(args[3], engine.MaxLimit)
-	extra, ok3 := parseUint(args[4], math.MaxInt64)
+	pending, ok3 := parseUint(args[4], math.MaxInt64)
+	inflight, ok4 := parseUint(args[5], math.MaxInt64)
+	batch, ok5 := parseUint(args[6], math.MaxInt64)
 	if !ok1 || limit == 0 {
 		w.Error(errLimit.Error())
 		return
 	}
-	if !ok2 || !ok3 {
+	if !ok2 || !ok3 || !ok4 || !ok5 {
 		w.Error(errCost.Error())
 		return
 	}
-	dec, cc, meta, err := d.opt.Origin.ServeDecide(s.nodeRun, engine.DecideRequest{Key: key, Limit: limit, Cost: cost, Extra: extra})
+	dec, cc, meta, err := d.opt.Origin.ServeDecide(s.nodeRun, engine.DecideRequest{Key: key, Limit: limit, Cost: cost,
+		Pending: pending, Inflight: inflight, InflightBatch: batch})
 	if err != nil {
 		w.Error(err.Error())
 		return
 	}
-	w.Array(11)
-	w.Int(int64(meta.Edges))
+	w.Array(12)
+	writeMeta(w, meta)
 	w.Int(boolInt(dec.Allowed))
 	w.Int(int64(dec.Limit))
 	w.Int(int64(dec.Remaining))

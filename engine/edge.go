@@ -232,6 +232,16 @@ func (l *originLink) usable(nowMs int64) bool {
 	return true
 }
 
+// inflightBatch returns the ID of the batch being delivered, or 0.
+func (l *originLink) inflightBatch() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.batch == nil {
+		return 0
+	}
+	return l.batch.ID
+}
+
 func (l *originLink) succeeded(nowMs int64, meta OriginMeta) {
 	l.edges.Store(int64(max(meta.Edges, 1)))
 	l.lastOKMs.Store(nowMs)
@@ -419,7 +429,7 @@ func (e *Edge) entry(l *originLink, key []byte, window, seq, now int64, force bo
 		}
 		l.succeeded(now, meta)
 		le.mu.Lock()
-		le.merge(counts[0], now+e.cfg.Freshness.Milliseconds(), now, 0)
+		e.mergeAnswer(l, le, counts[0], meta, now, 0)
 		le.mu.Unlock()
 		return le, nil
 	})
@@ -459,9 +469,15 @@ func (e *Edge) Limit(t Tuple, limit, cost uint64) (Decision, error) {
 	counts := le.counts(seq)
 	d := e.decideLocal(l, counts, limit, cost, t.WindowMs, elapsed, now)
 	if d.Allowed && cost > 0 && l.reachable.Load() && !e.safeLocally(l, le, counts, d, limit, cost, t.WindowMs, elapsed, now) {
-		extra := le.unacked(seq)
+		req := DecideRequest{Key: key, Limit: limit, Cost: cost}
+		if c := le.cell(seq); c != nil {
+			req.Pending, req.Inflight = c.pending, c.inflight
+			if c.inflight > 0 {
+				req.InflightBatch = l.inflightBatch()
+			}
+		}
 		le.mu.Unlock()
-		if hd, ok := e.handOff(l, le, key, limit, cost, extra); ok {
+		if hd, ok := e.handOff(l, le, req); ok {
 			return hd, nil
 		}
 		// The origin failed just now: decide from local memory, degraded.
@@ -604,11 +620,11 @@ func withinShare(c Counts, limit, spent, cost, edges uint64, windowMs, elapsed i
 
 // handOff asks the origin to decide and count atomically. ok is false when the origin
 // failed; the caller then decides locally.
-func (e *Edge) handOff(l *originLink, le *localEntry, key []byte, limit, cost, extra uint64) (Decision, bool) {
+func (e *Edge) handOff(l *originLink, le *localEntry, req DecideRequest) (Decision, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.OriginTimeout)
 	defer cancel()
 	start := time.Now()
-	d, cc, meta, err := l.client.Decide(ctx, DecideRequest{Key: key, Limit: limit, Cost: cost, Extra: extra})
+	d, cc, meta, err := l.client.Decide(ctx, req)
 	e.observe("decide", err, start)
 	now := e.clock.NowMs()
 	if err != nil {
@@ -624,15 +640,28 @@ func (e *Edge) handOff(l *originLink, le *localEntry, key []byte, limit, cost, e
 	le.mu.Lock()
 	var own uint64
 	if d.Allowed {
-		own = cost
+		own = req.Cost
 	}
-	le.merge(cc, now+e.cfg.Freshness.Milliseconds(), now, own)
+	e.mergeAnswer(l, le, cc, meta, now, own)
 	if !d.Allowed {
 		e.enterStrict(le, cc.Seq, le.window)
 	}
 	le.mu.Unlock()
 	e.count(d.Allowed)
 	return d, true
+}
+
+// mergeAnswer merges an origin's read or decide answer into le (le.mu held). When the
+// origin says it has applied the batch this edge has in flight, the counts include that
+// batch: its cost stops being added on top (it would count twice until the replay's own
+// answer arrives).
+func (e *Edge) mergeAnswer(l *originLink, le *localEntry, cc CellCounts, meta OriginMeta, now int64, own uint64) {
+	if id := l.inflightBatch(); id > 0 && meta.Applied >= id {
+		for i := range le.cells {
+			le.cells[i].inflight = 0
+		}
+	}
+	le.merge(cc, now+e.cfg.Freshness.Milliseconds(), now, own)
 }
 
 // Status reads a tuple, refreshing from the origin first. Source says whether the origin

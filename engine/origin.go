@@ -23,6 +23,9 @@ type OriginMeta struct {
 	// Edges is the number of edges the origin has heard from recently (at least 1). An
 	// edge spends at most 1/Edges of the remaining budget between two refreshes.
 	Edges int
+	// Applied is the last replay batch the origin applied for the asking edge run: the
+	// counts in the reply include every batch up to it.
+	Applied uint64
 }
 
 // ReadItem asks for a tuple's cells Seq and Seq-1. Key is made by AppendKey.
@@ -50,13 +53,16 @@ type ReplayBatch struct {
 }
 
 // DecideRequest hands one decision to the origin, which decides and counts atomically.
-// Extra is the edge's own accepted cost for the current cell that the origin may not have
-// yet (not replayed or not acknowledged): the origin counts it as used, but does not add it.
+// Pending is the edge's accepted cost for the current cell not yet sent; Inflight is its
+// cost in replay batch InflightBatch, sent but not acknowledged. The origin counts Pending,
+// and Inflight unless it already applied that batch, as used, without adding them.
 type DecideRequest struct {
-	Key   []byte
-	Limit uint64
-	Cost  uint64
-	Extra uint64
+	Key           []byte
+	Limit         uint64
+	Cost          uint64
+	Pending       uint64
+	Inflight      uint64
+	InflightBatch uint64
 }
 
 // Origin is what an edge needs from its region's origin. Every method may fail (the
@@ -166,8 +172,8 @@ func (e *Engine) heard(node string) OriginMeta {
 	now := e.clock.NowMs()
 	e.nodes.mu.Lock()
 	defer e.nodes.mu.Unlock()
-	e.nodes.touch(node, now)
-	return OriginMeta{Edges: e.nodes.active(now)}
+	m := e.nodes.touch(node, now)
+	return OriginMeta{Edges: e.nodes.active(now), Applied: m.lastBatch}
 }
 
 // nodeName strips the boot nonce ("node/nonce") so that a restarted edge counts once.
@@ -192,7 +198,7 @@ func (e *Engine) ServeReplay(b ReplayBatch) ([]CellCounts, OriginMeta) {
 	if fresh {
 		st.lastBatch = b.ID
 	}
-	meta := OriginMeta{Edges: e.nodes.active(now)}
+	meta := OriginMeta{Edges: e.nodes.active(now), Applied: st.lastBatch}
 	e.nodes.mu.Unlock()
 
 	if fresh {
@@ -241,7 +247,11 @@ func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts
 	if err != nil {
 		return Decision{}, CellCounts{}, meta, err
 	}
-	d, cc, err := e.decide(r.Key, t.WindowMs, r.Limit, r.Cost, r.Extra)
+	extra := r.Pending
+	if r.InflightBatch > meta.Applied {
+		extra = satAdd(extra, r.Inflight) // that batch has not arrived: its cost is on its way
+	}
+	d, cc, err := e.decide(r.Key, t.WindowMs, r.Limit, r.Cost, extra)
 	return d, cc, meta, err
 }
 

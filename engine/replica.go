@@ -130,7 +130,7 @@ func (e *Engine) Publishable(threshold float64, limit int) []Component {
 			w := windowOfKey(k)
 			for j := range ent.cells {
 				c := &ent.cells[j]
-				if c.seq == emptySeq || c.seq < now/w-1 || c.regional <= c.published {
+				if len(out) >= limit || c.seq == emptySeq || c.seq < now/w-1 || c.regional <= c.published {
 					continue
 				}
 				if c.imported == 0 && c.minLimit > 0 && float64(c.regional) < threshold*float64(c.minLimit) {
@@ -167,7 +167,9 @@ func (e *Engine) Components() []Component {
 					out = append(out, Component{Key: []byte(k), Seq: c.seq, Region: e.region, Count: c.regional})
 				}
 				for _, f := range c.foreign {
-					out = append(out, Component{Key: []byte(k), Seq: c.seq, Region: e.regions.name(f.region), Count: f.count})
+					if name := e.regions.name(f.region); name != "" { // "": restored without a region name
+						out = append(out, Component{Key: []byte(k), Seq: c.seq, Region: name, Count: f.count})
+					}
 				}
 			}
 		}

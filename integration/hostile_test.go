@@ -58,7 +58,7 @@ func TestHostileProtocolInput(t *testing.T) {
 		{"bulk length beyond int64", "*1\r\n$99999999999999999999\r\n"},
 		{"bulk length over the bulk limit", "*1\r\n$600000\r\n"},
 		{"array of a billion", "*999999999\r\n"},
-		{"array over the argument limit", "*2000\r\n"},
+		{"array over the argument limit", "*8193\r\n"}, // resp.DefaultLimits: 8192 arguments
 		{"array length -5", "*-5\r\n"},
 		{"bulk length -5", "*1\r\n$-5\r\n"},
 		{"null bulk as an argument", "*1\r\n$-1\r\n"},

@@ -339,6 +339,32 @@ func (p *proc) signal(sig syscall.Signal, wait time.Duration) int {
 	return cmd.ProcessState.ExitCode()
 }
 
+// Pause stops the process with SIGSTOP: it keeps its sockets but answers nothing, like a
+// hung or partitioned node. Resume (also run at the end of the test) continues it.
+func (p *proc) Pause() {
+	p.t.Helper()
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	if cmd == nil || !p.running() {
+		p.t.Fatal("Pause: the process is not running")
+	}
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		p.t.Fatalf("SIGSTOP: %v", err)
+	}
+	p.t.Cleanup(p.Resume) // before the process's own cleanup, which needs it running
+}
+
+// Resume continues a paused process (SIGCONT); it does nothing to one that has exited.
+func (p *proc) Resume() {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	if cmd != nil && p.running() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+	}
+}
+
 // Restart starts the stopped process again with the same arguments, ports and data dir.
 func (p *proc) Restart() {
 	p.t.Helper()

@@ -159,9 +159,9 @@ func (r *Replicator) publish() {
 			b := batch{comps: comps[:n], queuedMs: now}
 			comps = comps[n:]
 			for _, p := range r.peers {
+				p.oldestMs.CompareAndSwap(0, now) // before the send: the sender clears it after delivery
 				select {
 				case p.queue <- b:
-					p.oldestMs.CompareAndSwap(0, now)
 				default:
 					p.overflowed.Store(true) // the sender will sync everything instead
 				}
@@ -204,10 +204,10 @@ func (r *Replicator) session(ctx context.Context, p *peer) error {
 	// Anti-entropy: everything live, which supersedes anything queued so far.
 	p.overflowed.Store(false)
 	drain(p.queue)
-	p.oldestMs.Store(0)
 	if err := r.deliver(c, p, r.store.Components(), true); err != nil {
 		return err
 	}
+	p.oldestMs.Store(0)
 	if !p.up.Swap(true) {
 		r.log.Info("peer connected", "peer", p.Region, "addr", p.Addr)
 	}
@@ -231,10 +231,10 @@ func (r *Replicator) session(ctx context.Context, p *peer) error {
 		}
 		if p.overflowed.Swap(false) {
 			drain(p.queue)
-			p.oldestMs.Store(0)
 			if err := r.deliver(c, p, r.store.Components(), true); err != nil {
 				return err
 			}
+			p.oldestMs.Store(0)
 			continue
 		}
 		comps := b.comps
@@ -246,9 +246,11 @@ func (r *Replicator) session(ctx context.Context, p *peer) error {
 				more = false
 			}
 		}
-		p.oldestMs.Store(0)
 		if err := r.deliver(c, p, comps, false); err != nil {
 			return err
+		}
+		if len(p.queue) == 0 {
+			p.oldestMs.Store(0)
 		}
 	}
 }
@@ -358,28 +360,44 @@ func dial(ctx context.Context, addr, secret, run string, timeout time.Duration) 
 
 func (c *conn) close() { _ = c.nc.Close() }
 
-// publish writes comps as RL.INTERNAL.PUBLISH commands of at most MaxBatch rows, in one
-// write, and reads their replies.
+// maxBatchBytes bounds one RL.INTERNAL.PUBLISH, well under the receiver's 1 MiB buffer
+// for one request (keys may be 1 KiB each).
+const maxBatchBytes = 512 << 10
+
+// publishWindow is how many batches are written before their replies are read: enough to
+// keep a long link busy, few enough that each window finishes within the timeout.
+const publishWindow = 4
+
+// publish writes comps as RL.INTERNAL.PUBLISH commands of at most MaxBatch rows and
+// maxBatchBytes, pipelined publishWindow at a time, each window with its own deadline, and
+// reads their replies.
 func (c *conn) publish(comps []engine.Component, timeout time.Duration) error {
-	c.buf = c.buf[:0]
-	n := 0
 	for len(comps) > 0 {
-		part := comps[:min(len(comps), MaxBatch)]
-		comps = comps[len(part):]
-		c.buf = appendArray(c.buf, 1+4*len(part))
-		c.buf = appendBulk(c.buf, "RL.INTERNAL.PUBLISH")
-		for _, x := range part {
-			c.buf = appendBulk(c.buf, string(x.Key))
-			c.buf = appendBulk(c.buf, strconv.FormatInt(x.Seq, 10))
-			c.buf = appendBulk(c.buf, x.Region)
-			c.buf = appendBulk(c.buf, strconv.FormatUint(x.Count, 10))
+		c.buf = c.buf[:0]
+		n := 0
+		for n < publishWindow && len(comps) > 0 {
+			rows, size := 0, 0
+			for rows < len(comps) && rows < MaxBatch && size < maxBatchBytes {
+				size += len(comps[rows].Key) + len(comps[rows].Region) + 64
+				rows++
+			}
+			part := comps[:rows]
+			comps = comps[rows:]
+			c.buf = appendArray(c.buf, 1+4*len(part))
+			c.buf = appendBulk(c.buf, "RL.INTERNAL.PUBLISH")
+			for _, x := range part {
+				c.buf = appendBulk(c.buf, string(x.Key))
+				c.buf = appendBulk(c.buf, strconv.FormatInt(x.Seq, 10))
+				c.buf = appendBulk(c.buf, x.Region)
+				c.buf = appendBulk(c.buf, strconv.FormatUint(x.Count, 10))
+			}
+			n++
 		}
-		n++
+		if err := c.roundTrips(n, timeout); err != nil {
+			return err
+		}
 	}
-	if n == 0 {
-		return nil
-	}
-	return c.roundTrips(n, timeout)
+	return nil
 }
 
 // roundTrips writes c.buf and reads n replies, each +OK or an integer array.
@@ -392,6 +410,11 @@ func (c *conn) roundTrips(n int, timeout time.Duration) error {
 	}
 	var ints [1]int64
 	for range n {
+		// Each reply gets the whole timeout: a window of large batches on a slow link is
+		// slow, not dead.
+		if err := c.nc.SetReadDeadline(time.Now().Add(timeout)); err != nil {
+			return err
+		}
 		rep, err := c.rd.Read(ints[:0])
 		if err != nil {
 			return fmt.Errorf("read: %w", err)

@@ -40,7 +40,7 @@ const (
 	// maxKeyBytes bounds one key (one bulk string).
 	maxKeyBytes = 512 << 10
 	// maxReplyInts bounds the integers of one reply: edges and up to 8192 counts groups.
-	maxReplyInts = 1 + 5*8192
+	maxReplyInts = 2 + 5*8192
 )
 
 // authRetryAfter is how long calls fail at once with the origin's refusal of the cluster

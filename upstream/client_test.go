@@ -65,14 +65,14 @@ func TestEncoding(t *testing.T) {
 	if _, _, err := c.Replay(ctx, batch); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := c.Decide(ctx, engine.DecideRequest{Key: testKey, Limit: 10, Cost: 2, Extra: 5}); err != nil {
+	if _, _, _, err := c.Decide(ctx, engine.DecideRequest{Key: testKey, Limit: 10, Cost: 2, Pending: 5, Inflight: 1, InflightBatch: 9}); err != nil {
 		t.Fatal(err)
 	}
 	k := string(testKey)
 	want := [][]string{
 		{"RL.INTERNAL.READ", k, "29000001", "k2", "0"},
 		{"RL.INTERNAL.REPLAY", "18446744073709551615", k, "7", "3", "10", "k2", "8", "18446744073709551615", "0"},
-		{"RL.INTERNAL.DECIDE", k, "10", "2", "5"},
+		{"RL.INTERNAL.DECIDE", k, "10", "2", "5", "1", "9"},
 	}
 	_, _, cmds := f.stats()
 	if len(cmds) != len(want) {
@@ -110,7 +110,7 @@ func TestDecoding(t *testing.T) {
 		t.Fatalf("Replay = %+v %+v, want %+v edges 2", counts, meta, want)
 	}
 
-	d, cc, meta, err := c.Decide(ctx, engine.DecideRequest{Key: testKey, Limit: 10, Cost: 4, Extra: 8})
+	d, cc, meta, err := c.Decide(ctx, engine.DecideRequest{Key: testKey, Limit: 10, Cost: 4, Pending: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,9 +136,9 @@ func TestDecodingExactReplies(t *testing.T) {
 	f.setHandler(func(args []string) answer {
 		switch args[0] {
 		case "RL.INTERNAL.READ":
-			return answer{reply: "*6\r\n:0\r\n:5\r\n:4611686018427387904\r\n:1\r\n:9223372036854775807\r\n:0\r\n"}
+			return answer{reply: "*7\r\n:0\r\n:42\r\n:5\r\n:4611686018427387904\r\n:1\r\n:9223372036854775807\r\n:0\r\n"}
 		default:
-			return answer{reply: "*11\r\n:1\r\n:0\r\n:9\r\n:0\r\n:250\r\n:999\r\n:5\r\n:9\r\n:0\r\n:3\r\n:0\r\n"}
+			return answer{reply: "*12\r\n:1\r\n:0\r\n:0\r\n:9\r\n:0\r\n:250\r\n:999\r\n:5\r\n:9\r\n:0\r\n:3\r\n:0\r\n"}
 		}
 	})
 	c := newClient(t, f.addr(), Config{Secret: "s"})
@@ -147,7 +147,7 @@ func TestDecodingExactReplies(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := engine.CellCounts{Seq: 5, CurRegional: 1 << 62, CurImported: 1, PrevRegional: 1<<63 - 1}
-	if len(counts) != 1 || counts[0] != want || meta.Edges != 1 {
+	if len(counts) != 1 || counts[0] != want || meta.Edges != 1 || meta.Applied != 42 {
 		t.Fatalf("Read = %+v %+v, want %+v edges 1", counts, meta, want)
 	}
 	d, cc, _, err := c.Decide(context.Background(), engine.DecideRequest{Key: testKey, Limit: 9, Cost: 1})
@@ -290,7 +290,7 @@ func TestPipelining(t *testing.T) {
 				}
 				errs <- err
 			case 2:
-				_, cc, _, err := c.Decide(ctx, engine.DecideRequest{Key: testKey, Limit: 1000, Cost: 1, Extra: uint64(i)})
+				_, cc, _, err := c.Decide(ctx, engine.DecideRequest{Key: testKey, Limit: 1000, Cost: 1, Pending: uint64(i)})
 				if err == nil && cc.CurRegional != uint64(i) {
 					err = fmt.Errorf("decide %d: got %+v", i, cc)
 				}
@@ -525,12 +525,13 @@ func TestServerClosesConnection(t *testing.T) {
 func TestMismatchedReplyClosesConnection(t *testing.T) {
 	for _, tc := range []struct{ name, reply string }{
 		{"too few groups", "*6\r\n:1\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
-		{"wrong seq", "*11\r\n:1\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:3\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
-		{"negative count", "*11\r\n:1\r\n:1\r\n:-5\r\n:0\r\n:0\r\n:0\r\n:2\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
-		{"negative edges", "*11\r\n:-1\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:2\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
+		{"wrong seq", "*12\r\n:1\r\n:0\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:3\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
+		{"negative count", "*12\r\n:1\r\n:0\r\n:1\r\n:-5\r\n:0\r\n:0\r\n:0\r\n:2\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
+		{"negative edges", "*12\r\n:-1\r\n:0\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:2\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
+		{"negative batch id", "*12\r\n:1\r\n:-1\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:2\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
 		{"simple string", "+OK\r\n"},
 		{"bulk string", "$2\r\nhi\r\n"},
-		{"oversized", "*40962\r\n"},
+		{"oversized", "*40963\r\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake(t, "s")
@@ -558,7 +559,7 @@ func TestMismatchedReplyClosesConnection(t *testing.T) {
 func TestDecideReplyOutOfRange(t *testing.T) {
 	f := newFake(t, "s")
 	f.setHandler(func([]string) answer {
-		return answer{reply: "*11\r\n:1\r\n:2\r\n:1\r\n:0\r\n:0\r\n:0\r\n:2\r\n:0\r\n:0\r\n:0\r\n:0\r\n"} // allowed = 2
+		return answer{reply: "*12\r\n:1\r\n:0\r\n:2\r\n:1\r\n:0\r\n:0\r\n:0\r\n:2\r\n:0\r\n:0\r\n:0\r\n:0\r\n"} // allowed = 2
 	})
 	c := newClient(t, f.addr(), Config{Secret: "s"})
 	_, _, _, err := c.Decide(context.Background(), engine.DecideRequest{Key: testKey, Limit: 1, Cost: 1})
@@ -705,7 +706,7 @@ func TestRequestBounds(t *testing.T) {
 	if MaxRequestBytes > lim.MaxBuffer || maxKeyBytes > lim.MaxBulk {
 		t.Errorf("byte bounds beyond resp.DefaultLimits")
 	}
-	if 1+5*max(MaxReadItems, MaxReplayItems) > maxReplyInts {
+	if 2+5*max(MaxReadItems, MaxReplayItems) > maxReplyInts {
 		t.Errorf("replies to the largest requests exceed maxReplyInts")
 	}
 

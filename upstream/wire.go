@@ -51,12 +51,14 @@ func appendReplay(b []byte, id uint64, items []engine.ReplayItem) []byte {
 }
 
 func appendDecide(b []byte, r engine.DecideRequest) []byte {
-	b = appendArray(b, 5)
+	b = appendArray(b, 7)
 	b = appendBulkString(b, "RL.INTERNAL.DECIDE")
 	b = appendBulk(b, r.Key)
 	b = appendBulkUint(b, r.Limit)
 	b = appendBulkUint(b, r.Cost)
-	return appendBulkUint(b, r.Extra)
+	b = appendBulkUint(b, r.Pending)
+	b = appendBulkUint(b, r.Inflight)
+	return appendBulkUint(b, r.InflightBatch)
 }
 
 func appendArray(b []byte, n int) []byte {
@@ -105,15 +107,15 @@ func (cl *call) decode(rep resp.Reply) error {
 	v := rep.Ints
 	switch cl.op {
 	case opRead, opReplay:
-		if len(v) != 1+5*len(cl.counts) {
+		if len(v) != 2+5*len(cl.counts) {
 			return errProto("reply of %d integers to a request of %d items", len(v), len(cl.counts))
 		}
-		edges, err := decodeEdges(v[0])
+		meta, err := decodeMeta(v[0], v[1])
 		if err != nil {
 			return err
 		}
 		for i := range cl.counts {
-			g := v[1+5*i : 6+5*i]
+			g := v[2+5*i : 7+5*i]
 			if g[0] != cl.counts[i].Seq {
 				return errProto("reply for seq %d to a request for seq %d", g[0], cl.counts[i].Seq)
 			}
@@ -121,15 +123,16 @@ func (cl *call) decode(rep resp.Reply) error {
 				return err
 			}
 		}
-		cl.meta = engine.OriginMeta{Edges: edges}
+		cl.meta = meta
 	case opDecide:
-		if len(v) != 11 {
+		if len(v) != 12 {
 			return errProto("decide reply of %d integers", len(v))
 		}
-		edges, err := decodeEdges(v[0])
+		meta, err := decodeMeta(v[0], v[1])
 		if err != nil {
 			return err
 		}
+		v = v[1:]
 		allowed, limit, remaining, retry, reset := v[1], v[2], v[3], v[4], v[5]
 		if allowed < 0 || allowed > 1 || limit < 0 || remaining < 0 || retry < -1 || reset < 0 {
 			return errProto("decide reply out of range")
@@ -139,17 +142,18 @@ func (cl *call) decode(rep resp.Reply) error {
 		}
 		cl.dec = engine.Decision{Allowed: allowed == 1, Limit: uint64(limit), Remaining: uint64(remaining),
 			RetryAfterMs: retry, ResetAfterMs: reset}
-		cl.meta = engine.OriginMeta{Edges: edges}
+		cl.meta = meta
 	}
 	return nil
 }
 
-// decodeEdges reads the edges field: at least 1 by the protocol; 0 is read as 1.
-func decodeEdges(v int64) (int, error) {
-	if v < 0 {
-		return 0, errProto("negative edge count")
+// decodeMeta reads a reply's header: edges (at least 1 by the protocol; 0 is read as 1)
+// and the last replay batch the origin applied for this edge run.
+func decodeMeta(edges, applied int64) (engine.OriginMeta, error) {
+	if edges < 0 || applied < 0 {
+		return engine.OriginMeta{}, errProto("negative edge count or batch id")
 	}
-	return int(max(v, 1)), nil
+	return engine.OriginMeta{Edges: int(max(edges, 1)), Applied: uint64(applied)}, nil
 }
 
 // decodeCounts reads a counts group: seq, cur_regional, cur_imported, prev_regional,

@@ -1,0 +1,630 @@
+package replication_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratchet/ratchet/commands"
+	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/replication"
+	"github.com/ratchet/ratchet/server"
+)
+
+// These tests run real region origins in-process: an Engine, a RESP server with the
+// command dispatcher (RL.INTERNAL.PUBLISH on its listener) and a Replicator pushing to the
+// other regions' listeners over TCP.
+
+// t0 is a realistic instant; every test cell is a 60 s window that the shared manual
+// clock never leaves, so no cell rolls over while replication runs.
+const t0 int64 = 1_704_067_200_000 + 1000
+
+const (
+	interval = 50 * time.Millisecond
+	waitFor  = 5 * time.Second
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func tup(key string) engine.Tuple {
+	return engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte(key), WindowMs: 60_000}
+}
+
+// region is one region's origin: engine, listener and (once started) replicator.
+type region struct {
+	t       *testing.T
+	name    string
+	clock   *engine.ManualClock
+	eng     *engine.Engine
+	srv     *server.Server
+	addr    string
+	secret  string
+	served  chan error
+	stopSrv sync.Once
+
+	repl    atomic.Pointer[replication.Replicator]
+	cancel  context.CancelFunc
+	ran     chan struct{}
+	stopRpl sync.Once
+}
+
+// newRegion starts a region's origin listening on addr ("" picks a port) with an empty
+// engine; its cluster secret is secret.
+func newRegion(t *testing.T, name, addr, secret string, clock *engine.ManualClock) *region {
+	t.Helper()
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	r := &region{t: t, name: name, clock: clock, secret: secret, served: make(chan error, 1)}
+	r.eng = engine.New(clock, engine.Config{Region: name, Logger: quiet})
+	r.srv = server.New(server.Config{Addr: addr, MaxClients: 100, Logger: quiet})
+	var err error
+	for range 50 { // the port of a region just shut down may take a moment to be free
+		if err = r.srv.Listen(); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.addr = r.srv.Addr().String()
+	disp := commands.New(commands.Options{
+		Limiter: r.eng, Origin: r.eng, ClusterSecret: secret, Host: r.srv, Role: "origin", Region: name, Version: "test",
+		OnImport: func(from string, rows, _ int) {
+			if rp := r.repl.Load(); rp != nil {
+				rp.Received(from, rows)
+			}
+		},
+	})
+	go func() { r.served <- r.srv.Serve(disp) }()
+	t.Cleanup(r.stop)
+	return r
+}
+
+// replicate starts the region's Replicator towards peers.
+func (r *region) replicate(peers ...*region) {
+	r.t.Helper()
+	var ps []replication.Peer
+	for _, p := range peers {
+		ps = append(ps, replication.Peer{Region: p.name, Addr: p.addr})
+	}
+	r.replicateTo(r.secret, ps...)
+}
+
+func (r *region) replicateTo(secret string, peers ...replication.Peer) {
+	r.t.Helper()
+	rp, err := replication.New(replication.Config{Peers: peers, Secret: secret, Interval: interval,
+		Timeout: time.Second, Logger: quiet}, r.eng)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.repl.Store(rp)
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel, r.ran = cancel, make(chan struct{})
+	go func() { defer close(r.ran); rp.Run(ctx) }()
+}
+
+// stopReplication cancels Run and waits for it to return, bounded.
+func (r *region) stopReplication() {
+	r.stopRpl.Do(func() {
+		if r.cancel == nil {
+			return
+		}
+		r.cancel()
+		select {
+		case <-r.ran:
+		case <-time.After(waitFor):
+			r.t.Errorf("%s: Run did not return %v after its context ended", r.name, waitFor)
+		}
+	})
+}
+
+// stopServer shuts the listener and every connection down.
+func (r *region) stopServer() {
+	r.stopSrv.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		defer cancel()
+		if err := r.srv.Shutdown(ctx); err != nil {
+			r.t.Errorf("%s: shutdown: %v", r.name, err)
+		}
+		if err := <-r.served; err != nil {
+			r.t.Errorf("%s: serve: %v", r.name, err)
+		}
+	})
+}
+
+func (r *region) stop() {
+	r.stopReplication()
+	r.stopServer()
+}
+
+func (r *region) count(key string, limit, cost uint64) {
+	r.t.Helper()
+	d, err := r.eng.Limit(tup(key), limit, cost)
+	if err != nil || !d.Allowed {
+		r.t.Fatalf("%s: Limit(%s, %d, %d) = %+v, %v", r.name, key, limit, cost, d, err)
+	}
+}
+
+func (r *region) status(key string) engine.Status { return r.eng.Status(tup(key)) }
+
+func (r *region) stats(peer string) replication.PeerStats {
+	r.t.Helper()
+	for _, s := range r.repl.Load().Stats() {
+		if s.Region == peer {
+			return s
+		}
+	}
+	r.t.Fatalf("%s: no stats for peer %s", r.name, peer)
+	return replication.PeerStats{}
+}
+
+// eventually polls cond until it holds or waitFor passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", waitFor, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestPublishBothWays: a cell past the threshold in A shows up as imported in B, and B's
+// count goes back to A; each side's regional stays its own, and the stats tell the story.
+func TestPublishBothWays(t *testing.T) {
+	clock := engine.NewManualClock(t0)
+	a := newRegion(t, "a", "", "s", clock)
+	b := newRegion(t, "b", "", "s", clock)
+	a.replicate(b)
+	b.replicate(a)
+	eventually(t, "both peers up", func() bool { return a.stats("b").Up && b.stats("a").Up })
+
+	a.count("k", 100, 30) // 30 >= 0.2*100: due
+	eventually(t, "A's 30 imported in B", func() bool { return b.status("k").CurrentImported == 30 })
+	b.count("k", 100, 25)
+	eventually(t, "B's 25 imported in A", func() bool { return a.status("k").CurrentImported == 25 })
+	if st := b.status("k"); st.CurrentRegional != 25 || st.CurrentImported != 30 {
+		t.Fatalf("B reads regional %d imported %d, want 25 30", st.CurrentRegional, st.CurrentImported)
+	}
+	if st := a.status("k"); st.CurrentRegional != 30 || st.Used() != 55 {
+		t.Fatalf("A reads regional %d used %d, want 30 55", st.CurrentRegional, st.Used())
+	}
+	// Every growth of a cell with a foreign count is published, however small.
+	a.count("k", 100, 1)
+	eventually(t, "A's growth to 31 imported in B", func() bool { return b.status("k").CurrentImported == 31 })
+
+	// A cell below threshold stays home while the connection lasts.
+	a.count("quiet", 100, 5)
+	time.Sleep(6 * interval)
+	if st := b.status("quiet"); st.CurrentImported != 0 {
+		t.Fatalf("a cell at 5%% of its limit was published: B imported %d", st.CurrentImported)
+	}
+
+	for _, c := range []struct {
+		r    *region
+		peer string
+	}{{a, "b"}, {b, "a"}} {
+		s := c.r.stats(c.peer)
+		if !s.Up || s.Failures != 0 || s.Syncs < 1 || s.Published < 1 || s.Imported < 1 || s.ImportedMs == 0 {
+			t.Fatalf("%s's stats of %s: %+v", c.r.name, c.peer, s)
+		}
+		if age := time.Now().UnixMilli() - s.LastOKMs; age < 0 || age > 2000 {
+			t.Fatalf("%s's last exchange with %s was %d ms ago (heartbeats every %v)", c.r.name, c.peer, age, interval)
+		}
+		if s.Addr == "" || s.Region != c.peer {
+			t.Fatalf("stats name %q at %q", s.Region, s.Addr)
+		}
+	}
+	if got := a.stats("b").Published; got < 2 {
+		t.Fatalf("A published %d components to B, want at least 30 and 31", got)
+	}
+}
+
+// TestRestartedPeerGetsItsRowBack: B's origin dies and comes back empty on the same
+// address. A notices (heartbeat), reconnects and pushes everything it holds: B gets its
+// own published count back as regional, and A's as imported, with no new traffic.
+func TestRestartedPeerGetsItsRowBack(t *testing.T) {
+	clock := engine.NewManualClock(t0)
+	a := newRegion(t, "a", "", "s", clock)
+	b := newRegion(t, "b", "", "s", clock)
+	a.replicate(b)
+	b.replicate(a)
+	b.count("k", 100, 40)
+	a.count("k", 100, 20)
+	eventually(t, "B's 40 in A", func() bool { return a.status("k").CurrentImported == 40 })
+	eventually(t, "A's 20 in B", func() bool { return b.status("k").CurrentImported == 20 })
+	eventually(t, "A synced B once", func() bool { return a.stats("b").Syncs >= 1 })
+	syncs := a.stats("b").Syncs
+
+	b.stop()
+	b2 := newRegion(t, "b", b.addr, "s", clock)
+	if st := b2.status("k"); st.CurrentRegional != 0 || st.CurrentImported != 0 {
+		t.Fatalf("the new B is not empty: %+v", st)
+	}
+	b2.replicate(a)
+	eventually(t, "B's own 40 back from A", func() bool { return b2.status("k").CurrentRegional == 40 })
+	eventually(t, "A's 20 back in B", func() bool { return b2.status("k").CurrentImported == 20 })
+	if got := a.stats("b").Syncs; got <= syncs {
+		t.Fatalf("A's syncs with B: %d, was %d before the restart", got, syncs)
+	}
+	// B's restored row is not B's growth: A still reads 40, and after B counts more, the
+	// growth goes out (a foreign count exists) on top of the restored count.
+	b2.count("k", 100, 2)
+	eventually(t, "B's 42 in A", func() bool { return a.status("k").CurrentImported == 42 })
+	if st := a.status("k"); st.CurrentRegional != 20 {
+		t.Fatalf("A's regional %d, want 20", st.CurrentRegional)
+	}
+	eventually(t, "A up with B again", func() bool { return a.stats("b").Up })
+}
+
+// TestDownPeerCatchesUp: B is down while A counts; A's publication waits (lag grows), and
+// when B comes up it gets everything by anti-entropy.
+func TestDownPeerCatchesUp(t *testing.T) {
+	clock := engine.NewManualClock(t0)
+	// Reserve an address for B, then free it.
+	b0 := newRegion(t, "b", "", "s", clock)
+	addr := b0.addr
+	b0.stop()
+
+	a := newRegion(t, "a", "", "s", clock)
+	a.replicateTo("s", replication.Peer{Region: "b", Addr: addr})
+	eventually(t, "A fails to reach B", func() bool { return a.stats("b").Failures >= 1 })
+	a.count("k", 100, 30)
+	a.count("k2", 1000, 300)
+	eventually(t, "a publication waits for B", func() bool { return a.stats("b").LagMs > 0 })
+	time.Sleep(3 * interval)
+	if s := a.stats("b"); s.Up || s.LagMs < int64(interval/time.Millisecond) {
+		t.Fatalf("B down: stats %+v, want not up and a lag of at least %v", s, interval)
+	}
+
+	b := newRegion(t, "b", addr, "s", clock)
+	b.replicate(a)
+	eventually(t, "B catches up", func() bool {
+		return b.status("k").CurrentImported == 30 && b.status("k2").CurrentImported == 300
+	})
+	eventually(t, "A sees B up with no lag", func() bool { s := a.stats("b"); return s.Up && s.LagMs == 0 })
+	a.count("k", 100, 1)
+	eventually(t, "new growth reaches B", func() bool { return b.status("k").CurrentImported == 31 })
+}
+
+// TestWrongSecret: a peer with another cluster secret gets nothing and gives nothing; the
+// failures show in the stats.
+func TestWrongSecret(t *testing.T) {
+	clock := engine.NewManualClock(t0)
+	a := newRegion(t, "a", "", "s", clock)
+	b := newRegion(t, "b", "", "other", clock)
+	a.replicate(b) // with "s", refused by B
+	b.replicate(a) // with "other", refused by A
+	a.count("k", 100, 50)
+	b.count("k", 100, 50)
+	eventually(t, "failures on both sides", func() bool {
+		return a.stats("b").Failures >= 2 && b.stats("a").Failures >= 2
+	})
+	time.Sleep(4 * interval)
+	for _, r := range []*region{a, b} {
+		if st := r.status("k"); st.CurrentImported != 0 || st.CurrentRegional != 50 {
+			t.Fatalf("%s: regional %d imported %d, want 50 0", r.name, st.CurrentRegional, st.CurrentImported)
+		}
+		for _, s := range r.repl.Load().Stats() {
+			if s.Up || s.Syncs != 0 || s.Published != 0 || s.Imported != 0 || s.LastOKMs != 0 {
+				t.Fatalf("%s: stats with a wrong secret: %+v", r.name, s)
+			}
+		}
+	}
+}
+
+// TestFlushOnStop: Run's context ending publishes what is due and delivers it before Run
+// returns (SIGTERM flushes publications), even with a long publish interval.
+func TestFlushOnStop(t *testing.T) {
+	clock := engine.NewManualClock(t0)
+	a := newRegion(t, "a", "", "s", clock)
+	b := newRegion(t, "b", "", "s", clock)
+	rp, err := replication.New(replication.Config{Peers: []replication.Peer{{Region: "b", Addr: b.addr}},
+		Secret: "s", Interval: time.Hour, Timeout: time.Second, Logger: quiet}, a.eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); rp.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	eventually(t, "A up", func() bool { return rp.Stats()[0].Up })
+	a.count("k", 100, 30)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(waitFor):
+		t.Fatal("Run did not return")
+	}
+	if st := b.status("k"); st.CurrentImported != 30 {
+		t.Fatalf("after Run returned, B imported %d, want 30", st.CurrentImported)
+	}
+	if s := rp.Stats()[0]; s.Up || s.Published != 1 {
+		t.Fatalf("stats after stop: %+v", s)
+	}
+}
+
+// TestNoGoroutineLeak: after Run's context ends (with one peer up and one down) and the
+// servers shut down, the goroutine count returns to where it was.
+func TestNoGoroutineLeak(t *testing.T) {
+	base := runtime.NumGoroutine()
+	func() {
+		clock := engine.NewManualClock(t0)
+		a := newRegion(t, "a", "", "s", clock)
+		b := newRegion(t, "b", "", "s", clock)
+		c := newRegion(t, "c", "", "s", clock)
+		downAddr := c.addr
+		c.stop()
+		a.replicateTo("s", replication.Peer{Region: "b", Addr: b.addr}, replication.Peer{Region: "c", Addr: downAddr})
+		b.replicate(a)
+		a.count("k", 100, 30)
+		eventually(t, "A's 30 in B", func() bool { return b.status("k").CurrentImported == 30 })
+		eventually(t, "A failing on C", func() bool { return a.stats("c").Failures >= 2 })
+		start := time.Now()
+		a.stopReplication()
+		b.stopReplication()
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("stopping took %v", d)
+		}
+		a.stopServer()
+		b.stopServer()
+	}()
+	deadline := time.Now().Add(waitFor)
+	for runtime.NumGoroutine() > base {
+		if time.Now().After(deadline) {
+			var sb strings.Builder
+			_ = pprof.Lookup("goroutine").WriteTo(&sb, 1)
+			t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), base, sb.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestLagBackToZero: once a publication is delivered and nothing else is due, LagMs is 0.
+// Publish one growth at a time, many times, and check after each delivery.
+//
+// The publisher queues a batch (p.queue <- b) and only then marks the queue's oldest time
+// (oldestMs.CompareAndSwap(0, now)); when the sender takes the batch and clears oldestMs in
+// between, the mark is set after the fact with nothing queued, and LagMs then grows without
+// bound until some later publication is delivered. It is a scheduling race: this test
+// gives it many chances.
+func TestLagBackToZero(t *testing.T) {
+	clock := engine.NewManualClock(t0)
+	a := newRegion(t, "a", "", "s", clock)
+	b := newRegion(t, "b", "", "s", clock)
+	rp, err := replication.New(replication.Config{Peers: []replication.Peer{{Region: "b", Addr: b.addr}},
+		Secret: "s", Interval: 2 * time.Millisecond, Timeout: time.Second, Logger: quiet}, a.eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.repl.Store(rp)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); rp.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	b.eng.MergeComponents([]engine.Component{{Key: engine.AppendKey(nil, tup("k")), Seq: t0 / 60_000, Region: "x", Count: 1}})
+	a.eng.MergeComponents([]engine.Component{{Key: engine.AppendKey(nil, tup("k")), Seq: t0 / 60_000, Region: "x", Count: 1}})
+	budget := time.Second
+	if testing.Short() {
+		budget = 300 * time.Millisecond
+	}
+	end := time.Now().Add(budget)
+	var n uint64
+	for ; time.Now().Before(end); n++ {
+		a.count("k", 1<<40, 1) // a foreign count exists: every growth is due
+		want := n + 1
+		deadline := time.Now().Add(waitFor)
+		for b.status("k").CurrentImported != want+1 {
+			if time.Now().After(deadline) {
+				t.Fatalf("growth %d did not reach B", want)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		deadline = time.Now().Add(200 * time.Millisecond)
+		for rp.Stats()[0].LagMs != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("publication %d delivered and nothing queued, yet LagMs is %d and growing: %+v",
+					want, rp.Stats()[0].LagMs, rp.Stats()[0])
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	t.Logf("%d publications, lag back to 0 after each", n)
+}
+
+// TestLargeAntiEntropyCompletes: anti-entropy sends every live component, in one pipelined
+// write read back under one Timeout. Its duration grows with the store, Timeout does not:
+// once the exchange takes longer than Timeout (here 20 batches at 20 ms each against a
+// 200 ms Timeout; in production ~1M live cells, ~80 MB, over a WAN link against the 2 s
+// default), it fails, and since every reconnection starts with the same anti-entropy, the
+// peer never comes up and receives nothing at all, publications included.
+func TestLargeAntiEntropyCompletes(t *testing.T) {
+	clock := engine.NewManualClock(t0)
+	eng := engine.New(clock, engine.Config{Region: "a", Logger: quiet})
+	const n = 20 * replication.MaxBatch
+	for i := range n {
+		if _, err := eng.Limit(tup(fmt.Sprint("k", i)), 1000, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addr := fakePeer(t, 20*time.Millisecond)
+	rp, err := replication.New(replication.Config{Peers: []replication.Peer{{Region: "b", Addr: addr}},
+		Secret: "s", Interval: interval, Timeout: 200 * time.Millisecond, Logger: quiet}, eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); rp.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(3 * time.Second)
+	for s := rp.Stats()[0]; !s.Up || s.Syncs < 1; s = rp.Stats()[0] {
+		if time.Now().After(deadline) {
+			t.Fatalf("anti-entropy of %d components (%d batches of 20 ms, Timeout 200 ms) never completed: %+v",
+				n, n/replication.MaxBatch, s)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestLongKeysReachPeer: many live cells with long keys (the spec allows keys of 1024
+// bytes) must still reach the peer. A batch of MaxBatch rows is sized by count, not bytes:
+// 2047 rows of ~1 KiB keys make one RL.INTERNAL.PUBLISH of ~2 MiB, beyond the receiver's
+// 1 MiB request buffer, so the receiver drops the connection, and every reconnection's
+// anti-entropy sends the same oversized batch again.
+func TestLongKeysReachPeer(t *testing.T) {
+	clock := engine.NewManualClock(t0)
+	a := newRegion(t, "a", "", "s", clock)
+	b := newRegion(t, "b", "", "s", clock)
+	const n = 2100
+	pad := strings.Repeat("x", 1000)
+	for i := range n {
+		a.count(fmt.Sprintf("%s%05d", pad, i), 5, 1) // 1 >= 0.2*5: due at once
+	}
+	a.replicate(b)
+	b.replicate(a)
+	deadline := time.Now().Add(waitFor)
+	for {
+		missing := 0
+		for i := range n {
+			if b.status(fmt.Sprintf("%s%05d", pad, i)).CurrentImported != 1 {
+				missing++
+			}
+		}
+		if missing == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("B is missing %d of %d cells of A after %v; A's stats of B: %+v", missing, n, waitFor, a.stats("b"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestLagWhilePublicationUndelivered: a peer that accepts the connection and heartbeats
+// but fails every publication (here: it drops the connection on RL.INTERNAL.PUBLISH) never
+// gets A's publication. LagMs, "the age of the oldest publication not yet delivered",
+// must grow; the sender resets it when it takes a batch off the queue, before the
+// delivery, so a failed delivery leaves it at 0.
+func TestLagWhilePublicationUndelivered(t *testing.T) {
+	clock := engine.NewManualClock(t0)
+	a := newRegion(t, "a", "", "s", clock)
+	addr := fakePeer(t, -1)
+	a.replicateTo("s", replication.Peer{Region: "b", Addr: addr})
+	eventually(t, "A up (nothing to sync yet)", func() bool { return a.stats("b").Up })
+	a.count("k", 100, 30)
+	eventually(t, "the publication fails", func() bool { return a.stats("b").Failures >= 1 })
+	time.Sleep(10 * interval)
+	if s := a.stats("b"); s.LagMs < int64(5*interval/time.Millisecond) {
+		t.Fatalf("publication undelivered for %v, stats %+v: LagMs %d", 10*interval, s, s.LagMs)
+	}
+}
+
+// fakePeer listens for a peer that answers HELLO and PING with +OK/+PONG. With
+// publishDelay < 0 it closes the connection on RL.INTERNAL.PUBLISH; otherwise it answers
+// each PUBLISH with [0] after publishDelay (a slow link or a busy receiver). It closes the
+// connection on anything else.
+func fakePeer(t *testing.T, publishDelay time.Duration) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					args, err := readCommand(br)
+					if err != nil {
+						return
+					}
+					switch strings.ToUpper(args[0]) {
+					case "RL.INTERNAL.HELLO":
+						_, err = io.WriteString(c, "+OK\r\n")
+					case "PING":
+						_, err = io.WriteString(c, "+PONG\r\n")
+					case "RL.INTERNAL.PUBLISH":
+						if publishDelay < 0 {
+							return
+						}
+						time.Sleep(publishDelay)
+						_, err = io.WriteString(c, "*1\r\n:0\r\n")
+					default:
+						return
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// readCommand reads one RESP array of bulk strings.
+func readCommand(br *bufio.Reader) ([]string, error) {
+	line, err := br.ReadString('\n')
+	if err != nil {
+		return nil, err
+	}
+	var n int
+	if _, err := fmt.Sscanf(line, "*%d\r\n", &n); err != nil || n < 1 {
+		return nil, fmt.Errorf("bad header %q", line)
+	}
+	args := make([]string, n)
+	for i := range args {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return nil, err
+		}
+		var l int
+		if _, err := fmt.Sscanf(line, "$%d\r\n", &l); err != nil {
+			return nil, fmt.Errorf("bad bulk %q", line)
+		}
+		b := make([]byte, l+2)
+		if _, err := io.ReadFull(br, b); err != nil {
+			return nil, err
+		}
+		args[i] = string(b[:l])
+	}
+	return args, nil
+}
