@@ -75,14 +75,17 @@ func position(nowMs, w int64) (seq, elapsed int64) {
 // request was allowed but needs a new cell that does not fit; nothing was counted.
 func (e *Engine) Limit(t Tuple, limit, cost uint64) (Decision, error) {
 	var buf [256]byte
-	d, _, err := e.decide(AppendKey(buf[:0], t), t.WindowMs, limit, cost, 0)
+	d, _, err := e.decideFor("", AppendKey(buf[:0], t), t.WindowMs, limit, cost, 0, 1)
 	return d, err
 }
 
-// decide is Limit on an encoded key, with extra cost counted as used but not added (an
-// edge's cost that is on its way here). It returns the cells after the decision.
-func (e *Engine) decide(key []byte, windowMs int64, limit, cost, extra uint64) (Decision, CellCounts, error) {
-	seq, elapsed := position(e.clock.NowMs(), windowMs)
+// decideFor is Limit on an encoded key for edge run (empty: a client of this origin), with
+// extra cost counted as used but not added (an edge's cost on its way here), and the other
+// runs' grants counted as used too. It returns the cells after the decision, with a new
+// grant for run.
+func (e *Engine) decideFor(run string, key []byte, windowMs int64, limit, cost, extra uint64, edges int) (Decision, CellCounts, error) {
+	now := e.clock.NowMs()
+	seq, elapsed := position(now, windowMs)
 
 	sh := e.store.shardOf(key)
 	sh.mu.Lock()
@@ -90,6 +93,7 @@ func (e *Engine) decide(key []byte, windowMs int64, limit, cost, extra uint64) (
 	var cur, prev cell
 	if ent != nil {
 		cur, prev = ent.counts(seq)
+		extra = satAdd(extra, ent.reserved(run, seq, now))
 	}
 	d := Decide(Counts{Current: satAdd(cur.total(), extra), Previous: prev.total()}, limit, cost, windowMs, elapsed)
 	if d.Allowed && cost > 0 {
@@ -112,7 +116,7 @@ func (e *Engine) decide(key []byte, windowMs int64, limit, cost, extra uint64) (
 	cc := CellCounts{Seq: seq, CurRegional: cur.regional, CurImported: cur.imported,
 		PrevRegional: prev.regional, PrevImported: prev.imported}
 	if ent != nil {
-		cc = ent.cellCounts(seq)
+		cc = e.answer(ent, run, seq, windowMs, limit, edges, now, 0)
 	}
 	sh.mu.Unlock()
 
