@@ -995,3 +995,41 @@ func TestGCounterPublishableLimit(t *testing.T) {
 		t.Fatalf("%d components published in 3 calls, want 2", got)
 	}
 }
+
+// TestMergeComponentsRespectsMaxMemory: a full store refuses other regions' rows for
+// tuples it does not hold (they would be new cells), keeps merging rows of tuples it holds,
+// and still restores its own row (a lower bound after data loss).
+func TestMergeComponentsRespectsMaxMemory(t *testing.T) {
+	clock := engine.NewManualClock(1_700_000_000_000)
+	e := engine.New(clock, engine.Config{Region: "a", MaxMemoryBytes: 200})
+	held := engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte("held"), WindowMs: 60_000}
+	if _, err := e.Limit(held, 100, 1); err != nil {
+		t.Fatal(err)
+	}
+	seq := clock.NowMs() / 60_000
+	key := func(k string) []byte {
+		return engine.AppendKey(nil, engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte(k), WindowMs: 60_000})
+	}
+	changed := e.MergeComponents([]engine.Component{
+		{Key: key("held"), Seq: seq, Region: "b", Count: 5},
+		{Key: key("new-foreign"), Seq: seq, Region: "b", Count: 7},
+		{Key: key("new-own"), Seq: seq, Region: "a", Count: 9},
+	})
+	if changed != 2 {
+		t.Fatalf("changed %d rows, want 2 (the held tuple's foreign row and our own row)", changed)
+	}
+	if st := e.Status(held); st.CurrentImported != 5 || st.CurrentRegional != 1 {
+		t.Fatalf("held tuple: %+v", st)
+	}
+	own := engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte("new-own"), WindowMs: 60_000}
+	if st := e.Status(own); st.CurrentRegional != 9 {
+		t.Fatalf("own row not restored: %+v", st)
+	}
+	foreign := engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte("new-foreign"), WindowMs: 60_000}
+	if st := e.Status(foreign); st.CurrentImported != 0 {
+		t.Fatalf("foreign row stored past --max-memory: %+v", st)
+	}
+	if e.Stats().RefusedFull != 1 {
+		t.Fatalf("RefusedFull = %d, want 1", e.Stats().RefusedFull)
+	}
+}

@@ -69,8 +69,9 @@ func (e *Engine) Region() string { return e.region }
 // MergeComponents merges components received from another region, with max: a foreign
 // component raises that region's share of the cell; this region's own component (a peer's
 // copy of what we published) may only raise the regional count, a lower bound after data
-// loss. Components of cells that can no longer matter are ignored. It returns how many
-// components changed a count.
+// loss. Components of cells that can no longer matter are ignored, and so are foreign
+// components of tuples not held here while the store is at --max-memory. It returns how
+// many components changed a count.
 func (e *Engine) MergeComponents(comps []Component) (changed int) {
 	now := e.clock.NowMs()
 	for _, c := range comps {
@@ -90,7 +91,15 @@ func (e *Engine) MergeComponents(comps []Component) (changed int) {
 		sh.mu.Lock()
 		ent := sh.m[string(c.Key)]
 		if ent == nil {
-			ent, _ = e.store.insert(sh, c.Key, true)
+			// Our own row (a copy of what we published, after data loss) is restored even past
+			// --max-memory; another region's row for a tuple we do not hold is refused when
+			// the store is full, like any new cell.
+			var err error
+			if ent, err = e.store.insert(sh, c.Key, own); err != nil {
+				sh.mu.Unlock()
+				e.refusedFull()
+				continue
+			}
 		}
 		cl, grew := ent.slot(c.Seq, now/w)
 		if cl == nil {
