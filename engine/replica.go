@@ -130,30 +130,16 @@ func (e *Engine) MergeComponents(comps []Component) (changed int) {
 // or have a foreign count already (then every growth is published). A cell used without any
 // known limit is published at every growth.
 func (e *Engine) Publishable(threshold float64, limit int) []Component {
-	now := e.clock.NowMs()
 	var out []Component
-	for i := range e.store.shards {
-		sh := &e.store.shards[i]
-		sh.mu.Lock()
-		for k, ent := range sh.m {
-			w := windowOfKey(k)
-			for j := range ent.cells {
-				c := &ent.cells[j]
-				if len(out) >= limit || c.seq == emptySeq || c.seq < now/w-1 || c.regional <= c.published {
-					continue
-				}
-				if c.imported == 0 && c.minLimit > 0 && float64(c.regional) < threshold*float64(c.minLimit) {
-					continue
-				}
-				out = append(out, Component{Key: []byte(k), Seq: c.seq, Region: e.region, Count: c.regional})
-				c.published = c.regional
-			}
+	e.store.eachLive(e.clock.NowMs(), func(k string, c *cell) bool {
+		if c.regional <= c.published ||
+			(c.imported == 0 && c.minLimit > 0 && float64(c.regional) < threshold*float64(c.minLimit)) {
+			return true
 		}
-		sh.mu.Unlock()
-		if len(out) >= limit {
-			break
-		}
-	}
+		out = append(out, Component{Key: []byte(k), Seq: c.seq, Region: e.region, Count: c.regional})
+		c.published = c.regional
+		return len(out) < limit
+	})
 	e.published.Add(uint64(len(out)))
 	return out
 }
@@ -161,28 +147,17 @@ func (e *Engine) Publishable(threshold float64, limit int) []Component {
 // Components returns every component held for live cells, this region's and the others':
 // what anti-entropy sends to a peer that (re)connects.
 func (e *Engine) Components() []Component {
-	now := e.clock.NowMs()
 	var out []Component
-	for i := range e.store.shards {
-		sh := &e.store.shards[i]
-		sh.mu.Lock()
-		for k, ent := range sh.m {
-			w := windowOfKey(k)
-			for _, c := range ent.cells {
-				if c.seq == emptySeq || c.seq < now/w-1 {
-					continue
-				}
-				if c.regional > 0 {
-					out = append(out, Component{Key: []byte(k), Seq: c.seq, Region: e.region, Count: c.regional})
-				}
-				for _, f := range c.foreign {
-					if name := e.regions.name(f.region); name != "" { // "": restored without a region name
-						out = append(out, Component{Key: []byte(k), Seq: c.seq, Region: name, Count: f.count})
-					}
-				}
+	e.store.eachLive(e.clock.NowMs(), func(k string, c *cell) bool {
+		if c.regional > 0 {
+			out = append(out, Component{Key: []byte(k), Seq: c.seq, Region: e.region, Count: c.regional})
+		}
+		for _, f := range c.foreign {
+			if name := e.regions.name(f.region); name != "" { // "": restored without a region name
+				out = append(out, Component{Key: []byte(k), Seq: c.seq, Region: name, Count: f.count})
 			}
 		}
-		sh.mu.Unlock()
-	}
+		return true
+	})
 	return out
 }

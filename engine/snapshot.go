@@ -24,28 +24,15 @@ type RegionCount struct {
 // under its lock, so every record is a count that was really held; records of different
 // shards may be a few microseconds apart.
 func (e *Engine) Snapshot() []CellRecord {
-	now := e.clock.NowMs()
 	out := make([]CellRecord, 0, e.store.cells.Load())
-	for i := range e.store.shards {
-		sh := &e.store.shards[i]
-		sh.mu.Lock()
-		for k, ent := range sh.m {
-			w := windowOfKey(k)
-			if w <= 0 {
-				continue
-			}
-			for _, c := range ent.cells {
-				if c.seq != emptySeq && c.seq >= now/w-1 {
-					r := CellRecord{Key: k, Seq: c.seq, Regional: c.regional, Imported: c.imported}
-					for _, f := range c.foreign {
-						r.Foreign = append(r.Foreign, RegionCount{Region: e.regions.name(f.region), Count: f.count})
-					}
-					out = append(out, r)
-				}
-			}
+	e.store.eachLive(e.clock.NowMs(), func(k string, c *cell) bool {
+		r := CellRecord{Key: k, Seq: c.seq, Regional: c.regional, Imported: c.imported}
+		for _, f := range c.foreign {
+			r.Foreign = append(r.Foreign, RegionCount{Region: e.regions.name(f.region), Count: f.count})
 		}
-		sh.mu.Unlock()
-	}
+		out = append(out, r)
+		return true
+	})
 	return out
 }
 

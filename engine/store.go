@@ -218,6 +218,28 @@ func (s *store) insert(sh *shard, key []byte, force bool) (*entry, error) {
 	return e, nil
 }
 
+// eachLive calls fn for every live cell (sequence >= seq-1 of its window at nowMs), with
+// its shard locked; fn may change the cell. It stops when fn returns false.
+func (s *store) eachLive(nowMs int64, fn func(key string, c *cell) bool) {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for k, ent := range sh.m {
+			w := windowOfKey(k)
+			if w <= 0 {
+				continue
+			}
+			for j := range ent.cells {
+				if c := &ent.cells[j]; c.seq != emptySeq && c.seq >= nowMs/w-1 && !fn(k, c) {
+					sh.mu.Unlock()
+					return
+				}
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
 // sweep drops every cell older than seq-1 at nowMs, and the tuples left with none. It
 // returns the number of cells dropped.
 func (s *store) sweep(nowMs int64) int64 {
