@@ -78,7 +78,7 @@ func parseInt(b []byte) (int64, bool) {
 }
 
 func writeCounts(w *resp.Writer, meta engine.OriginMeta, counts []engine.CellCounts) {
-	w.Array(2 + 6*len(counts))
+	w.Array(2 + 5*len(counts))
 	writeMeta(w, meta)
 	for _, c := range counts {
 		writeCellCounts(w, c)
@@ -96,35 +96,29 @@ func writeCellCounts(w *resp.Writer, c engine.CellCounts) {
 	w.Int(clampInt(c.CurImported))
 	w.Int(clampInt(c.PrevRegional))
 	w.Int(clampInt(c.PrevImported))
-	w.Int(clampInt(c.Grant))
 }
 
 func clampInt(n uint64) int64 { return int64(min(n, math.MaxInt64)) }
 
-// cmdInternalRead serves RL.INTERNAL.READ [key seq limit ...].
+// cmdInternalRead serves RL.INTERNAL.READ key seq [key seq ...].
 func cmdInternalRead(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	if !internalReady(d, s, w) {
 		return
 	}
 	rest := args[1:]
-	if len(rest)%3 != 0 {
+	if len(rest)%2 != 0 {
 		w.Error(errSyntax.Error())
 		return
 	}
-	items := make([]engine.ReadItem, 0, len(rest)/3)
-	for i := 0; i < len(rest); i += 3 {
+	items := make([]engine.ReadItem, 0, len(rest)/2)
+	for i := 0; i < len(rest); i += 2 {
 		key, ok1 := parseKey(rest[i])
 		seq, ok2 := parseInt(rest[i+1])
-		limit, ok3 := parseInt(rest[i+2])
-		if !ok1 {
+		if !ok1 || !ok2 {
 			w.Error(errBadKey.Error())
 			return
 		}
-		if !ok2 || !ok3 {
-			w.Error(errBadInt.Error())
-			return
-		}
-		items = append(items, engine.ReadItem{Key: key, Seq: seq, Limit: uint64(limit)})
+		items = append(items, engine.ReadItem{Key: key, Seq: seq})
 	}
 	counts, meta := d.opt.Origin.ServeRead(s.nodeRun, items)
 	writeCounts(w, meta, counts)
@@ -225,7 +219,7 @@ func cmdInternalDecide(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte)
 		w.Error(err.Error())
 		return
 	}
-	w.Array(13)
+	w.Array(12)
 	writeMeta(w, meta)
 	w.Int(boolInt(dec.Allowed))
 	w.Int(int64(dec.Limit))

@@ -45,19 +45,17 @@ func TestInternalCommands(t *testing.T) {
 		args []string
 		want string
 	}{
-		// No limit: no grant (the last integer).
-		{[]string{"RL.INTERNAL.READ", key, "1000", "0"}, "*8\r\n:1\r\n:0\r\n:1000\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
-		// Limit 10, used 3, one edge: a grant of 7.
-		{[]string{"RL.INTERNAL.REPLAY", "1", key, "1000", "3", "10"}, "*8\r\n:1\r\n:1\r\n:1000\r\n:3\r\n:0\r\n:0\r\n:0\r\n:7\r\n"},
+		{[]string{"RL.INTERNAL.READ", key, "1000"}, "*7\r\n:1\r\n:0\r\n:1000\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
+		{[]string{"RL.INTERNAL.REPLAY", "1", key, "1000", "3", "10"}, "*7\r\n:1\r\n:1\r\n:1000\r\n:3\r\n:0\r\n:0\r\n:0\r\n"},
 		// The same batch again: applied once.
-		{[]string{"RL.INTERNAL.REPLAY", "1", key, "1000", "3", "10"}, "*8\r\n:1\r\n:1\r\n:1000\r\n:3\r\n:0\r\n:0\r\n:0\r\n:7\r\n"},
-		{[]string{"RL.INTERNAL.REPLAY", "2", key, "1000", "2", "10", key, "999", "4", "0"}, "*14\r\n:1\r\n:2\r\n:1000\r\n:5\r\n:0\r\n:4\r\n:0\r\n"},
+		{[]string{"RL.INTERNAL.REPLAY", "1", key, "1000", "3", "10"}, "*7\r\n:1\r\n:1\r\n:1000\r\n:3\r\n:0\r\n:0\r\n:0\r\n"},
+		{[]string{"RL.INTERNAL.REPLAY", "2", key, "1000", "2", "10", key, "999", "4", "0"}, "*12\r\n:1\r\n:2\r\n:1000\r\n:5\r\n:0\r\n:4\r\n:0\r\n:999\r\n:4\r\n:0\r\n:0\r\n:0\r\n"},
 		// limit 10, used 5 + 4 + pending 1 = 10: cost 1 is denied.
-		{[]string{"RL.INTERNAL.DECIDE", key, "10", "1", "1", "0", "0"}, "*13\r\n:1\r\n:2\r\n:0\r\n:10\r\n:0\r\n"},
+		{[]string{"RL.INTERNAL.DECIDE", key, "10", "1", "1", "0", "0"}, "*12\r\n:1\r\n:2\r\n:0\r\n:10\r\n:0\r\n"},
 		// In flight in batch 2, which was applied: not counted again. Batch 3 was not: counted.
-		{[]string{"RL.INTERNAL.DECIDE", key, "10", "1", "0", "5", "2"}, "*13\r\n:1\r\n:2\r\n:1\r\n:10\r\n:0\r\n"},
-		{[]string{"RL.INTERNAL.DECIDE", key, "11", "1", "0", "1", "3"}, "*13\r\n:1\r\n:2\r\n:0\r\n:11\r\n:0\r\n"},
-		{[]string{"RL.INTERNAL.READ", "garbage", "1", "0"}, "-ERR internal: malformed tuple key"},
+		{[]string{"RL.INTERNAL.DECIDE", key, "10", "1", "0", "5", "2"}, "*12\r\n:1\r\n:2\r\n:1\r\n:10\r\n:0\r\n"},
+		{[]string{"RL.INTERNAL.DECIDE", key, "11", "1", "0", "1", "3"}, "*12\r\n:1\r\n:2\r\n:0\r\n:11\r\n:0\r\n"},
+		{[]string{"RL.INTERNAL.READ", "garbage", "1"}, "-ERR internal: malformed tuple key"},
 		{[]string{"RL.INTERNAL.REPLAY", "3", key, "1000", "1"}, "-ERR wrong number of arguments"},
 		{[]string{"RL.INTERNAL.REPLAY", "3", key, "1000", "x", "1"}, "-ERR internal: malformed integer"},
 		{[]string{"RL.INTERNAL.REPLAY", "3", key, "1000", "1", "1", key}, "-ERR syntax error"},

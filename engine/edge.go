@@ -76,13 +76,15 @@ type localEntry struct {
 
 	mu          sync.Mutex // guards the fields below
 	cells       [2]edgeCell
-	freshUntil  int64  // ms; reads and acknowledged replays extend it
-	strictUntil int64  // ms; set by a denial, to the end of the next window
-	grant       uint64 // what the origin granted this edge to accept locally in cell grantSeq
-	grantSeq    int64
-	grantUntil  int64  // ms (this edge's clock) until which the grant may be used
-	spent       uint64 // cost accepted here against the grant: what the origin had not seen
-	pinned      bool   // in link.pins (guarded by link.mu, read under mu)
+	freshUntil  int64   // ms; reads and acknowledged replays extend it
+	strictUntil int64   // ms; set by a denial, to the end of the next window
+	spent       uint64  // cost accepted here that the origin had not seen at the last refresh
+	refreshedMs int64   // when the origin last answered for this tuple
+	refSeq      int64   // the cell refTotal belongs to
+	refTotal    uint64  // that cell's count in the last answer
+	othersRate  float64 // other edges' growth of the cell, per ms, smoothed (a margin estimate)
+	rated       bool    // othersRate holds at least one observation
+	pinned      bool    // in link.pins (guarded by link.mu, read under mu)
 }
 
 func newLocalEntry(key string, window int64, link *originLink) *localEntry {
@@ -133,9 +135,10 @@ func (le *localEntry) counts(seq int64) Counts {
 	return c
 }
 
-// merge takes an origin's counts with max, marks the entry fresh until freshUntil, and
-// takes the grant that came with them. ownAcked is this edge's cost that the answer newly
-// acknowledges (a replay's items, or an allowed hand-off).
+// merge takes an origin's counts with max and marks the entry fresh until freshUntil.
+// ownAcked is this edge's cost that the answer newly includes (a replay's items, or an
+// allowed hand-off), so that the growth left over is the other edges' and feeds their
+// observed rate.
 func (le *localEntry) merge(cc CellCounts, freshUntil, now int64, ownAcked uint64) {
 	for _, part := range [2]struct {
 		seq      int64
@@ -149,14 +152,22 @@ func (le *localEntry) merge(cc CellCounts, freshUntil, now int64, ownAcked uint6
 			c.imported = max(c.imported, capCount(part.imp))
 		}
 	}
-	le.freshUntil = max(le.freshUntil, freshUntil)
-	if ownAcked == 0 && cc.Grant == 0 && le.grantSeq == cc.Seq && now < le.grantUntil {
-		return // an answer without a grant (a status read) leaves the current one
+	total := satAdd(cc.CurRegional, cc.CurImported)
+	if le.refreshedMs > 0 && le.refSeq == cc.Seq && now > le.refreshedMs && total >= le.refTotal {
+		others := total - le.refTotal - min(ownAcked, total-le.refTotal)
+		rate := float64(others) / float64(now-le.refreshedMs)
+		if le.rated {
+			le.othersRate = (le.othersRate + rate) / 2
+		} else {
+			le.othersRate, le.rated = rate, true
+		}
 	}
-	// A new grant: it was computed from counts that do not hold this edge's unacknowledged
-	// cost, so that cost is spent against it.
-	le.grant, le.grantSeq, le.grantUntil = cc.Grant, cc.Seq, now+GrantUseMs
-	le.spent = le.unacked(cc.Seq)
+	le.refSeq, le.refTotal, le.refreshedMs = cc.Seq, total, now
+	le.freshUntil = max(le.freshUntil, freshUntil)
+	// What the origin has not seen of ours still counts against this edge's share; so does
+	// what it has just acknowledged, for one more round: the other edges refresh at other
+	// times and may not have seen it yet, as this edge has not seen theirs.
+	le.spent = satAdd(le.unacked(max(le.cells[0].seq, le.cells[1].seq)), ownAcked)
 }
 
 // unacked returns cost accepted here that the origin may not have, for cell seq.
@@ -378,13 +389,14 @@ func (e *Edge) remember(le *localEntry) {
 // entry returns the entry of key, refreshed from the origin first when it is cold,
 // stale, or in strict mode. It never returns nil; on an origin failure the entry is the
 // local view (not fresh). readOK reports whether the origin was read.
-func (e *Edge) entry(l *originLink, key []byte, window, seq, now int64, limit uint64, force bool) (le *localEntry, readOK bool) {
+func (e *Edge) entry(l *originLink, key []byte, window, seq, now int64, force bool) (le *localEntry, readOK bool) {
 	le = e.lookup(l, key)
 	if le != nil && !force {
 		le.mu.Lock()
 		// Without an observed rate of the other edges, a view is only trusted for two replay
 		// intervals: they may have taken anything since.
-		fresh := now < le.freshUntil && now >= le.strictUntil
+		fresh := now < le.freshUntil && now >= le.strictUntil &&
+			(le.rated || l.edges.Load() == 1 || now-le.refreshedMs <= 2*e.cfg.ReplayInterval.Milliseconds())
 		le.mu.Unlock()
 		if fresh {
 			return le, false
@@ -404,7 +416,7 @@ func (e *Edge) entry(l *originLink, key []byte, window, seq, now int64, limit ui
 		ctx, cancel := context.WithTimeout(context.Background(), e.cfg.OriginTimeout)
 		defer cancel()
 		start := time.Now()
-		counts, meta, err := l.client.Read(ctx, []ReadItem{{Key: key, Seq: seq, Limit: limit}})
+		counts, meta, err := l.client.Read(ctx, []ReadItem{{Key: key, Seq: seq}})
 		e.observe("read", err, start)
 		e.reads.Add(1)
 		now := e.clock.NowMs()
@@ -449,14 +461,14 @@ func (e *Edge) Limit(t Tuple, limit, cost uint64) (Decision, error) {
 	key := AppendKey(buf[:0], t)
 	l := e.link(key)
 	seq, _ := position(e.clock.NowMs(), t.WindowMs)
-	le, _ := e.entry(l, key, t.WindowMs, seq, e.clock.NowMs(), limit, false)
+	le, _ := e.entry(l, key, t.WindowMs, seq, e.clock.NowMs(), false)
 	now := e.clock.NowMs()
 	seq, elapsed := position(now, t.WindowMs)
 
 	le.mu.Lock()
 	counts := le.counts(seq)
 	d := e.decideLocal(l, counts, limit, cost, t.WindowMs, elapsed, now)
-	if d.Allowed && cost > 0 && l.reachable.Load() && !le.granted(seq, cost, now) {
+	if d.Allowed && cost > 0 && l.reachable.Load() && !e.safeLocally(l, le, counts, d, limit, cost, t.WindowMs, elapsed, now) {
 		req := DecideRequest{Key: key, Limit: limit, Cost: cost}
 		if c := le.cell(seq); c != nil {
 			req.Pending, req.Inflight = c.pending, c.inflight
@@ -513,13 +525,28 @@ func (e *Edge) decideLocal(l *originLink, counts Counts, limit, cost uint64, win
 	return d
 }
 
-// granted reports whether cost fits what is left of the origin's grant for cell seq
-// (le.mu held). The origin reserves every grant it gives, and gives each edge a share
-// (1/edges) of what the limit leaves after the others' grants, so what all edges accept
-// locally never exceeds the limit; beyond its grant an edge hands the decision over.
-func (le *localEntry) granted(seq int64, cost uint64, now int64) bool {
-	return le.grantSeq == seq && now < le.grantUntil && satAdd(le.spent, cost) <= le.grant
+// safeLocally reports whether an allowed request may be counted here without the origin
+// (le.mu held). Two guards, both needed:
+//
+//   - the margin: what the other edges may have accepted unseen since this entry's last
+//     refresh, estimated from their observed rate over the time since then plus one replay
+//     interval, doubled; a request that would leave less than that (at least 1) goes to the
+//     origin. This keeps busy keys local until they near the limit.
+//   - the share: between two refreshes, an edge spends at most 1/edges of what was left,
+//     which bounds a simultaneous flood before any rate has been observed.
+func (e *Edge) safeLocally(l *originLink, le *localEntry, counts Counts, d Decision, limit, cost uint64, windowMs, elapsed, now int64) bool {
+	horizon := float64(now-le.refreshedMs) + float64(e.cfg.ReplayInterval.Milliseconds()) + 1
+	margin := uint64(marginFactor*le.othersRate*horizon) + 1
+	if d.Remaining < margin {
+		return false
+	}
+	return withinShare(counts, limit, le.spent, max(cost, minLocalShare), uint64(l.edges.Load()), windowMs, elapsed)
 }
+
+// minLocalShare: a request is counted locally only if this edge's share could take this
+// much. Small limits (5 logins per 15 minutes) thus always go to the origin, and are exact
+// across edges whatever the timing.
+const minLocalShare = 4
 
 func (e *Edge) count(allowed bool) {
 	if allowed {
@@ -577,6 +604,20 @@ func (e *Edge) account(l *originLink, le *localEntry, seq int64, cost, limit uin
 	return nil
 }
 
+// withinShare reports whether this edge may accept cost locally: its spending since the
+// last refresh, with cost, stays within 1/edges of what was left at the refresh:
+// edges*(spent+cost) <= limit - (used - spent), in exact W-scaled integers.
+func withinShare(c Counts, limit, spent, cost, edges uint64, windowMs, elapsed int64) bool {
+	w := uint64(windowMs)
+	used := weightedUsed(capCount(c.Current), capCount(c.Previous), w, uint64(elapsed))
+	left := mul(limit, w).add(mul(spent, w)) // (limit + spent) * W
+	if used.greater(left) {
+		return false
+	}
+	need := mul(satAdd(spent, cost), w).mulSmall(max(edges, 1))
+	return !need.greater(left.sub(used))
+}
+
 // handOff asks the origin to decide and count atomically. ok is false when the origin
 // failed; the caller then decides locally.
 func (e *Edge) handOff(l *originLink, le *localEntry, req DecideRequest) (Decision, bool) {
@@ -630,7 +671,7 @@ func (e *Edge) Status(t Tuple) Status {
 	now := e.clock.NowMs()
 	seq, _ := position(now, t.WindowMs)
 	l := e.link(key)
-	le, fromOrigin := e.entry(l, key, t.WindowMs, seq, now, 0, true)
+	le, fromOrigin := e.entry(l, key, t.WindowMs, seq, now, true)
 	now = e.clock.NowMs()
 	seq, elapsed := position(now, t.WindowMs)
 	st := Status{Sequence: seq, ElapsedMs: elapsed, WindowMs: t.WindowMs, Source: "local"}
@@ -651,3 +692,7 @@ func (e *Edge) Status(t Tuple) Status {
 	st.StrictMs = max(0, le.strictUntil-now)
 	return st
 }
+
+// marginFactor scales the other edges' observed rate into the margin kept for what they
+// may have accepted unseen: rates change, and replies are late under load.
+const marginFactor = 3

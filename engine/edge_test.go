@@ -106,7 +106,7 @@ func (f *fakeOrigin) Replay(ctx context.Context, b engine.ReplayBatch) ([]engine
 	cp := b
 	cp.Items = make([]engine.ReplayItem, len(b.Items))
 	for i, it := range b.Items {
-		cp.Items[i] = engine.ReplayItem{Key: bytes.Clone(it.Key), Seq: it.Seq, Cost: it.Cost, Limit: it.Limit}
+		cp.Items[i] = engine.ReplayItem{Key: bytes.Clone(it.Key), Seq: it.Seq, Cost: it.Cost}
 	}
 	f.mu.Lock()
 	f.batches = append(f.batches, cp)
@@ -273,11 +273,8 @@ func TestEdgeReplayCoalescesPerCell(t *testing.T) {
 	}
 	items := slices.Clone(b2.Items)
 	slices.SortFunc(items, func(x, y engine.ReplayItem) int { return int(x.Seq - y.Seq) })
-	// The first request of cell s+1 is beyond the edge's grant (given for cell s): it is
-	// handed to the origin, which counts it there; the next two are local.
-	if len(items) != 2 || items[0].Seq != s || items[0].Cost != 2 || items[1].Seq != s+1 || items[1].Cost != 2 ||
-		items[0].Limit != 1000 || items[1].Limit != 1000 {
-		t.Fatalf("second batch %+v; want (a, %d, 2) and (a, %d, 2), limit 1000", items, s, s+1)
+	if len(items) != 2 || items[0].Seq != s || items[0].Cost != 2 || items[1].Seq != s+1 || items[1].Cost != 3 {
+		t.Fatalf("second batch %+v; want (a, %d, 2) and (a, %d, 3)", items, s, s+1)
 	}
 	if st := r.origin.Status(a); st.PreviousRegional != 12 || st.CurrentRegional != 3 {
 		t.Fatalf("origin status %+v; want previous 12, current 3", st)
@@ -465,22 +462,20 @@ func TestEdgeFreshnessExpiry(t *testing.T) {
 			if n := f.reads.Load(); n != 1 {
 				t.Fatalf("cold request made %d reads, want 1", n)
 			}
-			// Peeks only from here: a request beyond the edge's grant (which lasts
-			// engine.GrantUseMs) is handed to the origin, and that answer refreshes too.
 			for _, at := range []int64{1, ms / 2, ms - 1} {
 				r.clock.Set(t0 + at)
-				edgeLimit(t, e, a, 1000, 0)
+				edgeLimit(t, e, a, 1000, 1)
 				edgeLimit(t, e, a, 1000, 0)
 				if n := f.reads.Load(); n != 1 {
 					t.Fatalf("at +%dms (fresh until +%dms): %d reads, want 1", at, ms, n)
 				}
 			}
 			r.clock.Set(t0 + ms)
-			edgeLimit(t, e, a, 1000, 0)
+			edgeLimit(t, e, a, 1000, 1)
 			if n := f.reads.Load(); n != 2 {
 				t.Fatalf("at +%dms (stale): %d reads, want 2", ms, n)
 			}
-			edgeLimit(t, e, a, 1000, 0)
+			edgeLimit(t, e, a, 1000, 1)
 			r.clock.Set(t0 + 2*ms - 1)
 			edgeLimit(t, e, a, 1000, 0)
 			if n := f.reads.Load(); n != 2 {

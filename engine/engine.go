@@ -75,17 +75,14 @@ func position(nowMs, w int64) (seq, elapsed int64) {
 // request was allowed but needs a new cell that does not fit; nothing was counted.
 func (e *Engine) Limit(t Tuple, limit, cost uint64) (Decision, error) {
 	var buf [256]byte
-	d, _, err := e.decideFor("", AppendKey(buf[:0], t), t.WindowMs, limit, cost, 0, 1)
+	d, _, err := e.decide(AppendKey(buf[:0], t), t.WindowMs, limit, cost, 0)
 	return d, err
 }
 
-// decideFor is Limit on an encoded key for edge run (empty: a client of this origin), with
-// extra cost counted as used but not added (an edge's cost on its way here), and the other
-// runs' grants counted as used too. It returns the cells after the decision, with a new
-// grant for run.
-func (e *Engine) decideFor(run string, key []byte, windowMs int64, limit, cost, extra uint64, edges int) (Decision, CellCounts, error) {
-	now := e.clock.NowMs()
-	seq, elapsed := position(now, windowMs)
+// decide is Limit on an encoded key, with extra cost counted as used but not added (an
+// edge's cost that is on its way here). It returns the cells after the decision.
+func (e *Engine) decide(key []byte, windowMs int64, limit, cost, extra uint64) (Decision, CellCounts, error) {
+	seq, elapsed := position(e.clock.NowMs(), windowMs)
 
 	sh := e.store.shardOf(key)
 	sh.mu.Lock()
@@ -93,7 +90,6 @@ func (e *Engine) decideFor(run string, key []byte, windowMs int64, limit, cost, 
 	var cur, prev cell
 	if ent != nil {
 		cur, prev = ent.counts(seq)
-		extra = satAdd(extra, ent.reserved(run, seq, now))
 	}
 	d := Decide(Counts{Current: satAdd(cur.total(), extra), Previous: prev.total()}, limit, cost, windowMs, elapsed)
 	if d.Allowed && cost > 0 {
@@ -116,7 +112,7 @@ func (e *Engine) decideFor(run string, key []byte, windowMs int64, limit, cost, 
 	cc := CellCounts{Seq: seq, CurRegional: cur.regional, CurImported: cur.imported,
 		PrevRegional: prev.regional, PrevImported: prev.imported}
 	if ent != nil {
-		cc = e.answer(ent, run, seq, windowMs, limit, edges, now, 0)
+		cc = ent.cellCounts(seq)
 	}
 	sh.mu.Unlock()
 

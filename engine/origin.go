@@ -16,20 +16,7 @@ type CellCounts struct {
 	CurImported  uint64
 	PrevRegional uint64
 	PrevImported uint64
-	// Grant is how much the asking edge may accept in cell Seq without asking again, for
-	// GrantUseMs after it receives it. The origin reserves it for GrantHoldMs: decisions
-	// handed over by other edges, and their grants, leave it free.
-	Grant uint64
 }
-
-// Grants: a share of a cell's remaining budget that one edge run may spend locally. The
-// origin holds a grant GrantHoldMs from issuing it; an edge uses it at most GrantUseMs from
-// receiving it. Since an answer arrives within the origin timeout (100 ms by default) of
-// being issued, an edge never spends a grant the origin has already released.
-const (
-	GrantHoldMs = 300
-	GrantUseMs  = 150
-)
 
 // OriginMeta travels with every origin reply.
 type OriginMeta struct {
@@ -41,12 +28,10 @@ type OriginMeta struct {
 	Applied uint64
 }
 
-// ReadItem asks for a tuple's cells Seq and Seq-1, and a grant under Limit (0: none).
-// Key is made by AppendKey.
+// ReadItem asks for a tuple's cells Seq and Seq-1. Key is made by AppendKey.
 type ReadItem struct {
-	Key   []byte
-	Seq   int64
-	Limit uint64
+	Key []byte
+	Seq int64
 }
 
 // ReplayItem is accepted cost of one cell, coalesced. Limit is the lowest limit the edge
@@ -154,108 +139,30 @@ func (t *nodeTable) active(nowMs int64) int {
 	return max(n, 1)
 }
 
-// cellCounts returns the CellCounts of ent around seq (shard locked by the caller).
+// counts returns the CellCounts of key around seq; the shard is locked by the caller.
 func (ent *entry) cellCounts(seq int64) CellCounts {
 	cur, prev := ent.counts(seq)
 	return CellCounts{Seq: seq, CurRegional: cur.regional, CurImported: cur.imported,
 		PrevRegional: prev.regional, PrevImported: prev.imported}
 }
 
-// grant is a share of cell seq's remaining budget reserved for one edge run.
-type grant struct {
-	run     string
-	seq     int64
-	amount  uint64
-	untilMs int64
-}
-
-// reserved sums the live grants of cell seq held by other edges than run's (a restarted
-// edge does not compete with its former run).
-func (ent *entry) reserved(run string, seq, now int64) uint64 {
-	var n uint64
-	node := nodeName(run)
-	for _, g := range ent.grants {
-		if nodeName(g.run) != node && g.seq == seq && g.untilMs > now {
-			n = satAdd(n, g.amount)
-		}
-	}
-	return n
-}
-
-// heldBy returns run's live reservation of cell seq.
-func (ent *entry) heldBy(run string, seq, now int64) uint64 {
-	for _, g := range ent.grants {
-		if g.run == run && g.seq == seq && g.untilMs > now {
-			return g.amount
-		}
-	}
-	return 0
-}
-
-// setGrant records run's grant, replacing its previous one and dropping expired ones.
-func (ent *entry) setGrant(g grant, now int64) {
-	kept := ent.grants[:0]
-	for _, o := range ent.grants {
-		if o.run != g.run && o.untilMs > now {
-			kept = append(kept, o)
-		}
-	}
-	if g.amount > 0 && len(kept) < maxTrackedNodes {
-		kept = append(kept, g)
-	}
-	ent.grants = kept
-	if len(ent.grants) == 0 {
-		ent.grants = nil
-	}
-}
-
-// answer returns the counts of ent around seq for run, with a new grant under limit: its
-// share (1/edges) of what the limit leaves after the other runs' grants (shard locked).
-// replayed is run's cost for the cell applied by this answer's batch. The reservation kept
-// for run never drops below what its previous grant may still have spent unseen (the old
-// grant less what was just replayed): an edge's cost accepted after its batch was built
-// stays covered until the next batch brings it.
-func (e *Engine) answer(ent *entry, run string, seq int64, window int64, limit uint64, edges int, now int64, replayed uint64) CellCounts {
-	cc := ent.cellCounts(seq)
-	nowSeq, elapsed := position(now, window)
-	if limit == 0 || run == "" || seq != nowSeq {
-		return cc
-	}
-	used := Counts{Current: satAdd(satAdd(cc.CurRegional, cc.CurImported), ent.reserved(run, seq, now)),
-		Previous: satAdd(cc.PrevRegional, cc.PrevImported)}
-	cc.Grant = Decide(used, limit, 0, window, elapsed).Remaining / uint64(max(edges, 1))
-	old := ent.heldBy(run, seq, now)
-	keep := max(cc.Grant, old-min(old, replayed))
-	ent.setGrant(grant{run: run, seq: seq, amount: keep, untilMs: now + GrantHoldMs}, now)
-	return cc
-}
-
-// readFor answers one read item for run: counts, and a grant when the item has a limit
-// (which needs an entry: it is created within --max-memory, else no grant).
-func (e *Engine) readFor(run string, key []byte, seq int64, limit uint64, edges int, now int64, replayed uint64) CellCounts {
-	w := windowOfKey(string(key))
+func (e *Engine) readLocked(key []byte, seq int64) CellCounts {
 	sh := e.store.shardOf(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	ent := sh.m[string(key)]
-	if ent == nil && limit > 0 && w > 0 {
-		ent, _ = e.store.insert(sh, key, false)
+	if ent := sh.m[string(key)]; ent != nil {
+		return ent.cellCounts(seq)
 	}
-	if ent == nil || w <= 0 {
-		return CellCounts{Seq: seq}
-	}
-	return e.answer(ent, run, seq, w, limit, edges, now, replayed)
+	return CellCounts{Seq: seq}
 }
 
 // ServeRead answers an edge's read of cells. node identifies the edge run.
 func (e *Engine) ServeRead(node string, items []ReadItem) ([]CellCounts, OriginMeta) {
-	meta := e.heard(node)
-	now := e.clock.NowMs()
 	out := make([]CellCounts, len(items))
 	for i, it := range items {
-		out[i] = e.readFor(node, it.Key, it.Seq, it.Limit, meta.Edges, now, 0)
+		out[i] = e.readLocked(it.Key, it.Seq)
 	}
-	return out, meta
+	return out, e.heard(node)
 }
 
 // Heard records that the edge run node is connected, so that it counts as active.
@@ -302,11 +209,7 @@ func (e *Engine) ServeReplay(b ReplayBatch) ([]CellCounts, OriginMeta) {
 	// Counts after the whole batch, so that an item sees the batch's other cells too.
 	out := make([]CellCounts, len(b.Items))
 	for i, it := range b.Items {
-		var replayed uint64
-		if fresh {
-			replayed = it.Cost
-		}
-		out[i] = e.readFor(b.Node, it.Key, it.Seq, it.Limit, meta.Edges, now, replayed)
+		out[i] = e.readLocked(it.Key, it.Seq)
 	}
 	e.replayed.Add(uint64(len(b.Items)))
 	return out, meta
@@ -337,8 +240,7 @@ func (e *Engine) applyReplay(it ReplayItem, nowMs int64) {
 }
 
 // ServeDecide decides a request handed over by an edge, atomically, with the edge's
-// not-yet-replayed cost and the other edges' grants counted as used, and answers a new
-// grant with the counts.
+// not-yet-replayed cost counted as used.
 func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts, OriginMeta, error) {
 	meta := e.heard(node)
 	t, err := ParseKey(r.Key)
@@ -349,7 +251,7 @@ func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts
 	if r.InflightBatch > meta.Applied {
 		extra = satAdd(extra, r.Inflight) // that batch has not arrived: its cost is on its way
 	}
-	d, cc, err := e.decideFor(node, r.Key, t.WindowMs, r.Limit, r.Cost, extra, meta.Edges)
+	d, cc, err := e.decide(r.Key, t.WindowMs, r.Limit, r.Cost, extra)
 	return d, cc, meta, err
 }
 

@@ -78,8 +78,7 @@ func (c *cell) seeLimit(limit uint64) {
 func (c cell) total() uint64 { return satAdd(c.regional, c.imported) }
 
 type entry struct {
-	cells  [2]cell
-	grants []grant // live grants to edge runs (origin of edges only)
+	cells [2]cell
 }
 
 func newEntry() *entry {
@@ -154,16 +153,6 @@ func (e *entry) held() int64 {
 		}
 	}
 	return n
-}
-
-// granted reports whether a grant of the entry is still held.
-func (e *entry) granted(nowMs int64) bool {
-	for _, g := range e.grants {
-		if g.untilMs > nowMs {
-			return true
-		}
-	}
-	return false
 }
 
 // dropBefore empties the slots older than seq and returns how many it emptied.
@@ -253,7 +242,7 @@ func (s *store) sweep(nowMs int64) int64 {
 				live = nowMs/w - 1
 			}
 			dropped += e.dropBefore(live)
-			if e.held() == 0 && !e.granted(nowMs) {
+			if e.held() == 0 {
 				s.bytes.Add(-(int64(len(k)) + entryOverhead))
 				s.tuples.Add(-1)
 				delete(sh.m, k)

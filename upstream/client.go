@@ -32,7 +32,7 @@ const (
 // MaxBulk bytes, and at most MaxBuffer bytes per request.
 const (
 	// MaxReadItems is the most items of one Read: RL.INTERNAL.READ has 1+2n arguments.
-	MaxReadItems = (8192 - 1) / 3
+	MaxReadItems = (8192 - 1) / 2
 	// MaxReplayItems is the most items of one Replay: RL.INTERNAL.REPLAY has 2+4n arguments.
 	MaxReplayItems = (8192 - 2) / 4
 	// MaxRequestBytes bounds the encoding of one request.
@@ -40,7 +40,7 @@ const (
 	// maxKeyBytes bounds one key (one bulk string).
 	maxKeyBytes = 512 << 10
 	// maxReplyInts bounds the integers of one reply: edges and up to 8192 counts groups.
-	maxReplyInts = 2 + countsLen*8192
+	maxReplyInts = 2 + 5*8192
 )
 
 // authRetryAfter is how long calls fail at once with the origin's refusal of the cluster

@@ -70,7 +70,7 @@ func TestEncoding(t *testing.T) {
 	}
 	k := string(testKey)
 	want := [][]string{
-		{"RL.INTERNAL.READ", k, "29000001", "0", "k2", "0", "0"},
+		{"RL.INTERNAL.READ", k, "29000001", "k2", "0"},
 		{"RL.INTERNAL.REPLAY", "18446744073709551615", k, "7", "3", "10", "k2", "8", "18446744073709551615", "0"},
 		{"RL.INTERNAL.DECIDE", k, "10", "2", "5", "1", "9"},
 	}
@@ -136,9 +136,9 @@ func TestDecodingExactReplies(t *testing.T) {
 	f.setHandler(func(args []string) answer {
 		switch args[0] {
 		case "RL.INTERNAL.READ":
-			return answer{reply: "*8\r\n:0\r\n:42\r\n:5\r\n:4611686018427387904\r\n:1\r\n:9223372036854775807\r\n:0\r\n:7\r\n"}
+			return answer{reply: "*7\r\n:0\r\n:42\r\n:5\r\n:4611686018427387904\r\n:1\r\n:9223372036854775807\r\n:0\r\n"}
 		default:
-			return answer{reply: "*13\r\n:1\r\n:0\r\n:0\r\n:9\r\n:0\r\n:250\r\n:999\r\n:5\r\n:9\r\n:0\r\n:3\r\n:0\r\n:0\r\n"}
+			return answer{reply: "*12\r\n:1\r\n:0\r\n:0\r\n:9\r\n:0\r\n:250\r\n:999\r\n:5\r\n:9\r\n:0\r\n:3\r\n:0\r\n"}
 		}
 	})
 	c := newClient(t, f.addr(), Config{Secret: "s"})
@@ -146,7 +146,7 @@ func TestDecodingExactReplies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := engine.CellCounts{Seq: 5, CurRegional: 1 << 62, CurImported: 1, PrevRegional: 1<<63 - 1, Grant: 7}
+	want := engine.CellCounts{Seq: 5, CurRegional: 1 << 62, CurImported: 1, PrevRegional: 1<<63 - 1}
 	if len(counts) != 1 || counts[0] != want || meta.Edges != 1 || meta.Applied != 42 {
 		t.Fatalf("Read = %+v %+v, want %+v edges 1", counts, meta, want)
 	}
@@ -525,13 +525,13 @@ func TestServerClosesConnection(t *testing.T) {
 func TestMismatchedReplyClosesConnection(t *testing.T) {
 	for _, tc := range []struct{ name, reply string }{
 		{"too few groups", "*6\r\n:1\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
-		{"wrong seq", "*14\r\n:1\r\n:0\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:3\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
-		{"negative count", "*14\r\n:1\r\n:0\r\n:1\r\n:-5\r\n:0\r\n:0\r\n:0\r\n:0\r\n:2\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
-		{"negative edges", "*14\r\n:-1\r\n:0\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:2\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
-		{"negative batch id", "*14\r\n:1\r\n:-1\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:2\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
+		{"wrong seq", "*12\r\n:1\r\n:0\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:3\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
+		{"negative count", "*12\r\n:1\r\n:0\r\n:1\r\n:-5\r\n:0\r\n:0\r\n:0\r\n:2\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
+		{"negative edges", "*12\r\n:-1\r\n:0\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:2\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
+		{"negative batch id", "*12\r\n:1\r\n:-1\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:2\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
 		{"simple string", "+OK\r\n"},
 		{"bulk string", "$2\r\nhi\r\n"},
-		{"oversized", "*49155\r\n"},
+		{"oversized", "*40963\r\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake(t, "s")
@@ -559,7 +559,7 @@ func TestMismatchedReplyClosesConnection(t *testing.T) {
 func TestDecideReplyOutOfRange(t *testing.T) {
 	f := newFake(t, "s")
 	f.setHandler(func([]string) answer {
-		return answer{reply: "*13\r\n:1\r\n:0\r\n:2\r\n:1\r\n:0\r\n:0\r\n:0\r\n:2\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n"} // allowed = 2
+		return answer{reply: "*12\r\n:1\r\n:0\r\n:2\r\n:1\r\n:0\r\n:0\r\n:0\r\n:2\r\n:0\r\n:0\r\n:0\r\n:0\r\n"} // allowed = 2
 	})
 	c := newClient(t, f.addr(), Config{Secret: "s"})
 	_, _, _, err := c.Decide(context.Background(), engine.DecideRequest{Key: testKey, Limit: 1, Cost: 1})
@@ -697,7 +697,7 @@ func TestMaxInFlight(t *testing.T) {
 
 func TestRequestBounds(t *testing.T) {
 	lim := resp.DefaultLimits()
-	if 1+3*MaxReadItems > lim.MaxArgs || 1+3*(MaxReadItems+1) <= lim.MaxArgs {
+	if 1+2*MaxReadItems > lim.MaxArgs || 1+2*(MaxReadItems+1) <= lim.MaxArgs {
 		t.Errorf("MaxReadItems %d does not match MaxArgs %d", MaxReadItems, lim.MaxArgs)
 	}
 	if 2+4*MaxReplayItems > lim.MaxArgs || 2+4*(MaxReplayItems+1) <= lim.MaxArgs {
@@ -706,7 +706,7 @@ func TestRequestBounds(t *testing.T) {
 	if MaxRequestBytes > lim.MaxBuffer || maxKeyBytes > lim.MaxBulk {
 		t.Errorf("byte bounds beyond resp.DefaultLimits")
 	}
-	if 2+countsLen*max(MaxReadItems, MaxReplayItems) > maxReplyInts {
+	if 2+5*max(MaxReadItems, MaxReplayItems) > maxReplyInts {
 		t.Errorf("replies to the largest requests exceed maxReplyInts")
 	}
 

@@ -198,10 +198,10 @@ func (f *fakeOrigin) serve(nc net.Conn) {
 
 // canned answers every internal command with counts made from its arguments:
 //
-//	READ   key seq limit -> edges 3, applied 6, [seq, len(key), seq%7, 2*len(key), 1, limit/2]
-//	REPLAY id key seq c limit -> edges 2, applied id, [seq, 100+c, id, 0, 9, 0]
+//	READ   key seq       -> edges 3, applied 6, [seq, len(key), seq%7, 2*len(key), 1]
+//	REPLAY id key seq c limit -> edges 2, applied id, [seq, 100+c, id, 0, 9]
 //	DECIDE key l c p i b -> edges 5, applied 6, allowed c<=l, limit l, remaining l-c or 0,
-//	                        retry 0 or -1, reset 1234, [17, p, 2, 3, 4, 0]
+//	                        retry 0 or -1, reset 1234, [17, p, 2, 3, 4]
 func canned(args []string) answer {
 	var w resp.Writer
 	num := func(s string) int64 {
@@ -214,31 +214,31 @@ func canned(args []string) answer {
 	}
 	switch args[0] {
 	case "RL.INTERNAL.READ":
-		n := (len(args) - 1) / 3
-		w.Array(2 + 6*n)
+		n := (len(args) - 1) / 2
+		w.Array(2 + 5*n)
 		w.Int(3)
 		w.Int(6)
 		for i := range n {
-			key, seq, limit := args[1+3*i], num(args[2+3*i]), num(args[3+3*i])
-			for _, v := range []int64{seq, int64(len(key)), seq % 7, 2 * int64(len(key)), 1, limit / 2} {
+			key, seq := args[1+2*i], num(args[2+2*i])
+			for _, v := range []int64{seq, int64(len(key)), seq % 7, 2 * int64(len(key)), 1} {
 				w.Int(v)
 			}
 		}
 	case "RL.INTERNAL.REPLAY":
 		id := num(args[1])
 		n := (len(args) - 2) / 4
-		w.Array(2 + 6*n)
+		w.Array(2 + 5*n)
 		w.Int(2)
 		w.Int(id)
 		for i := range n {
 			seq, cost := num(args[3+4*i]), num(args[4+4*i])
-			for _, v := range []int64{seq, 100 + cost, id, 0, 9, 0} {
+			for _, v := range []int64{seq, 100 + cost, id, 0, 9} {
 				w.Int(v)
 			}
 		}
 	case "RL.INTERNAL.DECIDE":
 		limit, cost, extra := num(args[2]), num(args[3]), num(args[4])
-		w.Array(13)
+		w.Array(12)
 		w.Int(5)
 		w.Int(6)
 		if cost <= limit {
@@ -253,7 +253,7 @@ func canned(args []string) answer {
 			w.Int(-1)
 		}
 		w.Int(1234)
-		for _, v := range []int64{17, extra, 2, 3, 4, 0} {
+		for _, v := range []int64{17, extra, 2, 3, 4} {
 			w.Int(v)
 		}
 	default:

@@ -28,12 +28,11 @@ func appendHello(b []byte, secret, nodeRun string) []byte {
 }
 
 func appendRead(b []byte, items []engine.ReadItem) []byte {
-	b = appendArray(b, 1+3*len(items))
+	b = appendArray(b, 1+2*len(items))
 	b = appendBulkString(b, "RL.INTERNAL.READ")
 	for _, it := range items {
 		b = appendBulk(b, it.Key)
 		b = appendBulkInt(b, it.Seq)
-		b = appendBulkUint(b, it.Limit)
 	}
 	return b
 }
@@ -108,7 +107,7 @@ func (cl *call) decode(rep resp.Reply) error {
 	v := rep.Ints
 	switch cl.op {
 	case opRead, opReplay:
-		if len(v) != 2+countsLen*len(cl.counts) {
+		if len(v) != 2+5*len(cl.counts) {
 			return errProto("reply of %d integers to a request of %d items", len(v), len(cl.counts))
 		}
 		meta, err := decodeMeta(v[0], v[1])
@@ -116,7 +115,7 @@ func (cl *call) decode(rep resp.Reply) error {
 			return err
 		}
 		for i := range cl.counts {
-			g := v[2+countsLen*i : 2+countsLen*(i+1)]
+			g := v[2+5*i : 7+5*i]
 			if g[0] != cl.counts[i].Seq {
 				return errProto("reply for seq %d to a request for seq %d", g[0], cl.counts[i].Seq)
 			}
@@ -126,7 +125,7 @@ func (cl *call) decode(rep resp.Reply) error {
 		}
 		cl.meta = meta
 	case opDecide:
-		if len(v) != 7+countsLen {
+		if len(v) != 12 {
 			return errProto("decide reply of %d integers", len(v))
 		}
 		meta, err := decodeMeta(v[0], v[1])
@@ -138,7 +137,7 @@ func (cl *call) decode(rep resp.Reply) error {
 		if allowed < 0 || allowed > 1 || limit < 0 || remaining < 0 || retry < -1 || reset < 0 {
 			return errProto("decide reply out of range")
 		}
-		if err := decodeCounts(v[6:6+countsLen], &cl.cc); err != nil {
+		if err := decodeCounts(v[6:11], &cl.cc); err != nil {
 			return err
 		}
 		cl.dec = engine.Decision{Allowed: allowed == 1, Limit: uint64(limit), Remaining: uint64(remaining),
@@ -157,18 +156,15 @@ func decodeMeta(edges, applied int64) (engine.OriginMeta, error) {
 	return engine.OriginMeta{Edges: int(max(edges, 1)), Applied: uint64(applied)}, nil
 }
 
-// countsLen is the size of a counts group: seq, cur_regional, cur_imported,
-// prev_regional, prev_imported, grant.
-const countsLen = 6
-
-// decodeCounts reads a counts group.
+// decodeCounts reads a counts group: seq, cur_regional, cur_imported, prev_regional,
+// prev_imported.
 func decodeCounts(g []int64, cc *engine.CellCounts) error {
-	for _, n := range g[1:countsLen] {
+	for _, n := range g[1:5] {
 		if n < 0 {
 			return errProto("negative count")
 		}
 	}
 	*cc = engine.CellCounts{Seq: g[0], CurRegional: uint64(g[1]), CurImported: uint64(g[2]),
-		PrevRegional: uint64(g[3]), PrevImported: uint64(g[4]), Grant: uint64(g[5])}
+		PrevRegional: uint64(g[3]), PrevImported: uint64(g[4])}
 	return nil
 }
