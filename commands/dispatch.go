@@ -79,6 +79,9 @@ type Options struct {
 	Snapshots func() SnapshotStats
 	// Config answers CONFIG GET: parameter name to value.
 	Config map[string]string
+	// PeerRegions are the regions of --peer: RL.INTERNAL.PUBLISH takes components of
+	// these and of Region only.
+	PeerRegions map[string]bool
 	// OnImport is told of every batch of components received from a peer region.
 	OnImport func(region string, rows, changed int)
 	// Peers reports the cross-region peers for INFO; nil without peers.

@@ -4,7 +4,6 @@ import (
 	"crypto/subtle"
 	"errors"
 	"math"
-	"strconv"
 	"strings"
 
 	"github.com/ratchet/ratchet/engine"
@@ -72,9 +71,10 @@ func parseKey(b []byte) ([]byte, bool) {
 	return b, err == nil
 }
 
+// parseInt reads a strict non-negative integer, as client arguments are read.
 func parseInt(b []byte) (int64, bool) {
-	n, err := strconv.ParseInt(string(b), 10, 64)
-	return n, err == nil && n >= 0
+	n, ok := parseUint(b, math.MaxInt64)
+	return int64(n), ok
 }
 
 func writeCounts(w *resp.Writer, meta engine.OriginMeta, counts []engine.CellCounts) {
@@ -182,6 +182,19 @@ func cmdInternalPublish(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte
 		}
 		comps = append(comps, engine.Component{Key: key, Seq: seq, Region: string(region), Count: uint64(count)})
 	}
+	if s.peerRegion == "" {
+		w.Error("ERR internal: RL.INTERNAL.PUBLISH is for other regions' origins")
+		return
+	}
+	// Only regions this origin knows (its own and its peers') are taken: a peer cannot fill
+	// the region table with names.
+	known := comps[:0]
+	for _, c := range comps {
+		if c.Region == d.opt.Region || d.opt.PeerRegions[c.Region] {
+			known = append(known, c)
+		}
+	}
+	comps = known
 	changed := d.opt.Origin.MergeComponents(comps)
 	if d.opt.OnImport != nil {
 		d.opt.OnImport(s.peerRegion, len(comps), changed)

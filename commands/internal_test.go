@@ -79,3 +79,28 @@ func TestInternalRefusedWithoutSecretConfigured(t *testing.T) {
 	var w resp.Writer
 	_ = w
 }
+
+// TestInternalPublish: only another region's origin may publish, and only components of
+// known regions are taken.
+func TestInternalPublish(t *testing.T) {
+	clock := engine.NewManualClock(1_000_000)
+	eng := engine.New(clock, engine.Config{Region: "us"})
+	s := commands.NewSession(1, "127.0.0.1:1", "127.0.0.1:2", clock.NowMs())
+	d := commands.New(commands.Options{Limiter: eng, Origin: eng, ClusterSecret: "cs", Region: "us",
+		PeerRegions: map[string]bool{"eu": true}, Host: &fakeHost{}, Version: "test"})
+	r := &rig{d: d, s: s, clock: clock}
+	key := string(engine.AppendKey(nil, engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte("k"), WindowMs: 1000}))
+	r.doArgs("RL.INTERNAL.HELLO", "cs", "edge1/a")
+	if got := r.doArgs("RL.INTERNAL.PUBLISH", key, "1000", "eu", "5"); !strings.HasPrefix(got, "-ERR internal: RL.INTERNAL.PUBLISH is for") {
+		t.Fatalf("publish from an edge = %q", got)
+	}
+	r.s = commands.NewSession(2, "127.0.0.1:3", "127.0.0.1:2", clock.NowMs())
+	r.doArgs("RL.INTERNAL.HELLO", "cs", "peer:eu")
+	if got := r.doArgs("RL.INTERNAL.PUBLISH", key, "1000", "eu", "5", key, "1000", "mars", "7", key, "1000", "us", "2"); got != "*1\r\n:2\r\n" {
+		t.Fatalf("publish from a peer = %q, want 2 rows taken", got)
+	}
+	st := eng.Status(engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte("k"), WindowMs: 1000})
+	if st.CurrentImported != 5 || st.CurrentRegional != 2 {
+		t.Fatalf("status after publish: %+v", st)
+	}
+}

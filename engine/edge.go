@@ -492,7 +492,7 @@ func (e *Edge) Limit(t Tuple, limit, cost uint64) (Decision, error) {
 			return Decision{}, err
 		}
 	}
-	if !d.Allowed {
+	if !d.Allowed && d.RetryAfterMs >= 0 { // cost > limit changes nothing, not even strict mode
 		e.enterStrict(le, seq, t.WindowMs)
 	}
 	le.mu.Unlock()

@@ -92,8 +92,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		// Decisions handed to the origin by an edge have source "origin"; the rest were made
 		// from this process's memory.
-		m(c.decisions, prometheus.CounterValue, float64(s.Allowed-s.OriginAllowed), "allowed", "local")
-		m(c.decisions, prometheus.CounterValue, float64(s.Denied-s.OriginDenied), "denied", "local")
+		// The counters are read one by one: keep the difference from wrapping.
+		m(c.decisions, prometheus.CounterValue, float64(s.Allowed-min(s.OriginAllowed, s.Allowed)), "allowed", "local")
+		m(c.decisions, prometheus.CounterValue, float64(s.Denied-min(s.OriginDenied, s.Denied)), "denied", "local")
 		m(c.decisions, prometheus.CounterValue, float64(s.OriginAllowed), "allowed", "origin")
 		m(c.decisions, prometheus.CounterValue, float64(s.OriginDenied), "denied", "origin")
 		m(c.refused, prometheus.CounterValue, float64(s.RefusedFull))

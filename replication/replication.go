@@ -46,7 +46,7 @@ type Config struct {
 	Peers     []Peer
 	Secret    string        // the cluster secret
 	Interval  time.Duration // publish interval, jittered by +-20%; default 1s
-	Threshold float64       // share of a cell's lowest limit before it is published; default 0.2
+	Threshold float64       // share of a cell's lowest limit before it is published (0: every count)
 	Timeout   time.Duration // dial and per-exchange bound; default 2s
 	MaxQueue  int           // batches queued per peer; default 64
 	Logger    *slog.Logger
@@ -97,7 +97,7 @@ func New(cfg Config, store Store) (*Replicator, error) {
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Second
 	}
-	if cfg.Threshold <= 0 {
+	if cfg.Threshold < 0 { // 0 is valid: publish every count
 		cfg.Threshold = 0.2
 	}
 	if cfg.Timeout <= 0 {

@@ -81,6 +81,7 @@ func newRegion(t *testing.T, name, addr, secret string, clock *engine.ManualCloc
 	r.addr = r.srv.Addr().String()
 	disp := commands.New(commands.Options{
 		Limiter: r.eng, Origin: r.eng, ClusterSecret: secret, Host: r.srv, Role: "origin", Region: name, Version: "test",
+		PeerRegions: map[string]bool{"a": true, "b": true, "c": true},
 		OnImport: func(from string, rows, _ int) {
 			if rp := r.repl.Load(); rp != nil {
 				rp.Received(from, rows)
@@ -104,7 +105,7 @@ func (r *region) replicate(peers ...*region) {
 
 func (r *region) replicateTo(secret string, peers ...replication.Peer) {
 	r.t.Helper()
-	rp, err := replication.New(replication.Config{Peers: peers, Secret: secret, Interval: interval,
+	rp, err := replication.New(replication.Config{Threshold: 0.2, Peers: peers, Secret: secret, Interval: interval,
 		Timeout: time.Second, Logger: quiet}, r.eng)
 	if err != nil {
 		r.t.Fatal(err)
@@ -332,7 +333,7 @@ func TestFlushOnStop(t *testing.T) {
 	clock := engine.NewManualClock(t0)
 	a := newRegion(t, "a", "", "s", clock)
 	b := newRegion(t, "b", "", "s", clock)
-	rp, err := replication.New(replication.Config{Peers: []replication.Peer{{Region: "b", Addr: b.addr}},
+	rp, err := replication.New(replication.Config{Threshold: 0.2, Peers: []replication.Peer{{Region: "b", Addr: b.addr}},
 		Secret: "s", Interval: time.Hour, Timeout: time.Second, Logger: quiet}, a.eng)
 	if err != nil {
 		t.Fatal(err)
@@ -405,7 +406,7 @@ func TestLagBackToZero(t *testing.T) {
 	clock := engine.NewManualClock(t0)
 	a := newRegion(t, "a", "", "s", clock)
 	b := newRegion(t, "b", "", "s", clock)
-	rp, err := replication.New(replication.Config{Peers: []replication.Peer{{Region: "b", Addr: b.addr}},
+	rp, err := replication.New(replication.Config{Threshold: 0.2, Peers: []replication.Peer{{Region: "b", Addr: b.addr}},
 		Secret: "s", Interval: 2 * time.Millisecond, Timeout: time.Second, Logger: quiet}, a.eng)
 	if err != nil {
 		t.Fatal(err)
@@ -461,7 +462,7 @@ func TestLargeAntiEntropyCompletes(t *testing.T) {
 		}
 	}
 	addr := fakePeer(t, 20*time.Millisecond)
-	rp, err := replication.New(replication.Config{Peers: []replication.Peer{{Region: "b", Addr: addr}},
+	rp, err := replication.New(replication.Config{Threshold: 0.2, Peers: []replication.Peer{{Region: "b", Addr: addr}},
 		Secret: "s", Interval: interval, Timeout: 200 * time.Millisecond, Logger: quiet}, eng)
 	if err != nil {
 		t.Fatal(err)

@@ -68,8 +68,13 @@ func DefaultConfig() Config {
 	}
 }
 
-// listFlag collects a repeatable, comma-separated flag.
-type listFlag struct{ v *[]string }
+// listFlag collects a repeatable, comma-separated flag. Values set before fresh is
+// raised (from the environment) are replaced by the first value set after it (the
+// command line), so the command line wins as for every other flag.
+type listFlag struct {
+	v     *[]string
+	fresh *bool
+}
 
 func (l listFlag) String() string {
 	if l.v == nil {
@@ -79,6 +84,9 @@ func (l listFlag) String() string {
 }
 
 func (l listFlag) Set(s string) error {
+	if l.fresh != nil && *l.fresh {
+		*l.v, *l.fresh = nil, false
+	}
 	for _, p := range strings.Split(s, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			*l.v = append(*l.v, p)
@@ -135,7 +143,8 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	fs.StringVar(&c.Region, "region", c.Region, "this region's name")
 	fs.StringVar(&c.NodeID, "node-id", c.NodeID, "unique in the region (default: derived from host and port)")
 	fs.StringVar(&c.Origins, "origin", c.Origins, "edge: origin addresses, comma separated")
-	fs.Var(listFlag{&c.Peers}, "peer", "origin: REGION=ADDR, repeatable or comma separated")
+	var cliPeers bool
+	fs.Var(listFlag{&c.Peers, &cliPeers}, "peer", "origin: REGION=ADDR, repeatable or comma separated")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "origin: snapshot directory; empty disables snapshots")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "Prometheus /metrics and /healthz address; empty disables")
 	fs.StringVar(&c.RequirePass, "requirepass", c.RequirePass, "password clients must AUTH with")
@@ -168,6 +177,7 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	if envErr != nil {
 		return c, envErr
 	}
+	cliPeers = true
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

@@ -183,8 +183,14 @@ func run(cfg Config, log *slog.Logger) error {
 			return out
 		}
 	}
+	peerRegions := map[string]bool{}
+	if peers, err := cfg.PeerList(); err == nil {
+		for _, p := range peers {
+			peerRegions[p.Region] = true
+		}
+	}
 	disp := commands.New(commands.Options{
-		OnImport: onImport, Peers: peerInfo,
+		OnImport: onImport, Peers: peerInfo, PeerRegions: peerRegions,
 		Limiter: n.limiter, Origin: n.origin, ClusterSecret: cfg.ClusterSecret, Host: srv,
 		RequirePass: cfg.RequirePass, Role: cfg.Role, Region: cfg.Region,
 		NodeID: cfg.NodeID, MaxClients: cfg.MaxClients, Version: version, Snapshots: snapStats,
