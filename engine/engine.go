@@ -109,8 +109,7 @@ func (e *Engine) decide(key []byte, windowMs int64, limit, cost, extra uint64) (
 			}
 		}
 	}
-	cc := CellCounts{Seq: seq, CurRegional: cur.regional, CurImported: cur.imported,
-		PrevRegional: prev.regional, PrevImported: prev.imported}
+	cc := CellCounts{Seq: seq}
 	if ent != nil {
 		cc = ent.cellCounts(seq)
 	}

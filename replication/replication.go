@@ -19,7 +19,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -221,7 +220,7 @@ func (r *Replicator) session(ctx context.Context, p *peer) error {
 		case <-ctx.Done():
 			return r.flushQueue(c, p)
 		case <-heartbeat.C:
-			c.buf = appendCommand(c.buf[:0], "PING")
+			c.buf = resp.AppendCommand(c.buf[:0], "PING")
 			if err := c.roundTrips(1, r.cfg.Timeout); err != nil {
 				return fmt.Errorf("peer %s: heartbeat: %w", p.Region, err)
 			}
@@ -350,7 +349,7 @@ func dial(ctx context.Context, addr, secret, run string, timeout time.Duration) 
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
 	c := &conn{nc: nc, rd: resp.NewReplyReader(nc, 1)}
-	c.buf = appendCommand(c.buf[:0], "RL.INTERNAL.HELLO", secret, run)
+	c.buf = resp.AppendCommand(c.buf[:0], "RL.INTERNAL.HELLO", secret, run)
 	if err := c.roundTrips(1, timeout); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("hello %s: %w", addr, err)
@@ -383,13 +382,13 @@ func (c *conn) publish(comps []engine.Component, timeout time.Duration) error {
 			}
 			part := comps[:rows]
 			comps = comps[rows:]
-			c.buf = appendArray(c.buf, 1+4*len(part))
-			c.buf = appendBulk(c.buf, "RL.INTERNAL.PUBLISH")
+			c.buf = resp.AppendArray(c.buf, 1+4*len(part))
+			c.buf = resp.AppendBulkString(c.buf, "RL.INTERNAL.PUBLISH")
 			for _, x := range part {
-				c.buf = appendBulk(c.buf, string(x.Key))
-				c.buf = appendBulk(c.buf, strconv.FormatInt(x.Seq, 10))
-				c.buf = appendBulk(c.buf, x.Region)
-				c.buf = appendBulk(c.buf, strconv.FormatUint(x.Count, 10))
+				c.buf = resp.AppendBulk(c.buf, x.Key)
+				c.buf = resp.AppendBulkInt(c.buf, x.Seq)
+				c.buf = resp.AppendBulkString(c.buf, x.Region)
+				c.buf = resp.AppendBulkUint(c.buf, x.Count)
 			}
 			n++
 		}
@@ -424,26 +423,4 @@ func (c *conn) roundTrips(n int, timeout time.Duration) error {
 		}
 	}
 	return nil
-}
-
-func appendCommand(b []byte, args ...string) []byte {
-	b = appendArray(b, len(args))
-	for _, a := range args {
-		b = appendBulk(b, a)
-	}
-	return b
-}
-
-func appendArray(b []byte, n int) []byte {
-	b = append(b, '*')
-	b = strconv.AppendInt(b, int64(n), 10)
-	return append(b, '\r', '\n')
-}
-
-func appendBulk(b []byte, s string) []byte {
-	b = append(b, '$')
-	b = strconv.AppendInt(b, int64(len(s)), 10)
-	b = append(b, '\r', '\n')
-	b = append(b, s...)
-	return append(b, '\r', '\n')
 }

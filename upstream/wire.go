@@ -3,7 +3,6 @@ package upstream
 import (
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/ratchet/ratchet/engine"
 	"github.com/ratchet/ratchet/resp"
@@ -21,76 +20,44 @@ func errProto(format string, a ...any) error {
 }
 
 func appendHello(b []byte, secret, nodeRun string) []byte {
-	b = appendArray(b, 3)
-	b = appendBulkString(b, "RL.INTERNAL.HELLO")
-	b = appendBulkString(b, secret)
-	return appendBulkString(b, nodeRun)
+	b = resp.AppendArray(b, 3)
+	b = resp.AppendBulkString(b, "RL.INTERNAL.HELLO")
+	b = resp.AppendBulkString(b, secret)
+	return resp.AppendBulkString(b, nodeRun)
 }
 
 func appendRead(b []byte, items []engine.ReadItem) []byte {
-	b = appendArray(b, 1+2*len(items))
-	b = appendBulkString(b, "RL.INTERNAL.READ")
+	b = resp.AppendArray(b, 1+2*len(items))
+	b = resp.AppendBulkString(b, "RL.INTERNAL.READ")
 	for _, it := range items {
-		b = appendBulk(b, it.Key)
-		b = appendBulkInt(b, it.Seq)
+		b = resp.AppendBulk(b, it.Key)
+		b = resp.AppendBulkInt(b, it.Seq)
 	}
 	return b
 }
 
 func appendReplay(b []byte, id uint64, items []engine.ReplayItem) []byte {
-	b = appendArray(b, 2+4*len(items))
-	b = appendBulkString(b, "RL.INTERNAL.REPLAY")
-	b = appendBulkUint(b, id)
+	b = resp.AppendArray(b, 2+4*len(items))
+	b = resp.AppendBulkString(b, "RL.INTERNAL.REPLAY")
+	b = resp.AppendBulkUint(b, id)
 	for _, it := range items {
-		b = appendBulk(b, it.Key)
-		b = appendBulkInt(b, it.Seq)
-		b = appendBulkUint(b, it.Cost)
-		b = appendBulkUint(b, it.Limit)
+		b = resp.AppendBulk(b, it.Key)
+		b = resp.AppendBulkInt(b, it.Seq)
+		b = resp.AppendBulkUint(b, it.Cost)
+		b = resp.AppendBulkUint(b, it.Limit)
 	}
 	return b
 }
 
 func appendDecide(b []byte, r engine.DecideRequest) []byte {
-	b = appendArray(b, 7)
-	b = appendBulkString(b, "RL.INTERNAL.DECIDE")
-	b = appendBulk(b, r.Key)
-	b = appendBulkUint(b, r.Limit)
-	b = appendBulkUint(b, r.Cost)
-	b = appendBulkUint(b, r.Pending)
-	b = appendBulkUint(b, r.Inflight)
-	return appendBulkUint(b, r.InflightBatch)
-}
-
-func appendArray(b []byte, n int) []byte {
-	b = append(b, '*')
-	b = strconv.AppendInt(b, int64(n), 10)
-	return append(b, '\r', '\n')
-}
-
-func appendBulk(b, s []byte) []byte {
-	b = append(b, '$')
-	b = strconv.AppendInt(b, int64(len(s)), 10)
-	b = append(b, '\r', '\n')
-	b = append(b, s...)
-	return append(b, '\r', '\n')
-}
-
-func appendBulkString(b []byte, s string) []byte {
-	b = append(b, '$')
-	b = strconv.AppendInt(b, int64(len(s)), 10)
-	b = append(b, '\r', '\n')
-	b = append(b, s...)
-	return append(b, '\r', '\n')
-}
-
-func appendBulkInt(b []byte, v int64) []byte {
-	var tmp [20]byte
-	return appendBulk(b, strconv.AppendInt(tmp[:0], v, 10))
-}
-
-func appendBulkUint(b []byte, v uint64) []byte {
-	var tmp [20]byte
-	return appendBulk(b, strconv.AppendUint(tmp[:0], v, 10))
+	b = resp.AppendArray(b, 7)
+	b = resp.AppendBulkString(b, "RL.INTERNAL.DECIDE")
+	b = resp.AppendBulk(b, r.Key)
+	b = resp.AppendBulkUint(b, r.Limit)
+	b = resp.AppendBulkUint(b, r.Cost)
+	b = resp.AppendBulkUint(b, r.Pending)
+	b = resp.AppendBulkUint(b, r.Inflight)
+	return resp.AppendBulkUint(b, r.InflightBatch)
 }
 
 // decode stores the reply rep to cl. An error reply is cl's error and keeps the connection;
