@@ -12,7 +12,7 @@ func cmdLimit(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		w.Error(err.Error())
 		return
 	}
-	t := engine.Tuple{Workspace: s.Workspace, Namespace: namespace(a.Namespace), Key: a.Key, WindowMs: a.WindowMs}
+	t := engine.Tuple{Workspace: s.Workspace, Namespace: s.namespace(a.Namespace), Key: a.Key, WindowMs: a.WindowMs}
 	dec, err := d.opt.Limiter.Limit(t, a.Limit, a.Cost)
 	if err != nil {
 		w.Error(err.Error())
@@ -34,7 +34,7 @@ func cmdStatus(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		w.Error(err.Error())
 		return
 	}
-	t := engine.Tuple{Workspace: s.Workspace, Namespace: namespace(a.Namespace), Key: a.Key, WindowMs: a.WindowMs}
+	t := engine.Tuple{Workspace: s.Workspace, Namespace: s.namespace(a.Namespace), Key: a.Key, WindowMs: a.WindowMs}
 	st := d.opt.Limiter.Status(t)
 	n := 10
 	if a.Limit > 0 {
@@ -62,13 +62,6 @@ func cmdStatus(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		field("remaining", int64(p.Remaining))
 		field("reset_after_ms", p.ResetAfterMs)
 	}
-}
-
-func namespace(ns []byte) string {
-	if ns == nil {
-		return DefaultNamespace
-	}
-	return string(ns)
 }
 
 func boolInt(b bool) int64 {

@@ -21,9 +21,11 @@ type Session struct {
 	Authed     bool
 	Workspace  string
 	closing    bool
-	cluster    bool   // authenticated with the cluster secret (RL.INTERNAL.HELLO)
-	nodeRun    string // the peer node's run id, from RL.INTERNAL.HELLO
-	peerRegion string // set when that node is another region's origin
+	cluster    bool      // authenticated with the cluster secret (RL.INTERNAL.HELLO)
+	nodeRun    string    // the peer node's run id, from RL.INTERNAL.HELLO
+	peerRegion string    // set when that node is another region's origin
+	nsSeen     [4]string // the last namespaces named by NS, reused so NS costs no allocation
+	nsNext     uint8     // the nsSeen slot to replace next
 
 	lastMs  atomic.Int64            // ms of the last request batch
 	lastCmd atomic.Pointer[Command] // the last command served
@@ -41,6 +43,25 @@ func NewSession(id int64, addr, localAddr string, nowMs int64) *Session {
 	s := &Session{ID: id, Addr: addr, LocalAddr: localAddr, CreatedMs: nowMs, Workspace: "default", proto: 2}
 	s.lastMs.Store(nowMs)
 	return s
+}
+
+// namespace returns the namespace named by ns (nil: DefaultNamespace) as a string. A
+// connection sends the same few namespaces again and again: they are converted once and
+// reused, so a request with NS does not allocate. The strings are ordinary immutable
+// copies, so whatever the Limiter does with a Tuple's Namespace is safe.
+func (s *Session) namespace(ns []byte) string {
+	if ns == nil || string(ns) == DefaultNamespace {
+		return DefaultNamespace
+	}
+	for _, seen := range s.nsSeen {
+		if string(ns) == seen {
+			return seen
+		}
+	}
+	str := string(ns)
+	s.nsSeen[s.nsNext%uint8(len(s.nsSeen))] = str
+	s.nsNext++
+	return str
 }
 
 // Touch records activity at nowMs, for CLIENT LIST's idle field.
