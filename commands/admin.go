@@ -214,7 +214,7 @@ func (d *Dispatcher) infoSections() []infoSection {
 		}},
 		{"stats", []infoField{
 			{"total_connections_received", cs.Total},
-			{"total_commands_processed", d.processed.Load()},
+			{"total_commands_processed", d.Processed()},
 			{"rejected_connections", cs.Rejected},
 		}},
 		{"ratchet", ratchet},

@@ -3,6 +3,7 @@ package commands_test
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ratchet/ratchet/commands"
@@ -58,5 +59,42 @@ func TestNamespacesStayApart(t *testing.T) {
 	}
 	if got := r.do("RL.LIMIT k 10 1s NS default"); !strings.HasPrefix(got, "*5\r\n:1\r\n:10\r\n:8\r\n") {
 		t.Fatalf("NS default is the default namespace: %q", got)
+	}
+}
+
+// TestProcessedIsExact counts every request, from many sessions at once, errors and
+// unknown commands included; INFO counts itself.
+func TestProcessedIsExact(t *testing.T) {
+	eng := engine.New(engine.NewManualClock(1_000_000), engine.Config{})
+	d := commands.New(commands.Options{Limiter: eng, Origin: eng, Host: &fakeHost{}, Role: "origin", Region: "local", Version: "t"})
+	const sessions, each = 50, 200
+	var wg sync.WaitGroup
+	for id := range sessions {
+		wg.Go(func() {
+			s := commands.NewSession(int64(id+1), "a", "b", 0)
+			var w resp.Writer
+			for i := range each {
+				w.Reset()
+				switch i % 4 {
+				case 0:
+					d.Serve(s, &w, split("PING"))
+				case 1:
+					d.Serve(s, &w, split("RL.LIMIT k 1000000 1s NS x"))
+				case 2:
+					d.Serve(s, &w, split("RL.LIMIT k"))
+				default:
+					d.Serve(s, &w, split("NOPE"))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := d.Processed(); got != sessions*each {
+		t.Fatalf("Processed = %d, want %d", got, sessions*each)
+	}
+	var w resp.Writer
+	d.Serve(commands.NewSession(999, "a", "b", 0), &w, split("INFO stats"))
+	if want := fmt.Sprintf("total_commands_processed:%d\r\n", sessions*each+1); !strings.Contains(string(w.Bytes()), want) {
+		t.Fatalf("INFO stats = %q, want %q", w.Bytes(), want)
 	}
 }
