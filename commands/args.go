@@ -31,6 +31,15 @@ func parseUint(b []byte, max uint64) (v uint64, ok bool) {
 	if len(b) == 0 || len(b) > 20 || (b[0] == '0' && len(b) > 1) {
 		return 0, false
 	}
+	if len(b) <= 19 { // below 10^19: no uint64 overflow, one comparison at the end
+		for _, c := range b {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			v = v*10 + uint64(c-'0')
+		}
+		return v, v <= max
+	}
 	for _, c := range b {
 		if c < '0' || c > '9' {
 			return 0, false
@@ -44,26 +53,34 @@ func parseUint(b []byte, max uint64) (v uint64, ok bool) {
 	return v, true
 }
 
-// windowUnits maps a window suffix to milliseconds.
-var windowUnits = [...]struct {
-	suffix string
-	ms     int64
-}{
-	{"ms", 1}, {"s", 1000}, {"m", 60_000}, {"h", 3_600_000}, {"d", 86_400_000},
+// windowUnit splits a window into its digits and the milliseconds of its unit suffix
+// ("ms", "s", "m", "h", "d", any case; none: ms). A suffix needs at least one byte before
+// it. Anything else is left in digits, which then fail to parse.
+func windowUnit(b []byte) (unit int64, digits []byte) {
+	n := len(b)
+	if n < 2 {
+		return 1, b
+	}
+	switch b[n-1] | 0x20 { // ASCII lower case; digits and other bytes match no case
+	case 's':
+		if n > 2 && b[n-2]|0x20 == 'm' {
+			return 1, b[:n-2]
+		}
+		return 1000, b[:n-1]
+	case 'm':
+		return 60_000, b[:n-1]
+	case 'h':
+		return 3_600_000, b[:n-1]
+	case 'd':
+		return 86_400_000, b[:n-1]
+	}
+	return 1, b
 }
 
 // ParseWindow reads a window: whole milliseconds ("1500") or a whole number with a unit
 // ("1500ms", "60s", "1m", "1h", "1d"; units are case-insensitive). It accepts 1ms to 31d.
 func ParseWindow(b []byte) (int64, error) {
-	unit := int64(1)
-	digits := b
-	// "ms" must be tried before "m" and "s".
-	for _, u := range windowUnits {
-		if n := len(b) - len(u.suffix); n > 0 && bytes.EqualFold(b[n:], []byte(u.suffix)) {
-			unit, digits = u.ms, b[:n]
-			break
-		}
-	}
+	unit, digits := windowUnit(b)
 	n, ok := parseUint(digits, uint64(engine.MaxWindowMs))
 	if !ok || n == 0 || int64(n) > engine.MaxWindowMs/unit {
 		return 0, errWindow

@@ -140,19 +140,7 @@ func (d *Dispatcher) Serve(s *Session, w *resp.Writer, args [][]byte) {
 		return
 	}
 	d.processed.add(s.ID)
-	var lower [32]byte
-	name := args[0]
-	if len(name) > len(lower) {
-		d.unknown(w, args)
-		return
-	}
-	for i, c := range name {
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		lower[i] = c
-	}
-	cmd := d.table[string(lower[:len(name)])]
+	cmd := d.lookup(s, args[0])
 	if cmd == nil {
 		d.unknown(w, args)
 		return
@@ -170,6 +158,43 @@ func (d *Dispatcher) Serve(s *Session, w *resp.Writer, args [][]byte) {
 		s.lastCmd.Store(cmd)
 	}
 	cmd.Handler(d, s, w, args)
+}
+
+// lookup finds the command named name, in any ASCII case; nil when there is none.
+// Clients mostly repeat one command, so the session's last command is tried before the
+// table (every Dispatcher's table is built from the same rows, so a *Command found by
+// another one would be equivalent).
+func (d *Dispatcher) lookup(s *Session, name []byte) *Command {
+	if c := s.lastCmd.Load(); c != nil && equalLower(name, c.Name) {
+		return c
+	}
+	var lower [32]byte
+	if len(name) > len(lower) {
+		return nil
+	}
+	for i, c := range name {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		lower[i] = c
+	}
+	return d.table[string(lower[:len(name)])]
+}
+
+// equalLower reports whether b, with A-Z lowered, is lower.
+func equalLower(b []byte, lower string) bool {
+	if len(b) != len(lower) {
+		return false
+	}
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // unknown answers as Redis does: the arguments are echoed until 128 bytes of them.
