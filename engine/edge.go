@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -263,7 +264,8 @@ type Edge struct {
 	clock  Clock
 	cfg    EdgeConfig
 	log    *slog.Logger
-	cache  *ristretto.Cache[[]byte, *localEntry]
+	cache  *ristretto.Cache[uint64, *localEntry] // keyed by maphash of the tuple key
+	seed   maphash.Seed
 	links  []*originLink
 	flight flightGroup
 
@@ -306,8 +308,10 @@ func NewEdge(clock Clock, cfg EdgeConfig) (*Edge, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	e := &Edge{clock: clock, cfg: cfg, log: cfg.Logger}
-	cache, err := ristretto.NewCache(&ristretto.Config[[]byte, *localEntry]{
+	e := &Edge{clock: clock, cfg: cfg, log: cfg.Logger, seed: maphash.MakeSeed()}
+	cache, err := ristretto.NewCache(&ristretto.Config[uint64, *localEntry]{
+		// The key is already a hash; entries are checked against their tuple key.
+		KeyToHash:   func(h uint64) (uint64, uint64) { return h, 0 },
 		NumCounters: max(10*cfg.MaxMemoryBytes/edgeEntryCost, 1000),
 		MaxCost:     cfg.MaxMemoryBytes,
 		BufferItems: 64,
@@ -365,9 +369,12 @@ func rendezvousScore(id string, key []byte) uint64 {
 // OriginFor returns the ID of the origin that owns tuple t.
 func (e *Edge) OriginFor(t Tuple) string { return e.link(AppendKey(nil, t)).id }
 
-// lookup finds the entry of key: in the cache, else in its origin's replay set.
+// lookup finds the entry of key: in the cache, else in its origin's replay set. The
+// cache is keyed by a hash of the tuple key, so a lookup allocates nothing and key does
+// not escape; two keys with one hash share a slot, and the check of le.key turns the
+// loser's lookups into misses (a miss is safe: the origin is read again).
 func (e *Edge) lookup(l *originLink, key []byte) *localEntry {
-	if le, ok := e.cache.Get(key); ok && le.key == string(key) {
+	if le, ok := e.cache.Get(maphash.Bytes(e.seed, key)); ok && le.key == string(key) {
 		return le
 	}
 	l.mu.Lock()
@@ -381,42 +388,50 @@ func (e *Edge) lookup(l *originLink, key []byte) *localEntry {
 
 func (e *Edge) remember(le *localEntry) {
 	e.entries.Add(1)
-	if !e.cache.Set([]byte(le.key), le, int64(len(le.key))+edgeEntryCost) {
+	if !e.cache.Set(maphash.String(e.seed, le.key), le, int64(len(le.key))+edgeEntryCost) {
 		e.entries.Add(-1)
 	}
 }
 
-// entry returns the entry of key, refreshed from the origin first when it is cold,
-// stale, or in strict mode. It never returns nil; on an origin failure the entry is the
-// local view (not fresh). readOK reports whether the origin was read.
-func (e *Edge) entry(l *originLink, key []byte, window, seq, now int64, force bool) (le *localEntry, readOK bool) {
-	le = e.lookup(l, key)
-	if le != nil && !force {
-		le.mu.Lock()
-		// Without an observed rate of the other edges, a view is only trusted for two replay
-		// intervals: they may have taken anything since.
-		fresh := now < le.freshUntil && now >= le.strictUntil &&
-			(le.rated || l.edges.Load() == 1 || now-le.refreshedMs <= 2*e.cfg.ReplayInterval.Milliseconds())
-		le.mu.Unlock()
-		if fresh {
-			return le, false
-		}
+// freshEntry returns the entry of key when local memory may decide it without the
+// origin: cached, fresh, not strict. Otherwise nil, and the caller refreshes.
+func (e *Edge) freshEntry(l *originLink, key []byte, now int64) *localEntry {
+	le := e.lookup(l, key)
+	if le == nil {
+		return nil
 	}
+	le.mu.Lock()
+	// Without an observed rate of the other edges, a view is only trusted for two replay
+	// intervals: they may have taken anything since.
+	fresh := now < le.freshUntil && now >= le.strictUntil &&
+		(le.rated || l.edges.Load() == 1 || now-le.refreshedMs <= 2*e.cfg.ReplayInterval.Milliseconds())
+	le.mu.Unlock()
+	if !fresh {
+		return nil
+	}
+	return le
+}
+
+// refresh returns the entry of key after reading the origin (reads of one tuple are
+// shared by concurrent requests). It never returns nil; when the origin is in backoff or
+// fails, the entry is the local view (not fresh). readOK reports whether the origin
+// answered.
+func (e *Edge) refresh(l *originLink, key string, window, seq, now int64) (le *localEntry, readOK bool) {
 	if !l.usable(now) {
-		if le == nil {
+		if le = e.lookup(l, []byte(key)); le == nil {
 			le = e.create(l, key, window)
 		}
 		return le, false
 	}
-	got, err := e.flight.do(string(key), func() (*localEntry, error) {
-		le := e.lookup(l, key)
+	got, err := e.flight.do(key, func() (*localEntry, error) {
+		le := e.lookup(l, []byte(key))
 		if le == nil {
 			le = e.create(l, key, window)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), e.cfg.OriginTimeout)
 		defer cancel()
 		start := time.Now()
-		counts, meta, err := l.client.Read(ctx, []ReadItem{{Key: key, Seq: seq}})
+		counts, meta, err := l.client.Read(ctx, []ReadItem{{Key: []byte(key), Seq: seq}})
 		e.observe("read", err, start)
 		e.reads.Add(1)
 		now := e.clock.NowMs()
@@ -440,8 +455,8 @@ func (e *Edge) entry(l *originLink, key []byte, window, seq, now int64, force bo
 // visible to the next lookup unless the cache's admission rejects it (then the next
 // request reads the origin again, which loses nothing: an entry with unacknowledged cost
 // is pinned).
-func (e *Edge) create(l *originLink, key []byte, window int64) *localEntry {
-	le := newLocalEntry(string(key), window, l)
+func (e *Edge) create(l *originLink, key string, window int64) *localEntry {
+	le := newLocalEntry(key, window, l)
 	e.remember(le)
 	e.cache.Wait()
 	return le
@@ -460,16 +475,21 @@ func (e *Edge) Limit(t Tuple, limit, cost uint64) (Decision, error) {
 	var buf [256]byte
 	key := AppendKey(buf[:0], t)
 	l := e.link(key)
-	seq, _ := position(e.clock.NowMs(), t.WindowMs)
-	le, _ := e.entry(l, key, t.WindowMs, seq, e.clock.NowMs(), false)
+	// One clock read on the fast path; a request that waited on the origin reads it again.
 	now := e.clock.NowMs()
+	le := e.freshEntry(l, key, now)
+	if le == nil {
+		seq, _ := position(now, t.WindowMs)
+		le, _ = e.refresh(l, string(key), t.WindowMs, seq, now)
+		now = e.clock.NowMs()
+	}
 	seq, elapsed := position(now, t.WindowMs)
 
 	le.mu.Lock()
 	counts := le.counts(seq)
 	d := e.decideLocal(l, counts, limit, cost, t.WindowMs, elapsed, now)
 	if d.Allowed && cost > 0 && l.reachable.Load() && !e.safeLocally(l, le, counts, d, limit, cost, t.WindowMs, elapsed, now) {
-		req := DecideRequest{Key: key, Limit: limit, Cost: cost}
+		req := DecideRequest{Key: []byte(le.key), Limit: limit, Cost: cost}
 		if c := le.cell(seq); c != nil {
 			req.Pending, req.Inflight = c.pending, c.inflight
 			if c.inflight > 0 {
@@ -667,11 +687,10 @@ func (e *Edge) mergeAnswer(l *originLink, le *localEntry, cc CellCounts, meta Or
 // Status reads a tuple, refreshing from the origin first. Source says whether the origin
 // answered.
 func (e *Edge) Status(t Tuple) Status {
-	key := AppendKey(nil, t)
+	key := string(AppendKey(nil, t))
 	now := e.clock.NowMs()
 	seq, _ := position(now, t.WindowMs)
-	l := e.link(key)
-	le, fromOrigin := e.entry(l, key, t.WindowMs, seq, now, true)
+	le, fromOrigin := e.refresh(e.link([]byte(key)), key, t.WindowMs, seq, now)
 	now = e.clock.NowMs()
 	seq, elapsed := position(now, t.WindowMs)
 	st := Status{Sequence: seq, ElapsedMs: elapsed, WindowMs: t.WindowMs, Source: "local"}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"hash/maphash"
 	"testing"
 )
 
@@ -67,7 +68,7 @@ func TestEdgeEvictedEntryDoesNotStealReplayPin(t *testing.T) {
 		t.Fatal("the warm entry is neither cached nor pinned")
 	}
 	// 2. Eviction.
-	e.cache.Del(key)
+	e.cache.Del(maphash.Bytes(e.seed, key))
 	e.cache.Wait()
 	// 3. B, a whole request.
 	if d, err := e.Limit(tp, 1000, 1); err != nil || !d.Allowed {

@@ -41,6 +41,8 @@ type Config struct {
 	OriginTimeout time.Duration
 
 	WriteTimeout time.Duration
+	Threads      int    // GOMAXPROCS; 0 leaves Go's default (one per core)
+	PprofListen  string // net/http/pprof address; empty disables
 	LogLevel     string
 	LogFormat    string
 }
@@ -161,6 +163,8 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	fs.Float64Var(&c.DegradedShare, "degraded-share", c.DegradedShare, "edge: share of the limit enforced while the origin is unreachable")
 	fs.DurationVar(&c.OriginTimeout, "origin-timeout", c.OriginTimeout, "edge: bound on one origin call (read, replay, decide)")
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "drop a client that does not read its replies for this long")
+	fs.IntVar(&c.Threads, "threads", c.Threads, "threads running Go code at once (GOMAXPROCS); 0: one per core")
+	fs.StringVar(&c.PprofListen, "pprof-listen", c.PprofListen, "address of net/http/pprof, for profiling; empty disables")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
 
@@ -206,6 +210,8 @@ func (c *Config) Validate() error {
 		return errors.New("--peer needs --cluster-secret (peers authenticate with it)")
 	case c.MaxClients < 1:
 		return errors.New("--max-clients must be at least 1")
+	case c.Threads < 0:
+		return errors.New("--threads must be 0 (one per core) or more")
 	case (c.TLSCert == "") != (c.TLSKey == ""):
 		return errors.New("--tls-cert and --tls-key go together")
 	case c.SnapshotInterval <= 0:

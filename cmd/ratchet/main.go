@@ -16,8 +16,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -44,6 +46,9 @@ func main() {
 		os.Exit(2)
 	}
 	log := newLogger(cfg)
+	if cfg.Threads > 0 {
+		runtime.GOMAXPROCS(cfg.Threads)
+	}
 	if err := run(cfg, log); err != nil {
 		log.Error("ratchet stopped", "error", err)
 		os.Exit(1)
@@ -219,6 +224,12 @@ func run(cfg Config, log *slog.Logger) error {
 		}()
 	}
 
+	if cfg.PprofListen != "" {
+		if err := servePprof(ctx, cfg.PprofListen, log); err != nil {
+			return err
+		}
+	}
+
 	background := make(chan struct{})
 	switch {
 	case n.edge != nil:
@@ -276,4 +287,31 @@ func run(cfg Config, log *slog.Logger) error {
 		log.Info("final snapshot written", "dir", cfg.DataDir)
 	}
 	return runErr
+}
+
+// servePprof serves net/http/pprof on addr until ctx ends. It is off by default: profiles
+// expose internals and cost CPU while they are taken.
+func servePprof(ctx context.Context, addr string, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen pprof %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("pprof server stopped", "error", err)
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	log.Info("pprof serving", "listen", ln.Addr().String())
+	return nil
 }

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Ratchet beside Redis, one run, same machine, same redis-benchmark settings (-c 50):
+#   redis INCR | redis EVALSHA of bench/sliding-window.lua | ratchet origin RL.LIMIT |
+#   ratchet edge RL.LIMIT (with a live origin of its own, keys warmed first)
+# at -P 1 and -P 16, on 100k random keys and on one hot key. Prints requests/s, p50 and
+# p99 (ms) of each, and the ratios. Loopback only; every process is stopped on exit.
+#
+# Besides requests/s it prints the servers' CPU time per request (user+sys of the server
+# process(es), from /proc): on 2 cores the single-threaded redis-benchmark is often the
+# bottleneck at -P 1, and CPU per request then shows what each server would sustain.
+#
+# Usage: bench/compare.sh [requests per run]   (default 200000)
+# Env:   RATCHET_THREADS   --threads of every ratchet process (default 1: like
+#                          redis-server's one thread, leaving a core to the load generator)
+#        RATCHET_BENCH_EXTRA="--flag value ..."  extra flags for every ratchet process
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n=${1:-200000}
+keys=100000
+limit=1000000000000 # never reached: every request is allowed and counted
+window=60000
+
+if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then
+  apt-get update -qq && apt-get install -y -qq redis-server redis-tools >/dev/null
+fi
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+go build -o "$work/ratchet" ./cmd/ratchet
+
+P_REDIS=16379 P_ORIGIN=16380 P_EDGE_ORIGIN=16381 P_EDGE=16382
+# shellcheck disable=SC2206
+extra=(${RATCHET_BENCH_EXTRA:-})
+threads=${RATCHET_THREADS:-1}
+common=(--metrics-listen "" --log-level warn --threads "$threads" "${extra[@]}")
+redis-server --port $P_REDIS --bind 127.0.0.1 --save "" --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
+pid_redis=$!
+"$work/ratchet" --listen 127.0.0.1:$P_ORIGIN --data-dir "$work/origin" "${common[@]}" &
+pid_origin=$!
+"$work/ratchet" --listen 127.0.0.1:$P_EDGE_ORIGIN --data-dir "$work/edge-origin" --cluster-secret bench "${common[@]}" &
+pid_edge_origin=$!
+"$work/ratchet" --listen 127.0.0.1:$P_EDGE --role edge --origin 127.0.0.1:$P_EDGE_ORIGIN --cluster-secret bench "${common[@]}" &
+pid_edge=$!
+for p in $P_REDIS $P_ORIGIN $P_EDGE_ORIGIN $P_EDGE; do
+  for _ in $(seq 100); do redis-cli -p $p PING >/dev/null 2>&1 && break; sleep 0.1; done
+  redis-cli -p $p PING >/dev/null || { echo "port $p did not come up" >&2; exit 1; }
+done
+sha=$(redis-cli -p $P_REDIS SCRIPT LOAD "$(cat bench/sliding-window.lua)")
+
+# Warm the edge: one request for each of the 100k keys redis-benchmark will draw
+# (__rand_int__ is 12 zero-padded digits) and for the hot key, pipelined.
+warm() {
+  awk -v k=$keys -v l=$limit -v w=$window 'BEGIN {
+    for (i = 0; i <= k; i++) {
+      key = (i < k) ? sprintf("key:%012d", i) : "key:hot"
+      printf "*4\r\n$8\r\nRL.LIMIT\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", length(key), key, length(l), l, length(w), w
+    }
+  }' | redis-cli -p "$1" --pipe >/dev/null
+}
+warm $P_EDGE
+
+tck=$(getconf CLK_TCK)
+ticks() { # PID... -> user+sys clock ticks of those processes
+  local sum=0 p
+  for p in "$@"; do sum=$((sum + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done
+  echo $sum
+}
+# run "PIDS" PORT PIPELINE KEYSPACE(rand|hot) COMMAND... -> "rps p50 p99 cpu_us_per_request"
+run() {
+  local pids=$1 port=$2 pipe=$3 space=$4; shift 4
+  local r=() before out
+  [ "$space" = rand ] && r=(-r $keys)
+  # shellcheck disable=SC2086
+  before=$(ticks $pids)
+  out=$(redis-benchmark -p "$port" -c 50 -n "$n" -P "$pipe" "${r[@]}" --csv "$@" |
+    tail -1 | awk -F, '{ gsub(/"/, ""); print $2, $5, $7 }')
+  # shellcheck disable=SC2086
+  echo "$out $(ticks $pids) $before" | awk -v n="$n" -v hz="$tck" '{ printf "%s %s %s %.2f\n", $1, $2, $3, ($4 - $5) * 1e6 / hz / n }'
+}
+
+declare -A rps p50 p99 cpu
+targets=(incr lua origin edge)
+for space in rand hot; do
+  k="key:__rand_int__"
+  [ "$space" = hot ] && k="key:hot"
+  for pipe in 1 16; do
+    for t in "${targets[@]}"; do
+      case $t in
+      incr) out=$(run $pid_redis $P_REDIS $pipe $space INCR "$k") ;;
+      lua) out=$(run $pid_redis $P_REDIS $pipe $space EVALSHA "$sha" 1 "$k" $limit $window 1) ;;
+      origin) out=$(run $pid_origin $P_ORIGIN $pipe $space RL.LIMIT "$k" $limit $window) ;;
+      edge) out=$(run "$pid_edge $pid_edge_origin" $P_EDGE $pipe $space RL.LIMIT "$k" $limit $window) ;;
+      esac
+      read -r rps[$t,$space,$pipe] p50[$t,$space,$pipe] p99[$t,$space,$pipe] cpu[$t,$space,$pipe] <<<"$out"
+    done
+  done
+done
+
+echo "requests per run: $n; -c 50; $(nproc) cores; $(redis-server --version | cut -d' ' -f1-3); ratchet --threads $threads"
+echo "cpu us/req: server CPU (user+sys) per request; the edge row adds its origin's"
+printf '%-6s %-4s %-15s %12s %8s %8s %11s\n' keys -P target "requests/s" "p50 ms" "p99 ms" "cpu us/req"
+declare -A names=([incr]="redis INCR" [lua]="redis Lua" [origin]="ratchet origin" [edge]="ratchet edge")
+for space in rand hot; do
+  for pipe in 1 16; do
+    for t in "${targets[@]}"; do
+      printf '%-6s %-4s %-15s %12s %8s %8s %11s\n' "$space" "$pipe" "${names[$t]}" "${rps[$t,$space,$pipe]}" \
+        "${p50[$t,$space,$pipe]}" "${p99[$t,$space,$pipe]}" "${cpu[$t,$space,$pipe]}"
+    done
+  done
+done
+echo
+echo "throughput ratios (requests/s), and in brackets CPU-per-request ratios (higher: ratchet cheaper)"
+printf '%-6s %-4s %18s %18s %18s\n' keys -P "origin/INCR" "origin/Lua" "edge/origin"
+ratio() { echo "$1 $2" | awk '{ printf "%.2f", $1 / $2 }'; }
+for space in rand hot; do
+  for pipe in 1 16; do
+    o=${rps[origin,$space,$pipe]} oc=${cpu[origin,$space,$pipe]}
+    printf '%-6s %-4s %18s %18s %18s\n' "$space" "$pipe" \
+      "$(ratio "$o" "${rps[incr,$space,$pipe]}") ($(ratio "${cpu[incr,$space,$pipe]}" "$oc"))" \
+      "$(ratio "$o" "${rps[lua,$space,$pipe]}") ($(ratio "${cpu[lua,$space,$pipe]}" "$oc"))" \
+      "$(ratio "${rps[edge,$space,$pipe]}" "$o") ($(ratio "$oc" "${cpu[edge,$space,$pipe]}"))"
+  done
+done
+echo
+echo "edge after the runs:"
+redis-cli -p $P_EDGE INFO ratchet | tr -d '\r' | grep -E "origin_reads|handed_off|replay_retried|local_entries" || true
