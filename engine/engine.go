@@ -84,9 +84,9 @@ func (e *Engine) Limit(t Tuple, limit, cost uint64) (Decision, error) {
 func (e *Engine) decide(key []byte, windowMs int64, limit, cost, extra uint64) (Decision, CellCounts, error) {
 	seq, elapsed := position(e.clock.NowMs(), windowMs)
 
-	sh := e.store.shardOf(key)
+	sh, h := e.store.locate(key)
 	sh.mu.Lock()
-	ent := sh.m[string(key)]
+	ent := sh.lookup(h, key)
 	var cur, prev cell
 	if ent != nil {
 		cur, prev = ent.counts(seq)
@@ -95,18 +95,16 @@ func (e *Engine) decide(key []byte, windowMs int64, limit, cost, extra uint64) (
 	if d.Allowed && cost > 0 {
 		if ent == nil {
 			var err error
-			if ent, err = e.store.insert(sh, key, false); err != nil {
+			if ent, err = e.store.insert(sh, h, key, false); err != nil {
 				sh.mu.Unlock()
 				e.refusedFull()
 				return Decision{}, CellCounts{}, err
 			}
 		}
-		if c, grew := ent.slot(seq, seq); c != nil {
+		if i := e.store.slot(ent, seq, seq); i >= 0 {
+			c := &ent.cells[i]
 			c.regional = satAdd(c.regional, cost)
 			c.seeLimit(limit)
-			if grew {
-				e.store.cells.Add(1)
-			}
 		}
 	}
 	cc := CellCounts{Seq: seq}
@@ -171,9 +169,9 @@ func (e *Engine) Status(t Tuple) Status {
 	seq, elapsed := position(e.clock.NowMs(), t.WindowMs)
 	st := Status{Sequence: seq, ElapsedMs: elapsed, WindowMs: t.WindowMs, Source: "origin", Fresh: true}
 
-	sh := e.store.shardOf(key)
+	sh, h := e.store.locate(key)
 	sh.mu.Lock()
-	if ent := sh.m[string(key)]; ent != nil {
+	if ent := sh.lookup(h, key); ent != nil {
 		cur, prev := ent.counts(seq)
 		st.CurrentRegional, st.CurrentImported = cur.regional, cur.imported
 		st.PreviousRegional, st.PreviousImported = prev.regional, prev.imported

@@ -147,10 +147,10 @@ func (ent *entry) cellCounts(seq int64) CellCounts {
 }
 
 func (e *Engine) readLocked(key []byte, seq int64) CellCounts {
-	sh := e.store.shardOf(key)
+	sh, h := e.store.locate(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if ent := sh.m[string(key)]; ent != nil {
+	if ent := sh.lookup(h, key); ent != nil {
 		return ent.cellCounts(seq)
 	}
 	return CellCounts{Seq: seq}
@@ -221,22 +221,20 @@ func (e *Engine) applyReplay(it ReplayItem, nowMs int64) {
 	if w <= 0 || it.Seq < nowMs/w-1 || it.Cost == 0 {
 		return
 	}
-	sh := e.store.shardOf(it.Key)
+	sh, h := e.store.locate(it.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	ent := sh.m[string(it.Key)]
+	ent := sh.lookup(h, it.Key)
 	if ent == nil {
-		ent, _ = e.store.insert(sh, it.Key, true)
+		ent, _ = e.store.insert(sh, h, it.Key, true)
 	}
-	c, grew := ent.slot(it.Seq, nowMs/w)
-	if c == nil {
+	i := e.store.slot(ent, it.Seq, nowMs/w)
+	if i < 0 {
 		return
 	}
+	c := &ent.cells[i]
 	c.regional = satAdd(c.regional, it.Cost)
 	c.seeLimit(it.Limit)
-	if grew {
-		e.store.cells.Add(1)
-	}
 }
 
 // ServeDecide decides a request handed over by an edge, atomically, with the edge's

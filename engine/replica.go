@@ -87,35 +87,32 @@ func (e *Engine) MergeComponents(comps []Component) (changed int) {
 				continue
 			}
 		}
-		sh := e.store.shardOf(c.Key)
+		sh, h := e.store.locate(c.Key)
 		sh.mu.Lock()
-		ent := sh.m[string(c.Key)]
+		ent := sh.lookup(h, c.Key)
 		if ent == nil {
 			// Our own row (a copy of what we published, after data loss) is restored even past
 			// --max-memory; another region's row for a tuple we do not hold is refused when
 			// the store is full, like any new cell.
 			var err error
-			if ent, err = e.store.insert(sh, c.Key, own); err != nil {
+			if ent, err = e.store.insert(sh, h, c.Key, own); err != nil {
 				sh.mu.Unlock()
 				e.refusedFull()
 				continue
 			}
 		}
-		cl, grew := ent.slot(c.Seq, now/w)
-		if cl == nil {
+		i := e.store.slot(ent, c.Seq, now/w)
+		if i < 0 {
 			sh.mu.Unlock()
 			continue
 		}
-		if grew {
-			e.store.cells.Add(1)
-		}
 		if own {
-			if capCount(c.Count) > cl.regional {
+			if cl := &ent.cells[i]; capCount(c.Count) > cl.regional {
 				cl.regional = capCount(c.Count)
-				cl.published = max(cl.published, cl.regional) // the peers have it already
+				e.store.setPublished(ent, i, max(ent.published(i), cl.regional)) // the peers have it already
 				changed++
 			}
-		} else if cl.raise(region, c.Count) {
+		} else if e.store.raise(ent, i, region, c.Count) {
 			changed++
 		}
 		sh.mu.Unlock()
@@ -131,13 +128,14 @@ func (e *Engine) MergeComponents(comps []Component) (changed int) {
 // known limit is published at every growth.
 func (e *Engine) Publishable(threshold float64, limit int) []Component {
 	var out []Component
-	e.store.eachLive(e.clock.NowMs(), func(k string, c *cell) bool {
-		if c.regional <= c.published ||
+	e.store.eachLive(e.clock.NowMs(), func(k string, ent *entry, i int) bool {
+		c := &ent.cells[i]
+		if c.regional <= ent.published(i) ||
 			(c.imported == 0 && c.minLimit > 0 && float64(c.regional) < threshold*float64(c.minLimit)) {
 			return true
 		}
 		out = append(out, Component{Key: []byte(k), Seq: c.seq, Region: e.region, Count: c.regional})
-		c.published = c.regional
+		e.store.setPublished(ent, i, c.regional)
 		return len(out) < limit
 	})
 	e.published.Add(uint64(len(out)))
@@ -148,11 +146,12 @@ func (e *Engine) Publishable(threshold float64, limit int) []Component {
 // what anti-entropy sends to a peer that (re)connects.
 func (e *Engine) Components() []Component {
 	var out []Component
-	e.store.eachLive(e.clock.NowMs(), func(k string, c *cell) bool {
+	e.store.eachLive(e.clock.NowMs(), func(k string, ent *entry, i int) bool {
+		c := &ent.cells[i]
 		if c.regional > 0 {
 			out = append(out, Component{Key: []byte(k), Seq: c.seq, Region: e.region, Count: c.regional})
 		}
-		for _, f := range c.foreign {
+		for _, f := range ent.foreign(i) {
 			if name := e.regions.name(f.region); name != "" { // "": restored without a region name
 				out = append(out, Component{Key: []byte(k), Seq: c.seq, Region: name, Count: f.count})
 			}

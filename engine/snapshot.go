@@ -25,9 +25,10 @@ type RegionCount struct {
 // shards may be a few microseconds apart.
 func (e *Engine) Snapshot() []CellRecord {
 	out := make([]CellRecord, 0, e.store.cells.Load())
-	e.store.eachLive(e.clock.NowMs(), func(k string, c *cell) bool {
+	e.store.eachLive(e.clock.NowMs(), func(k string, ent *entry, i int) bool {
+		c := &ent.cells[i]
 		r := CellRecord{Key: k, Seq: c.seq, Regional: c.regional, Imported: c.imported}
-		for _, f := range c.foreign {
+		for _, f := range ent.foreign(i) {
 			r.Foreign = append(r.Foreign, RegionCount{Region: e.regions.name(f.region), Count: f.count})
 		}
 		out = append(out, r)
@@ -57,18 +58,19 @@ func (e *Engine) Restore(recs []CellRecord) (loaded, dropped int, err error) {
 			continue
 		}
 		key := []byte(r.Key)
-		sh := e.store.shardOf(key)
+		sh, h := e.store.locate(key)
 		sh.mu.Lock()
-		ent := sh.m[r.Key]
+		ent := sh.lookup(h, key)
 		if ent == nil {
-			ent, _ = e.store.insert(sh, key, true)
+			ent, _ = e.store.insert(sh, h, key, true)
 		}
-		c, grew := ent.slot(r.Seq, now/t.WindowMs)
-		if c == nil {
+		i := e.store.slot(ent, r.Seq, now/t.WindowMs)
+		if i < 0 {
 			sh.mu.Unlock()
 			dropped++
 			continue
 		}
+		c := &ent.cells[i]
 		c.regional = max(c.regional, capCount(r.Regional))
 		foreign := r.Foreign
 		if len(foreign) == 0 && r.Imported > 0 {
@@ -78,13 +80,10 @@ func (e *Engine) Restore(recs []CellRecord) (loaded, dropped int, err error) {
 			if f.Region == e.region {
 				c.regional = max(c.regional, capCount(f.Count))
 			} else if id, err := e.regions.id(f.Region); err == nil {
-				c.raise(id, f.Count)
+				e.store.raise(ent, i, id, f.Count)
 			}
 		}
-		c.published = max(c.published, c.regional) // published before, or restored from a peer
-		if grew {
-			e.store.cells.Add(1)
-		}
+		e.store.setPublished(ent, i, max(ent.published(i), c.regional)) // published before, or restored from a peer
 		sh.mu.Unlock()
 		loaded++
 	}

@@ -4,27 +4,49 @@ import (
 	"errors"
 	"hash/maphash"
 	"math"
-	"sync"
 	"sync/atomic"
 )
 
 // The store holds the authoritative counts of this process.
 //
 // Concurrency: the store is split into shards by a hash of the tuple key. Each shard's
-// mutex guards its map and every entry in it; a decision holds exactly one shard lock for
-// the lookup, the window math and the add, so decisions on one tuple are serialised (and
-// exact) while decisions on different tuples run in parallel. The byte and cell gauges
-// are atomics shared by all shards.
+// mutex guards its table and every entry in it; a decision holds exactly one shard lock
+// for the lookup, the window math and the add, so decisions on one tuple are serialised
+// (and exact) while decisions on different tuples run in parallel. The byte and cell
+// gauges are atomics shared by all shards.
 //
 // Each tuple keeps its two newest cells. A third sequence replaces the older one: cells
 // older than seq-1 never matter again. A sweep drops tuples whose newest cell is older
 // than seq-1; nothing else ever removes a cell, so a live cell is never forgotten.
+//
+// Layout (table.go): each shard is an open-addressing table whose entries live inline in
+// one dense array, so a lookup touches the index bucket, the entry and the key bytes, and
+// an entry costs no allocation of its own. A cell keeps inline only what decisions read
+// (sequence, regional, imported) and the lowest limit seen (the publication threshold);
+// what only replication uses (the count last published, the foreign components) lives in
+// a side struct that an entry allocates when replication or imports first touch it.
+//
+// Pointers: a *entry (and a *cell in it) found in a shard is valid only while that shard's
+// lock is held and nothing is inserted into or deleted from the shard: an insert may move
+// the dense array, and a delete (sweep only) moves the last entry into the hole. Every
+// caller looks up, optionally inserts (then uses the pointer insert returned), changes the
+// entry and unlocks, without keeping the pointer.
 
 const shardCount = 256
 
-// entryOverhead estimates the bytes one tuple costs beyond its key: the map slot, the
-// string header, the entry itself and allocator slack. It only feeds the --max-memory bound.
-const entryOverhead = 128
+// entryOverhead estimates the bytes one tuple costs beyond its key: its share of the dense
+// array (an 88-byte slot, with growth slack), of the index (8-byte buckets at a load
+// between 0.4 and 0.8), and the allocator's rounding of the key's bytes. It only feeds the
+// --max-memory bound; BenchmarkMemory measures the real figure.
+const entryOverhead = 120
+
+// sideBytes estimates the bytes of an entry's side struct; componentBytes those of one
+// foreign component. They are added to the store's bytes when allocated (never refused:
+// they belong to cells the store already holds).
+const (
+	sideBytes      = 80
+	componentBytes = 16
+)
 
 // ErrFull is returned when a request needs a new cell and the store is at --max-memory.
 var ErrFull = errors.New("OOM cell store is full (--max-memory)")
@@ -32,40 +54,29 @@ var ErrFull = errors.New("OOM cell store is full (--max-memory)")
 // emptySeq marks an unused slot; no real sequence is negative this far.
 const emptySeq = math.MinInt64
 
+// cell is what a decision reads of one window cell.
 type cell struct {
-	seq       int64  // emptySeq: unused slot
-	regional  uint64 // this region's count
-	imported  uint64 // the sum of foreign
+	seq      int64  // emptySeq: unused slot
+	regional uint64 // this region's count
+	imported uint64 // the sum of foreign
+	minLimit uint64 // the lowest limit seen for the cell; 0 when none was
+}
+
+// cellSide is what replication keeps of one cell.
+type cellSide struct {
 	published uint64 // the regional count last handed to the publisher
-	minLimit  uint64 // the lowest limit seen for the cell; 0 when none was
 	foreign   []component
+}
+
+// entrySide is the side struct of an entry: one cellSide per cell slot, same index.
+type entrySide struct {
+	cells [2]cellSide
 }
 
 // component is one foreign region's share of a cell, merged with max.
 type component struct {
 	region uint16 // index in the engine's region table
 	count  uint64
-}
-
-// raise merges a foreign region's count into the cell with max, keeping imported the sum.
-func (c *cell) raise(region uint16, count uint64) bool {
-	count = capCount(count)
-	for i := range c.foreign {
-		if f := &c.foreign[i]; f.region == region {
-			if count <= f.count {
-				return false
-			}
-			c.imported = satAdd(c.imported-f.count, count)
-			f.count = count
-			return true
-		}
-	}
-	if count == 0 {
-		return false
-	}
-	c.foreign = append(c.foreign, component{region: region, count: count})
-	c.imported = satAdd(c.imported, count)
-	return true
 }
 
 // seeLimit records a limit used against the cell.
@@ -79,23 +90,24 @@ func (c cell) total() uint64 { return satAdd(c.regional, c.imported) }
 
 type entry struct {
 	cells [2]cell
+	side  *entrySide // nil until replication or an import needs it
 }
 
-func newEntry() *entry {
-	return &entry{cells: [2]cell{{seq: emptySeq}, {seq: emptySeq}}}
+func (e *entry) reset() {
+	*e = entry{cells: [2]cell{{seq: emptySeq}, {seq: emptySeq}}}
 }
 
-// find returns the slot holding seq, or nil.
-func (e *entry) find(seq int64) *cell {
+// find returns the index of the slot holding seq, or -1.
+func (e *entry) find(seq int64) int {
 	for i := range e.cells {
 		if e.cells[i].seq == seq {
-			return &e.cells[i]
+			return i
 		}
 	}
-	return nil
+	return -1
 }
 
-// counts returns the totals of cells seq and seq-1.
+// counts returns the cells seq and seq-1 (zero cells when not held).
 func (e *entry) counts(seq int64) (cur, prev cell) {
 	cur, prev = cell{seq: seq}, cell{seq: seq - 1}
 	for _, c := range e.cells {
@@ -109,40 +121,20 @@ func (e *entry) counts(seq int64) (cur, prev cell) {
 	return cur, prev
 }
 
-// slot returns the slot for seq, given the current sequence now of the tuple's window,
-// or nil when seq cannot be kept. A new seq takes an empty slot or one whose cell can no
-// longer matter (older than now-1). Live cells (now-1, now) are never pushed out, with one
-// exception: a cell from the future (a peer or an edge whose clock runs a little ahead)
-// gives way to the current one. A late or future seq that finds no such slot is refused.
-// grew reports that a previously empty slot was taken (the store holds one more cell).
-func (e *entry) slot(seq, now int64) (c *cell, grew bool) {
-	if c := e.find(seq); c != nil {
-		return c, false
+// published returns the count of cell slot i last handed to the publisher.
+func (e *entry) published(i int) uint64 {
+	if e.side == nil {
+		return 0
 	}
-	if seq < now-1 {
-		return nil, false // dead on arrival
+	return e.side.cells[i].published
+}
+
+// foreign returns the foreign components of cell slot i.
+func (e *entry) foreign(i int) []component {
+	if e.side == nil {
+		return nil
 	}
-	victim := -1
-	for i := range e.cells {
-		if s := e.cells[i].seq; s == emptySeq || s < now-1 {
-			if victim < 0 || s < e.cells[victim].seq {
-				victim = i
-			}
-		}
-	}
-	if victim < 0 && seq <= now {
-		for i := range e.cells {
-			if e.cells[i].seq > now && (victim < 0 || e.cells[i].seq > e.cells[victim].seq) {
-				victim = i
-			}
-		}
-	}
-	if victim < 0 {
-		return nil, false
-	}
-	grew = e.cells[victim].seq == emptySeq
-	e.cells[victim] = cell{seq: seq}
-	return &e.cells[victim], grew
+	return e.side.cells[i].foreign
 }
 
 func (e *entry) held() int64 {
@@ -155,21 +147,115 @@ func (e *entry) held() int64 {
 	return n
 }
 
-// dropBefore empties the slots older than seq and returns how many it emptied.
-func (e *entry) dropBefore(seq int64) int64 {
+// sideOf returns ent's side struct, allocating it.
+func (s *store) sideOf(ent *entry) *entrySide {
+	if ent.side == nil {
+		ent.side = new(entrySide)
+		s.bytes.Add(sideBytes)
+	}
+	return ent.side
+}
+
+// clearCell empties the replication state of cell slot i, and frees the side struct when
+// nothing is left in it.
+func (s *store) clearCell(ent *entry, i int) {
+	sd := ent.side
+	if sd == nil {
+		return
+	}
+	s.bytes.Add(-int64(cap(sd.cells[i].foreign)) * componentBytes)
+	sd.cells[i] = cellSide{}
+	o := &sd.cells[1-i]
+	if o.published == 0 && o.foreign == nil {
+		s.bytes.Add(-sideBytes)
+		ent.side = nil
+	}
+}
+
+// setPublished records that cell slot i was handed to the publisher at count n.
+func (s *store) setPublished(ent *entry, i int, n uint64) {
+	if n == ent.published(i) {
+		return
+	}
+	s.sideOf(ent).cells[i].published = n
+}
+
+// raise merges a foreign region's count into cell slot i with max, keeping imported the
+// sum. It reports whether the count changed.
+func (s *store) raise(ent *entry, i int, region uint16, count uint64) bool {
+	count = capCount(count)
+	c := &ent.cells[i]
+	for j, f := range ent.foreign(i) {
+		if f.region == region {
+			if count <= f.count {
+				return false
+			}
+			c.imported = satAdd(c.imported-f.count, count)
+			ent.side.cells[i].foreign[j].count = count
+			return true
+		}
+	}
+	if count == 0 {
+		return false
+	}
+	cs := &s.sideOf(ent).cells[i]
+	before := cap(cs.foreign)
+	cs.foreign = append(cs.foreign, component{region: region, count: count})
+	s.bytes.Add(int64(cap(cs.foreign)-before) * componentBytes)
+	c.imported = satAdd(c.imported, count)
+	return true
+}
+
+// slot returns the index of ent's slot for seq, given the current sequence now of the
+// tuple's window, or -1 when seq cannot be kept. A new seq takes an empty slot or one whose
+// cell can no longer matter (older than now-1). Live cells (now-1, now) are never pushed
+// out, with one exception: a cell from the future (a peer or an edge whose clock runs a
+// little ahead) gives way to the current one. A late or future seq that finds no such slot
+// is refused. Taking an empty slot counts one more cell in the store.
+func (s *store) slot(ent *entry, seq, now int64) int {
+	if i := ent.find(seq); i >= 0 {
+		return i
+	}
+	if seq < now-1 {
+		return -1 // dead on arrival
+	}
+	victim := -1
+	for i := range ent.cells {
+		if sq := ent.cells[i].seq; sq == emptySeq || sq < now-1 {
+			if victim < 0 || sq < ent.cells[victim].seq {
+				victim = i
+			}
+		}
+	}
+	if victim < 0 && seq <= now {
+		for i := range ent.cells {
+			if ent.cells[i].seq > now && (victim < 0 || ent.cells[i].seq > ent.cells[victim].seq) {
+				victim = i
+			}
+		}
+	}
+	if victim < 0 {
+		return -1
+	}
+	if ent.cells[victim].seq == emptySeq {
+		s.cells.Add(1)
+	}
+	ent.cells[victim] = cell{seq: seq}
+	s.clearCell(ent, victim)
+	return victim
+}
+
+// dropBefore empties ent's slots older than seq and returns how many it emptied.
+func (s *store) dropBefore(ent *entry, seq int64) int64 {
 	var n int64
-	for i := range e.cells {
-		if c := &e.cells[i]; c.seq != emptySeq && c.seq < seq {
+	for i := range ent.cells {
+		if c := &ent.cells[i]; c.seq != emptySeq && c.seq < seq {
 			*c = cell{seq: emptySeq}
+			s.clearCell(ent, i)
 			n++
 		}
 	}
 	return n
-}
-
-type shard struct {
-	mu sync.Mutex
-	m  map[string]*entry
 }
 
 type store struct {
@@ -182,44 +268,54 @@ type store struct {
 }
 
 func newStore(maxBytes int64) *store {
-	s := &store{seed: maphash.MakeSeed(), maxBytes: maxBytes}
-	for i := range s.shards {
-		s.shards[i].m = make(map[string]*entry)
+	return &store{seed: maphash.MakeSeed(), maxBytes: maxBytes}
+}
+
+// locate returns the shard of key and the hash that places it in the shard's table.
+func (s *store) locate(key []byte) (*shard, uint32) {
+	h := maphash.Bytes(s.seed, key)
+	return &s.shards[h%shardCount], uint32(h >> 32)
+}
+
+// lookup returns the entry of key (locked shard sh, hash h from locate), or nil.
+func (sh *shard) lookup(h uint32, key []byte) *entry {
+	if i := sh.find(h, key); i >= 0 {
+		return &sh.slots[i].ent
 	}
-	return s
+	return nil
 }
 
-func (s *store) shardOf(key []byte) *shard {
-	return &s.shards[maphash.Bytes(s.seed, key)%shardCount]
-}
-
-// insert adds an empty entry for key to sh (locked by the caller), or returns ErrFull.
-// force skips the bound: a snapshot's live cells are loaded even past it.
-func (s *store) insert(sh *shard, key []byte, force bool) (*entry, error) {
+// insert adds an empty entry for key (not held) to sh, locked by the caller, or returns
+// ErrFull. force skips the bound: a snapshot's live cells are loaded even past it. Every
+// *entry of sh taken before the insert is invalid after it.
+func (s *store) insert(sh *shard, h uint32, key []byte, force bool) (*entry, error) {
 	size := int64(len(key)) + entryOverhead
 	if n := s.bytes.Add(size); n > s.maxBytes && !force {
 		s.bytes.Add(-size)
 		return nil, ErrFull
 	}
-	e := newEntry()
-	sh.m[string(key)] = e
+	i := sh.add(h, string(key))
+	ent := &sh.slots[i].ent
+	ent.reset()
 	s.tuples.Add(1)
-	return e, nil
+	return ent, nil
 }
 
-// eachLive calls fn for every live cell (sequence >= seq-1 of its window at nowMs), with
-// its shard locked; fn may change the cell. It stops when fn returns false.
-func (s *store) eachLive(nowMs int64, fn func(key string, c *cell) bool) {
+// eachLive calls fn for every live cell (sequence >= seq-1 of its window at nowMs): slot i
+// of ent, with its shard locked; fn may change the cell but must not keep ent. It stops
+// when fn returns false.
+func (s *store) eachLive(nowMs int64, fn func(key string, ent *entry, i int) bool) {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for k, ent := range sh.m {
-			w := windowOfKey(k)
+		for j := range sh.slots {
+			sl := &sh.slots[j]
+			w := windowOfKey(sl.key)
 			if w <= 0 {
 				continue
 			}
-			for j := range ent.cells {
-				if c := &ent.cells[j]; c.seq != emptySeq && c.seq >= nowMs/w-1 && !fn(k, c) {
+			for k := range sl.ent.cells {
+				if c := &sl.ent.cells[k]; c.seq != emptySeq && c.seq >= nowMs/w-1 && !fn(sl.key, &sl.ent, k) {
 					sh.mu.Unlock()
 					return
 				}
@@ -233,21 +329,25 @@ func (s *store) eachLive(nowMs int64, fn func(key string, c *cell) bool) {
 // returns the number of cells dropped.
 func (s *store) sweep(nowMs int64) int64 {
 	var dropped int64
+	hash := func(k string) uint32 { return hashInShard(s.seed, k) }
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for k, e := range sh.m {
+		// Backwards: a delete moves the last slot, already visited, into the hole.
+		for j := len(sh.slots) - 1; j >= 0; j-- {
+			sl := &sh.slots[j]
 			live := int64(math.MaxInt64) // a key without a valid window holds nothing live
-			if w := windowOfKey(k); w > 0 {
+			if w := windowOfKey(sl.key); w > 0 {
 				live = nowMs/w - 1
 			}
-			dropped += e.dropBefore(live)
-			if e.held() == 0 {
-				s.bytes.Add(-(int64(len(k)) + entryOverhead))
+			dropped += s.dropBefore(&sl.ent, live)
+			if sl.ent.held() == 0 {
+				s.bytes.Add(-(int64(len(sl.key)) + entryOverhead)) // its side went with its cells
 				s.tuples.Add(-1)
-				delete(sh.m, k)
+				sh.remove(hash, j)
 			}
 		}
+		sh.compact()
 		sh.mu.Unlock()
 	}
 	s.cells.Add(-dropped)

@@ -1,0 +1,204 @@
+package engine
+
+import (
+	"fmt"
+	"hash/maphash"
+	"math/rand/v2"
+	"testing"
+)
+
+// checkShard verifies a shard against a reference map: every key is found at a slot
+// holding its value, the index has exactly one bucket per slot, and no absent key is
+// found.
+func checkShard(t *testing.T, sh *shard, hash func(string) uint32, ref map[string]int64) {
+	t.Helper()
+	if len(sh.slots) != len(ref) {
+		t.Fatalf("%d slots, want %d", len(sh.slots), len(ref))
+	}
+	used := 0
+	for _, b := range sh.index {
+		if b != 0 {
+			used++
+			i := int(uint32(b)) - 1
+			if i < 0 || i >= len(sh.slots) || hash(sh.slots[i].key) != uint32(b>>32) {
+				t.Fatalf("bad bucket %x", b)
+			}
+		}
+	}
+	if used != len(ref) {
+		t.Fatalf("%d buckets, want %d", used, len(ref))
+	}
+	if len(ref) > 0 && used*maxLoadDen > len(sh.index)*maxLoadNum {
+		t.Fatalf("load %d/%d above the bound", used, len(sh.index))
+	}
+	for k, v := range ref {
+		i := sh.find(hash(k), []byte(k))
+		if i < 0 || sh.slots[i].key != k || sh.slots[i].ent.cells[0].regional != uint64(v) {
+			t.Fatalf("key %q: slot %d", k, i)
+		}
+	}
+	for j := 0; j < 20; j++ {
+		k := fmt.Sprintf("absent-%d", j)
+		if sh.find(hash(k), []byte(k)) >= 0 {
+			t.Fatalf("found absent key %q", k)
+		}
+	}
+}
+
+// TestTableAgainstMap: random inserts, lookups and deletes against a Go map, with hash
+// functions from the real one to a few values (long probe runs, equal tags that only the
+// key bytes tell apart, wrap-around at the end of the index).
+func TestTableAgainstMap(t *testing.T) {
+	seed := maphash.MakeSeed()
+	hashes := map[string]func(string) uint32{
+		"maphash":   func(k string) uint32 { return hashInShard(seed, k) },
+		"16 values": func(k string) uint32 { return hashInShard(seed, k) % 16 },
+		"2 values":  func(k string) uint32 { return hashInShard(seed, k)%2 + 0xfffffffe },
+		"top bits":  func(k string) uint32 { return hashInShard(seed, k) | 0xfffffff0 },
+	}
+	for name, hash := range hashes {
+		t.Run(name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(1, uint64(len(name))))
+			var sh shard
+			ref := map[string]int64{}
+			keys := 300
+			if name == "maphash" {
+				keys = 5000
+			}
+			for step := 0; step < 40_000; step++ {
+				k := fmt.Sprintf("k%d", rng.IntN(keys))
+				switch op := rng.IntN(10); {
+				case op < 5: // insert or update
+					h := hash(k)
+					i := sh.find(h, []byte(k))
+					if i < 0 {
+						i = sh.add(h, k)
+						sh.slots[i].ent.reset()
+					}
+					sh.slots[i].ent.cells[0].regional = uint64(step)
+					ref[k] = int64(step)
+				case op < 8: // delete
+					i := sh.find(hash(k), []byte(k))
+					if _, ok := ref[k]; ok != (i >= 0) {
+						t.Fatalf("step %d: find(%q) = %d, in ref %v", step, k, i, ok)
+					}
+					if i >= 0 {
+						sh.remove(hash, i)
+						delete(ref, k)
+					}
+				case op < 9:
+					sh.compact()
+				default: // bulk delete of a third, as a sweep does
+					if rng.IntN(50) == 0 {
+						for j := len(sh.slots) - 1; j >= 0; j-- {
+							if k := sh.slots[j].key; rng.IntN(3) == 0 {
+								sh.remove(hash, j)
+								delete(ref, k)
+							}
+						}
+						sh.compact()
+					}
+				}
+				if step%997 == 0 {
+					checkShard(t, &sh, hash, ref)
+				}
+			}
+			checkShard(t, &sh, hash, ref)
+			for k := range ref { // empty it
+				sh.remove(hash, sh.find(hash(k), []byte(k)))
+				delete(ref, k)
+			}
+			checkShard(t, &sh, hash, ref)
+			sh.compact()
+			if sh.index != nil || sh.slots != nil {
+				t.Fatalf("an empty shard keeps its arrays")
+			}
+		})
+	}
+}
+
+// TestTableCases: table-driven edge cases of the index.
+func TestTableCases(t *testing.T) {
+	hash := func(k string) uint32 { return uint32(k[0]) } // the first byte is the hash
+	cases := []struct {
+		name   string
+		insert []string
+		remove []string
+	}{
+		{"empty", nil, nil},
+		{"one then gone", []string{"a1"}, []string{"a1"}},
+		{"same home run, head removed", []string{"a1", "a2", "a3", "b1"}, []string{"a1"}},
+		{"same home run, middle removed", []string{"a1", "a2", "a3", "b1"}, []string{"a2"}},
+		{"wrap around the end", []string{"\x0f1", "\x0f2", "\x0f3", "\x001"}, []string{"\x0f1"}},
+		{"remove the last slot", []string{"a1", "b1", "c1"}, []string{"c1"}},
+		{"remove all in order", []string{"a1", "a2", "b1", "b2"}, []string{"a1", "a2", "b1", "b2"}},
+		{"grow past 16", []string{"a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8", "a9", "b1", "b2", "b3", "b4", "b5", "b6", "c1", "c2", "c3"}, []string{"a5", "b1"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var sh shard
+			ref := map[string]int64{}
+			for n, k := range tc.insert {
+				i := sh.add(hash(k), k)
+				sh.slots[i].ent.cells[0].regional = uint64(n)
+				ref[k] = int64(n)
+			}
+			checkShard(t, &sh, hash, ref)
+			for _, k := range tc.remove {
+				sh.remove(hash, sh.find(hash(k), []byte(k)))
+				delete(ref, k)
+				checkShard(t, &sh, hash, ref)
+			}
+		})
+	}
+}
+
+// TestStoreSideStruct: the side struct exists only while a cell has replication state, and
+// the byte gauge returns to its start when the tuple is swept.
+func TestStoreSideStruct(t *testing.T) {
+	clock := NewManualClock(60_000 * 1000)
+	e := New(clock, Config{})
+	tp := Tuple{Workspace: "default", Namespace: "default", Key: []byte("k"), WindowMs: 60_000}
+	if _, err := e.Limit(tp, 10, 1); err != nil {
+		t.Fatal(err)
+	}
+	key := AppendKey(nil, tp)
+	sideOf := func() *entrySide {
+		sh, h := e.store.locate(key)
+		sh.mu.Lock()
+		defer sh.mu.Unlock()
+		return sh.lookup(h, key).side
+	}
+	if sideOf() != nil {
+		t.Fatalf("a standalone decision allocated a side struct")
+	}
+	base := e.store.bytes.Load()
+	seq := clock.NowMs() / 60_000
+	if n := e.MergeComponents([]Component{{Key: key, Seq: seq, Region: "eu", Count: 5}}); n != 1 {
+		t.Fatalf("merge changed %d", n)
+	}
+	if sideOf() == nil || e.store.bytes.Load() <= base {
+		t.Fatalf("an import kept no side struct, or did not count its bytes")
+	}
+	if st := e.Status(tp); st.CurrentImported != 5 || st.CurrentRegional != 1 {
+		t.Fatalf("status %+v", st)
+	}
+	clock.Advance(60_000)
+	if _, err := e.Limit(tp, 10, 1); err != nil { // takes the second slot; the first stays
+		t.Fatal(err)
+	}
+	clock.Advance(60_000)
+	if _, err := e.Limit(tp, 10, 1); err != nil { // replaces the imported cell
+		t.Fatal(err)
+	}
+	if sideOf() != nil || e.store.bytes.Load() != base {
+		t.Fatalf("replacing the imported cell kept its side struct (bytes %d, want %d)", e.store.bytes.Load(), base)
+	}
+	clock.Advance(3 * 60_000)
+	if n := e.Sweep(); n != 2 {
+		t.Fatalf("swept %d cells", n)
+	}
+	if e.store.bytes.Load() != 0 || e.store.tuples.Load() != 0 || e.store.cells.Load() != 0 {
+		t.Fatalf("after the sweep: bytes %d tuples %d cells %d", e.store.bytes.Load(), e.store.tuples.Load(), e.store.cells.Load())
+	}
+}
