@@ -37,6 +37,10 @@ type Config struct {
 	Limits       resp.Limits
 	TLS          *tls.Config // nil: plain TCP
 	Logger       *slog.Logger
+	// EventLoop serves plain TCP connections from epoll event loops (Linux), one per
+	// GOMAXPROCS, instead of a goroutine per connection. Only for a Handler that never
+	// waits (an origin): a request that waited would stall every connection of its loop.
+	EventLoop bool
 }
 
 const (
@@ -56,10 +60,12 @@ type Server struct {
 	total    atomic.Uint64
 	rejected atomic.Uint64
 
-	mu      sync.Mutex // guards conns and closing
-	conns   map[*commands.Session]net.Conn
-	closing bool
-	wg      sync.WaitGroup // connection goroutines
+	mu       sync.Mutex                     // guards conns and closing
+	conns    map[*commands.Session]net.Conn // nil net.Conn: owned by an event loop
+	closing  bool
+	stopping atomic.Bool    // closing, for the event loops
+	loops    []*loop        // nil: a goroutine per connection
+	wg       sync.WaitGroup // connection goroutines and event loops
 }
 
 // New returns a Server; Listen then Serve start it.
@@ -89,6 +95,14 @@ func (s *Server) Listen() error {
 		ln = tls.NewListener(ln, s.cfg.TLS)
 	}
 	s.ln = ln
+	if s.cfg.EventLoop && s.cfg.TLS == nil {
+		if n := loopsAvailable(); n > 0 {
+			if err := s.startLoops(n); err != nil {
+				_ = ln.Close()
+				return fmt.Errorf("start event loops: %w", err)
+			}
+		}
+	}
 	return nil
 }
 
@@ -129,10 +143,25 @@ func (s *Server) accept(c net.Conn) {
 		_ = c.Close()
 		return
 	}
+	if tc, ok := c.(*net.TCPConn); ok && s.loops != nil {
+		s.conns[sess] = nil
+		s.mu.Unlock()
+		if !s.adopt(tc, sess) {
+			s.forget(sess)
+		}
+		return
+	}
 	s.conns[sess] = c
 	s.wg.Add(1)
 	s.mu.Unlock()
 	go s.serveConn(sess, c)
+}
+
+// forget removes a closed connection's session.
+func (s *Server) forget(sess *commands.Session) {
+	s.mu.Lock()
+	delete(s.conns, sess)
+	s.mu.Unlock()
 }
 
 func (s *Server) isClosing() bool {
@@ -146,15 +175,14 @@ func (s *Server) isClosing() bool {
 func (s *Server) serveConn(sess *commands.Session, c net.Conn) {
 	defer func() {
 		_ = c.Close()
-		s.mu.Lock()
-		delete(s.conns, sess)
-		s.mu.Unlock()
+		s.forget(sess)
 		s.wg.Done()
 	}()
 	lim := s.cfg.Limits
 	buf := make([]byte, 0, initialBuffer)
 	argv := make([][]byte, 0, 16)
 	var w resp.Writer
+	var dl deadline
 	for {
 		if len(buf) == cap(buf) {
 			if cap(buf) >= lim.MaxBuffer {
@@ -186,7 +214,7 @@ func (s *Server) serveConn(sess *commands.Session, c net.Conn) {
 				s.handler.Serve(sess, &w, args)
 			}
 			if w.Len() >= flushAt {
-				if err := s.flush(c, &w); err != nil {
+				if err := s.flush(c, &w, &dl, time.Now()); err != nil {
 					return
 				}
 			}
@@ -195,18 +223,27 @@ func (s *Server) serveConn(sess *commands.Session, c net.Conn) {
 		if len(buf) == 0 && cap(buf) > 4*initialBuffer {
 			buf = make([]byte, 0, initialBuffer)
 		}
-		if err := s.flush(c, &w); err != nil || sess.Closing() || rerr != nil {
+		if err := s.flush(c, &w, &dl, now); err != nil || sess.Closing() || rerr != nil {
 			return
 		}
 	}
 }
 
-func (s *Server) flush(c net.Conn, w *resp.Writer) error {
+// deadline remembers when a connection's write deadline was last pushed back, so that a
+// busy connection resets its timer a few times per WriteTimeout instead of once per
+// batch.
+type deadline struct{ setAt time.Time }
+
+func (s *Server) flush(c net.Conn, w *resp.Writer, dl *deadline, now time.Time) error {
 	if w.Len() == 0 {
 		return nil
 	}
-	if err := c.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout)); err != nil {
-		return fmt.Errorf("set write deadline: %w", err)
+	// The deadline is at least 3/4 of WriteTimeout away when a write starts.
+	if now.Sub(dl.setAt) > s.cfg.WriteTimeout/4 {
+		if err := c.SetWriteDeadline(now.Add(s.cfg.WriteTimeout)); err != nil {
+			return fmt.Errorf("set write deadline: %w", err)
+		}
+		dl.setAt = now
 	}
 	_, err := c.Write(w.Bytes())
 	w.Reset()
@@ -220,7 +257,7 @@ func (s *Server) flush(c net.Conn, w *resp.Writer) error {
 func (s *Server) protocolError(c net.Conn, w *resp.Writer, err error) {
 	s.log.Info("closing connection on protocol error", "remote", c.RemoteAddr().String(), "error", err)
 	w.Error("ERR " + err.Error())
-	_ = s.flush(c, w)
+	_ = s.flush(c, w, &deadline{}, time.Now())
 }
 
 // Shutdown stops accepting, closes every connection and waits for their goroutines, at
@@ -228,11 +265,17 @@ func (s *Server) protocolError(c net.Conn, w *resp.Writer, err error) {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
+	s.stopping.Store(true)
 	for _, c := range s.conns {
 		// Unblock reads; a batch being served finishes and its write fails or lands.
-		_ = c.SetReadDeadline(time.Now())
+		if c != nil {
+			_ = c.SetReadDeadline(time.Now())
+		}
 	}
 	s.mu.Unlock()
+	for _, l := range s.loops {
+		l.wake()
+	}
 	var err error
 	if s.ln != nil {
 		err = s.ln.Close()

@@ -44,6 +44,13 @@ func start(t *testing.T, cfg server.Config) (*server.Server, string) {
 	return srv, srv.Addr().String()
 }
 
+// eachMode runs a test against both connection models: a goroutine per connection and
+// the event loops.
+func eachMode(t *testing.T, test func(t *testing.T, loop bool)) {
+	t.Run("goroutines", func(t *testing.T) { test(t, false) })
+	t.Run("eventloop", func(t *testing.T) { test(t, true) })
+}
+
 func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
@@ -56,8 +63,10 @@ func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 }
 
 // TestPipelineInOrder sends many requests in one write and expects every reply in order.
-func TestPipelineInOrder(t *testing.T) {
-	_, addr := start(t, server.Config{})
+func TestPipelineInOrder(t *testing.T) { eachMode(t, testPipelineInOrder) }
+
+func testPipelineInOrder(t *testing.T, loop bool) {
+	_, addr := start(t, server.Config{EventLoop: loop})
 	c, r := dial(t, addr)
 	var b strings.Builder
 	for i := range 500 {
@@ -78,8 +87,10 @@ func TestPipelineInOrder(t *testing.T) {
 }
 
 // TestConcurrentClientsExact: many connections race on one key; exactly the limit passes.
-func TestConcurrentClientsExact(t *testing.T) {
-	_, addr := start(t, server.Config{})
+func TestConcurrentClientsExact(t *testing.T) { eachMode(t, testConcurrentClientsExact) }
+
+func testConcurrentClientsExact(t *testing.T, loop bool) {
+	_, addr := start(t, server.Config{EventLoop: loop})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	allowed := 0
@@ -126,8 +137,10 @@ func TestConcurrentClientsExact(t *testing.T) {
 
 // TestProtocolErrorCloses: a hostile header gets a protocol error and EOF; the server keeps
 // serving other connections.
-func TestProtocolErrorCloses(t *testing.T) {
-	_, addr := start(t, server.Config{})
+func TestProtocolErrorCloses(t *testing.T) { eachMode(t, testProtocolErrorCloses) }
+
+func testProtocolErrorCloses(t *testing.T, loop bool) {
+	_, addr := start(t, server.Config{EventLoop: loop})
 	for _, in := range []string{"*1\r\n$9223372036854775800\r\n", "*999999999\r\n", "*1\r\n+x\r\n"} {
 		c, r := dial(t, addr)
 		_, _ = io.WriteString(c, "PING\r\n"+in)
@@ -150,10 +163,12 @@ func TestProtocolErrorCloses(t *testing.T) {
 }
 
 // TestBufferLimit: an incomplete request larger than MaxBuffer is refused, not buffered.
-func TestBufferLimit(t *testing.T) {
+func TestBufferLimit(t *testing.T) { eachMode(t, testBufferLimit) }
+
+func testBufferLimit(t *testing.T, loop bool) {
 	lim := resp.DefaultLimits()
 	lim.MaxBuffer = 64 << 10
-	_, addr := start(t, server.Config{Limits: lim})
+	_, addr := start(t, server.Config{EventLoop: loop, Limits: lim})
 	c, r := dial(t, addr)
 	go func() {
 		// Three legal 30 KiB bulks, never completed: 90 KiB pending.
@@ -168,8 +183,10 @@ func TestBufferLimit(t *testing.T) {
 	}
 }
 
-func TestMaxClients(t *testing.T) {
-	srv, addr := start(t, server.Config{MaxClients: 2})
+func TestMaxClients(t *testing.T) { eachMode(t, testMaxClients) }
+
+func testMaxClients(t *testing.T, loop bool) {
+	srv, addr := start(t, server.Config{EventLoop: loop, MaxClients: 2})
 	for range 2 {
 		c, r := dial(t, addr)
 		_, _ = io.WriteString(c, "PING\r\n")
@@ -187,8 +204,10 @@ func TestMaxClients(t *testing.T) {
 }
 
 // TestWriteTimeout: a client that never reads is dropped; others are served meanwhile.
-func TestWriteTimeout(t *testing.T) {
-	_, addr := start(t, server.Config{WriteTimeout: 200 * time.Millisecond})
+func TestWriteTimeout(t *testing.T) { eachMode(t, testWriteTimeout) }
+
+func testWriteTimeout(t *testing.T, loop bool) {
+	_, addr := start(t, server.Config{EventLoop: loop, WriteTimeout: 200 * time.Millisecond})
 	slow, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)

@@ -160,7 +160,9 @@ func run(cfg Config, log *slog.Logger) error {
 		}
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	srv := server.New(server.Config{Addr: cfg.Listen, MaxClients: cfg.MaxClients, WriteTimeout: cfg.WriteTimeout, TLS: tlsCfg, Logger: log})
+	srv := server.New(server.Config{Addr: cfg.Listen, MaxClients: cfg.MaxClients, WriteTimeout: cfg.WriteTimeout, TLS: tlsCfg, Logger: log,
+		// An origin never waits on the network while serving; an edge may (origin reads).
+		EventLoop: cfg.Role == "origin"})
 	if err := srv.Listen(); err != nil {
 		return err
 	}
