@@ -19,51 +19,85 @@ type Tuple struct {
 // bytes may appear in any part) and starts with the window, so a stored key tells which
 // window it belongs to without being decoded in full:
 //
-//	window (8 bytes, big endian) | uvarint len(workspace) | workspace |
-//	uvarint len(namespace) | namespace | key
+//	uvarint window | name(workspace) | name(namespace) | key
+//
+// where name(s) is the single byte 0 for "default" (the common case, and the name every
+// connection starts with), else uvarint(len(s)+1) | s. "user:42" in default/default over
+// 60 s takes 3+1+1+7 bytes.
 func AppendKey(dst []byte, t Tuple) []byte {
-	dst = binary.BigEndian.AppendUint64(dst, uint64(t.WindowMs))
-	dst = binary.AppendUvarint(dst, uint64(len(t.Workspace)))
-	dst = append(dst, t.Workspace...)
-	dst = binary.AppendUvarint(dst, uint64(len(t.Namespace)))
-	dst = append(dst, t.Namespace...)
+	dst = binary.AppendUvarint(dst, uint64(t.WindowMs))
+	dst = appendName(dst, t.Workspace)
+	dst = appendName(dst, t.Namespace)
 	return append(dst, t.Key...)
+}
+
+// defaultName is the workspace and namespace that encode as one zero byte.
+const defaultName = "default"
+
+func appendName(dst []byte, s string) []byte {
+	if s == defaultName {
+		return append(dst, 0)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(s))+1)
+	return append(dst, s...)
 }
 
 var errBadKey = errors.New("malformed tuple key")
 
+// uvarint decodes a minimal uvarint from b: n, and the bytes it used (0 when malformed,
+// truncated or not minimal, so that every accepted key re-encodes to itself).
+func uvarint(b []byte) (uint64, int) {
+	n, used := binary.Uvarint(b)
+	if used <= 0 || (used > 1 && b[used-1] == 0) {
+		return 0, 0
+	}
+	return n, used
+}
+
 // ParseKey decodes a key made by AppendKey. Key in the result aliases k.
 func ParseKey(k []byte) (Tuple, error) {
 	var t Tuple
-	if len(k) < 8 {
+	w, used := uvarint(k)
+	if used == 0 {
 		return t, errBadKey
 	}
-	t.WindowMs = int64(binary.BigEndian.Uint64(k))
-	if t.WindowMs < 1 || t.WindowMs > MaxWindowMs {
-		return t, fmt.Errorf("%w: window %d out of range", errBadKey, t.WindowMs)
+	if w < 1 || w > uint64(MaxWindowMs) {
+		return t, fmt.Errorf("%w: window %d out of range", errBadKey, w)
 	}
-	rest := k[8:]
+	t.WindowMs = int64(w)
+	rest := k[used:]
 	var parts [2]string
 	for i := range parts {
-		n, used := binary.Uvarint(rest)
-		if used <= 0 || n > uint64(len(rest)-used) {
+		n, used := uvarint(rest)
+		switch {
+		case used == 0:
 			return t, errBadKey
+		case n == 0:
+			parts[i] = defaultName
+		case n-1 > uint64(len(rest)-used):
+			return t, errBadKey
+		default:
+			parts[i] = string(rest[used : used+int(n-1)])
+			used += int(n - 1)
 		}
-		parts[i] = string(rest[used : used+int(n)])
-		rest = rest[used+int(n):]
+		rest = rest[used:]
 	}
 	t.Workspace, t.Namespace, t.Key = parts[0], parts[1], rest
 	return t, nil
 }
 
-// windowOfKey reads the window of a key made by AppendKey, or 0 when it is too short.
+// windowOfKey reads the window of a key made by AppendKey, or 0 when it has none in range.
 func windowOfKey(k string) int64 {
-	if len(k) < 8 {
-		return 0
-	}
 	var w uint64
-	for i := 0; i < 8; i++ {
-		w = w<<8 | uint64(k[i])
+	for i := 0; i < len(k) && i < 10; i++ {
+		b := k[i]
+		w |= uint64(b&0x7f) << (7 * i)
+		if b < 0x80 {
+			if w > uint64(MaxWindowMs) {
+				return 0
+			}
+			return int64(w)
+		}
 	}
-	return int64(w)
+	return 0
 }

@@ -106,8 +106,8 @@ func readCells(tx *bolt.Tx, size int64) ([]engine.CellRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	if version != formatVersion {
-		return nil, fmt.Errorf("%w: format version %d, want %d", ErrCorrupt, version, formatVersion)
+	if version != formatVersion && version != v2Version {
+		return nil, fmt.Errorf("%w: format version %d, want %d or %d", ErrCorrupt, version, v2Version, formatVersion)
 	}
 	count, err := metaUint(meta, metaCount, 8)
 	if err != nil {
@@ -139,8 +139,12 @@ func readCells(tx *bolt.Tx, size int64) ([]engine.CellRecord, error) {
 		if !ok {
 			return nil, fmt.Errorf("%w: cell %x has a malformed value", ErrCorrupt, k)
 		}
+		key := string(k[:n])
+		if version == v2Version {
+			key = legacyKey(k[:n])
+		}
 		recs = append(recs, engine.CellRecord{
-			Key:      string(k[:n]),
+			Key:      key,
 			Seq:      int64(binary.BigEndian.Uint64(k[n:])),
 			Regional: binary.BigEndian.Uint64(v[:8]),
 			Imported: binary.BigEndian.Uint64(v[8:16]),
@@ -154,6 +158,35 @@ func readCells(tx *bolt.Tx, size int64) ([]engine.CellRecord, error) {
 		return nil, fmt.Errorf("%w: checksum %08x, meta says %08x", ErrCorrupt, got, wantCRC)
 	}
 	return recs, nil
+}
+
+// legacyKey converts a tuple key of format version 2 to the current engine.AppendKey:
+//
+//	window (8 bytes, big endian) | uvarint len(workspace) | workspace |
+//	uvarint len(namespace) | namespace | key
+//
+// A key that does not decode is returned as it is (engine.Restore then reports it).
+func legacyKey(k []byte) string {
+	bad := string(k)
+	if len(k) < 8 {
+		return bad
+	}
+	t := engine.Tuple{WindowMs: int64(binary.BigEndian.Uint64(k))}
+	rest := k[8:]
+	var parts [2]string
+	for i := range parts {
+		n, used := binary.Uvarint(rest)
+		if used <= 0 || n > uint64(len(rest)-used) {
+			return bad
+		}
+		parts[i] = string(rest[used : used+int(n)])
+		rest = rest[used+int(n):]
+	}
+	if t.WindowMs < 1 || t.WindowMs > engine.MaxWindowMs {
+		return bad
+	}
+	t.Workspace, t.Namespace, t.Key = parts[0], parts[1], rest
+	return string(engine.AppendKey(nil, t))
 }
 
 // decodeForeign reads the foreign components after a value's fixed 16 bytes.

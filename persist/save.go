@@ -20,7 +20,10 @@ import (
 const (
 	fileName      = "snapshot.db"
 	tmpName       = "snapshot.db.tmp"
-	formatVersion = 2
+	formatVersion = 3
+	// v2Version is the previous format: the same layout with the tuple keys of an older
+	// engine.AppendKey (see legacyKey). Load still reads it.
+	v2Version = 2
 
 	cellsBucket = "cells"
 	metaBucket  = "meta"

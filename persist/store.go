@@ -5,14 +5,18 @@
 // snapshot in place. Load reads the snapshot back and reports a corrupt or foreign file as
 // an error. Run saves periodically; the caller writes the final snapshot on shutdown.
 //
-// File layout (format version 2), two buckets:
+// File layout (format version 3), two buckets:
 //
 //	cells: key = tuple key (engine.AppendKey) | seq (8 bytes, big endian)
 //	       value = regional (8 bytes, big endian) | imported (8 bytes, big endian), then
 //	       per foreign region: len(region) (1 byte) | region | count (8 bytes)
-//	meta:  "version" = 2, "saved_ms" = save time (unix ms), "count" = number of cells
+//	meta:  "version" = 3, "saved_ms" = save time (unix ms), "count" = number of cells
 //	       (each 8 bytes, big endian); "crc32c" = CRC-32C of the cells in key order
 //	       (4 bytes, big endian), so a damaged file is detected rather than half-loaded.
+//
+// Version 2 had the same layout with the older, longer tuple keys (an 8-byte window and
+// explicit "default" names); Load still reads it and converts its keys. Other versions are
+// refused as ErrCorrupt.
 package persist
 
 import (
