@@ -66,3 +66,29 @@ func BenchmarkLimitParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkLimitRandomKeys: requests on 1Mi tuples in a random order (created first), so
+// that nearly every lookup misses the CPU caches, as with redis-benchmark -r.
+func BenchmarkLimitRandomKeys(b *testing.B) {
+	e, _ := newEngine(t0)
+	ts := benchTuples(1 << 20)
+	for _, tp := range ts {
+		e.Limit(tp, 1000, 1)
+	}
+	order := make([]uint32, 1<<16)
+	x := uint32(2463534242)
+	for i := range order {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		order[i] = x & (1<<20 - 1)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := e.Limit(ts[order[i&(len(order)-1)]], 1000, 1); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
