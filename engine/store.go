@@ -259,8 +259,8 @@ func (s *store) dropBefore(ent *entry, seq int64) int64 {
 }
 
 type store struct {
+	shards   [shardCount]shard // first: 64-byte shards start on cache lines
 	seed     maphash.Seed
-	shards   [shardCount]shard
 	maxBytes int64
 	bytes    atomic.Int64 // estimated bytes of all entries
 	cells    atomic.Int64 // occupied cell slots
