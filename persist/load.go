@@ -1,13 +1,17 @@
 package persist
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
+	"strings"
 
 	"github.com/ratchet/ratchet/engine"
 	bolt "go.etcd.io/bbolt"
@@ -18,8 +22,8 @@ import (
 // a Ratchet snapshot, as opposed to unreadable (permissions, I/O, a lock held elsewhere).
 var ErrCorrupt = errors.New("corrupt or foreign snapshot")
 
-// Load returns the cells of the last snapshot, in key order, or nil and no error when
-// there is none. A damaged, truncated or foreign file is an error wrapping ErrCorrupt,
+// Load returns the cells of the last snapshot, sorted by key (then sequence, for format 4)
+// with records of the same key and sequence merged, or nil and no error when there is none. A damaged, truncated or foreign file is an error wrapping ErrCorrupt,
 // never a panic; damage to the cells is caught by a CRC-32C, so Load returns every cell
 // Save wrote or none. A file locked by another process is an error after a short wait.
 func (s *Store) Load() ([]engine.CellRecord, error) {
@@ -106,8 +110,8 @@ func readCells(tx *bolt.Tx, size int64) ([]engine.CellRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	if version != formatVersion && version != v2Version {
-		return nil, fmt.Errorf("%w: format version %d, want %d or %d", ErrCorrupt, version, v2Version, formatVersion)
+	if version != formatVersion && version != v3Version && version != v2Version {
+		return nil, fmt.Errorf("%w: format version %d, want %d to %d", ErrCorrupt, version, v2Version, formatVersion)
 	}
 	count, err := metaUint(meta, metaCount, 8)
 	if err != nil {
@@ -117,27 +121,162 @@ func readCells(tx *bolt.Tx, size int64) ([]engine.CellRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	if maxCells := uint64(size) / (seqLen + valueLen); count > maxCells {
-		return nil, fmt.Errorf("%w: count %d does not fit in %d bytes", ErrCorrupt, count, size)
+	var recs []engine.CellRecord
+	var sum uint32
+	if version == formatVersion {
+		recs, sum, err = readChunks(cells, count, size)
+	} else {
+		recs, sum, err = readPerCell(cells, version, count, size)
 	}
+	if err != nil {
+		return nil, err
+	}
+	if uint64(len(recs)) != count {
+		return nil, fmt.Errorf("%w: %d cells, meta says %d", ErrCorrupt, len(recs), count)
+	}
+	if got := uint64(sum); got != wantCRC {
+		return nil, fmt.Errorf("%w: checksum %08x, meta says %08x", ErrCorrupt, got, wantCRC)
+	}
+	if version == formatVersion {
+		recs = sortAndMerge(recs)
+	}
+	return recs, nil
+}
 
+// minRecordLen is the size of the shortest record of format 4: five one-byte varints.
+const minRecordLen = 5
+
+// readChunks reads the records of format 4 and returns them, in file order, with the
+// CRC-32C of the chunks. It stops at the first record past count.
+func readChunks(cells *bolt.Bucket, count uint64, size int64) ([]engine.CellRecord, uint32, error) {
+	if maxRecs := uint64(size) / minRecordLen; count > maxRecs {
+		return nil, 0, fmt.Errorf("%w: count %d does not fit in %d bytes", ErrCorrupt, count, size)
+	}
+	var crc uint32
+	recs := make([]engine.CellRecord, 0, count)
+	c := cells.Cursor()
+	i := uint32(0)
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		switch {
+		case v == nil:
+			return nil, 0, fmt.Errorf("%w: nested bucket %x in cells", ErrCorrupt, k)
+		case len(k) != chunkKeyLen || binary.BigEndian.Uint32(k) != i:
+			return nil, 0, fmt.Errorf("%w: chunk key %x, want chunk %d", ErrCorrupt, k, i)
+		case len(v) == 0:
+			return nil, 0, fmt.Errorf("%w: chunk %d is empty", ErrCorrupt, i)
+		}
+		crc = crc32.Update(crc, castagnoli, v)
+		var err error
+		if recs, err = decodeChunk(recs, v, count); err != nil {
+			return nil, 0, fmt.Errorf("%w: chunk %d: %w", ErrCorrupt, i, err)
+		}
+		i++
+	}
+	return recs, crc, nil
+}
+
+// decodeChunk appends the records of the chunk v to recs, failing if they would be more
+// than count. The keys and region names of a chunk share one string.
+func decodeChunk(recs []engine.CellRecord, v []byte, count uint64) ([]engine.CellRecord, error) {
+	str := string(v) // v is the file's mmap: copy it once
+	d := decoder{b: v}
+	for d.p < len(v) {
+		if uint64(len(recs)) == count {
+			return nil, fmt.Errorf("more than %d records", count)
+		}
+		var r engine.CellRecord
+		n := d.uvarint()
+		if n > maxKeyLen || n > uint64(len(v)-d.p) {
+			return nil, fmt.Errorf("record %d: bad key length %d", len(recs), n)
+		}
+		r.Key = str[d.p : d.p+int(n)]
+		d.p += int(n)
+		r.Seq = d.varint()
+		r.Regional = d.uvarint()
+		r.Imported = d.uvarint()
+		// Each foreign component takes two bytes or more.
+		if nf := d.uvarint(); nf > 0 && d.err == nil {
+			if nf > uint64(len(v)-d.p)/2 {
+				return nil, fmt.Errorf("record %d: %d foreign regions", len(recs), nf)
+			}
+			r.Foreign = make([]engine.RegionCount, nf)
+			for j := range r.Foreign {
+				n := d.uvarint()
+				if n > uint64(len(v)-d.p) {
+					return nil, fmt.Errorf("record %d: bad region length %d", len(recs), n)
+				}
+				r.Foreign[j].Region = str[d.p : d.p+int(n)]
+				d.p += int(n)
+				r.Foreign[j].Count = d.uvarint()
+			}
+		}
+		if d.err != nil {
+			return nil, fmt.Errorf("record %d: %w", len(recs), d.err)
+		}
+		recs = append(recs, r)
+	}
+	return recs, nil
+}
+
+// decoder reads varints from b at p; the first failure is kept in err, and what follows
+// it reads zeros.
+type decoder struct {
+	b   []byte
+	p   int
+	err error
+}
+
+var errVarint = errors.New("truncated or overlong varint")
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	if d.p < len(d.b) && d.b[d.p] < 0x80 { // the common case: one byte
+		d.p++
+		return uint64(d.b[d.p-1])
+	}
+	x, n := binary.Uvarint(d.b[d.p:])
+	if n <= 0 {
+		d.err = errVarint
+		return 0
+	}
+	d.p += n
+	return x
+}
+
+func (d *decoder) varint() int64 {
+	ux := d.uvarint()
+	x := int64(ux >> 1)
+	if ux&1 != 0 {
+		x = ^x
+	}
+	return x
+}
+
+// readPerCell reads the cells of formats 2 and 3, one bbolt key each, and returns them in
+// key order with their checksum. It stops at the first cell past count.
+func readPerCell(cells *bolt.Bucket, version, count uint64, size int64) ([]engine.CellRecord, uint32, error) {
+	if maxCells := uint64(size) / (seqLen + valueLen); count > maxCells {
+		return nil, 0, fmt.Errorf("%w: count %d does not fit in %d bytes", ErrCorrupt, count, size)
+	}
 	crc := newChecksum()
 	recs := make([]engine.CellRecord, 0, count)
 	c := cells.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		switch {
 		case uint64(len(recs)) == count:
-			return nil, fmt.Errorf("%w: more than %d cells", ErrCorrupt, count)
+			return nil, 0, fmt.Errorf("%w: more than %d cells", ErrCorrupt, count)
 		case v == nil:
-			return nil, fmt.Errorf("%w: nested bucket %x in cells", ErrCorrupt, k)
+			return nil, 0, fmt.Errorf("%w: nested bucket %x in cells", ErrCorrupt, k)
 		case len(k) < seqLen || len(k) > bolt.MaxKeySize || len(v) < valueLen:
-			return nil, fmt.Errorf("%w: cell with %d-byte key and %d-byte value", ErrCorrupt, len(k), len(v))
+			return nil, 0, fmt.Errorf("%w: cell with %d-byte key and %d-byte value", ErrCorrupt, len(k), len(v))
 		}
 		crc.add(k, v)
 		n := len(k) - seqLen
 		foreign, ok := decodeForeign(v[valueLen:])
 		if !ok {
-			return nil, fmt.Errorf("%w: cell %x has a malformed value", ErrCorrupt, k)
+			return nil, 0, fmt.Errorf("%w: cell %x has a malformed value", ErrCorrupt, k)
 		}
 		key := string(k[:n])
 		if version == v2Version {
@@ -151,13 +290,86 @@ func readCells(tx *bolt.Tx, size int64) ([]engine.CellRecord, error) {
 			Foreign:  foreign,
 		})
 	}
-	if uint64(len(recs)) != count {
-		return nil, fmt.Errorf("%w: %d cells, meta says %d", ErrCorrupt, len(recs), count)
+	return recs, crc.sum, nil
+}
+
+// sortAndMerge sorts recs by key, then sequence, and merges the records of one key and
+// sequence by taking the larger counts. It reuses recs.
+func sortAndMerge(recs []engine.CellRecord) []engine.CellRecord {
+	if len(recs) < 2 {
+		return recs
 	}
-	if got := uint64(crc.sum); got != wantCRC {
-		return nil, fmt.Errorf("%w: checksum %08x, meta says %08x", ErrCorrupt, got, wantCRC)
+	// Keys mostly share a long prefix (window, workspace, namespace, a key scheme), so
+	// comparing them whole is slow. Sort instead by the 8 bytes that follow the prefix
+	// common to all keys, as an integer, and compare the rest only on a tie.
+	lcp := len(recs[0].Key)
+	for i := 1; i < len(recs) && lcp > 0; i++ {
+		k := recs[i].Key
+		j, n := 0, min(lcp, len(k))
+		for j < n && k[j] == recs[0].Key[j] {
+			j++
+		}
+		lcp = j
 	}
-	return recs, nil
+	order := make([]sortKey, len(recs))
+	for i := range recs {
+		order[i] = sortKey{head: headAt(recs[i].Key, lcp), i: i}
+	}
+	slices.SortFunc(order, func(a, b sortKey) int {
+		if a.head != b.head {
+			return cmp.Compare(a.head, b.head)
+		}
+		ra, rb := &recs[a.i], &recs[b.i]
+		if c := strings.Compare(ra.Key[lcp:], rb.Key[lcp:]); c != 0 {
+			return c
+		}
+		return cmp.Compare(ra.Seq, rb.Seq)
+	})
+
+	out := make([]engine.CellRecord, 0, len(recs))
+	for _, o := range order {
+		r := recs[o.i]
+		if n := len(out); n > 0 && out[n-1].Key == r.Key && out[n-1].Seq == r.Seq {
+			p := &out[n-1]
+			p.Regional = max(p.Regional, r.Regional)
+			p.Imported = max(p.Imported, r.Imported)
+			p.Foreign = mergeForeign(p.Foreign, r.Foreign)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// sortKey is a record's place in the sort: the 8 key bytes after the common prefix, big
+// endian and zero padded, and the record's index. Padding keeps the order: a key that ends
+// early is a prefix of any key it ties with, or the tie is settled by the full compare.
+type sortKey struct {
+	head uint64
+	i    int
+}
+
+// headAt returns key[at:at+8] as a big-endian integer, zero padded past the key's end.
+func headAt(key string, at int) uint64 {
+	var b [8]byte
+	copy(b[:], key[at:])
+	return binary.BigEndian.Uint64(b[:])
+}
+
+// mergeForeign merges two lists of foreign components by region, with max.
+func mergeForeign(a, b []engine.RegionCount) []engine.RegionCount {
+	out := append([]engine.RegionCount(nil), a...)
+next:
+	for _, f := range b {
+		for i := range out {
+			if out[i].Region == f.Region {
+				out[i].Count = max(out[i].Count, f.Count)
+				continue next
+			}
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 // legacyKey converts a tuple key of format version 2 to the current engine.AppendKey:

@@ -1,8 +1,6 @@
 package persist
 
 import (
-	"bytes"
-	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -10,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/ratchet/ratchet/engine"
@@ -18,11 +15,14 @@ import (
 )
 
 const (
-	fileName      = "snapshot.db"
-	tmpName       = "snapshot.db.tmp"
-	formatVersion = 3
-	// v2Version is the previous format: the same layout with the tuple keys of an older
-	// engine.AppendKey (see legacyKey). Load still reads it.
+	fileName = "snapshot.db"
+	tmpName  = "snapshot.db.tmp"
+	// formatVersion is the format Save writes: records packed into chunks (see package doc).
+	formatVersion = 4
+	// v3Version is the previous format: one bbolt key per cell. Load still reads it.
+	v3Version = 3
+	// v2Version is v3's layout with the tuple keys of an older engine.AppendKey (see
+	// legacyKey). Load still reads it.
 	v2Version = 2
 
 	cellsBucket = "cells"
@@ -32,187 +32,124 @@ const (
 	metaCount   = "count"
 	metaCRC     = "crc32c"
 
+	// seqLen and valueLen are the fixed sizes of formats 2 and 3.
 	seqLen   = 8
 	valueLen = 16
-	// batchSize is the number of cells per write transaction: large enough that commits are
-	// few, small enough that one transaction's dirty nodes stay a few MB.
-	batchSize = 50_000
+
+	// chunkSize is the size past which a chunk is closed: the records of a chunk are never
+	// split, so a chunk is up to chunkSize plus one record.
+	chunkSize = 64 << 10
+	// chunkKeyLen is the length of a chunk's key, its index as a big-endian uint32.
+	chunkKeyLen = 4
+	// batchBytes bounds the chunk bytes of one write transaction: bbolt holds a copy of
+	// each dirty page until the commit, so this bounds that copy.
+	batchBytes = 16 << 20
+	// maxKeyLen is the longest tuple key Save accepts: the longest formats 2 and 3 could
+	// hold, far beyond what the engine makes.
+	maxKeyLen = bolt.MaxKeySize - seqLen
 	// lockTimeout bounds the wait for a bbolt file lock held by another process.
 	lockTimeout = 2 * time.Second
 )
 
-// cell is one record ready to be written: its bbolt key and counts.
-type cell struct {
-	key                []byte
-	regional, imported uint64
-	foreign            []engine.RegionCount
-}
+// castagnoli is the CRC-32C table (hardware accelerated where the CPU has it).
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Save writes recs as the new snapshot, replacing the previous one only once the new file
-// is complete and synced to disk. Records with the same key and sequence are merged by
-// taking the larger counts. recs is not modified. On error the failure is counted in Stats
-// and the snapshot is the previous one (or, if only the final directory fsync failed, the
-// new one): never a partial file.
+// is complete and synced to disk. recs is not modified and is written in its order;
+// records with the same key and sequence are written as they are and merged by Load,
+// taking the larger counts. On error the failure is counted in Stats and the snapshot is
+// the previous one (or, if only the final directory fsync failed, the new one): never a
+// partial file.
 func (s *Store) Save(recs []engine.CellRecord) error {
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
 	start := time.Now()
-	n, err := s.save(recs, start)
+	err := s.save(recs, start)
 	if err != nil {
 		s.failures.Add(1)
 		return fmt.Errorf("save snapshot %s: %w", filepath.Join(s.dir, fileName), err)
 	}
 	s.lastDuration.Store(int64(time.Since(start)))
-	s.lastCells.Store(uint64(n))
+	s.lastCells.Store(uint64(len(recs)))
 	s.lastSuccessMs.Store(uint64(time.Now().UnixMilli()))
 	return nil
 }
 
-// save writes recs to the temporary file, then renames it over the snapshot and syncs the
-// directory. It returns the number of cells written.
-func (s *Store) save(recs []engine.CellRecord, now time.Time) (int, error) {
-	cells, keyBytes := sortedCells(recs)
+// save encodes recs, writes them to the temporary file, then renames it over the snapshot
+// and syncs the directory.
+func (s *Store) save(recs []engine.CellRecord, now time.Time) error {
+	buf, ends, err := encodeChunks(s.buf[:0], s.ends[:0], recs)
+	if err != nil {
+		return err
+	}
+	// Keep the buffers for the next save, whose size is much the same, unless they are
+	// mostly unused after the store shrank.
+	if cap(buf) <= 2*len(buf)+1<<20 {
+		s.buf, s.ends = buf, ends
+	} else {
+		s.buf, s.ends = nil, nil
+	}
 	tmp := filepath.Join(s.dir, tmpName)
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return 0, fmt.Errorf("remove stale %s: %w", tmp, err)
+		return fmt.Errorf("remove stale %s: %w", tmp, err)
 	}
-	if err := writeFile(tmp, cells, keyBytes, now); err != nil {
+	if err := writeFile(tmp, buf, ends, uint64(len(recs)), now); err != nil {
 		_ = os.Remove(tmp) // best effort: the next Save removes it anyway
-		return 0, err
+		return err
 	}
 	if err := os.Rename(tmp, filepath.Join(s.dir, fileName)); err != nil {
 		_ = os.Remove(tmp)
-		return 0, fmt.Errorf("rename %s: %w", tmp, err)
+		return fmt.Errorf("rename %s: %w", tmp, err)
 	}
-	if err := syncDir(s.dir); err != nil {
-		return 0, err
-	}
-	return len(cells), nil
+	return syncDir(s.dir)
 }
 
-// sortedCells encodes recs as bbolt keys, sorts them in bbolt's (bytewise) order and
-// merges duplicates. The keys share one buffer. It also returns the total key bytes.
-func sortedCells(recs []engine.CellRecord) ([]cell, int) {
-	total := 0
-	for i := range recs {
-		total += len(recs[i].Key) + seqLen
-	}
-	buf := make([]byte, 0, total)
-	cells := make([]cell, len(recs))
+// encodeChunks appends the records of recs to buf, in their order, and the end offset of
+// each chunk to ends. A chunk is closed once it holds chunkSize bytes or more. A record is
+//
+//	uvarint len(key) | key | varint seq | uvarint regional | uvarint imported |
+//	uvarint len(foreign) | per foreign region: uvarint len(region) | region | uvarint count
+func encodeChunks(buf []byte, ends []int, recs []engine.CellRecord) ([]byte, []int, error) {
+	start := 0
 	for i := range recs {
 		r := &recs[i]
-		start := len(buf)
+		if len(r.Key) > maxKeyLen {
+			return buf, ends, fmt.Errorf("record %d: %d-byte key, the most is %d", i, len(r.Key), maxKeyLen)
+		}
+		buf = binary.AppendUvarint(buf, uint64(len(r.Key)))
 		buf = append(buf, r.Key...)
-		buf = binary.BigEndian.AppendUint64(buf, uint64(r.Seq))
-		// buf never grows past its capacity, so earlier keys stay valid.
-		cells[i] = cell{key: buf[start:len(buf):len(buf)], regional: r.Regional, imported: r.Imported, foreign: r.Foreign}
-	}
-
-	// Keys mostly share a long prefix (window, workspace, namespace, a key scheme), so
-	// comparing them whole is slow. Sort instead by the 8 bytes that follow the prefix
-	// common to all keys, as an integer, and compare the rest only on a tie.
-	lcp := commonPrefixLen(cells)
-	order := make([]sortKey, len(cells))
-	for i := range cells {
-		order[i] = sortKey{head: headAt(cells[i].key, lcp), i: i}
-	}
-	slices.SortFunc(order, func(a, b sortKey) int {
-		if a.head != b.head {
-			return cmp.Compare(a.head, b.head)
+		buf = binary.AppendVarint(buf, r.Seq)
+		buf = binary.AppendUvarint(buf, r.Regional)
+		buf = binary.AppendUvarint(buf, r.Imported)
+		buf = binary.AppendUvarint(buf, uint64(len(r.Foreign)))
+		for _, f := range r.Foreign {
+			buf = binary.AppendUvarint(buf, uint64(len(f.Region)))
+			buf = append(buf, f.Region...)
+			buf = binary.AppendUvarint(buf, f.Count)
 		}
-		return bytes.Compare(cells[a.i].key[lcp:], cells[b.i].key[lcp:])
-	})
-
-	out := make([]cell, 0, len(cells))
-	for _, o := range order {
-		c := cells[o.i]
-		if n := len(out); n > 0 && bytes.Equal(out[n-1].key, c.key) {
-			out[n-1].regional = max(out[n-1].regional, c.regional)
-			out[n-1].imported = max(out[n-1].imported, c.imported)
-			out[n-1].foreign = mergeForeign(out[n-1].foreign, c.foreign)
-			continue
+		if len(buf)-start >= chunkSize {
+			ends = append(ends, len(buf))
+			start = len(buf)
 		}
-		out = append(out, c)
 	}
-	return out, total
-}
-
-// appendValue encodes a cell's value: regional (8 bytes) | imported (8 bytes), then per
-// foreign region: len(region) (1 byte) | region | count (8 bytes); all big endian.
-func appendValue(b []byte, c cell) []byte {
-	b = binary.BigEndian.AppendUint64(b, c.regional)
-	b = binary.BigEndian.AppendUint64(b, c.imported)
-	for _, f := range c.foreign {
-		if len(f.Region) > 255 {
-			continue // region names are flags of ours, never this long
-		}
-		b = append(b, byte(len(f.Region)))
-		b = append(b, f.Region...)
-		b = binary.BigEndian.AppendUint64(b, f.Count)
+	if len(buf) > start {
+		ends = append(ends, len(buf))
 	}
-	return b
+	return buf, ends, nil
 }
 
-// mergeForeign merges two lists of foreign components by region, with max.
-func mergeForeign(a, b []engine.RegionCount) []engine.RegionCount {
-	out := append([]engine.RegionCount(nil), a...)
-next:
-	for _, f := range b {
-		for i := range out {
-			if out[i].Region == f.Region {
-				out[i].Count = max(out[i].Count, f.Count)
-				continue next
-			}
-		}
-		out = append(out, f)
-	}
-	return out
-}
-
-// sortKey is a cell's place in the sort: the 8 key bytes after the common prefix, big
-// endian and zero padded, and the cell's index. Padding keeps the order: a key that ends
-// early is a prefix of any key it ties with, or the tie is settled by the full compare.
-type sortKey struct {
-	head uint64
-	i    int
-}
-
-// commonPrefixLen returns the length of the prefix shared by every key of cells.
-func commonPrefixLen(cells []cell) int {
-	if len(cells) == 0 {
-		return 0
-	}
-	first := cells[0].key
-	n := len(first)
-	for _, c := range cells[1:] {
-		k := c.key[:min(n, len(c.key))]
-		i := 0
-		for i < len(k) && k[i] == first[i] {
-			i++
-		}
-		n = i
-	}
-	return n
-}
-
-// headAt returns key[at:at+8] as a big-endian integer, zero padded past the key's end.
-func headAt(key []byte, at int) uint64 {
-	var b [8]byte
-	copy(b[:], key[at:])
-	return binary.BigEndian.Uint64(b[:])
-}
-
-// writeFile writes cells (sorted, unique) and the meta bucket to a new bbolt file at path
-// and syncs it. Writes are not synced one by one: the file is useless until renamed, so a
-// single fsync at the end is enough.
-func writeFile(path string, cells []cell, keyBytes int, now time.Time) (err error) {
+// writeFile writes the chunks of buf (ending at ends) and the meta bucket to a new bbolt
+// file at path and syncs it. Writes are not synced one by one: the file is useless until
+// renamed, so a single fsync at the end is enough.
+func writeFile(path string, buf []byte, ends []int, count uint64, now time.Time) (err error) {
 	db, err := bolt.Open(path, 0o644, &bolt.Options{
 		Timeout:    lockTimeout,
 		NoSync:     true,
 		NoGrowSync: true,
 		// Map the expected size up front so the writes do not remap as the file grows:
-		// keys, values and a leaf element header (16 bytes) per cell, plus slack.
-		InitialMmapSize: (keyBytes+len(cells)*(valueLen+16))*5/4 + 1<<20,
+		// the chunks, a page of slack for each (values take whole pages), plus room for
+		// the branch, meta and freelist pages.
+		InitialMmapSize: len(buf) + len(ends)*4096 + 1<<20,
 	})
 	if err != nil {
 		return fmt.Errorf("create %s: %w", path, err)
@@ -223,34 +160,38 @@ func writeFile(path string, cells []cell, keyBytes int, now time.Time) (err erro
 		}
 	}()
 
-	crc := newChecksum()
-	// bbolt keeps references to keys and values until commit, so each cell of a
-	// transaction gets its own value bytes; the buffer is reused after the commit.
-	var vals []byte
-	// One transaction per batch; with no cells, one that only creates the bucket.
-	for lo := 0; lo < len(cells) || lo == 0; lo += batchSize {
-		batch := cells[lo:min(lo+batchSize, len(cells))]
+	var crc uint32
+	// bbolt keeps references to keys and values until the commit: the values are slices
+	// of buf, which does not change during writeFile, and the keys have one array.
+	keys := make([]byte, chunkKeyLen*len(ends))
+	// One transaction per batch; with no chunks, one that only creates the bucket.
+	for lo := 0; lo < len(ends) || lo == 0; {
+		hi := lo
 		err := db.Update(func(tx *bolt.Tx) error {
 			b, err := tx.CreateBucketIfNotExists([]byte(cellsBucket))
 			if err != nil {
 				return fmt.Errorf("create bucket: %w", err)
 			}
 			b.FillPercent = 1.0 // keys arrive in order: fill pages completely
-			vals = vals[:0]
-			for _, c := range batch {
-				start := len(vals)
-				vals = appendValue(vals, c)
-				v := vals[start:len(vals):len(vals)]
-				crc.add(c.key, v)
-				if err := b.Put(c.key, v); err != nil {
-					return fmt.Errorf("put cell %x: %w", c.key, err)
+			from := chunkStart(ends, lo)
+			for ; hi < len(ends) && (hi == lo || ends[hi]-from <= batchBytes); hi++ {
+				k := keys[hi*chunkKeyLen : (hi+1)*chunkKeyLen : (hi+1)*chunkKeyLen]
+				binary.BigEndian.PutUint32(k, uint32(hi))
+				v := buf[chunkStart(ends, hi):ends[hi]]
+				crc = crc32.Update(crc, castagnoli, v)
+				if err := b.Put(k, v); err != nil {
+					return fmt.Errorf("put chunk %d: %w", hi, err)
 				}
 			}
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("write cells %d..%d: %w", lo, lo+len(batch), err)
+			return fmt.Errorf("write chunks %d..%d: %w", lo, hi, err)
 		}
+		if hi == len(ends) {
+			break
+		}
+		lo = hi
 	}
 
 	err = db.Update(func(tx *bolt.Tx) error {
@@ -265,8 +206,8 @@ func writeFile(path string, cells []cell, keyBytes int, now time.Time) (err erro
 		}
 		put(metaVersion, binary.BigEndian.AppendUint64(nil, formatVersion))
 		put(metaSavedMs, binary.BigEndian.AppendUint64(nil, uint64(now.UnixMilli())))
-		put(metaCount, binary.BigEndian.AppendUint64(nil, uint64(len(cells))))
-		put(metaCRC, binary.BigEndian.AppendUint32(nil, crc.sum))
+		put(metaCount, binary.BigEndian.AppendUint64(nil, count))
+		put(metaCRC, binary.BigEndian.AppendUint32(nil, crc))
 		return err
 	})
 	if err != nil {
@@ -278,20 +219,27 @@ func writeFile(path string, cells []cell, keyBytes int, now time.Time) (err erro
 	return nil
 }
 
-// checksum accumulates the CRC-32C of cells in key order.
+// chunkStart returns the offset where chunk i begins.
+func chunkStart(ends []int, i int) int {
+	if i == 0 {
+		return 0
+	}
+	return ends[i-1]
+}
+
+// checksum accumulates the CRC-32C of the cells of formats 2 and 3, in key order.
 type checksum struct {
 	sum uint32
-	tab *crc32.Table
 	buf [binary.MaxVarintLen64]byte // scratch for the length, kept here to not allocate per cell
 }
 
-func newChecksum() *checksum { return &checksum{tab: crc32.MakeTable(crc32.Castagnoli)} }
+func newChecksum() *checksum { return &checksum{} }
 
 // add adds one cell: the key's length, the key and the value.
 func (c *checksum) add(key, val []byte) {
-	c.sum = crc32.Update(c.sum, c.tab, binary.AppendUvarint(c.buf[:0], uint64(len(key))))
-	c.sum = crc32.Update(c.sum, c.tab, key)
-	c.sum = crc32.Update(c.sum, c.tab, val)
+	c.sum = crc32.Update(c.sum, castagnoli, binary.AppendUvarint(c.buf[:0], uint64(len(key))))
+	c.sum = crc32.Update(c.sum, castagnoli, key)
+	c.sum = crc32.Update(c.sum, castagnoli, val)
 }
 
 // syncDir fsyncs dir so that a rename inside it survives a crash.

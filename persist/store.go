@@ -5,18 +5,27 @@
 // snapshot in place. Load reads the snapshot back and reports a corrupt or foreign file as
 // an error. Run saves periodically; the caller writes the final snapshot on shutdown.
 //
-// File layout (format version 3), two buckets:
+// File layout (format version 4), two buckets:
 //
-//	cells: key = tuple key (engine.AppendKey) | seq (8 bytes, big endian)
-//	       value = regional (8 bytes, big endian) | imported (8 bytes, big endian), then
-//	       per foreign region: len(region) (1 byte) | region | count (8 bytes)
-//	meta:  "version" = 3, "saved_ms" = save time (unix ms), "count" = number of cells
-//	       (each 8 bytes, big endian); "crc32c" = CRC-32C of the cells in key order
-//	       (4 bytes, big endian), so a damaged file is detected rather than half-loaded.
+//	cells: key = chunk index (4 bytes, big endian; 0, 1, 2, ... with none missing)
+//	       value = consecutive records, about 64 KiB of them (a record is never split):
+//	       uvarint len(key) | tuple key (engine.AppendKey) | varint seq |
+//	       uvarint regional | uvarint imported | uvarint number of foreign regions |
+//	       per foreign region: uvarint len(region) | region | uvarint count
+//	meta:  "version" = 4, "saved_ms" = save time (unix ms), "count" = number of records
+//	       (each 8 bytes, big endian); "crc32c" = CRC-32C of the chunk values in chunk
+//	       order (4 bytes, big endian), so a damaged file is detected rather than half-loaded.
 //
-// Version 2 had the same layout with the older, longer tuple keys (an 8-byte window and
-// explicit "default" names); Load still reads it and converts its keys. Other versions are
-// refused as ErrCorrupt.
+// Records are written in the order Save is given them, unsorted; Load sorts them and merges
+// records of the same key and sequence. A chunk is one bbolt value, so a save costs a few
+// bbolt operations per 64 KiB rather than one B+tree insert per cell.
+//
+// Version 3 had one bbolt key per cell, in key order: key = tuple key | seq (8 bytes, big
+// endian), value = regional (8 bytes) | imported (8 bytes), then per foreign region
+// len(region) (1 byte) | region | count (8 bytes), all big endian; its "crc32c" covered each
+// cell's uvarint key length, key and value. Version 2 had version 3's layout with older,
+// longer tuple keys (an 8-byte window and explicit "default" names). Load still reads both
+// and converts version 2's keys. Other versions are refused as ErrCorrupt.
 package persist
 
 import (
@@ -40,6 +49,9 @@ type Store struct {
 
 	// saveMu is held for the whole of a Save: there is one temporary file per directory.
 	saveMu sync.Mutex
+	// buf and ends are the encoded chunks of the last save, reused by the next (saveMu).
+	buf  []byte
+	ends []int
 
 	// Outcome of saves, written by Save and read by Stats without a lock.
 	lastSuccessMs atomic.Uint64
@@ -55,7 +67,8 @@ type Stats struct {
 	LastSuccessMs uint64
 	// LastDuration is how long the last successful save took.
 	LastDuration time.Duration
-	// LastCells is the number of cells the last successful save wrote.
+	// LastCells is the number of records the last successful save wrote (one per cell:
+	// the engine's snapshot holds no duplicates).
 	LastCells uint64
 	// Failures counts failed saves since Open.
 	Failures uint64

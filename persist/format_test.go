@@ -1,0 +1,173 @@
+package persist
+
+import (
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/ratchet/ratchet/engine"
+	bolt "go.etcd.io/bbolt"
+)
+
+// writeRaw writes a snapshot file in dir with the given cells bucket contents (in order)
+// and meta values.
+func writeRaw(t *testing.T, dir string, cells [][2][]byte, version, count uint64, crc uint32) {
+	t.Helper()
+	path := filepath.Join(dir, fileName)
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o644, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucket([]byte(cellsBucket))
+		if err != nil {
+			return err
+		}
+		for _, kv := range cells {
+			if err := b.Put(kv[0], kv[1]); err != nil {
+				return err
+			}
+		}
+		m, err := tx.CreateBucket([]byte(metaBucket))
+		if err != nil {
+			return err
+		}
+		for name, v := range map[string][]byte{
+			metaVersion: binary.BigEndian.AppendUint64(nil, version),
+			metaSavedMs: binary.BigEndian.AppendUint64(nil, 1),
+			metaCount:   binary.BigEndian.AppendUint64(nil, count),
+			metaCRC:     binary.BigEndian.AppendUint32(nil, crc),
+		} {
+			if err := m.Put([]byte(name), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLoadVersion3: a snapshot of format version 3 (one bbolt key per cell) still loads.
+func TestLoadVersion3(t *testing.T) {
+	k1 := string(engine.AppendKey(nil, engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte("user:1"), WindowMs: 60_000}))
+	k2 := string(engine.AppendKey(nil, engine.Tuple{Workspace: "acme", Key: []byte{0, 0xff}, WindowMs: 1}))
+	want := []engine.CellRecord{
+		{Key: k2, Seq: 5, Regional: 1, Imported: 7, Foreign: []engine.RegionCount{{Region: "eu", Count: 7}}},
+		{Key: k1, Seq: 100, Regional: 2},
+	}
+	if k1 < k2 {
+		want[0], want[1] = want[1], want[0]
+	}
+	var cells [][2][]byte
+	crc := newChecksum()
+	for _, r := range want {
+		k := binary.BigEndian.AppendUint64([]byte(r.Key), uint64(r.Seq))
+		v := binary.BigEndian.AppendUint64(nil, r.Regional)
+		v = binary.BigEndian.AppendUint64(v, r.Imported)
+		for _, f := range r.Foreign {
+			v = append(v, byte(len(f.Region)))
+			v = append(v, f.Region...)
+			v = binary.BigEndian.AppendUint64(v, f.Count)
+		}
+		crc.add(k, v)
+		cells = append(cells, [2][]byte{k, v})
+	}
+	dir := t.TempDir()
+	writeRaw(t, dir, cells, 3, uint64(len(want)), crc.sum)
+	s, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Load()
+	if err != nil {
+		t.Fatalf("Load of a version 3 snapshot: %v", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("loaded %+v, want %+v", got, want)
+	}
+
+	// A damaged value is still caught.
+	cells[0][1][3] ^= 1
+	writeRaw(t, dir, cells, 3, uint64(len(want)), crc.sum)
+	if got, err := s.Load(); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Load of a damaged version 3 snapshot = %d records, %v", len(got), err)
+	}
+}
+
+// TestLoadVersion4Malformed: files of format 4 whose checksum matches but whose structure
+// is wrong (as a bug or a forged file would make them) are refused, never half-loaded.
+func TestLoadVersion4Malformed(t *testing.T) {
+	rec := func(key string, seq int64, regional uint64, foreign ...string) []byte {
+		b, _, err := encodeChunks(nil, nil, []engine.CellRecord{{Key: key, Seq: seq, Regional: regional}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(foreign) > 0 {
+			b = b[:len(b)-1] // drop the foreign count of zero
+			b = binary.AppendUvarint(b, uint64(len(foreign)))
+			for _, f := range foreign {
+				b = binary.AppendUvarint(b, uint64(len(f)))
+				b = append(b, f...)
+				b = binary.AppendUvarint(b, 1)
+			}
+		}
+		return b
+	}
+	chunkKey := func(i uint32) []byte { return binary.BigEndian.AppendUint32(nil, i) }
+	good := append(rec("a", 1, 2), rec("b", 3, 4, "eu")...)
+	tests := []struct {
+		name   string
+		chunks [][2][]byte
+		count  uint64
+		ok     bool
+	}{
+		{"well formed", [][2][]byte{{chunkKey(0), good}}, 2, true},
+		{"two chunks", [][2][]byte{{chunkKey(0), rec("a", 1, 2)}, {chunkKey(1), rec("b", 3, 4)}}, 2, true},
+		{"count too high", [][2][]byte{{chunkKey(0), good}}, 3, false},
+		{"count too low", [][2][]byte{{chunkKey(0), good}}, 1, false},
+		{"huge count", [][2][]byte{{chunkKey(0), good}}, 1 << 60, false},
+		{"missing chunk", [][2][]byte{{chunkKey(0), rec("a", 1, 2)}, {chunkKey(2), rec("b", 3, 4)}}, 2, false},
+		{"chunk key too long", [][2][]byte{{append(chunkKey(0), 0), good}}, 2, false},
+		{"empty chunk", [][2][]byte{{chunkKey(0), good}, {chunkKey(1), nil}}, 2, false},
+		{"truncated record", [][2][]byte{{chunkKey(0), good[:len(good)-1]}}, 2, false},
+		{"key past the end", [][2][]byte{{chunkKey(0), append(good, 100, 'x')}}, 3, false},
+		{"overlong varint", [][2][]byte{{chunkKey(0), append(good, 1, 'x', 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01)}}, 3, false},
+		{"too many foreign regions", [][2][]byte{{chunkKey(0), append(rec("a", 1, 2)[:5], 0xff, 0xff, 0x03)}}, 1, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var crc uint32
+			for _, c := range tt.chunks {
+				crc = crc32.Update(crc, castagnoli, c[1])
+			}
+			dir := t.TempDir()
+			writeRaw(t, dir, tt.chunks, formatVersion, tt.count, crc)
+			s, err := Open(dir, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs, err := s.Load()
+			if tt.ok {
+				if err != nil || uint64(len(recs)) != tt.count {
+					t.Fatalf("Load = %d records, %v; want %d", len(recs), err, tt.count)
+				}
+				return
+			}
+			if !errors.Is(err, ErrCorrupt) || recs != nil {
+				t.Fatalf("Load = %d records, %v; want ErrCorrupt", len(recs), err)
+			}
+		})
+	}
+}
