@@ -2,6 +2,9 @@
 # Ratchet beside Redis, one run, same machine, same redis-benchmark settings (-c 50):
 #   redis INCR | redis EVALSHA of bench/sliding-window.lua | ratchet origin RL.LIMIT |
 #   ratchet edge RL.LIMIT (with a live origin of its own, keys warmed first)
+# The edge runs with --freshness 60s, so that warmed keys stay warm through the runs;
+# a second edge with the default --freshness 1s shows what 100k keys that are each hit
+# less than once a second cost: every such request reads the origin first (SPEC 5).
 # at -P 1 and -P 16, on 100k random keys and on one hot key. Prints requests/s, p50 and
 # p99 (ms) of each, and the ratios. Loopback only; every process is stopped on exit.
 #
@@ -13,6 +16,7 @@
 # Env:   RATCHET_THREADS   --threads of every ratchet process (default 1: like
 #                          redis-server's one thread, leaving a core to the load generator)
 #        RATCHET_BENCH_EXTRA="--flag value ..."  extra flags for every ratchet process
+#        BENCH_PIN=1       pin every server to CPU 1 and redis-benchmark to CPU 0 (taskset)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-200000}
@@ -27,20 +31,27 @@ work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 go build -o "$work/ratchet" ./cmd/ratchet
 
-P_REDIS=16379 P_ORIGIN=16380 P_EDGE_ORIGIN=16381 P_EDGE=16382
+P_REDIS=16379 P_ORIGIN=16380 P_EDGE_ORIGIN=16381 P_EDGE=16382 P_EDGE1_ORIGIN=16383 P_EDGE1=16384
 # shellcheck disable=SC2206
 extra=(${RATCHET_BENCH_EXTRA:-})
 threads=${RATCHET_THREADS:-1}
+srv=() cli=()
+if [ "${BENCH_PIN:-0}" = 1 ]; then srv=(taskset -c 1) cli=(taskset -c 0); fi
 common=(--metrics-listen "" --log-level warn --threads "$threads" "${extra[@]}")
-redis-server --port $P_REDIS --bind 127.0.0.1 --save "" --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
+"${srv[@]}" redis-server --port $P_REDIS --bind 127.0.0.1 --save "" --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
 pid_redis=$!
-"$work/ratchet" --listen 127.0.0.1:$P_ORIGIN --data-dir "$work/origin" "${common[@]}" &
+"${srv[@]}" "$work/ratchet" --listen 127.0.0.1:$P_ORIGIN --data-dir "$work/origin" "${common[@]}" &
 pid_origin=$!
-"$work/ratchet" --listen 127.0.0.1:$P_EDGE_ORIGIN --data-dir "$work/edge-origin" --cluster-secret bench "${common[@]}" &
+"${srv[@]}" "$work/ratchet" --listen 127.0.0.1:$P_EDGE_ORIGIN --data-dir "$work/edge-origin" --cluster-secret bench "${common[@]}" &
 pid_edge_origin=$!
-"$work/ratchet" --listen 127.0.0.1:$P_EDGE --role edge --origin 127.0.0.1:$P_EDGE_ORIGIN --cluster-secret bench "${common[@]}" &
+"${srv[@]}" "$work/ratchet" --listen 127.0.0.1:$P_EDGE --role edge --origin 127.0.0.1:$P_EDGE_ORIGIN --cluster-secret bench \
+  --freshness 60s "${common[@]}" &
 pid_edge=$!
-for p in $P_REDIS $P_ORIGIN $P_EDGE_ORIGIN $P_EDGE; do
+"${srv[@]}" "$work/ratchet" --listen 127.0.0.1:$P_EDGE1_ORIGIN --data-dir "$work/edge1-origin" --cluster-secret bench "${common[@]}" &
+pid_edge1_origin=$!
+"${srv[@]}" "$work/ratchet" --listen 127.0.0.1:$P_EDGE1 --role edge --origin 127.0.0.1:$P_EDGE1_ORIGIN --cluster-secret bench "${common[@]}" &
+pid_edge1=$!
+for p in $P_REDIS $P_ORIGIN $P_EDGE_ORIGIN $P_EDGE $P_EDGE1_ORIGIN $P_EDGE1; do
   for _ in $(seq 100); do redis-cli -p $p PING >/dev/null 2>&1 && break; sleep 0.1; done
   redis-cli -p $p PING >/dev/null || { echo "port $p did not come up" >&2; exit 1; }
 done
@@ -57,6 +68,7 @@ warm() {
   }' | redis-cli -p "$1" --pipe >/dev/null
 }
 warm $P_EDGE
+warm $P_EDGE1
 
 tck=$(getconf CLK_TCK)
 ticks() { # PID... -> user+sys clock ticks of those processes
@@ -64,21 +76,23 @@ ticks() { # PID... -> user+sys clock ticks of those processes
   for p in "$@"; do sum=$((sum + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done
   echo $sum
 }
-# run "PIDS" PORT PIPELINE KEYSPACE(rand|hot) COMMAND... -> "rps p50 p99 cpu_us_per_request"
+# run "PIDS" PORT PIPELINE KEYSPACE(rand|hot) COMMAND...
+#   -> "rps p50 p99 server_cpu_us_per_request client_cpu_us_per_request"
 run() {
   local pids=$1 port=$2 pipe=$3 space=$4; shift 4
-  local r=() before out
+  local r=() before out client
   [ "$space" = rand ] && r=(-r $keys)
   # shellcheck disable=SC2086
   before=$(ticks $pids)
-  out=$(redis-benchmark -p "$port" -c 50 -n "$n" -P "$pipe" "${r[@]}" --csv "$@" |
-    tail -1 | awk -F, '{ gsub(/"/, ""); print $2, $5, $7 }')
+  client=$( { TIMEFORMAT='%U %S'; time "${cli[@]}" redis-benchmark -p "$port" -c 50 -n "$n" -P "$pipe" "${r[@]}" --csv "$@" >"$work/out.csv"; } 2>&1 )
+  out=$(tail -1 "$work/out.csv" | awk -F, '{ gsub(/"/, ""); print $2, $5, $7 }')
   # shellcheck disable=SC2086
-  echo "$out $(ticks $pids) $before" | awk -v n="$n" -v hz="$tck" '{ printf "%s %s %s %.2f\n", $1, $2, $3, ($4 - $5) * 1e6 / hz / n }'
+  echo "$out $(ticks $pids) $before $client" | awk -v n="$n" -v hz="$tck" \
+    '{ printf "%s %s %s %.2f %.2f\n", $1, $2, $3, ($4 - $5) * 1e6 / hz / n, ($6 + $7) * 1e6 / n }'
 }
 
-declare -A rps p50 p99 cpu
-targets=(incr lua origin edge)
+declare -A rps p50 p99 cpu ccpu
+targets=(incr lua origin edge edge1s)
 for space in rand hot; do
   k="key:__rand_int__"
   [ "$space" = hot ] && k="key:hot"
@@ -89,21 +103,23 @@ for space in rand hot; do
       lua) out=$(run $pid_redis $P_REDIS $pipe $space EVALSHA "$sha" 1 "$k" $limit $window 1) ;;
       origin) out=$(run $pid_origin $P_ORIGIN $pipe $space RL.LIMIT "$k" $limit $window) ;;
       edge) out=$(run "$pid_edge $pid_edge_origin" $P_EDGE $pipe $space RL.LIMIT "$k" $limit $window) ;;
+      edge1s) out=$(run "$pid_edge1 $pid_edge1_origin" $P_EDGE1 $pipe $space RL.LIMIT "$k" $limit $window) ;;
       esac
-      read -r rps[$t,$space,$pipe] p50[$t,$space,$pipe] p99[$t,$space,$pipe] cpu[$t,$space,$pipe] <<<"$out"
+      read -r rps[$t,$space,$pipe] p50[$t,$space,$pipe] p99[$t,$space,$pipe] cpu[$t,$space,$pipe] ccpu[$t,$space,$pipe] <<<"$out"
     done
   done
 done
 
-echo "requests per run: $n; -c 50; $(nproc) cores; $(redis-server --version | cut -d' ' -f1-3); ratchet --threads $threads"
-echo "cpu us/req: server CPU (user+sys) per request; the edge row adds its origin's"
-printf '%-6s %-4s %-15s %12s %8s %8s %11s\n' keys -P target "requests/s" "p50 ms" "p99 ms" "cpu us/req"
-declare -A names=([incr]="redis INCR" [lua]="redis Lua" [origin]="ratchet origin" [edge]="ratchet edge")
+echo "requests per run: $n; -c 50; $(nproc) cores; $(redis-server --version | cut -d' ' -f1-3); ratchet --threads $threads; pinned: ${BENCH_PIN:-0}"
+echo "server us/req: server CPU (user+sys) per request, the edge rows adding their origin's;"
+echo "client us/req: redis-benchmark's CPU per request (near 1e6/rps: the load generator is the limit)"
+printf '%-6s %-4s %-15s %12s %8s %8s %10s %10s\n' keys -P target "requests/s" "p50 ms" "p99 ms" "server us" "client us"
+declare -A names=([incr]="redis INCR" [lua]="redis Lua" [origin]="ratchet origin" [edge]="ratchet edge" [edge1s]="edge fresh 1s")
 for space in rand hot; do
   for pipe in 1 16; do
     for t in "${targets[@]}"; do
-      printf '%-6s %-4s %-15s %12s %8s %8s %11s\n' "$space" "$pipe" "${names[$t]}" "${rps[$t,$space,$pipe]}" \
-        "${p50[$t,$space,$pipe]}" "${p99[$t,$space,$pipe]}" "${cpu[$t,$space,$pipe]}"
+      printf '%-6s %-4s %-15s %12s %8s %8s %10s %10s\n' "$space" "$pipe" "${names[$t]}" "${rps[$t,$space,$pipe]}" \
+        "${p50[$t,$space,$pipe]}" "${p99[$t,$space,$pipe]}" "${cpu[$t,$space,$pipe]}" "${ccpu[$t,$space,$pipe]}"
     done
   done
 done
@@ -121,5 +137,7 @@ for space in rand hot; do
   done
 done
 echo
-echo "edge after the runs:"
-redis-cli -p $P_EDGE INFO ratchet | tr -d '\r' | grep -E "origin_reads|handed_off|replay_retried|local_entries" || true
+for p in $P_EDGE $P_EDGE1; do
+  echo "edge :$p after the runs: $(redis-cli -p $p INFO ratchet | tr -d '\r' |
+    grep -E "origin_reads|handed_off|replay_retried|local_entries" | tr '\n' ' ')"
+done

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"hash/maphash"
 	"math"
+	"runtime"
 	"sync/atomic"
 )
 
@@ -322,6 +323,9 @@ func (s *store) eachLive(nowMs int64, fn func(key string, ent *entry, i int) boo
 			}
 		}
 		sh.mu.Unlock()
+		// Background passes give way between shards: with few threads (--threads 1) a
+		// request would otherwise wait for the whole pass.
+		runtime.Gosched()
 	}
 }
 
@@ -349,6 +353,7 @@ func (s *store) sweep(nowMs int64) int64 {
 		}
 		sh.compact()
 		sh.mu.Unlock()
+		runtime.Gosched() // as in eachLive
 	}
 	s.cells.Add(-dropped)
 	return dropped

@@ -152,6 +152,12 @@ func (l *loop) run() {
 		if l.pending > 0 {
 			timeout = int(max(l.s.cfg.WriteTimeout/4, 10*time.Millisecond) / time.Millisecond)
 		}
+		// Poll without blocking first: under load something is nearly always ready, and a
+		// blocking wait costs more than the wait itself (the runtime hands this thread's
+		// P to another thread while it sleeps, and takes one back when it wakes).
+		// Poll without blocking first: under load something is nearly always ready, and a
+		// blocking wait costs more than the wait itself (the runtime may hand this
+		// thread's P to another thread while it sleeps, and must take one back on waking).
 		n, err := syscall.EpollWait(l.epfd, l.events, timeout)
 		if err != nil && !errors.Is(err, syscall.EINTR) {
 			l.s.log.Error("event loop: epoll_wait failed; closing its connections", "error", err)

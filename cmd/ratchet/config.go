@@ -42,6 +42,7 @@ type Config struct {
 
 	WriteTimeout time.Duration
 	Threads      int    // GOMAXPROCS; 0 leaves Go's default (one per core)
+	EventLoop    bool   // origin: serve plain TCP from epoll loops (Linux)
 	PprofListen  string // net/http/pprof address; empty disables
 	LogLevel     string
 	LogFormat    string
@@ -65,6 +66,7 @@ func DefaultConfig() Config {
 		DegradedShare:    1.0,
 		OriginTimeout:    100 * time.Millisecond,
 		WriteTimeout:     10 * time.Second,
+		EventLoop:        true,
 		LogLevel:         "info",
 		LogFormat:        "text",
 	}
@@ -164,6 +166,7 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	fs.DurationVar(&c.OriginTimeout, "origin-timeout", c.OriginTimeout, "edge: bound on one origin call (read, replay, decide)")
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "drop a client that does not read its replies for this long")
 	fs.IntVar(&c.Threads, "threads", c.Threads, "threads running Go code at once (GOMAXPROCS); 0: one per core")
+	fs.BoolVar(&c.EventLoop, "event-loop", c.EventLoop, "origin: serve plain TCP connections from epoll event loops (Linux); false: a goroutine per connection")
 	fs.StringVar(&c.PprofListen, "pprof-listen", c.PprofListen, "address of net/http/pprof, for profiling; empty disables")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")

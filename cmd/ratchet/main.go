@@ -162,7 +162,7 @@ func run(cfg Config, log *slog.Logger) error {
 	}
 	srv := server.New(server.Config{Addr: cfg.Listen, MaxClients: cfg.MaxClients, WriteTimeout: cfg.WriteTimeout, TLS: tlsCfg, Logger: log,
 		// An origin never waits on the network while serving; an edge may (origin reads).
-		EventLoop: cfg.Role == "origin"})
+		EventLoop: cfg.Role == "origin" && cfg.EventLoop})
 	if err := srv.Listen(); err != nil {
 		return err
 	}
