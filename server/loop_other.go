@@ -17,4 +17,4 @@ func (s *Server) adopt(*net.TCPConn, *commands.Session) bool { return false }
 
 func (l *loop) wake() {}
 
-func loopsAvailable() int { return 0 }
+func loopsAvailable() bool { return false }

@@ -37,10 +37,10 @@ type Config struct {
 	Limits       resp.Limits
 	TLS          *tls.Config // nil: plain TCP
 	Logger       *slog.Logger
-	// EventLoop serves plain TCP connections from epoll event loops (Linux), one per
-	// GOMAXPROCS, instead of a goroutine per connection. Only for a Handler that never
-	// waits (an origin): a request that waited would stall every connection of its loop.
-	EventLoop bool
+	// EventLoops > 0 serves plain TCP connections from that many epoll event loops
+	// (Linux) instead of a goroutine per connection. Only for a Handler that never waits
+	// (an origin): a request that waited would stall every connection of its loop.
+	EventLoops int
 }
 
 const (
@@ -95,9 +95,9 @@ func (s *Server) Listen() error {
 		ln = tls.NewListener(ln, s.cfg.TLS)
 	}
 	s.ln = ln
-	if s.cfg.EventLoop && s.cfg.TLS == nil {
-		if n := loopsAvailable(); n > 0 {
-			if err := s.startLoops(n); err != nil {
+	if s.cfg.EventLoops > 0 && s.cfg.TLS == nil && loopsAvailable() {
+		{
+			if err := s.startLoops(s.cfg.EventLoops); err != nil {
 				_ = ln.Close()
 				return fmt.Errorf("start event loops: %w", err)
 			}

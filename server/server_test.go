@@ -51,6 +51,15 @@ func eachMode(t *testing.T, test func(t *testing.T, loop bool)) {
 	t.Run("eventloop", func(t *testing.T) { test(t, true) })
 }
 
+// loops is the EventLoops setting of a test mode: two loops, so that connections are
+// spread over more than one.
+func loops(on bool) int {
+	if on {
+		return 2
+	}
+	return 0
+}
+
 func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
@@ -66,7 +75,7 @@ func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 func TestPipelineInOrder(t *testing.T) { eachMode(t, testPipelineInOrder) }
 
 func testPipelineInOrder(t *testing.T, loop bool) {
-	_, addr := start(t, server.Config{EventLoop: loop})
+	_, addr := start(t, server.Config{EventLoops: loops(loop)})
 	c, r := dial(t, addr)
 	var b strings.Builder
 	for i := range 500 {
@@ -90,7 +99,7 @@ func testPipelineInOrder(t *testing.T, loop bool) {
 func TestConcurrentClientsExact(t *testing.T) { eachMode(t, testConcurrentClientsExact) }
 
 func testConcurrentClientsExact(t *testing.T, loop bool) {
-	_, addr := start(t, server.Config{EventLoop: loop})
+	_, addr := start(t, server.Config{EventLoops: loops(loop)})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	allowed := 0
@@ -140,7 +149,7 @@ func testConcurrentClientsExact(t *testing.T, loop bool) {
 func TestProtocolErrorCloses(t *testing.T) { eachMode(t, testProtocolErrorCloses) }
 
 func testProtocolErrorCloses(t *testing.T, loop bool) {
-	_, addr := start(t, server.Config{EventLoop: loop})
+	_, addr := start(t, server.Config{EventLoops: loops(loop)})
 	for _, in := range []string{"*1\r\n$9223372036854775800\r\n", "*999999999\r\n", "*1\r\n+x\r\n"} {
 		c, r := dial(t, addr)
 		_, _ = io.WriteString(c, "PING\r\n"+in)
@@ -168,7 +177,7 @@ func TestBufferLimit(t *testing.T) { eachMode(t, testBufferLimit) }
 func testBufferLimit(t *testing.T, loop bool) {
 	lim := resp.DefaultLimits()
 	lim.MaxBuffer = 64 << 10
-	_, addr := start(t, server.Config{EventLoop: loop, Limits: lim})
+	_, addr := start(t, server.Config{EventLoops: loops(loop), Limits: lim})
 	c, r := dial(t, addr)
 	go func() {
 		// Three legal 30 KiB bulks, never completed: 90 KiB pending.
@@ -186,7 +195,7 @@ func testBufferLimit(t *testing.T, loop bool) {
 func TestMaxClients(t *testing.T) { eachMode(t, testMaxClients) }
 
 func testMaxClients(t *testing.T, loop bool) {
-	srv, addr := start(t, server.Config{EventLoop: loop, MaxClients: 2})
+	srv, addr := start(t, server.Config{EventLoops: loops(loop), MaxClients: 2})
 	for range 2 {
 		c, r := dial(t, addr)
 		_, _ = io.WriteString(c, "PING\r\n")
@@ -207,7 +216,7 @@ func testMaxClients(t *testing.T, loop bool) {
 func TestWriteTimeout(t *testing.T) { eachMode(t, testWriteTimeout) }
 
 func testWriteTimeout(t *testing.T, loop bool) {
-	_, addr := start(t, server.Config{EventLoop: loop, WriteTimeout: 200 * time.Millisecond})
+	_, addr := start(t, server.Config{EventLoops: loops(loop), WriteTimeout: 200 * time.Millisecond})
 	slow, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)

@@ -42,7 +42,7 @@ type Config struct {
 
 	WriteTimeout time.Duration
 	Threads      int    // GOMAXPROCS; 0 leaves Go's default (one per core)
-	EventLoop    bool   // origin: serve plain TCP from epoll loops (Linux)
+	EventLoops   int    // origin: epoll loops serving plain TCP (Linux); 0: one per thread; -1: none
 	PprofListen  string // net/http/pprof address; empty disables
 	LogLevel     string
 	LogFormat    string
@@ -66,7 +66,6 @@ func DefaultConfig() Config {
 		DegradedShare:    1.0,
 		OriginTimeout:    100 * time.Millisecond,
 		WriteTimeout:     10 * time.Second,
-		EventLoop:        true,
 		LogLevel:         "info",
 		LogFormat:        "text",
 	}
@@ -166,7 +165,7 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	fs.DurationVar(&c.OriginTimeout, "origin-timeout", c.OriginTimeout, "edge: bound on one origin call (read, replay, decide)")
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "drop a client that does not read its replies for this long")
 	fs.IntVar(&c.Threads, "threads", c.Threads, "threads running Go code at once (GOMAXPROCS); 0: one per core")
-	fs.BoolVar(&c.EventLoop, "event-loop", c.EventLoop, "origin: serve plain TCP connections from epoll event loops (Linux); false: a goroutine per connection")
+	fs.IntVar(&c.EventLoops, "event-loops", c.EventLoops, "origin: epoll event loops serving plain TCP clients (Linux); 0: one per thread (--threads); -1: a goroutine per connection instead")
 	fs.StringVar(&c.PprofListen, "pprof-listen", c.PprofListen, "address of net/http/pprof, for profiling; empty disables")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
@@ -213,6 +212,8 @@ func (c *Config) Validate() error {
 		return errors.New("--peer needs --cluster-secret (peers authenticate with it)")
 	case c.MaxClients < 1:
 		return errors.New("--max-clients must be at least 1")
+	case c.EventLoops < -1:
+		return errors.New("--event-loops must be -1 (none), 0 (one per thread) or more")
 	case c.Threads < 0:
 		return errors.New("--threads must be 0 (one per core) or more")
 	case (c.TLSCert == "") != (c.TLSKey == ""):

@@ -161,8 +161,7 @@ func run(cfg Config, log *slog.Logger) error {
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 	srv := server.New(server.Config{Addr: cfg.Listen, MaxClients: cfg.MaxClients, WriteTimeout: cfg.WriteTimeout, TLS: tlsCfg, Logger: log,
-		// An origin never waits on the network while serving; an edge may (origin reads).
-		EventLoop: cfg.Role == "origin" && cfg.EventLoop})
+		EventLoops: eventLoops(cfg)})
 	if err := srv.Listen(); err != nil {
 		return err
 	}
@@ -289,6 +288,18 @@ func run(cfg Config, log *slog.Logger) error {
 		log.Info("final snapshot written", "dir", cfg.DataDir)
 	}
 	return runErr
+}
+
+// eventLoops is the number of epoll loops an origin serves from: --event-loops, or one per
+// GOMAXPROCS. An edge has none: its requests may wait on its origin.
+func eventLoops(cfg Config) int {
+	switch {
+	case cfg.Role != "origin" || cfg.EventLoops < 0:
+		return 0
+	case cfg.EventLoops == 0:
+		return runtime.GOMAXPROCS(0)
+	}
+	return cfg.EventLoops
 }
 
 // servePprof serves net/http/pprof on addr until ctx ends. It is off by default: profiles
