@@ -6,6 +6,7 @@ import (
 	"math"
 	"runtime"
 	"sync/atomic"
+	"unsafe"
 )
 
 // The store holds the authoritative counts of this process.
@@ -21,8 +22,9 @@ import (
 // than seq-1; nothing else ever removes a cell, so a live cell is never forgotten.
 //
 // Layout (table.go): each shard is an open-addressing table whose entries live inline in
-// one dense array, so a lookup touches the index bucket, the entry and the key bytes, and
-// an entry costs no allocation of its own. A cell keeps inline only what decisions read
+// one dense array, with their keys when short (nearly all are), so a lookup touches the
+// index bucket and one slot (the key and the cells side by side), and an entry with a short
+// key costs no allocation of its own. A cell keeps inline only what decisions read
 // (sequence, regional, imported) and the lowest limit seen (the publication threshold);
 // what only replication uses (the count last published, the foreign components) lives in
 // a side struct that an entry allocates when replication or imports first touch it.
@@ -31,15 +33,24 @@ import (
 // lock is held and nothing is inserted into or deleted from the shard: an insert may move
 // the dense array, and a delete (sweep only) moves the last entry into the hole. Every
 // caller looks up, optionally inserts (then uses the pointer insert returned), changes the
-// entry and unlocks, without keeping the pointer.
+// entry and unlocks, without keeping the pointer. The same holds for a slot's key string
+// (slot.key aliases the slot's bytes); eachLive hands its callback keys of its own.
 
 const shardCount = 256
 
-// entryOverhead estimates the bytes one tuple costs beyond its key: its share of the dense
-// array (an 88-byte slot, with growth slack), of the index (8-byte buckets at a load
-// between 0.4 and 0.8), and the allocator's rounding of the key's bytes. It only feeds the
-// --max-memory bound; BenchmarkMemory measures the real figure.
-const entryOverhead = 120
+// entryOverhead estimates the bytes one tuple costs: its share of the dense array (a
+// 112-byte slot, key included up to keyInline bytes, with growth slack) and of the index
+// (8-byte buckets at a load between 0.4 and 0.8). tupleBytes adds a long key's heap bytes.
+// They only feed the --max-memory bound; BenchmarkMemory measures the real figure.
+const entryOverhead = 138
+
+// tupleBytes estimates the bytes a tuple whose key has n bytes costs.
+func tupleBytes(n int) int64 {
+	if n <= keyInline {
+		return entryOverhead
+	}
+	return entryOverhead + int64(n+15)&^15 // the key's string, as the allocator rounds it
+}
 
 // sideBytes estimates the bytes of an entry's side struct; componentBytes those of one
 // foreign component. They are added to the store's bytes when allocated (never refused:
@@ -90,8 +101,8 @@ func (c *cell) seeLimit(limit uint64) {
 func (c cell) total() uint64 { return satAdd(c.regional, c.imported) }
 
 type entry struct {
-	cells [2]cell
 	side  *entrySide // nil until replication or an import needs it
+	cells [2]cell    // last: the key follows them in a slot (table.go)
 }
 
 func (e *entry) reset() {
@@ -290,12 +301,12 @@ func (sh *shard) lookup(h uint32, key []byte) *entry {
 // ErrFull. force skips the bound: a snapshot's live cells are loaded even past it. Every
 // *entry of sh taken before the insert is invalid after it.
 func (s *store) insert(sh *shard, h uint32, key []byte, force bool) (*entry, error) {
-	size := int64(len(key)) + entryOverhead
+	size := tupleBytes(len(key))
 	if n := s.bytes.Add(size); n > s.maxBytes && !force {
 		s.bytes.Add(-size)
 		return nil, ErrFull
 	}
-	i := sh.add(h, string(key))
+	i := sh.add(h, key)
 	ent := &sh.slots[i].ent
 	ent.reset()
 	s.tuples.Add(1)
@@ -303,20 +314,31 @@ func (s *store) insert(sh *shard, h uint32, key []byte, force bool) (*entry, err
 }
 
 // eachLive calls fn for every live cell (sequence >= seq-1 of its window at nowMs): slot i
-// of ent, with its shard locked; fn may change the cell but must not keep ent. It stops
-// when fn returns false.
+// of ent, with its shard locked; fn may change the cell but must not keep ent. fn may keep
+// key: an inline key is copied out of its slot (into chunks shared by many keys, so a pass
+// makes few allocations). It stops when fn returns false.
 func (s *store) eachLive(nowMs int64, fn func(key string, ent *entry, i int) bool) {
+	var arena []byte // keys handed out; bytes once handed out are never written again
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		for j := range sh.slots {
 			sl := &sh.slots[j]
-			w := windowOfKey(sl.key)
+			w := windowOfKey(sl.key())
 			if w <= 0 {
 				continue
 			}
+			key, copied := "", false
 			for k := range sl.ent.cells {
-				if c := &sl.ent.cells[k]; c.seq != emptySeq && c.seq >= nowMs/w-1 && !fn(sl.key, &sl.ent, k) {
+				c := &sl.ent.cells[k]
+				if c.seq == emptySeq || c.seq < nowMs/w-1 {
+					continue
+				}
+				if !copied {
+					key, arena = keepKey(sl, arena)
+					copied = true
+				}
+				if !fn(key, &sl.ent, k) {
 					sh.mu.Unlock()
 					return
 				}
@@ -327,6 +349,21 @@ func (s *store) eachLive(nowMs int64, fn func(key string, ent *entry, i int) boo
 		// request would otherwise wait for the whole pass.
 		runtime.Gosched()
 	}
+}
+
+// keepKey returns sl's key as a string that outlives the slot: a long key's heap string, or
+// an inline key copied into arena (a new chunk when it is full). It returns the arena.
+func keepKey(sl *slot, arena []byte) (string, []byte) {
+	k := sl.key()
+	if sl.klen == longKey || len(k) == 0 {
+		return k, arena
+	}
+	if cap(arena)-len(arena) < len(k) {
+		arena = make([]byte, 0, 4096)
+	}
+	off := len(arena)
+	arena = append(arena, k...)
+	return unsafe.String(&arena[off], len(k)), arena
 }
 
 // sweep drops every cell older than seq-1 at nowMs, and the tuples left with none. It
@@ -341,12 +378,12 @@ func (s *store) sweep(nowMs int64) int64 {
 		for j := len(sh.slots) - 1; j >= 0; j-- {
 			sl := &sh.slots[j]
 			live := int64(math.MaxInt64) // a key without a valid window holds nothing live
-			if w := windowOfKey(sl.key); w > 0 {
+			if w := windowOfKey(sl.key()); w > 0 {
 				live = nowMs/w - 1
 			}
 			dropped += s.dropBefore(&sl.ent, live)
 			if sl.ent.held() == 0 {
-				s.bytes.Add(-(int64(len(sl.key)) + entryOverhead)) // its side went with its cells
+				s.bytes.Add(-tupleBytes(sl.keyLen())) // its side went with its cells
 				s.tuples.Add(-1)
 				sh.remove(hash, j)
 			}

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math/rand/v2"
+	"strings"
 	"testing"
+	"unsafe"
 )
 
 // checkShard verifies a shard against a reference map: every key is found at a slot
@@ -20,7 +22,7 @@ func checkShard(t *testing.T, sh *shard, hash func(string) uint32, ref map[strin
 		if b != 0 {
 			used++
 			i := int(uint32(b)) - 1
-			if i < 0 || i >= len(sh.slots) || hash(sh.slots[i].key) != uint32(b>>32) {
+			if i < 0 || i >= len(sh.slots) || hash(sh.slots[i].key()) != uint32(b>>32) {
 				t.Fatalf("bad bucket %x", b)
 			}
 		}
@@ -33,7 +35,7 @@ func checkShard(t *testing.T, sh *shard, hash func(string) uint32, ref map[strin
 	}
 	for k, v := range ref {
 		i := sh.find(hash(k), []byte(k))
-		if i < 0 || sh.slots[i].key != k || sh.slots[i].ent.cells[0].regional != uint64(v) {
+		if i < 0 || sh.slots[i].key() != k || sh.slots[i].ent.cells[0].regional != uint64(v) {
 			t.Fatalf("key %q: slot %d", k, i)
 		}
 	}
@@ -67,12 +69,15 @@ func TestTableAgainstMap(t *testing.T) {
 			}
 			for step := 0; step < 40_000; step++ {
 				k := fmt.Sprintf("k%d", rng.IntN(keys))
+				if n := rng.IntN(8); n > 0 { // lengths around keyInline: inline, long, and both sides of the edge
+					k = fmt.Sprintf("%0*d", keyInline-5+n, 0) + k
+				}
 				switch op := rng.IntN(10); {
 				case op < 5: // insert or update
 					h := hash(k)
 					i := sh.find(h, []byte(k))
 					if i < 0 {
-						i = sh.add(h, k)
+						i = sh.add(h, []byte(k))
 						sh.slots[i].ent.reset()
 					}
 					sh.slots[i].ent.cells[0].regional = uint64(step)
@@ -91,7 +96,7 @@ func TestTableAgainstMap(t *testing.T) {
 				default: // bulk delete of a third, as a sweep does
 					if rng.IntN(50) == 0 {
 						for j := len(sh.slots) - 1; j >= 0; j-- {
-							if k := sh.slots[j].key; rng.IntN(3) == 0 {
+							if k := strings.Clone(sh.slots[j].key()); rng.IntN(3) == 0 { // remove rewrites the slot
 								sh.remove(hash, j)
 								delete(ref, k)
 							}
@@ -117,6 +122,29 @@ func TestTableAgainstMap(t *testing.T) {
 	}
 }
 
+// TestSlotLayout: a slot is 112 bytes, its cells and its inline key adjacent, and keys
+// of every length round-trip through it.
+func TestSlotLayout(t *testing.T) {
+	var sl slot
+	if n := unsafe.Sizeof(sl); n != 112 {
+		t.Fatalf("slot is %d bytes", n)
+	}
+	if c, k := unsafe.Offsetof(sl.ent)+unsafe.Offsetof(sl.ent.cells), unsafe.Offsetof(sl.klen); k != c+unsafe.Sizeof(sl.ent.cells) {
+		t.Fatalf("cells at %d, key length at %d", c, k)
+	}
+	for n := 0; n < 3*keyInline; n++ {
+		key := []byte(strings.Repeat("x", n))
+		var sl slot
+		sl.setKey(key)
+		if sl.key() != string(key) || sl.keyLen() != n || !sl.is(key) || (n > 0 && sl.is(key[1:])) {
+			t.Fatalf("key of %d bytes: %q", n, sl.key())
+		}
+		if (sl.long != nil) != (n > keyInline) {
+			t.Fatalf("key of %d bytes: long %v", n, sl.long != nil)
+		}
+	}
+}
+
 // TestTableCases: table-driven edge cases of the index.
 func TestTableCases(t *testing.T) {
 	hash := func(k string) uint32 { return uint32(k[0]) } // the first byte is the hash
@@ -139,7 +167,7 @@ func TestTableCases(t *testing.T) {
 			var sh shard
 			ref := map[string]int64{}
 			for n, k := range tc.insert {
-				i := sh.add(hash(k), k)
+				i := sh.add(hash(k), []byte(k))
 				sh.slots[i].ent.cells[0].regional = uint64(n)
 				ref[k] = int64(n)
 			}
