@@ -13,8 +13,10 @@
 # bottleneck at -P 1, and CPU per request then shows what each server would sustain.
 #
 # Usage: bench/compare.sh [requests per run]   (default 200000)
-# Env:   RATCHET_THREADS   --threads of every ratchet process (default 1: like
-#                          redis-server's one thread, leaving a core to the load generator)
+# Env:   RATCHET_ORIGIN_FLAGS  flags of the origins (default "--event-loops 1": clients
+#                              are served from one event loop, as redis-server serves
+#                              them from one thread, leaving a core to the load generator)
+#        RATCHET_EDGE_FLAGS    extra flags of the edges (default none)
 #        RATCHET_BENCH_EXTRA="--flag value ..."  extra flags for every ratchet process
 #        BENCH_PIN=1       pin every server to CPU 1 and redis-benchmark to CPU 0 (taskset)
 set -euo pipefail
@@ -34,22 +36,28 @@ go build -o "$work/ratchet" ./cmd/ratchet
 P_REDIS=16379 P_ORIGIN=16380 P_EDGE_ORIGIN=16381 P_EDGE=16382 P_EDGE1_ORIGIN=16383 P_EDGE1=16384
 # shellcheck disable=SC2206
 extra=(${RATCHET_BENCH_EXTRA:-})
-threads=${RATCHET_THREADS:-1}
+# shellcheck disable=SC2206
+origin_flags=(${RATCHET_ORIGIN_FLAGS---event-loops 1})
+# shellcheck disable=SC2206
+edge_flags=(${RATCHET_EDGE_FLAGS:-})
 srv=() cli=()
 if [ "${BENCH_PIN:-0}" = 1 ]; then srv=(taskset -c 1) cli=(taskset -c 0); fi
-common=(--metrics-listen "" --log-level warn --threads "$threads" "${extra[@]}")
+common=(--metrics-listen "" --log-level warn "${extra[@]}")
 "${srv[@]}" redis-server --port $P_REDIS --bind 127.0.0.1 --save "" --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
 pid_redis=$!
-"${srv[@]}" "$work/ratchet" --listen 127.0.0.1:$P_ORIGIN --data-dir "$work/origin" "${common[@]}" &
+"${srv[@]}" "$work/ratchet" --listen 127.0.0.1:$P_ORIGIN --data-dir "$work/origin" "${origin_flags[@]}" "${common[@]}" &
 pid_origin=$!
-"${srv[@]}" "$work/ratchet" --listen 127.0.0.1:$P_EDGE_ORIGIN --data-dir "$work/edge-origin" --cluster-secret bench "${common[@]}" &
+"${srv[@]}" "$work/ratchet" --listen 127.0.0.1:$P_EDGE_ORIGIN --data-dir "$work/edge-origin" --cluster-secret bench \
+  "${origin_flags[@]}" "${common[@]}" &
 pid_edge_origin=$!
 "${srv[@]}" "$work/ratchet" --listen 127.0.0.1:$P_EDGE --role edge --origin 127.0.0.1:$P_EDGE_ORIGIN --cluster-secret bench \
-  --freshness 60s "${common[@]}" &
+  --freshness 60s "${edge_flags[@]}" "${common[@]}" &
 pid_edge=$!
-"${srv[@]}" "$work/ratchet" --listen 127.0.0.1:$P_EDGE1_ORIGIN --data-dir "$work/edge1-origin" --cluster-secret bench "${common[@]}" &
+"${srv[@]}" "$work/ratchet" --listen 127.0.0.1:$P_EDGE1_ORIGIN --data-dir "$work/edge1-origin" --cluster-secret bench \
+  "${origin_flags[@]}" "${common[@]}" &
 pid_edge1_origin=$!
-"${srv[@]}" "$work/ratchet" --listen 127.0.0.1:$P_EDGE1 --role edge --origin 127.0.0.1:$P_EDGE1_ORIGIN --cluster-secret bench "${common[@]}" &
+"${srv[@]}" "$work/ratchet" --listen 127.0.0.1:$P_EDGE1 --role edge --origin 127.0.0.1:$P_EDGE1_ORIGIN --cluster-secret bench \
+  "${edge_flags[@]}" "${common[@]}" &
 pid_edge1=$!
 for p in $P_REDIS $P_ORIGIN $P_EDGE_ORIGIN $P_EDGE $P_EDGE1_ORIGIN $P_EDGE1; do
   for _ in $(seq 100); do redis-cli -p $p PING >/dev/null 2>&1 && break; sleep 0.1; done
@@ -110,7 +118,8 @@ for space in rand hot; do
   done
 done
 
-echo "requests per run: $n; -c 50; $(nproc) cores; $(redis-server --version | cut -d' ' -f1-3); ratchet --threads $threads; pinned: ${BENCH_PIN:-0}"
+echo "requests per run: $n; -c 50; $(nproc) cores; $(redis-server --version | cut -d' ' -f1-3); pinned: ${BENCH_PIN:-0}"
+echo "origins: ${origin_flags[*]:-(defaults)}; edges: ${edge_flags[*]:-(defaults)}; data dirs on (snapshots every 1s)"
 echo "server us/req: server CPU (user+sys) per request, the edge rows adding their origin's;"
 echo "client us/req: redis-benchmark's CPU per request (near 1e6/rps: the load generator is the limit)"
 printf '%-6s %-4s %-15s %12s %8s %8s %10s %10s\n' keys -P target "requests/s" "p50 ms" "p99 ms" "server us" "client us"

@@ -25,9 +25,10 @@ type RegionCount struct {
 // shards may be a few microseconds apart.
 func (e *Engine) Snapshot() []CellRecord {
 	out := make([]CellRecord, 0, e.store.cells.Load())
+	var keys keyArena
 	e.store.eachLive(e.clock.NowMs(), func(k string, ent *entry, i int) bool {
 		c := &ent.cells[i]
-		r := CellRecord{Key: k, Seq: c.seq, Regional: c.regional, Imported: c.imported}
+		r := CellRecord{Key: keys.keep(k), Seq: c.seq, Regional: c.regional, Imported: c.imported}
 		for _, f := range ent.foreign(i) {
 			r.Foreign = append(r.Foreign, RegionCount{Region: e.regions.name(f.region), Count: f.count})
 		}

@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"math"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"unsafe"
 )
@@ -314,29 +315,24 @@ func (s *store) insert(sh *shard, h uint32, key []byte, force bool) (*entry, err
 }
 
 // eachLive calls fn for every live cell (sequence >= seq-1 of its window at nowMs): slot i
-// of ent, with its shard locked; fn may change the cell but must not keep ent. fn may keep
-// key: an inline key is copied out of its slot (into chunks shared by many keys, so a pass
-// makes few allocations). It stops when fn returns false.
+// of ent, with its shard locked; fn may change the cell but must not keep ent, nor key:
+// key may alias the slot's bytes, so fn copies what it keeps (keyArena does it cheaply).
+// It stops when fn returns false.
 func (s *store) eachLive(nowMs int64, fn func(key string, ent *entry, i int) bool) {
-	var arena []byte // keys handed out; bytes once handed out are never written again
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		for j := range sh.slots {
 			sl := &sh.slots[j]
-			w := windowOfKey(sl.key())
+			key := sl.key()
+			w := windowOfKey(key)
 			if w <= 0 {
 				continue
 			}
-			key, copied := "", false
 			for k := range sl.ent.cells {
 				c := &sl.ent.cells[k]
 				if c.seq == emptySeq || c.seq < nowMs/w-1 {
 					continue
-				}
-				if !copied {
-					key, arena = keepKey(sl, arena)
-					copied = true
 				}
 				if !fn(key, &sl.ent, k) {
 					sh.mu.Unlock()
@@ -351,19 +347,25 @@ func (s *store) eachLive(nowMs int64, fn func(key string, ent *entry, i int) boo
 	}
 }
 
-// keepKey returns sl's key as a string that outlives the slot: a long key's heap string, or
-// an inline key copied into arena (a new chunk when it is full). It returns the arena.
-func keepKey(sl *slot, arena []byte) (string, []byte) {
-	k := sl.key()
-	if sl.klen == longKey || len(k) == 0 {
-		return k, arena
+// keyArena copies keys out of their slots into chunks shared by many keys, so that a pass
+// that keeps every key (a snapshot) makes few allocations. Bytes handed out are never
+// written again.
+type keyArena struct{ buf []byte }
+
+// keep returns a copy of k that outlives the slot it came from.
+func (a *keyArena) keep(k string) string {
+	if len(k) == 0 {
+		return ""
 	}
-	if cap(arena)-len(arena) < len(k) {
-		arena = make([]byte, 0, 4096)
+	if len(k) > 1024 {
+		return strings.Clone(k)
 	}
-	off := len(arena)
-	arena = append(arena, k...)
-	return unsafe.String(&arena[off], len(k)), arena
+	if cap(a.buf)-len(a.buf) < len(k) {
+		a.buf = make([]byte, 0, 4096)
+	}
+	off := len(a.buf)
+	a.buf = append(a.buf, k...)
+	return unsafe.String(&a.buf[off], len(k))
 }
 
 // sweep drops every cell older than seq-1 at nowMs, and the tuples left with none. It
