@@ -62,6 +62,13 @@ type Limiter interface {
 	Stats() engine.Stats
 }
 
+// WaitFreeLimiter is a Limiter whose requests may wait on the network (an edge), with a
+// way to decide without waiting when local memory allows: TryLimit reports ok false, and
+// changes nothing, when only Limit can decide. A Limiter without it never waits.
+type WaitFreeLimiter interface {
+	TryLimit(t engine.Tuple, limit, cost uint64) (d engine.Decision, ok bool, err error)
+}
+
 // Options configure a Dispatcher.
 type Options struct {
 	Limiter Limiter

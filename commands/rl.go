@@ -13,7 +13,16 @@ func cmdLimit(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		return
 	}
 	t := engine.Tuple{Workspace: s.Workspace, Namespace: s.namespace(a.Namespace), Key: a.Key, WindowMs: a.WindowMs}
-	dec, err := d.opt.Limiter.Limit(t, a.Limit, a.Cost)
+	var dec engine.Decision
+	if wf, ok := d.opt.Limiter.(WaitFreeLimiter); ok && s.NoWait {
+		var done bool
+		if dec, done, err = wf.TryLimit(t, a.Limit, a.Cost); !done {
+			s.WouldBlock = true
+			return
+		}
+	} else {
+		dec, err = d.opt.Limiter.Limit(t, a.Limit, a.Cost)
+	}
 	if err != nil {
 		w.Error(err.Error())
 		return
@@ -32,6 +41,10 @@ func cmdStatus(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	a, err := ParseStatus(args[1:])
 	if err != nil {
 		w.Error(err.Error())
+		return
+	}
+	if _, mayWait := d.opt.Limiter.(WaitFreeLimiter); mayWait && s.NoWait {
+		s.WouldBlock = true // an edge's RL.STATUS reads its origin first
 		return
 	}
 	t := engine.Tuple{Workspace: s.Workspace, Namespace: s.namespace(a.Namespace), Key: a.Key, WindowMs: a.WindowMs}

@@ -17,8 +17,14 @@ type Session struct {
 	LocalAddr string
 	CreatedMs int64
 
-	// Owned by the connection's goroutine.
-	Authed     bool
+	// Owned by the connection's goroutine (or event loop).
+	Authed bool
+	// NoWait is set by a server that serves the connection from an event loop: a command
+	// that would wait on the network (an edge's cold read, hand-off or RL.STATUS) then
+	// writes nothing and sets WouldBlock, and the server serves that request again from a
+	// goroutine of the connection's own.
+	NoWait     bool
+	WouldBlock bool
 	Workspace  string
 	closing    bool
 	cluster    bool      // authenticated with the cluster secret (RL.INTERNAL.HELLO)
@@ -102,4 +108,11 @@ func (s *Session) ClientLine(nowMs int64) string {
 	b.WriteString(" flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 resp=" + strconv.Itoa(proto))
 	b.WriteString(" lib-name=" + lib + " lib-ver=" + ver + " cmd=" + cmd)
 	return b.String()
+}
+
+// Proto returns the protocol the connection speaks: 2, or 3 after HELLO 3.
+func (s *Session) Proto() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proto
 }

@@ -472,6 +472,19 @@ func (e *Edge) observe(kind string, err error, start time.Time) {
 // is cold, stale or strict, and handing the decision to the origin when this edge's share
 // of the remaining budget would not cover it.
 func (e *Edge) Limit(t Tuple, limit, cost uint64) (Decision, error) {
+	d, _, err := e.limit(t, limit, cost, true)
+	return d, err
+}
+
+// TryLimit is Limit when local memory can decide without waiting on an origin: the tuple
+// is cached, fresh and not strict, and the request needs no hand-off. Otherwise ok is false
+// and nothing changed: the caller calls Limit where it may wait (an event loop hands the
+// connection to a goroutine first).
+func (e *Edge) TryLimit(t Tuple, limit, cost uint64) (d Decision, ok bool, err error) {
+	return e.limit(t, limit, cost, false)
+}
+
+func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool) (Decision, bool, error) {
 	var buf [256]byte
 	key := AppendKey(buf[:0], t)
 	l := e.link(key)
@@ -479,6 +492,9 @@ func (e *Edge) Limit(t Tuple, limit, cost uint64) (Decision, error) {
 	now := e.clock.NowMs()
 	le := e.freshEntry(l, key, now)
 	if le == nil {
+		if !mayWait {
+			return Decision{}, false, nil
+		}
 		seq, _ := position(now, t.WindowMs)
 		le, _ = e.refresh(l, string(key), t.WindowMs, seq, now)
 		now = e.clock.NowMs()
@@ -489,6 +505,10 @@ func (e *Edge) Limit(t Tuple, limit, cost uint64) (Decision, error) {
 	counts := le.counts(seq)
 	d := e.decideLocal(l, counts, limit, cost, t.WindowMs, elapsed, now)
 	if d.Allowed && cost > 0 && l.reachable.Load() && !e.safeLocally(l, le, counts, d, limit, cost, t.WindowMs, elapsed, now) {
+		if !mayWait {
+			le.mu.Unlock()
+			return Decision{}, false, nil
+		}
 		req := DecideRequest{Key: []byte(le.key), Limit: limit, Cost: cost}
 		if c := le.cell(seq); c != nil {
 			req.Pending, req.Inflight = c.pending, c.inflight
@@ -498,7 +518,7 @@ func (e *Edge) Limit(t Tuple, limit, cost uint64) (Decision, error) {
 		}
 		le.mu.Unlock()
 		if hd, ok := e.handOff(l, le, req); ok {
-			return hd, nil
+			return hd, true, nil
 		}
 		// The origin failed just now: decide from local memory, degraded.
 		le.mu.Lock()
@@ -509,7 +529,7 @@ func (e *Edge) Limit(t Tuple, limit, cost uint64) (Decision, error) {
 		if err := e.account(l, le, seq, cost, limit); err != nil {
 			le.mu.Unlock()
 			e.refused.Add(1)
-			return Decision{}, err
+			return Decision{}, true, err
 		}
 	}
 	if !d.Allowed && d.RetryAfterMs >= 0 { // cost > limit changes nothing, not even strict mode
@@ -517,7 +537,7 @@ func (e *Edge) Limit(t Tuple, limit, cost uint64) (Decision, error) {
 	}
 	le.mu.Unlock()
 	e.count(d.Allowed)
-	return d, nil
+	return d, true, nil
 }
 
 // decideLocal decides from counts; while the origin is unreachable it enforces

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -124,6 +125,7 @@ func (s *Server) adopt(c *net.TCPConn, sess *commands.Session) bool {
 	}
 	l := s.loops[uint64(sess.ID)%uint64(len(s.loops))]
 	lc := &loopConn{fd: fd, sess: sess, proto: 2}
+	sess.NoWait = true
 	l.mu.Lock()
 	l.added = append(l.added, lc)
 	l.mu.Unlock()
@@ -268,6 +270,14 @@ func (l *loop) serve(c *loopConn, data []byte, fromIn bool, now time.Time) {
 		l.argv = args[:0]
 		if len(args) > 0 {
 			l.s.handler.Serve(c.sess, &l.w, args)
+			if c.sess.WouldBlock {
+				// The request must wait on the network: the connection leaves the loop
+				// for a goroutine of its own, which serves this request again.
+				c.sess.WouldBlock = false
+				c.proto = l.w.Proto()
+				l.handOver(c, data[off-used:])
+				return
+			}
 		}
 		if l.w.Len() >= flushAt {
 			if ok := l.write(c, now); !ok {
@@ -326,6 +336,40 @@ func (l *loop) write(c *loopConn, now time.Time) bool {
 	l.pending++
 	l.interest(c, syscall.EPOLLOUT)
 	return false
+}
+
+// handOver moves c to a goroutine of its own (Server.serveConn), with rest (the requests not
+// served yet) and the replies not written yet. The socket is duplicated into a net.Conn
+// (registered with Go's poller) and the loop's descriptor closed.
+func (l *loop) handOver(c *loopConn, rest []byte) {
+	out := append(c.out, l.w.Bytes()...)
+	l.w.Reset()
+	in := append([]byte(nil), rest...)
+	if len(c.out) > 0 {
+		l.pending--
+	}
+	delete(l.conns, int32(c.fd))
+	_ = syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, c.fd, nil)
+	f := os.NewFile(uintptr(c.fd), "client")
+	nc, err := net.FileConn(f)
+	_ = f.Close() // the loop's descriptor; nc has its own
+	if err != nil {
+		l.s.log.Warn("event loop: cannot hand a connection to a goroutine; closing it", "remote", c.sess.Addr, "error", err)
+		l.s.forget(c.sess)
+		return
+	}
+	c.sess.NoWait = false
+	l.s.mu.Lock()
+	if l.s.closing { // Shutdown has already unblocked the connections it knew
+		l.s.mu.Unlock()
+		_ = nc.Close()
+		l.s.forget(c.sess)
+		return
+	}
+	l.s.conns[c.sess] = nc
+	l.s.wg.Add(1)
+	l.s.mu.Unlock()
+	go l.s.serveConn(c.sess, nc, in, out)
 }
 
 // writable sends c's pending replies; once they are out, it serves what c.in holds and

@@ -154,7 +154,7 @@ func (s *Server) accept(c net.Conn) {
 	s.conns[sess] = c
 	s.wg.Add(1)
 	s.mu.Unlock()
-	go s.serveConn(sess, c)
+	go s.serveConn(sess, c, nil, nil)
 }
 
 // forget removes a closed connection's session.
@@ -171,30 +171,46 @@ func (s *Server) isClosing() bool {
 }
 
 // serveConn is the connection's goroutine: read, parse, serve, write, until the peer
-// leaves, QUITs, errs, or sends a protocol error.
-func (s *Server) serveConn(sess *commands.Session, c net.Conn) {
+// leaves, QUITs, errs, or sends a protocol error. A connection handed over by an event
+// loop brings the replies its socket had not taken (out, written first) and the requests
+// not served yet (in, served before reading).
+func (s *Server) serveConn(sess *commands.Session, c net.Conn, in, out []byte) {
 	defer func() {
 		_ = c.Close()
 		s.forget(sess)
 		s.wg.Done()
 	}()
 	lim := s.cfg.Limits
-	buf := make([]byte, 0, initialBuffer)
+	buf := make([]byte, 0, max(initialBuffer, len(in)))
+	buf = append(buf, in...)
 	argv := make([][]byte, 0, 16)
 	var w resp.Writer
+	w.SetProto(sess.Proto())
 	var dl deadline
-	for {
-		if len(buf) == cap(buf) {
-			if cap(buf) >= lim.MaxBuffer {
-				s.protocolError(c, &w, resp.ErrTooBig)
-				return
-			}
-			grown := make([]byte, len(buf), min(2*cap(buf), lim.MaxBuffer))
-			copy(grown, buf)
-			buf = grown
+	if len(out) > 0 {
+		_ = c.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+		if _, err := c.Write(out); err != nil {
+			return
 		}
-		n, rerr := c.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
+	}
+	pending := len(buf) > 0 // serve what came with the connection before reading
+	for {
+		var rerr error
+		if !pending {
+			if len(buf) == cap(buf) {
+				if cap(buf) >= lim.MaxBuffer {
+					s.protocolError(c, &w, resp.ErrTooBig)
+					return
+				}
+				grown := make([]byte, len(buf), min(2*cap(buf), lim.MaxBuffer))
+				copy(grown, buf)
+				buf = grown
+			}
+			var n int
+			n, rerr = c.Read(buf[len(buf):cap(buf)])
+			buf = buf[:len(buf)+n]
+		}
+		pending = false
 		now := time.Now()
 		sess.Touch(now.UnixMilli())
 

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -249,5 +250,107 @@ func testWriteTimeout(t *testing.T, loop bool) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("non-reading client was never dropped")
+	}
+}
+
+// waitingLimiter is an edge-like Limiter: keys starting with "cold:" cannot be decided
+// without waiting (TryLimit says so), and Limit waits a little before deciding.
+type waitingLimiter struct {
+	*engine.Engine
+	waits atomic.Int64
+}
+
+func (l *waitingLimiter) TryLimit(t engine.Tuple, limit, cost uint64) (engine.Decision, bool, error) {
+	if strings.HasPrefix(string(t.Key), "cold:") {
+		return engine.Decision{}, false, nil
+	}
+	d, err := l.Engine.Limit(t, limit, cost)
+	return d, true, err
+}
+
+func (l *waitingLimiter) Limit(t engine.Tuple, limit, cost uint64) (engine.Decision, error) {
+	if strings.HasPrefix(string(t.Key), "cold:") {
+		l.waits.Add(1)
+		time.Sleep(5 * time.Millisecond)
+	}
+	return l.Engine.Limit(t, limit, cost)
+}
+
+// TestHandOverKeepsOrder: on an event loop, a request that must wait moves its connection
+// to a goroutine; the replies of a pipeline stay in order, each request is counted once,
+// the protocol chosen by HELLO carries over, and the connection goes on working.
+func TestHandOverKeepsOrder(t *testing.T) {
+	srv := server.New(server.Config{Addr: "127.0.0.1:0", MaxClients: 10, EventLoops: 1})
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	lim := &waitingLimiter{Engine: engine.New(engine.SystemClock{}, engine.Config{})}
+	d := commands.New(commands.Options{Limiter: lim, Host: srv, Role: "edge", Version: "test"})
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(d) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	c, r := dial(t, srv.Addr().String())
+	pipeline := "HELLO 3\r\nRL.LIMIT warm 10 1m\r\nRL.LIMIT cold:a 10 1m\r\nECHO after\r\nRL.LIMIT warm 10 1m\r\n"
+	if _, err := io.WriteString(c, pipeline); err != nil {
+		t.Fatal(err)
+	}
+	// HELLO 3's map: its header and 7 pairs, some nested; read until the first RL.LIMIT.
+	line, _ := r.ReadString('\n')
+	if !strings.HasPrefix(line, "%") {
+		t.Fatalf("HELLO 3 answered %q", line)
+	}
+	for {
+		line, _ = r.ReadString('\n')
+		if line == "*5\r\n" {
+			break
+		}
+	}
+	readInts := func() []string {
+		var out []string
+		for range 5 {
+			v, _ := r.ReadString('\n')
+			out = append(out, strings.TrimSpace(v))
+		}
+		return out
+	}
+	if got := readInts(); got[0] != ":1" || got[2] != ":9" {
+		t.Fatalf("first warm: %v", got)
+	}
+	if line, _ = r.ReadString('\n'); line != "*5\r\n" {
+		t.Fatalf("cold reply header %q", line)
+	}
+	if got := readInts(); got[0] != ":1" || got[2] != ":9" {
+		t.Fatalf("cold: %v", got)
+	}
+	if line, _ = r.ReadString('\n'); line != "$5\r\n" {
+		t.Fatalf("ECHO header %q", line)
+	}
+	if line, _ = r.ReadString('\n'); line != "after\r\n" {
+		t.Fatalf("ECHO %q", line)
+	}
+	if line, _ = r.ReadString('\n'); line != "*5\r\n" {
+		t.Fatalf("second warm header %q", line)
+	}
+	if got := readInts(); got[2] != ":8" {
+		t.Fatalf("second warm: %v (want remaining 8: counted once each)", got)
+	}
+	if n := lim.waits.Load(); n != 1 {
+		t.Fatalf("the cold request waited %d times, want 1", n)
+	}
+	// HELLO 3 carried over: RL.STATUS answers a RESP3 map.
+	if _, err := io.WriteString(c, "RL.STATUS warm 1m\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if line, _ = r.ReadString('\n'); line != "%10\r\n" {
+		t.Fatalf("RL.STATUS after the hand-over: %q, want a RESP3 map of 10", line)
 	}
 }

@@ -42,7 +42,7 @@ type Config struct {
 
 	WriteTimeout time.Duration
 	Threads      int    // GOMAXPROCS; 0 leaves Go's default (one per core)
-	EventLoops   int    // origin: epoll loops serving plain TCP (Linux); 0: one per thread; -1: none
+	EventLoops   int    // epoll loops serving plain TCP (Linux); 0: one per thread; -1: none
 	PprofListen  string // net/http/pprof address; empty disables
 	LogLevel     string
 	LogFormat    string
@@ -165,7 +165,7 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	fs.DurationVar(&c.OriginTimeout, "origin-timeout", c.OriginTimeout, "edge: bound on one origin call (read, replay, decide)")
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "drop a client that does not read its replies for this long")
 	fs.IntVar(&c.Threads, "threads", c.Threads, "threads running Go code at once (GOMAXPROCS); 0: one per core")
-	fs.IntVar(&c.EventLoops, "event-loops", c.EventLoops, "origin: epoll event loops serving plain TCP clients (Linux); 0: one per thread (--threads); -1: a goroutine per connection instead")
+	fs.IntVar(&c.EventLoops, "event-loops", c.EventLoops, "epoll event loops serving plain TCP clients (Linux); 0: one per thread (--threads); -1: a goroutine per connection instead")
 	fs.StringVar(&c.PprofListen, "pprof-listen", c.PprofListen, "address of net/http/pprof, for profiling; empty disables")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")

@@ -290,11 +290,12 @@ func run(cfg Config, log *slog.Logger) error {
 	return runErr
 }
 
-// eventLoops is the number of epoll loops an origin serves from: --event-loops, or one per
-// GOMAXPROCS. An edge has none: its requests may wait on its origin.
+// eventLoops is the number of epoll loops clients are served from: --event-loops, or one
+// per GOMAXPROCS. On an edge, a connection whose request must wait on the origin leaves its
+// loop for a goroutine of its own.
 func eventLoops(cfg Config) int {
 	switch {
-	case cfg.Role != "origin" || cfg.EventLoops < 0:
+	case cfg.EventLoops < 0:
 		return 0
 	case cfg.EventLoops == 0:
 		return runtime.GOMAXPROCS(0)
