@@ -69,6 +69,12 @@ type WaitFreeLimiter interface {
 	TryLimit(t engine.Tuple, limit, cost uint64) (d engine.Decision, ok bool, err error)
 }
 
+// BatchLimiter is a Limiter that can decide at a given instant (the origin's Engine). With
+// Options.BatchTime, RL.LIMIT decides at the instant its request batch was read.
+type BatchLimiter interface {
+	LimitAt(t engine.Tuple, limit, cost uint64, nowMs int64) (engine.Decision, error)
+}
+
 // Options configure a Dispatcher.
 type Options struct {
 	Limiter Limiter
@@ -89,6 +95,10 @@ type Options struct {
 	// PeerRegions are the regions of --peer: RL.INTERNAL.PUBLISH takes components of
 	// these and of Region only.
 	PeerRegions map[string]bool
+	// BatchTime makes RL.LIMIT decide at the instant the server read the request's batch
+	// (Session.Touch) rather than read the clock per request, when the Limiter is a
+	// BatchLimiter. The server must Touch the session with the wall clock on every read.
+	BatchTime bool
 	// OnImport is told of every batch of components received from a peer region.
 	OnImport func(region string, rows, changed int)
 	// Peers reports the cross-region peers for INFO; nil without peers.

@@ -190,3 +190,29 @@ func TestUnknownCommandEchoIsBounded(t *testing.T) {
 		t.Fatalf("got %q\nwant %q", got, want)
 	}
 }
+
+// TestBatchTime: with BatchTime, RL.LIMIT decides at the instant the server read the batch
+// (Session.Touch), not at the engine clock's reading.
+func TestBatchTime(t *testing.T) {
+	clock := engine.NewManualClock(1_000_000) // the engine's clock never moves here
+	eng := engine.New(clock, engine.Config{MaxMemoryBytes: 1 << 20})
+	s := commands.NewSession(7, "127.0.0.1:5000", "127.0.0.1:6380", clock.NowMs())
+	d := commands.New(commands.Options{Limiter: eng, Origin: eng, Host: &fakeHost{}, Role: "origin", BatchTime: true})
+	serve := func() string {
+		var w resp.Writer
+		d.Serve(s, &w, split("RL.LIMIT k 1 1000"))
+		return string(w.Bytes())
+	}
+	allowed := func(reply string) bool { return strings.HasPrefix(reply, "*5\r\n:1\r\n") }
+	s.Touch(1_000_000)
+	if r := serve(); !allowed(r) {
+		t.Fatalf("first request: %q", r)
+	}
+	if r := serve(); allowed(r) {
+		t.Fatalf("second request in the same window was allowed: %q", r)
+	}
+	s.Touch(1_005_000) // a batch read five windows later
+	if r := serve(); !allowed(r) {
+		t.Fatalf("a batch read in a later window was decided at the clock's instant: %q", r)
+	}
+}

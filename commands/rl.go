@@ -20,6 +20,8 @@ func cmdLimit(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 			s.WouldBlock = true
 			return
 		}
+	} else if bl, ok := d.opt.Limiter.(BatchLimiter); ok && d.opt.BatchTime {
+		dec, err = bl.LimitAt(t, a.Limit, a.Cost, s.lastMs.Load())
 	} else {
 		dec, err = d.opt.Limiter.Limit(t, a.Limit, a.Cost)
 	}

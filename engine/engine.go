@@ -74,15 +74,22 @@ func position(nowMs, w int64) (seq, elapsed int64) {
 // t.WindowMs must be in [1, MaxWindowMs] and limit >= 1. The only error is ErrFull: the
 // request was allowed but needs a new cell that does not fit; nothing was counted.
 func (e *Engine) Limit(t Tuple, limit, cost uint64) (Decision, error) {
+	return e.LimitAt(t, limit, cost, e.clock.NowMs())
+}
+
+// LimitAt is Limit at the instant nowMs instead of the clock's reading: a server that read
+// a batch of requests at nowMs decides them all at that instant, with one clock read per
+// batch instead of one per request.
+func (e *Engine) LimitAt(t Tuple, limit, cost uint64, nowMs int64) (Decision, error) {
 	var buf [256]byte
-	d, _, err := e.decide(AppendKey(buf[:0], t), t.WindowMs, limit, cost, 0)
+	d, _, err := e.decide(AppendKey(buf[:0], t), t.WindowMs, limit, cost, 0, nowMs)
 	return d, err
 }
 
-// decide is Limit on an encoded key, with extra cost counted as used but not added (an
-// edge's cost that is on its way here). It returns the cells after the decision.
-func (e *Engine) decide(key []byte, windowMs int64, limit, cost, extra uint64) (Decision, CellCounts, error) {
-	seq, elapsed := position(e.clock.NowMs(), windowMs)
+// decide is Limit on an encoded key at nowMs, with extra cost counted as used but not
+// added (an edge's cost that is on its way here). It returns the cells after the decision.
+func (e *Engine) decide(key []byte, windowMs int64, limit, cost, extra uint64, nowMs int64) (Decision, CellCounts, error) {
+	seq, elapsed := position(nowMs, windowMs)
 
 	sh, h := e.store.locate(key)
 	sh.mu.Lock()

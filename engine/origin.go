@@ -249,7 +249,7 @@ func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts
 	if r.InflightBatch > meta.Applied {
 		extra = satAdd(extra, r.Inflight) // that batch has not arrived: its cost is on its way
 	}
-	d, cc, err := e.decide(r.Key, t.WindowMs, r.Limit, r.Cost, extra)
+	d, cc, err := e.decide(r.Key, t.WindowMs, r.Limit, r.Cost, extra, e.clock.NowMs())
 	return d, cc, meta, err
 }
 

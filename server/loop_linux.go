@@ -244,6 +244,7 @@ func (l *loop) readable(c *loopConn, now time.Time) {
 		l.close(c)
 		return
 	}
+	now = time.Now() // the batch's instant (commands.Options.BatchTime): one read per batch
 	c.sess.Touch(now.UnixMilli())
 	l.serve(c, data, fromIn, now)
 }

@@ -196,7 +196,9 @@ func run(cfg Config, log *slog.Logger) error {
 		}
 	}
 	disp := commands.New(commands.Options{
-		OnImport: onImport, Peers: peerInfo, PeerRegions: peerRegions,
+		// An origin decides a batch of requests at the instant it was read.
+		BatchTime: cfg.Role == "origin",
+		OnImport:  onImport, Peers: peerInfo, PeerRegions: peerRegions,
 		Limiter: n.limiter, Origin: n.origin, ClusterSecret: cfg.ClusterSecret, Host: srv,
 		RequirePass: cfg.RequirePass, Role: cfg.Role, Region: cfg.Region,
 		NodeID: cfg.NodeID, MaxClients: cfg.MaxClients, Version: version, Snapshots: snapStats,
