@@ -63,10 +63,13 @@ type Limiter interface {
 }
 
 // WaitFreeLimiter is a Limiter whose requests may wait on the network (an edge), with a
-// way to decide without waiting when local memory allows: TryLimit reports ok false, and
-// changes nothing, when only Limit can decide. A Limiter without it never waits.
+// way to decide without waiting when local memory allows: TryLimit decides at nowMs, and
+// reports ok false, changing nothing, when only Limit can decide. A Limiter without it
+// never waits.
 type WaitFreeLimiter interface {
-	TryLimit(t engine.Tuple, limit, cost uint64) (d engine.Decision, ok bool, err error)
+	TryLimit(t engine.Tuple, limit, cost uint64, nowMs int64) (d engine.Decision, ok bool, err error)
+	// Clock is the limiter's clock, for TryLimit without Options.BatchTime.
+	Clock() engine.Clock
 }
 
 // BatchLimiter is a Limiter that can decide at a given instant (the origin's Engine). With
@@ -96,8 +99,9 @@ type Options struct {
 	// these and of Region only.
 	PeerRegions map[string]bool
 	// BatchTime makes RL.LIMIT decide at the instant the server read the request's batch
-	// (Session.Touch) rather than read the clock per request, when the Limiter is a
-	// BatchLimiter. The server must Touch the session with the wall clock on every read.
+	// (Session.Touch) rather than read the clock per request, wherever the decision does
+	// not wait: a BatchLimiter's, and a WaitFreeLimiter's TryLimit. The server must Touch
+	// the session with the wall clock on every read.
 	BatchTime bool
 	// OnImport is told of every batch of components received from a peer region.
 	OnImport func(region string, rows, changed int)

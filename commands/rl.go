@@ -15,8 +15,12 @@ func cmdLimit(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	t := engine.Tuple{Workspace: s.Workspace, Namespace: s.namespace(a.Namespace), Key: a.Key, WindowMs: a.WindowMs}
 	var dec engine.Decision
 	if wf, ok := d.opt.Limiter.(WaitFreeLimiter); ok && s.NoWait {
+		now := s.lastMs.Load()
+		if !d.opt.BatchTime {
+			now = wf.Clock().NowMs()
+		}
 		var done bool
-		if dec, done, err = wf.TryLimit(t, a.Limit, a.Cost); !done {
+		if dec, done, err = wf.TryLimit(t, a.Limit, a.Cost, now); !done {
 			s.WouldBlock = true
 			return
 		}

@@ -366,6 +366,9 @@ func rendezvousScore(id string, key []byte) uint64 {
 	return h
 }
 
+// Clock returns the edge's clock.
+func (e *Edge) Clock() Clock { return e.clock }
+
 // OriginFor returns the ID of the origin that owns tuple t.
 func (e *Edge) OriginFor(t Tuple) string { return e.link(AppendKey(nil, t)).id }
 
@@ -472,24 +475,24 @@ func (e *Edge) observe(kind string, err error, start time.Time) {
 // is cold, stale or strict, and handing the decision to the origin when this edge's share
 // of the remaining budget would not cover it.
 func (e *Edge) Limit(t Tuple, limit, cost uint64) (Decision, error) {
-	d, _, err := e.limit(t, limit, cost, true)
+	d, _, err := e.limit(t, limit, cost, true, e.clock.NowMs())
 	return d, err
 }
 
-// TryLimit is Limit when local memory can decide without waiting on an origin: the tuple
-// is cached, fresh and not strict, and the request needs no hand-off. Otherwise ok is false
-// and nothing changed: the caller calls Limit where it may wait (an event loop hands the
-// connection to a goroutine first).
-func (e *Edge) TryLimit(t Tuple, limit, cost uint64) (d Decision, ok bool, err error) {
-	return e.limit(t, limit, cost, false)
+// TryLimit is Limit at the instant nowMs (when its request batch was read) when local
+// memory can decide without waiting on an origin: the tuple is cached, fresh and not
+// strict, and the request needs no hand-off. Otherwise ok is false and nothing changed:
+// the caller calls Limit where it may wait (an event loop hands the connection to a
+// goroutine first).
+func (e *Edge) TryLimit(t Tuple, limit, cost uint64, nowMs int64) (d Decision, ok bool, err error) {
+	return e.limit(t, limit, cost, false, nowMs)
 }
 
-func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool) (Decision, bool, error) {
+// limit decides at now; a request that waited on the origin reads the clock again.
+func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool, now int64) (Decision, bool, error) {
 	var buf [256]byte
 	key := AppendKey(buf[:0], t)
 	l := e.link(key)
-	// One clock read on the fast path; a request that waited on the origin reads it again.
-	now := e.clock.NowMs()
 	le := e.freshEntry(l, key, now)
 	if le == nil {
 		if !mayWait {
@@ -575,7 +578,8 @@ func (e *Edge) decideLocal(l *originLink, counts Counts, limit, cost uint64, win
 //   - the share: between two refreshes, an edge spends at most 1/edges of what was left,
 //     which bounds a simultaneous flood before any rate has been observed.
 func (e *Edge) safeLocally(l *originLink, le *localEntry, counts Counts, d Decision, limit, cost uint64, windowMs, elapsed, now int64) bool {
-	horizon := float64(now-le.refreshedMs) + float64(e.cfg.ReplayInterval.Milliseconds()) + 1
+	// A batch's instant may precede the last answer by a little: no negative horizon.
+	horizon := float64(max(now-le.refreshedMs, 0)) + float64(e.cfg.ReplayInterval.Milliseconds()) + 1
 	margin := uint64(marginFactor*le.othersRate*horizon) + 1
 	if d.Remaining < margin {
 		return false

@@ -260,7 +260,7 @@ type waitingLimiter struct {
 	waits atomic.Int64
 }
 
-func (l *waitingLimiter) TryLimit(t engine.Tuple, limit, cost uint64) (engine.Decision, bool, error) {
+func (l *waitingLimiter) TryLimit(t engine.Tuple, limit, cost uint64, _ int64) (engine.Decision, bool, error) {
 	if strings.HasPrefix(string(t.Key), "cold:") {
 		return engine.Decision{}, false, nil
 	}

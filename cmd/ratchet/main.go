@@ -196,8 +196,8 @@ func run(cfg Config, log *slog.Logger) error {
 		}
 	}
 	disp := commands.New(commands.Options{
-		// An origin decides a batch of requests at the instant it was read.
-		BatchTime: cfg.Role == "origin",
+		// Decide a batch of requests at the instant it was read, where nothing waits.
+		BatchTime: true,
 		OnImport:  onImport, Peers: peerInfo, PeerRegions: peerRegions,
 		Limiter: n.limiter, Origin: n.origin, ClusterSecret: cfg.ClusterSecret, Host: srv,
 		RequirePass: cfg.RequirePass, Role: cfg.Role, Region: cfg.Region,
