@@ -454,29 +454,18 @@ func (l *loop) closeAll() {
 	_ = syscall.Close(l.wakefd)
 }
 
-func readFD(fd int, p []byte) (int, error) {
-	for {
-		n, err := syscall.Read(fd, p)
-		if errors.Is(err, syscall.EINTR) {
-			continue
-		}
-		if n < 0 {
-			n = 0
-		}
-		return n, err
-	}
-}
+func readFD(fd int, p []byte) (int, error)  { return retryEINTR(syscall.Read, fd, p) }
+func writeFD(fd int, p []byte) (int, error) { return retryEINTR(syscall.Write, fd, p) }
 
-func writeFD(fd int, p []byte) (int, error) {
+// retryEINTR runs a read or write again when a signal interrupted it, and reports a
+// failed call as 0 bytes.
+func retryEINTR(op func(int, []byte) (int, error), fd int, p []byte) (int, error) {
 	for {
-		n, err := syscall.Write(fd, p)
+		n, err := op(fd, p)
 		if errors.Is(err, syscall.EINTR) {
 			continue
 		}
-		if n < 0 {
-			n = 0
-		}
-		return n, err
+		return max(n, 0), err
 	}
 }
 

@@ -20,6 +20,16 @@ import (
 
 func start(t *testing.T, cfg server.Config) (*server.Server, string) {
 	t.Helper()
+	return startWith(t, cfg, func(srv *server.Server) server.Handler {
+		eng := engine.New(engine.SystemClock{}, engine.Config{})
+		return commands.New(commands.Options{Limiter: eng, Origin: eng, Host: srv, Role: "origin", Version: "test"})
+	})
+}
+
+// startWith starts a server on 127.0.0.1 with the handler handler(srv) makes, and stops it
+// at the end of the test.
+func startWith(t *testing.T, cfg server.Config, handler func(*server.Server) server.Handler) (*server.Server, string) {
+	t.Helper()
 	cfg.Addr = "127.0.0.1:0"
 	if cfg.MaxClients == 0 {
 		cfg.MaxClients = 100
@@ -28,10 +38,9 @@ func start(t *testing.T, cfg server.Config) (*server.Server, string) {
 	if err := srv.Listen(); err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(engine.SystemClock{}, engine.Config{})
-	d := commands.New(commands.Options{Limiter: eng, Origin: eng, Host: srv, Role: "origin", Version: "test"})
+	h := handler(srv)
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(d) }()
+	go func() { done <- srv.Serve(h) }()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -280,25 +289,11 @@ func (l *waitingLimiter) Limit(t engine.Tuple, limit, cost uint64) (engine.Decis
 // to a goroutine; the replies of a pipeline stay in order, each request is counted once,
 // the protocol chosen by HELLO carries over, and the connection goes on working.
 func TestHandOverKeepsOrder(t *testing.T) {
-	srv := server.New(server.Config{Addr: "127.0.0.1:0", MaxClients: 10, EventLoops: 1})
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
 	lim := &waitingLimiter{Engine: engine.New(engine.SystemClock{}, engine.Config{})}
-	d := commands.New(commands.Options{Limiter: lim, Host: srv, Role: "edge", Version: "test"})
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(d) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
+	_, addr := startWith(t, server.Config{EventLoops: 1}, func(srv *server.Server) server.Handler {
+		return commands.New(commands.Options{Limiter: lim, Host: srv, Role: "edge", Version: "test"})
 	})
-	c, r := dial(t, srv.Addr().String())
+	c, r := dial(t, addr)
 	pipeline := "HELLO 3\r\nRL.LIMIT warm 10 1m\r\nRL.LIMIT cold:a 10 1m\r\nECHO after\r\nRL.LIMIT warm 10 1m\r\n"
 	if _, err := io.WriteString(c, pipeline); err != nil {
 		t.Fatal(err)
