@@ -160,18 +160,20 @@ func (d *Dispatcher) Serve(s *Session, w *resp.Writer, args [][]byte) {
 	if len(args) == 0 {
 		return
 	}
-	d.processed.add(s.ID)
 	cmd := d.lookup(s, args[0])
 	if cmd == nil {
+		d.processed.add(s.ID)
 		d.unknown(w, args)
 		return
 	}
 	// Redis's order: unknown command, then arity, then authentication.
 	if (cmd.Arity > 0 && len(args) != cmd.Arity) || (cmd.Arity < 0 && len(args) < -cmd.Arity) {
+		d.processed.add(s.ID)
 		w.Error("ERR wrong number of arguments for '" + cmd.Name + "' command")
 		return
 	}
 	if d.opt.RequirePass != "" && !s.Authed && cmd.Flags&flagNoAuth == 0 {
+		d.processed.add(s.ID)
 		w.Error("NOAUTH Authentication required.")
 		return
 	}
@@ -179,6 +181,9 @@ func (d *Dispatcher) Serve(s *Session, w *resp.Writer, args [][]byte) {
 		s.lastCmd.Store(cmd)
 	}
 	cmd.Handler(d, s, w, args)
+	if !s.WouldBlock { // else it is served again, and counted then, where it may wait
+		d.processed.add(s.ID)
+	}
 }
 
 // lookup finds the command named name, in any ASCII case; nil when there is none.

@@ -505,6 +505,12 @@ func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool, now int64) (Deci
 	seq, elapsed := position(now, t.WindowMs)
 
 	le.mu.Lock()
+	if !mayWait && max(le.cells[0].seq, le.cells[1].seq) > seq {
+		// The batch's instant precedes a window this entry already holds: let Limit
+		// decide at the clock's reading.
+		le.mu.Unlock()
+		return Decision{}, false, nil
+	}
 	counts := le.counts(seq)
 	d := e.decideLocal(l, counts, limit, cost, t.WindowMs, elapsed, now)
 	if d.Allowed && cost > 0 && l.reachable.Load() && !e.safeLocally(l, le, counts, d, limit, cost, t.WindowMs, elapsed, now) {

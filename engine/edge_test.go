@@ -1053,3 +1053,21 @@ func TestEdgeStatusSource(t *testing.T) {
 		t.Fatalf("status after recovery: %+v", st)
 	}
 }
+
+// TestTryLimitStaleInstant: an edge's wait-free path refuses an instant that precedes a
+// window its entry already holds (Limit then decides at the clock's reading), and decides
+// a current one from local memory.
+func TestTryLimitStaleInstant(t *testing.T) {
+	r := newEdgeRig(t, t0, 1, engine.EdgeConfig{Freshness: time.Hour})
+	e := r.edges[0]
+	tp := engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte("k"), WindowMs: 1000}
+	edgeLimit(t, e, tp, 100, 1)
+	if _, ok, err := e.TryLimit(tp, 100, 1, r.clock.NowMs()); !ok || err != nil {
+		t.Fatalf("warm, current instant: ok %v, %v", ok, err)
+	}
+	r.clock.Advance(2000)
+	edgeLimit(t, e, tp, 100, 1) // a cell two windows later
+	if _, ok, _ := e.TryLimit(tp, 100, 1, r.clock.NowMs()-2000); ok {
+		t.Fatal("TryLimit decided at an instant before a window the entry holds")
+	}
+}

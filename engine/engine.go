@@ -94,6 +94,11 @@ func (e *Engine) decide(key []byte, windowMs int64, limit, cost, extra uint64, n
 	sh, h := e.store.locate(key)
 	sh.mu.Lock()
 	ent := sh.lookup(h, key)
+	if ent != nil && ent.newest() > seq {
+		// The instant (a batch's, from LimitAt) precedes a window that already has counts:
+		// decide now instead, never in a past window (and never push a live cell out).
+		seq, elapsed = position(max(nowMs, e.clock.NowMs()), windowMs)
+	}
 	var cur, prev cell
 	if ent != nil {
 		cur, prev = ent.counts(seq)

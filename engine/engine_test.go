@@ -660,3 +660,28 @@ func FuzzParseKey(f *testing.F) {
 		}
 	})
 }
+
+// TestLimitAtStaleInstant: a batch's instant that precedes a window already counted is not
+// used: the decision is made at the clock's reading, the current cell keeps its count, and
+// the limit holds.
+func TestLimitAtStaleInstant(t *testing.T) {
+	const w = 1000
+	e, clock := newEngine(10*w + 500)
+	tp := tup("k", w)
+	for i := 0; i < 9; i++ {
+		if d, err := e.Limit(tp, 10, 1); err != nil || !d.Allowed {
+			t.Fatalf("request %d: %+v, %v", i, d, err)
+		}
+	}
+	// A request read two windows ago, decided only now.
+	d, err := e.LimitAt(tp, 10, 1, clock.NowMs()-2*w)
+	if err != nil || !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("stale request: %+v, %v (want allowed with remaining 0: decided now)", d, err)
+	}
+	if d, _ := e.Limit(tp, 10, 1); d.Allowed {
+		t.Fatalf("11th request in one window allowed: %+v", d)
+	}
+	if st := e.Status(tp); st.CurrentRegional != 10 {
+		t.Fatalf("current cell holds %d, want 10", st.CurrentRegional)
+	}
+}

@@ -121,6 +121,9 @@ func (e *entry) find(seq int64) int {
 }
 
 // counts returns the cells seq and seq-1 (zero cells when not held).
+// newest returns the latest sequence held (emptySeq when none).
+func (e *entry) newest() int64 { return max(e.cells[0].seq, e.cells[1].seq) }
+
 func (e *entry) counts(seq int64) (cur, prev cell) {
 	cur, prev = cell{seq: seq}, cell{seq: seq - 1}
 	for _, c := range e.cells {

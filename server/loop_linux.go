@@ -46,9 +46,10 @@ type loop struct {
 	conns   map[int32]*loopConn // owned by the loop goroutine
 	pending int                 // connections with unwritten replies
 
-	mu     sync.Mutex // guards added
+	mu     sync.Mutex // guards added and closed, and the epoll set and eventfd against closing
 	added  []*loopConn
 	nAdded atomic.Int32
+	closed bool
 }
 
 // loopConn is one connection owned by a loop.
@@ -112,13 +113,22 @@ func (s *Server) adopt(c *net.TCPConn, sess *commands.Session) bool {
 	}
 	fd := -1
 	var dupErr error
-	if err := rc.Control(func(f uintptr) { fd, dupErr = syscall.Dup(int(f)) }); err != nil || dupErr != nil {
+	if err := rc.Control(func(f uintptr) {
+		// F_DUPFD_CLOEXEC: the copy is never inherited by a child process.
+		var r uintptr
+		var errno syscall.Errno
+		r, _, errno = syscall.Syscall(syscall.SYS_FCNTL, f, syscall.F_DUPFD_CLOEXEC, 0)
+		if errno != 0 {
+			dupErr = errno
+			return
+		}
+		fd = int(r)
+	}); err != nil || dupErr != nil {
 		_ = c.Close()
 		s.log.Warn("event loop: cannot take the connection", "error", errors.Join(err, dupErr))
 		return false
 	}
 	_ = c.Close()
-	syscall.CloseOnExec(fd)
 	if err := syscall.SetNonblock(fd, true); err != nil {
 		_ = syscall.Close(fd)
 		return false
@@ -126,21 +136,32 @@ func (s *Server) adopt(c *net.TCPConn, sess *commands.Session) bool {
 	l := s.loops[uint64(sess.ID)%uint64(len(s.loops))]
 	lc := &loopConn{fd: fd, sess: sess, proto: 2}
 	sess.NoWait = true
+	// Under l.mu: the loop cannot close its epoll set meanwhile, and it takes the new
+	// connection from added (level-triggered events that come first are seen again).
 	l.mu.Lock()
-	l.added = append(l.added, lc)
-	l.mu.Unlock()
-	l.nAdded.Add(1)
+	defer l.mu.Unlock()
+	if l.closed {
+		_ = syscall.Close(fd)
+		return false
+	}
 	ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(fd)}
 	if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
-		// The loop will find the connection in added and close it on its next pass.
 		s.log.Warn("event loop: epoll_ctl add", "error", err)
-		l.wake()
+		_ = syscall.Close(fd)
+		return false
 	}
+	l.added = append(l.added, lc)
+	l.nAdded.Add(1)
 	return true
 }
 
-// wake interrupts the loop's epoll_wait.
+// wake interrupts the loop's epoll_wait, unless the loop has closed.
 func (l *loop) wake() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
 	one := [8]byte{1}
 	_, _ = syscall.Write(l.wakefd, one[:])
 }
@@ -343,12 +364,10 @@ func (l *loop) write(c *loopConn, now time.Time) bool {
 // served yet) and the replies not written yet. The socket is duplicated into a net.Conn
 // (registered with Go's poller) and the loop's descriptor closed.
 func (l *loop) handOver(c *loopConn, rest []byte) {
-	out := append(c.out, l.w.Bytes()...)
+	// c.out is empty: a connection with pending replies is not read, so serves nothing.
+	out := append([]byte(nil), l.w.Bytes()...)
 	l.w.Reset()
 	in := append([]byte(nil), rest...)
-	if len(c.out) > 0 {
-		l.pending--
-	}
 	delete(l.conns, int32(c.fd))
 	_ = syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, c.fd, nil)
 	f := os.NewFile(uintptr(c.fd), "client")
@@ -390,21 +409,28 @@ func (l *loop) writable(c *loopConn, now time.Time) {
 		c.out = nil
 	}
 	l.pending--
-	l.interest(c, syscall.EPOLLIN)
+	if !l.interest(c, syscall.EPOLLIN) {
+		return
+	}
 	if c.sess.Closing() {
 		l.close(c)
 		return
 	}
 	if len(c.in) > 0 {
+		now = time.Now() // these requests are decided now, not at their read
+		c.sess.Touch(now.UnixMilli())
 		l.serve(c, c.in, true, now)
 	}
 }
 
-func (l *loop) interest(c *loopConn, events uint32) {
+// interest sets the events c waits for; on failure it closes c and reports false.
+func (l *loop) interest(c *loopConn, events uint32) bool {
 	ev := syscall.EpollEvent{Events: events, Fd: int32(c.fd)}
 	if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_MOD, c.fd, &ev); err != nil {
 		l.close(c)
+		return false
 	}
+	return true
 }
 
 // dropSlowReaders closes the connections whose replies have waited longer than
@@ -450,8 +476,15 @@ func (l *loop) closeAll() {
 		}
 		l.close(c)
 	}
+	l.mu.Lock()
+	l.closed = true
 	_ = syscall.Close(l.epfd)
 	_ = syscall.Close(l.wakefd)
+	l.mu.Unlock()
+	l.takeAdded() // any that came meanwhile; closed by the next line's loop
+	for _, c := range l.conns {
+		l.close(c)
+	}
 }
 
 func readFD(fd int, p []byte) (int, error)  { return retryEINTR(syscall.Read, fd, p) }

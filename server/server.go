@@ -230,9 +230,12 @@ func (s *Server) serveConn(sess *commands.Session, c net.Conn, in, out []byte) {
 				s.handler.Serve(sess, &w, args)
 			}
 			if w.Len() >= flushAt {
-				if err := s.flush(c, &w, &dl, time.Now()); err != nil {
+				now = time.Now()
+				if err := s.flush(c, &w, &dl, now); err != nil {
 					return
 				}
+				// The write may have waited: the rest of the batch is decided after it.
+				sess.Touch(time.Now().UnixMilli())
 			}
 		}
 		buf = buf[:copy(buf, buf[off:])]
