@@ -67,6 +67,11 @@ func (s *Server) startLoops(n int) error {
 	for i := 0; i < n; i++ {
 		l, err := newLoop(s)
 		if err != nil {
+			for _, made := range s.loops {
+				_ = syscall.Close(made.epfd)
+				_ = syscall.Close(made.wakefd)
+			}
+			s.loops = nil
 			return err
 		}
 		s.loops = append(s.loops, l)
