@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -347,5 +348,49 @@ func TestHandOverKeepsOrder(t *testing.T) {
 	}
 	if line, _ = r.ReadString('\n'); line != "%10\r\n" {
 		t.Fatalf("RL.STATUS after the hand-over: %q, want a RESP3 map of 10", line)
+	}
+}
+
+// TestNoDescriptorLeak: connections that come and go (served, QUIT, dropped mid-request,
+// or handed to a goroutine) leave no descriptor and no session behind.
+func TestNoDescriptorLeak(t *testing.T) { eachMode(t, testNoDescriptorLeak) }
+
+func testNoDescriptorLeak(t *testing.T, loop bool) {
+	srv, addr := start(t, server.Config{EventLoops: loops(loop)})
+	fds := func() int {
+		entries, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skip("no /proc/self/fd")
+		}
+		return len(entries)
+	}
+	before := fds()
+	for i := range 200 {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		switch i % 3 {
+		case 0:
+			_, _ = io.WriteString(c, "PING\r\n")
+			_, _ = bufio.NewReader(c).ReadString('\n')
+		case 1:
+			_, _ = io.WriteString(c, "QUIT\r\n")
+			_, _ = io.ReadAll(c)
+		case 2:
+			_, _ = io.WriteString(c, "*3\r\n$4\r\nECHO\r\n") // left incomplete
+		}
+		_ = c.Close()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && (srv.ConnStats().Connected > 0 || fds() > before) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := srv.ConnStats().Connected; n != 0 {
+		t.Fatalf("%d sessions left after every client closed", n)
+	}
+	if n := fds(); n > before {
+		t.Fatalf("%d descriptors open, %d before the clients came", n, before)
 	}
 }
