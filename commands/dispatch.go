@@ -113,6 +113,8 @@ type Options struct {
 // connection's goroutine.
 type Dispatcher struct {
 	opt       Options
+	waitFree  WaitFreeLimiter // opt.Limiter when it may wait (an edge); else nil
+	atBatch   BatchLimiter    // opt.Limiter when BatchTime applies to it; else nil
 	table     map[string]*Command
 	ordered   []*Command
 	startedMs int64
@@ -145,6 +147,10 @@ func (c *stripedCounter) load() uint64 {
 // New returns a Dispatcher over the command table.
 func New(opt Options) *Dispatcher {
 	d := &Dispatcher{opt: opt, table: make(map[string]*Command), startedMs: time.Now().UnixMilli()}
+	d.waitFree, _ = opt.Limiter.(WaitFreeLimiter)
+	if bl, ok := opt.Limiter.(BatchLimiter); ok && opt.BatchTime {
+		d.atBatch = bl
+	}
 	for _, c := range append(commandTable(), internalCommands()...) {
 		d.table[c.Name] = c
 		d.ordered = append(d.ordered, c)

@@ -14,19 +14,20 @@ func cmdLimit(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	}
 	t := engine.Tuple{Workspace: s.Workspace, Namespace: s.namespace(a.Namespace), Key: a.Key, WindowMs: a.WindowMs}
 	var dec engine.Decision
-	if wf, ok := d.opt.Limiter.(WaitFreeLimiter); ok && s.NoWait {
+	switch {
+	case d.waitFree != nil && s.NoWait:
 		now := s.lastMs.Load()
 		if !d.opt.BatchTime {
-			now = wf.Clock().NowMs()
+			now = d.waitFree.Clock().NowMs()
 		}
 		var done bool
-		if dec, done, err = wf.TryLimit(t, a.Limit, a.Cost, now); !done {
+		if dec, done, err = d.waitFree.TryLimit(t, a.Limit, a.Cost, now); !done {
 			s.WouldBlock = true
 			return
 		}
-	} else if bl, ok := d.opt.Limiter.(BatchLimiter); ok && d.opt.BatchTime {
-		dec, err = bl.LimitAt(t, a.Limit, a.Cost, s.lastMs.Load())
-	} else {
+	case d.atBatch != nil:
+		dec, err = d.atBatch.LimitAt(t, a.Limit, a.Cost, s.lastMs.Load())
+	default:
 		dec, err = d.opt.Limiter.Limit(t, a.Limit, a.Cost)
 	}
 	if err != nil {
@@ -49,7 +50,7 @@ func cmdStatus(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		w.Error(err.Error())
 		return
 	}
-	if _, mayWait := d.opt.Limiter.(WaitFreeLimiter); mayWait && s.NoWait {
+	if d.waitFree != nil && s.NoWait {
 		s.WouldBlock = true // an edge's RL.STATUS reads its origin first
 		return
 	}
