@@ -16,13 +16,17 @@ import (
 	"github.com/ratchet/ratchet/resp"
 )
 
-// The event loops serve plain TCP connections when Config.EventLoops is set (an origin:
-// its Handler never waits on the network). Each loop has its own epoll set; an accepted connection is given to one loop, which owns it from then
-// on. A loop waits for readable sockets, reads each once, serves every complete request
+// The event loops serve plain TCP connections when Config.EventLoops is set. Each loop
+// has its own epoll set; an accepted connection is given to one loop, which owns it from
+// then on. A loop waits for readable sockets, reads each once, serves every complete request
 // in it and writes the replies with one write, as redis-server's event loop does.
 // Compared with a goroutine per connection it saves the read that finds no data and a
 // park and wake-up per batch, and it serves ready connections in turn, which keeps the
 // latency tail short when every connection has one request in flight.
+//
+// A loop never waits on the network for a request: a command that would (an edge's origin
+// read or hand-off, see commands.Session.NoWait) sets WouldBlock, and the loop hands the
+// connection to a goroutine of its own (handOver), which serves that request again.
 //
 // Bounds: a loop shares one read buffer and one reply buffer among its connections; a
 // connection keeps its own buffers only for a request that arrived in part (at most
@@ -178,12 +182,6 @@ func (l *loop) run() {
 		if l.pending > 0 {
 			timeout = int(max(l.s.cfg.WriteTimeout/4, 10*time.Millisecond) / time.Millisecond)
 		}
-		// Poll without blocking first: under load something is nearly always ready, and a
-		// blocking wait costs more than the wait itself (the runtime hands this thread's
-		// P to another thread while it sleeps, and takes one back when it wakes).
-		// Poll without blocking first: under load something is nearly always ready, and a
-		// blocking wait costs more than the wait itself (the runtime may hand this
-		// thread's P to another thread while it sleeps, and must take one back on waking).
 		n, err := syscall.EpollWait(l.epfd, l.events, timeout)
 		if err != nil && !errors.Is(err, syscall.EINTR) {
 			l.s.log.Error("event loop: epoll_wait failed; closing its connections", "error", err)

@@ -1,11 +1,12 @@
 // Package server accepts RESP connections and feeds their requests to a Handler.
 //
-// Concurrency: one goroutine accepts; each connection has one goroutine that owns its
-// socket, read buffer, reply buffer and Session. That goroutine reads whatever has
-// arrived, parses every complete request with the bounded parser of package resp, serves
-// them in order, and answers the whole batch with one write (a very large batch of replies
-// is written in parts). The server's mutex guards only the set of open connections and is
-// never held while serving a request.
+// Concurrency: one goroutine accepts. A connection is owned either by an event loop
+// (loop_linux.go, Config.EventLoops) or by a goroutine of its own (serveConn: TLS,
+// EventLoops 0, and a loop's connection whose request must wait). Its owner reads whatever
+// has arrived, parses every complete request with the bounded parser of package resp,
+// serves them in order, and answers the whole batch with one write (a very large batch of
+// replies is written in parts). The server's mutex guards only the set of open connections
+// and is never held while serving a request.
 package server
 
 import (
@@ -38,8 +39,9 @@ type Config struct {
 	TLS          *tls.Config // nil: plain TCP
 	Logger       *slog.Logger
 	// EventLoops > 0 serves plain TCP connections from that many epoll event loops
-	// (Linux) instead of a goroutine per connection. Only for a Handler that never waits
-	// (an origin): a request that waited would stall every connection of its loop.
+	// (Linux) instead of a goroutine per connection. The Handler must not wait on a
+	// connection whose Session has NoWait set: it sets WouldBlock instead, and the
+	// connection moves to a goroutine (a request that waited would stall its whole loop).
 	EventLoops int
 }
 
