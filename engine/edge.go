@@ -72,6 +72,7 @@ func (c *edgeCell) total() uint64 {
 // localEntry is an edge's state of one tuple.
 type localEntry struct {
 	key    string // tuple key (AppendKey)
+	hash   uint64 // maphash of key with the edge's seed: its cache key
 	window int64
 	link   *originLink
 
@@ -88,8 +89,8 @@ type localEntry struct {
 	pinned      bool    // in link.pins (guarded by link.mu, read under mu)
 }
 
-func newLocalEntry(key string, window int64, link *originLink) *localEntry {
-	return &localEntry{key: key, window: window, link: link,
+func newLocalEntry(key string, hash uint64, window int64, link *originLink) *localEntry {
+	return &localEntry{key: key, hash: hash, window: window, link: link,
 		cells: [2]edgeCell{{seq: emptySeq}, {seq: emptySeq}}}
 }
 
@@ -271,8 +272,7 @@ type Edge struct {
 
 	entries       atomic.Int64 // entries in the cache
 	pinned        atomic.Int64
-	allowed       atomic.Uint64
-	denied        atomic.Uint64
+	decisions     decisionCounters
 	originAllowed atomic.Uint64 // handed-off decisions, by outcome
 	originDenied  atomic.Uint64
 	strict        atomic.Uint64
@@ -391,7 +391,7 @@ func (e *Edge) lookup(l *originLink, key []byte) *localEntry {
 
 func (e *Edge) remember(le *localEntry) {
 	e.entries.Add(1)
-	if !e.cache.Set(maphash.String(e.seed, le.key), le, int64(len(le.key))+edgeEntryCost) {
+	if !e.cache.Set(le.hash, le, int64(len(le.key))+edgeEntryCost) {
 		e.entries.Add(-1)
 	}
 }
@@ -459,7 +459,7 @@ func (e *Edge) refresh(l *originLink, key string, window, seq, now int64) (le *l
 // request reads the origin again, which loses nothing: an entry with unacknowledged cost
 // is pinned).
 func (e *Edge) create(l *originLink, key string, window int64) *localEntry {
-	le := newLocalEntry(key, window, l)
+	le := newLocalEntry(key, maphash.String(e.seed, key), window, l)
 	e.remember(le)
 	e.cache.Wait()
 	return le
@@ -545,7 +545,7 @@ func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool, now int64) (Deci
 		e.enterStrict(le, seq, t.WindowMs)
 	}
 	le.mu.Unlock()
-	e.count(d.Allowed)
+	e.count(le, d.Allowed)
 	return d, true, nil
 }
 
@@ -598,13 +598,7 @@ func (e *Edge) safeLocally(l *originLink, le *localEntry, counts Counts, d Decis
 // across edges whatever the timing.
 const minLocalShare = 4
 
-func (e *Edge) count(allowed bool) {
-	if allowed {
-		e.allowed.Add(1)
-	} else {
-		e.denied.Add(1)
-	}
-}
+func (e *Edge) count(le *localEntry, allowed bool) { e.decisions.add(le.hash, allowed) }
 
 // enterStrict records a denial (le.mu held): until the end of the next window, requests
 // for the tuple refresh from the origin first.
@@ -697,7 +691,7 @@ func (e *Edge) handOff(l *originLink, le *localEntry, req DecideRequest) (Decisi
 		e.enterStrict(le, cc.Seq, le.window)
 	}
 	le.mu.Unlock()
-	e.count(d.Allowed)
+	e.count(le, d.Allowed)
 	return d, true
 }
 

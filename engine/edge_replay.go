@@ -199,9 +199,10 @@ type OriginStat struct {
 
 // Stats returns the edge's counters. Cells and Tuples count local entries.
 func (e *Edge) Stats() Stats {
+	allowed, denied := e.decisions.load()
 	s := Stats{
-		Allowed:        e.allowed.Load(),
-		Denied:         e.denied.Load(),
+		Allowed:        allowed,
+		Denied:         denied,
 		RefusedFull:    e.refused.Load(),
 		Cells:          e.entries.Load(),
 		Tuples:         e.entries.Load(),

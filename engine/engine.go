@@ -37,8 +37,7 @@ type Engine struct {
 	region  string
 	regions regionTable // foreign region names <-> component indexes
 
-	allowed     atomic.Uint64
-	denied      atomic.Uint64
+	decisions   decisionCounters
 	replayed    atomic.Uint64 // replay items received from edges
 	published   atomic.Uint64 // components handed to the publisher
 	imports     atomic.Uint64 // components received that changed a count
@@ -125,11 +124,7 @@ func (e *Engine) decide(key []byte, windowMs int64, limit, cost, extra uint64, n
 	}
 	sh.mu.Unlock()
 
-	if d.Allowed {
-		e.allowed.Add(1)
-	} else {
-		e.denied.Add(1)
-	}
+	e.decisions.add(uint64(h), d.Allowed)
 	return d, cc, nil
 }
 
@@ -236,9 +231,10 @@ type Stats struct {
 
 // Stats returns a consistent-enough reading of the engine's counters (each is atomic).
 func (e *Engine) Stats() Stats {
+	allowed, denied := e.decisions.load()
 	return Stats{
-		Allowed:        e.allowed.Load(),
-		Denied:         e.denied.Load(),
+		Allowed:        allowed,
+		Denied:         denied,
 		RefusedFull:    e.refused.Load(),
 		ReplayItems:    e.replayed.Load(),
 		Published:      e.published.Load(),

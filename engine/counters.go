@@ -1,0 +1,30 @@
+package engine
+
+import "sync/atomic"
+
+// decisionCounters count allowed and denied decisions in stripes picked by the tuple's
+// hash: cores deciding different tuples then do not write one shared cache line per
+// request. A total is the sum of the stripes; no count is lost.
+type decisionCounters struct {
+	stripes [16]struct {
+		allowed, denied atomic.Uint64
+		_               [48]byte // one stripe per 64-byte line
+	}
+}
+
+func (c *decisionCounters) add(hash uint64, allowed bool) {
+	s := &c.stripes[hash%uint64(len(c.stripes))]
+	if allowed {
+		s.allowed.Add(1)
+	} else {
+		s.denied.Add(1)
+	}
+}
+
+func (c *decisionCounters) load() (allowed, denied uint64) {
+	for i := range c.stripes {
+		allowed += c.stripes[i].allowed.Load()
+		denied += c.stripes[i].denied.Load()
+	}
+	return allowed, denied
+}
