@@ -396,8 +396,9 @@ func (e *Edge) remember(le *localEntry) {
 	}
 }
 
-// freshEntry returns the entry of key when local memory may decide it without the
-// origin: cached, fresh, not strict. Otherwise nil, and the caller refreshes.
+// freshEntry returns the entry of key, locked, when local memory may decide it without the
+// origin: cached, fresh, not strict. Otherwise nil, and the caller refreshes. Holding the
+// lock from the check to the decision keeps them one step.
 func (e *Edge) freshEntry(l *originLink, key []byte, now int64) *localEntry {
 	le := e.lookup(l, key)
 	if le == nil {
@@ -406,13 +407,12 @@ func (e *Edge) freshEntry(l *originLink, key []byte, now int64) *localEntry {
 	le.mu.Lock()
 	// Without an observed rate of the other edges, a view is only trusted for two replay
 	// intervals: they may have taken anything since.
-	fresh := now < le.freshUntil && now >= le.strictUntil &&
-		(le.rated || l.edges.Load() == 1 || now-le.refreshedMs <= 2*e.cfg.ReplayInterval.Milliseconds())
-	le.mu.Unlock()
-	if !fresh {
-		return nil
+	if now < le.freshUntil && now >= le.strictUntil &&
+		(le.rated || l.edges.Load() == 1 || now-le.refreshedMs <= 2*e.cfg.ReplayInterval.Milliseconds()) {
+		return le
 	}
-	return le
+	le.mu.Unlock()
+	return nil
 }
 
 // refresh returns the entry of key after reading the origin (reads of one tuple are
@@ -493,7 +493,7 @@ func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool, now int64) (Deci
 	var buf [256]byte
 	key := AppendKey(buf[:0], t)
 	l := e.link(key)
-	le := e.freshEntry(l, key, now)
+	le := e.freshEntry(l, key, now) // locked when not nil
 	if le == nil {
 		if !mayWait {
 			return Decision{}, false, nil
@@ -501,10 +501,10 @@ func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool, now int64) (Deci
 		seq, _ := position(now, t.WindowMs)
 		le, _ = e.refresh(l, string(key), t.WindowMs, seq, now)
 		now = e.clock.NowMs()
+		le.mu.Lock()
 	}
 	seq, elapsed := position(now, t.WindowMs)
 
-	le.mu.Lock()
 	if !mayWait && max(le.cells[0].seq, le.cells[1].seq) > seq {
 		// The batch's instant precedes a window this entry already holds: let Limit
 		// decide at the clock's reading.
