@@ -19,6 +19,9 @@
 #        RATCHET_EDGE_FLAGS    extra flags of the edges (default none)
 #        RATCHET_BENCH_EXTRA="--flag value ..."  extra flags for every ratchet process
 #        BENCH_PIN=1       pin every server to CPU 1 and redis-benchmark to CPU 0 (taskset)
+#        BENCH_ROUNDS=N    run the targets N times in turn (default 1) and print, for every
+#                          column, the median of the N runs: on a shared, noisy machine the
+#                          rounds interleave so that a disturbance falls on all targets
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-200000}
@@ -99,12 +102,16 @@ run() {
     '{ printf "%s %s %s %.2f %.2f\n", $1, $2, $3, ($4 - $5) * 1e6 / hz / n, ($6 + $7) * 1e6 / n }'
 }
 
-declare -A rps p50 p99 cpu ccpu
+rounds=${BENCH_ROUNDS:-1}
+# median VALUES... -> the middle value (the lower middle of an even count)
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+declare -A rps p50 p99 cpu ccpu all
 targets=(incr lua origin edge edge1s)
 for space in rand hot; do
   k="key:__rand_int__"
   [ "$space" = hot ] && k="key:hot"
   for pipe in 1 16; do
+    for _ in $(seq "$rounds"); do
     for t in "${targets[@]}"; do
       case $t in
       incr) out=$(run $pid_redis $P_REDIS $pipe $space INCR "$k") ;;
@@ -113,12 +120,23 @@ for space in rand hot; do
       edge) out=$(run "$pid_edge $pid_edge_origin" $P_EDGE $pipe $space RL.LIMIT "$k" $limit $window) ;;
       edge1s) out=$(run "$pid_edge1 $pid_edge1_origin" $P_EDGE1 $pipe $space RL.LIMIT "$k" $limit $window) ;;
       esac
-      read -r rps[$t,$space,$pipe] p50[$t,$space,$pipe] p99[$t,$space,$pipe] cpu[$t,$space,$pipe] ccpu[$t,$space,$pipe] <<<"$out"
+      all[$t,$space,$pipe]+="$out;"
+    done
+    done
+    for t in "${targets[@]}"; do
+      for col in 1 2 3 4 5; do
+        # shellcheck disable=SC2046
+        v=$(median $(tr ';' '\n' <<<"${all[$t,$space,$pipe]}" | awk -v c=$col 'NF { print $c }'))
+        case $col in
+        1) rps[$t,$space,$pipe]=$v ;; 2) p50[$t,$space,$pipe]=$v ;; 3) p99[$t,$space,$pipe]=$v ;;
+        4) cpu[$t,$space,$pipe]=$v ;; 5) ccpu[$t,$space,$pipe]=$v ;;
+        esac
+      done
     done
   done
 done
 
-echo "requests per run: $n; -c 50; $(nproc) cores; $(redis-server --version | cut -d' ' -f1-3); pinned: ${BENCH_PIN:-0}"
+echo "requests per run: $n; rounds: $rounds (medians); -c 50; $(nproc) cores; $(redis-server --version | cut -d' ' -f1-3); pinned: ${BENCH_PIN:-0}"
 echo "origins: ${origin_flags[*]:-(defaults)}; edges: ${edge_flags[*]:-(defaults)}; data dirs on (snapshots every 1s)"
 echo "server us/req: server CPU (user+sys) per request, the edge rows adding their origin's;"
 echo "client us/req: redis-benchmark's CPU per request (near 1e6/rps: the load generator is the limit)"
