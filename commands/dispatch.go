@@ -32,6 +32,7 @@ type ConnStats struct {
 	Total     uint64
 	Rejected  uint64
 	Port      int
+	HandBacks uint64 // connections that went back to an event loop after waiting
 }
 
 // PeerInfo describes one peer region for INFO.

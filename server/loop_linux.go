@@ -143,7 +143,7 @@ func (s *Server) adopt(c *net.TCPConn, sess *commands.Session) bool {
 		return false
 	}
 	l := s.loops[uint64(sess.ID)%uint64(len(s.loops))]
-	lc := &loopConn{fd: fd, sess: sess, proto: 2}
+	lc := &loopConn{fd: fd, sess: sess, proto: sess.Proto()}
 	sess.NoWait = true
 	// Under l.mu: the loop cannot close its epoll set meanwhile, and it takes the new
 	// connection from added (level-triggered events that come first are seen again).
@@ -381,7 +381,6 @@ func (l *loop) handOver(c *loopConn, rest []byte) {
 		l.s.forget(c.sess)
 		return
 	}
-	c.sess.NoWait = false
 	l.s.mu.Lock()
 	if l.s.closing { // Shutdown has already unblocked the connections it knew
 		l.s.mu.Unlock()

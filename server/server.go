@@ -56,11 +56,12 @@ type Server struct {
 	log     *slog.Logger
 	handler Handler
 
-	ln       net.Listener
-	port     int
-	nextID   atomic.Int64
-	total    atomic.Uint64
-	rejected atomic.Uint64
+	ln        net.Listener
+	port      int
+	nextID    atomic.Int64
+	total     atomic.Uint64
+	rejected  atomic.Uint64
+	handBacks atomic.Uint64 // connections returned from a goroutine to a loop
 
 	mu       sync.Mutex                     // guards conns and closing
 	conns    map[*commands.Session]net.Conn // nil net.Conn: owned by an event loop
@@ -176,10 +177,18 @@ func (s *Server) isClosing() bool {
 // leaves, QUITs, errs, or sends a protocol error. A connection handed over by an event
 // loop brings the replies its socket had not taken (out, written first) and the requests
 // not served yet (in, served before reading).
+//
+// A connection that came from a loop keeps its session's NoWait: a request that would wait
+// is served again here with NoWait off, and once a batch has been served without any such
+// request and nothing more has arrived, the connection goes back to a loop.
 func (s *Server) serveConn(sess *commands.Session, c net.Conn, in, out []byte) {
+	fromLoop := sess.NoWait
+	returned := false
 	defer func() {
-		_ = c.Close()
-		s.forget(sess)
+		if !returned {
+			_ = c.Close()
+			s.forget(sess)
+		}
 		s.wg.Done()
 	}()
 	lim := s.cfg.Limits
@@ -217,6 +226,7 @@ func (s *Server) serveConn(sess *commands.Session, c net.Conn, in, out []byte) {
 		sess.Touch(now.UnixMilli())
 
 		off := 0
+		waited := false
 		for off < len(buf) && !sess.Closing() {
 			args, used, perr := resp.Parse(buf[off:], argv, lim)
 			if perr != nil {
@@ -230,6 +240,11 @@ func (s *Server) serveConn(sess *commands.Session, c net.Conn, in, out []byte) {
 			argv = args[:0]
 			if len(args) > 0 {
 				s.handler.Serve(sess, &w, args)
+				if sess.WouldBlock { // only with NoWait: serve it again, waiting
+					sess.WouldBlock, sess.NoWait, waited = false, false, true
+					s.handler.Serve(sess, &w, args)
+					sess.NoWait = true
+				}
 			}
 			if w.Len() >= flushAt {
 				now = time.Now()
@@ -247,7 +262,34 @@ func (s *Server) serveConn(sess *commands.Session, c net.Conn, in, out []byte) {
 		if err := s.flush(c, &w, &dl, now); err != nil || sess.Closing() || rerr != nil {
 			return
 		}
+		if fromLoop && !waited && len(buf) == 0 {
+			if returned = s.handBack(sess, c); returned {
+				return
+			}
+		}
 	}
+}
+
+// handBack gives a connection served by serveConn back to an event loop; false when it
+// cannot (it then stays with its goroutine).
+func (s *Server) handBack(sess *commands.Session, c net.Conn) bool {
+	tc, ok := c.(*net.TCPConn)
+	if !ok || s.loops == nil {
+		return false
+	}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return false
+	}
+	s.conns[sess] = nil
+	s.mu.Unlock()
+	if !s.adopt(tc, sess) { // adopt closed c
+		s.forget(sess)
+		return true
+	}
+	s.handBacks.Add(1)
+	return true
 }
 
 // deadline remembers when a connection's write deadline was last pushed back, so that a
@@ -328,5 +370,6 @@ func (s *Server) ConnStats() commands.ConnStats {
 	s.mu.Lock()
 	n := len(s.conns)
 	s.mu.Unlock()
-	return commands.ConnStats{Connected: n, Total: s.total.Load(), Rejected: s.rejected.Load(), Port: s.port}
+	return commands.ConnStats{Connected: n, Total: s.total.Load(), Rejected: s.rejected.Load(), Port: s.port,
+		HandBacks: s.handBacks.Load()}
 }

@@ -291,7 +291,7 @@ func (l *waitingLimiter) Limit(t engine.Tuple, limit, cost uint64) (engine.Decis
 // the protocol chosen by HELLO carries over, and the connection goes on working.
 func TestHandOverKeepsOrder(t *testing.T) {
 	lim := &waitingLimiter{Engine: engine.New(engine.SystemClock{}, engine.Config{})}
-	_, addr := startWith(t, server.Config{EventLoops: 1}, func(srv *server.Server) server.Handler {
+	srv, addr := startWith(t, server.Config{EventLoops: 1}, func(srv *server.Server) server.Handler {
 		return commands.New(commands.Options{Limiter: lim, Host: srv, Role: "edge", Version: "test"})
 	})
 	c, r := dial(t, addr)
@@ -348,6 +348,37 @@ func TestHandOverKeepsOrder(t *testing.T) {
 	}
 	if line, _ = r.ReadString('\n'); line != "%10\r\n" {
 		t.Fatalf("RL.STATUS after the hand-over: %q, want a RESP3 map of 10", line)
+	}
+	for range 10*3 + 1 { // the rest of the map: 10 names (2 lines each), 9 integers, "local"
+		_, _ = r.ReadString('\n')
+	}
+	// Once a batch needed no wait, the connection went back to its loop; it goes on
+	// answering there, in order, with a cold request handed over again.
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.ConnStats().HandBacks == 0 && time.Now().Before(deadline) {
+		if _, err := io.WriteString(c, "PING\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		if line, _ = r.ReadString('\n'); line != "+PONG\r\n" {
+			t.Fatalf("PING: %q", line)
+		}
+	}
+	if srv.ConnStats().HandBacks == 0 {
+		t.Fatal("the connection never went back to its loop")
+	}
+	if _, err := io.WriteString(c, "RL.LIMIT cold:a 10 1m\r\nRL.LIMIT warm 10 1m\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{":8", ":7"} {
+		if line, _ = r.ReadString('\n'); line != "*5\r\n" {
+			t.Fatalf("after the return: header %q", line)
+		}
+		if got := readInts(); got[2] != want {
+			t.Fatalf("after the return: %v, want remaining %s", got, want)
+		}
+	}
+	if n := lim.waits.Load(); n != 2 {
+		t.Fatalf("cold requests waited %d times, want 2", n)
 	}
 }
 
