@@ -99,11 +99,9 @@ func (s *Server) Listen() error {
 	}
 	s.ln = ln
 	if s.cfg.EventLoops > 0 && s.cfg.TLS == nil && loopsAvailable() {
-		{
-			if err := s.startLoops(s.cfg.EventLoops); err != nil {
-				_ = ln.Close()
-				return fmt.Errorf("start event loops: %w", err)
-			}
+		if err := s.startLoops(s.cfg.EventLoops); err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("start event loops: %w", err)
 		}
 	}
 	return nil
