@@ -19,6 +19,7 @@
 #        RATCHET_EDGE_FLAGS    extra flags of the edges (default none)
 #        RATCHET_BENCH_EXTRA="--flag value ..."  extra flags for every ratchet process
 #        BENCH_PIN=1       pin every server to CPU 1 and redis-benchmark to CPU 0 (taskset)
+#        BENCH_TARGETS="origin edge"  run only these of: incr lua origin edge edge1s
 #        BENCH_ROUNDS=N    run the targets N times in turn (default 1) and print, for every
 #                          column, the median of the N runs: on a shared, noisy machine the
 #                          rounds interleave so that a disturbance falls on all targets
@@ -106,7 +107,8 @@ rounds=${BENCH_ROUNDS:-1}
 # median VALUES... -> the middle value (the lower middle of an even count)
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 declare -A rps p50 p99 cpu ccpu all
-targets=(incr lua origin edge edge1s)
+# shellcheck disable=SC2206
+targets=(${BENCH_TARGETS:-incr lua origin edge edge1s})
 for space in rand hot; do
   k="key:__rand_int__"
   [ "$space" = hot ] && k="key:hot"
@@ -153,14 +155,14 @@ done
 echo
 echo "throughput ratios (requests/s), and in brackets CPU-per-request ratios (higher: ratchet cheaper)"
 printf '%-6s %-4s %18s %18s %18s\n' keys -P "origin/INCR" "origin/Lua" "edge/origin"
-ratio() { echo "$1 $2" | awk '{ printf "%.2f", $1 / $2 }'; }
+ratio() { echo "${1:-0} ${2:-0}" | awk '{ if ($2 > 0) printf "%.2f", $1 / $2; else printf "-" }'; }
 for space in rand hot; do
   for pipe in 1 16; do
-    o=${rps[origin,$space,$pipe]} oc=${cpu[origin,$space,$pipe]}
+    o=${rps[origin,$space,$pipe]:-} oc=${cpu[origin,$space,$pipe]:-}
     printf '%-6s %-4s %18s %18s %18s\n' "$space" "$pipe" \
-      "$(ratio "$o" "${rps[incr,$space,$pipe]}") ($(ratio "${cpu[incr,$space,$pipe]}" "$oc"))" \
-      "$(ratio "$o" "${rps[lua,$space,$pipe]}") ($(ratio "${cpu[lua,$space,$pipe]}" "$oc"))" \
-      "$(ratio "${rps[edge,$space,$pipe]}" "$o") ($(ratio "$oc" "${cpu[edge,$space,$pipe]}"))"
+      "$(ratio "$o" "${rps[incr,$space,$pipe]:-}") ($(ratio "${cpu[incr,$space,$pipe]:-}" "$oc"))" \
+      "$(ratio "$o" "${rps[lua,$space,$pipe]:-}") ($(ratio "${cpu[lua,$space,$pipe]:-}" "$oc"))" \
+      "$(ratio "${rps[edge,$space,$pipe]:-}" "$o") ($(ratio "$oc" "${cpu[edge,$space,$pipe]:-}"))"
   done
 done
 echo

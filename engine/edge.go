@@ -71,7 +71,7 @@ func (c *edgeCell) total() uint64 {
 
 // localEntry is an edge's state of one tuple.
 type localEntry struct {
-	key    string // tuple key (AppendKey)
+	key    []byte // tuple key (AppendKey); never changed, so replay items share it
 	hash   uint64 // maphash of key with the edge's seed: its cache key
 	window int64
 	link   *originLink
@@ -87,10 +87,11 @@ type localEntry struct {
 	othersRate  float64 // other edges' growth of the cell, per ms, smoothed (a margin estimate)
 	rated       bool    // othersRate holds at least one observation
 	pinned      bool    // in link.pins (guarded by link.mu, read under mu)
+	pinIdx      int     // index in link.pins while pinned (guarded by link.mu)
 }
 
 func newLocalEntry(key string, hash uint64, window int64, link *originLink) *localEntry {
-	return &localEntry{key: key, hash: hash, window: window, link: link,
+	return &localEntry{key: []byte(key), hash: hash, window: window, link: link,
 		cells: [2]edgeCell{{seq: emptySeq}, {seq: emptySeq}}}
 }
 
@@ -201,12 +202,15 @@ type originLink struct {
 	backoffMs atomic.Int64
 	edges     atomic.Int64 // active edges in the region, as the origin last said
 
-	mu sync.Mutex // guards pins, byKey, batch, batchID
-	// pins holds every entry with unacknowledged cost: the replay set. byKey finds one of
-	// them by tuple key for a lookup after the cache lost the entry. Two entries of one key
-	// can exist (the cache evicted one while a request still held it); both stay in pins.
-	pins    map[*localEntry]struct{}
-	byKey   map[string]*localEntry
+	mu sync.Mutex // guards pins, byKey, cursor, batch, batchID
+	// pins holds every entry with unacknowledged cost: the replay set (each entry knows
+	// its index, so removal is a swap). byKey finds one of them by the hash of its tuple
+	// key for a lookup after the cache lost the entry; the lookup checks the key. Two
+	// entries of one key can exist (the cache evicted one while a request still held it);
+	// both stay in pins, and byKey holds one of them.
+	pins    []*localEntry
+	byKey   map[uint64]*localEntry
+	cursor  int           // where the next batch starts taking pins, so all get their turn
 	batch   *pendingBatch // the batch being delivered, resent unchanged until answered
 	batchID uint64
 
@@ -323,7 +327,7 @@ func NewEdge(clock Clock, cfg EdgeConfig) (*Edge, error) {
 	}
 	e.cache = cache
 	for i, o := range cfg.Origins {
-		l := &originLink{id: cfg.OriginIDs[i], client: o, pins: make(map[*localEntry]struct{}), byKey: make(map[string]*localEntry), kick: make(chan struct{}, 1)}
+		l := &originLink{id: cfg.OriginIDs[i], client: o, byKey: make(map[uint64]*localEntry), kick: make(chan struct{}, 1)}
 		l.reachable.Store(true)
 		l.edges.Store(1)
 		e.links = append(e.links, l)
@@ -377,15 +381,17 @@ func (e *Edge) OriginFor(t Tuple) string { return e.link(AppendKey(nil, t)).id }
 // not escape; two keys with one hash share a slot, and the check of le.key turns the
 // loser's lookups into misses (a miss is safe: the origin is read again).
 func (e *Edge) lookup(l *originLink, key []byte) *localEntry {
-	if le, ok := e.cache.Get(maphash.Bytes(e.seed, key)); ok && le.key == string(key) {
+	if le, ok := e.cache.Get(maphash.Bytes(e.seed, key)); ok && string(le.key) == string(key) {
 		return le
 	}
+	h := maphash.Bytes(e.seed, key)
 	l.mu.Lock()
-	le := l.byKey[string(key)]
+	le := l.byKey[h]
 	l.mu.Unlock()
-	if le != nil {
-		e.remember(le)
+	if le == nil || string(le.key) != string(key) {
+		return nil
 	}
+	e.remember(le)
 	return le
 }
 
@@ -518,7 +524,7 @@ func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool, now int64) (Deci
 			le.mu.Unlock()
 			return Decision{}, false, nil
 		}
-		req := DecideRequest{Key: []byte(le.key), Limit: limit, Cost: cost}
+		req := DecideRequest{Key: le.key, Limit: limit, Cost: cost}
 		if c := le.cell(seq); c != nil {
 			req.Pending, req.Inflight = c.pending, c.inflight
 			if c.inflight > 0 {
@@ -621,9 +627,10 @@ func (e *Edge) account(l *originLink, le *localEntry, seq int64, cost, limit uin
 			l.mu.Unlock()
 			return ErrReplayFull
 		}
-		l.pins[le] = struct{}{}
-		if _, ok := l.byKey[le.key]; !ok {
-			l.byKey[le.key] = le
+		le.pinIdx = len(l.pins)
+		l.pins = append(l.pins, le)
+		if _, ok := l.byKey[le.hash]; !ok {
+			l.byKey[le.hash] = le
 		}
 		le.pinned = true
 		full := len(l.pins) >= e.cfg.MaxBatchItems

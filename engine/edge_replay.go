@@ -129,16 +129,20 @@ const errShortReply = replyError("origin answered a replay batch with the wrong 
 // matter is dropped (and counted).
 func (e *Edge) buildBatch(l *originLink, now int64) *pendingBatch {
 	l.mu.Lock()
-	entries := make([]*localEntry, 0, min(len(l.pins), e.cfg.MaxBatchItems))
-	for le := range l.pins {
-		if len(entries) == e.cfg.MaxBatchItems {
-			break
-		}
-		entries = append(entries, le)
+	n := min(len(l.pins), e.cfg.MaxBatchItems)
+	entries := make([]*localEntry, 0, n)
+	if l.cursor >= len(l.pins) {
+		l.cursor = 0
 	}
+	for i := 0; i < n; i++ {
+		entries = append(entries, l.pins[(l.cursor+i)%len(l.pins)])
+	}
+	l.cursor += n
 	l.mu.Unlock()
 
 	b := &pendingBatch{}
+	b.Items = make([]ReplayItem, 0, len(entries))
+	b.entries = make([]*localEntry, 0, len(entries))
 	for _, le := range entries {
 		le.mu.Lock()
 		live := now/le.window - 1
@@ -152,7 +156,7 @@ func (e *Edge) buildBatch(l *originLink, now int64) *pendingBatch {
 				c.pending = 0
 				continue
 			}
-			b.Items = append(b.Items, ReplayItem{Key: []byte(le.key), Seq: c.seq, Cost: c.pending, Limit: c.minLimit})
+			b.Items = append(b.Items, ReplayItem{Key: le.key, Seq: c.seq, Cost: c.pending, Limit: c.minLimit})
 			b.entries = append(b.entries, le)
 			c.inflight = satAdd(c.inflight, c.pending)
 			c.pending = 0
@@ -178,9 +182,12 @@ func (e *Edge) unpinIfIdle(l *originLink, le *localEntry) {
 		return
 	}
 	l.mu.Lock()
-	delete(l.pins, le)
-	if l.byKey[le.key] == le {
-		delete(l.byKey, le.key)
+	last := l.pins[len(l.pins)-1]
+	l.pins[le.pinIdx], last.pinIdx = last, le.pinIdx
+	l.pins[len(l.pins)-1] = nil
+	l.pins = l.pins[:len(l.pins)-1]
+	if l.byKey[le.hash] == le {
+		delete(l.byKey, le.hash)
 	}
 	l.mu.Unlock()
 	le.pinned = false
