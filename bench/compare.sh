@@ -16,7 +16,8 @@
 # Env:   RATCHET_ORIGIN_FLAGS  flags of the origins (default "--event-loops 1": clients
 #                              are served from one event loop, as redis-server serves
 #                              them from one thread, leaving a core to the load generator)
-#        RATCHET_EDGE_FLAGS    extra flags of the edges (default none)
+#        RATCHET_EDGE_FLAGS    extra flags of the edges (default "--event-loops 1", as the
+#                              origins: an edge's loops would otherwise take both cores)
 #        RATCHET_BENCH_EXTRA="--flag value ..."  extra flags for every ratchet process
 #        BENCH_PIN=1       pin every server to CPU 1 and redis-benchmark to CPU 0 (taskset)
 #        BENCH_TARGETS="origin edge"  run only these of: incr lua origin edge edge1s
@@ -43,7 +44,7 @@ extra=(${RATCHET_BENCH_EXTRA:-})
 # shellcheck disable=SC2206
 origin_flags=(${RATCHET_ORIGIN_FLAGS---event-loops 1})
 # shellcheck disable=SC2206
-edge_flags=(${RATCHET_EDGE_FLAGS:-})
+edge_flags=(${RATCHET_EDGE_FLAGS---event-loops 1})
 srv=() cli=()
 if [ "${BENCH_PIN:-0}" = 1 ]; then srv=(taskset -c 1) cli=(taskset -c 0); fi
 common=(--metrics-listen "" --log-level warn "${extra[@]}")
