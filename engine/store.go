@@ -6,6 +6,7 @@ import (
 	"math"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 )
@@ -324,7 +325,7 @@ func (s *store) insert(sh *shard, h uint32, key []byte, force bool) (*entry, err
 func (s *store) eachLive(nowMs int64, fn func(key string, ent *entry, i int) bool) {
 	for i := range s.shards {
 		sh := &s.shards[i]
-		sh.mu.Lock()
+		lockYielding(&sh.mu)
 		for j := range sh.slots {
 			sl := &sh.slots[j]
 			key := sl.key()
@@ -348,6 +349,21 @@ func (s *store) eachLive(nowMs int64, fn func(key string, ent *entry, i int) boo
 		// request would otherwise wait for the whole pass.
 		runtime.Gosched()
 	}
+}
+
+// lockYielding takes a shard's lock for a background pass without queueing on it while
+// requests use the shard: a pass that queued for over a millisecond would switch the mutex
+// to starvation mode, where every unlock by a request hands the lock over and gives up the
+// request's turn on its thread (seen as scheduling delay in an event loop's trace). After
+// many tries it queues, so the pass still ends.
+func lockYielding(mu *sync.Mutex) {
+	for range 1000 {
+		if mu.TryLock() {
+			return
+		}
+		runtime.Gosched()
+	}
+	mu.Lock()
 }
 
 // keyArena copies keys out of their slots into chunks shared by many keys, so that a pass
@@ -378,7 +394,7 @@ func (s *store) sweep(nowMs int64) int64 {
 	hash := func(k string) uint32 { return hashInShard(s.seed, k) }
 	for i := range s.shards {
 		sh := &s.shards[i]
-		sh.mu.Lock()
+		lockYielding(&sh.mu)
 		// Backwards: a delete moves the last slot, already visited, into the hole.
 		for j := len(sh.slots) - 1; j >= 0; j-- {
 			sl := &sh.slots[j]
