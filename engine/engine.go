@@ -38,6 +38,7 @@ type Engine struct {
 	regions regionTable // foreign region names <-> component indexes
 
 	decisions   decisionCounters
+	dirty       atomic.Bool   // counts changed since Changed last cleared it
 	replayed    atomic.Uint64 // replay items received from edges
 	published   atomic.Uint64 // components handed to the publisher
 	imports     atomic.Uint64 // components received that changed a count
@@ -116,6 +117,7 @@ func (e *Engine) decide(key []byte, windowMs int64, limit, cost, extra uint64, n
 			c := &ent.cells[i]
 			c.regional = satAdd(c.regional, cost)
 			c.seeLimit(limit)
+			e.markDirty()
 		}
 	}
 	cc := CellCounts{Seq: seq}
@@ -186,6 +188,18 @@ func (e *Engine) Status(t Tuple) Status {
 	sh.mu.Unlock()
 	return st
 }
+
+// markDirty notes that counts changed. It writes the flag only when it is clear, so between
+// two snapshots requests on every thread only read its cache line.
+func (e *Engine) markDirty() {
+	if !e.dirty.Load() {
+		e.dirty.Store(true)
+	}
+}
+
+// Changed reports whether any count changed since the last call (or since New), and clears
+// the mark: a periodic snapshot that finds nothing changed need not be written again.
+func (e *Engine) Changed() bool { return e.dirty.Swap(false) }
 
 // Sweep drops the cells that can no longer matter and returns how many it dropped.
 func (e *Engine) Sweep() int64 { return e.store.sweep(e.clock.NowMs()) }

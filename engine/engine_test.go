@@ -685,3 +685,42 @@ func TestLimitAtStaleInstant(t *testing.T) {
 		t.Fatalf("current cell holds %d, want 10", st.CurrentRegional)
 	}
 }
+
+// TestChanged: Changed reports count changes once (a periodic snapshot skips idle
+// intervals), and only changes: a denial, a peek or a read changes nothing.
+func TestChanged(t *testing.T) {
+	const w = 60_000
+	e, clock := newEngine(10 * w)
+	tp := tup("k", w)
+	key := engine.AppendKey(nil, tp)
+	steps := []struct {
+		name string
+		do   func()
+		want bool
+	}{
+		{"new engine", func() {}, false},
+		{"allowed request", func() { mustLimit(t, e, tp, 1, 1) }, true},
+		{"nothing since", func() {}, false},
+		{"denied request", func() { mustLimit(t, e, tp, 1, 1) }, false},
+		{"peek", func() { mustLimit(t, e, tp, 5, 0) }, false},
+		{"status", func() { e.Status(tp) }, false},
+		{"replay", func() {
+			e.ServeReplay(engine.ReplayBatch{Node: "n", ID: 1, Items: []engine.ReplayItem{{Key: key, Seq: clock.NowMs() / w, Cost: 2, Limit: 10}}})
+		}, true},
+		{"replay redelivered", func() {
+			e.ServeReplay(engine.ReplayBatch{Node: "n", ID: 1, Items: []engine.ReplayItem{{Key: key, Seq: clock.NowMs() / w, Cost: 2, Limit: 10}}})
+		}, false},
+		{"foreign component", func() {
+			e.MergeComponents([]engine.Component{{Key: key, Seq: clock.NowMs() / w, Region: "other", Count: 3}})
+		}, true},
+		{"same component again", func() {
+			e.MergeComponents([]engine.Component{{Key: key, Seq: clock.NowMs() / w, Region: "other", Count: 3}})
+		}, false},
+	}
+	for _, s := range steps {
+		s.do()
+		if got := e.Changed(); got != s.want {
+			t.Fatalf("%s: Changed() = %v, want %v", s.name, got, s.want)
+		}
+	}
+}

@@ -234,6 +234,7 @@ func (e *Engine) applyReplay(it ReplayItem, nowMs int64) {
 	}
 	c := &ent.cells[i]
 	c.regional = satAdd(c.regional, it.Cost)
+	e.markDirty()
 	c.seeLimit(it.Limit)
 }
 

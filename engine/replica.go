@@ -118,6 +118,9 @@ func (e *Engine) MergeComponents(comps []Component) (changed int) {
 		sh.mu.Unlock()
 	}
 	e.imports.Add(uint64(changed))
+	if changed > 0 {
+		e.markDirty()
+	}
 	return changed
 }
 

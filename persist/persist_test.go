@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -585,7 +586,7 @@ func TestRun(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			persist.Run(ctx, s, src, 5*time.Millisecond)
+			persist.Run(ctx, s, src, nil, 5*time.Millisecond)
 		}()
 		waitFor(t, "three saves", func() bool { return s.Stats().LastCells >= 3 })
 		cancel()
@@ -620,7 +621,7 @@ func TestRun(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			persist.Run(ctx, s, func() []engine.CellRecord { return genRecords(10, 18) }, 5*time.Millisecond)
+			persist.Run(ctx, s, func() []engine.CellRecord { return genRecords(10, 18) }, nil, 5*time.Millisecond)
 		}()
 		waitFor(t, "two failures", func() bool { return s.Stats().Failures >= 2 })
 		// Empty the directory with one unlink: the saver then removes it itself. (Removing
@@ -637,6 +638,41 @@ func TestRun(t *testing.T) {
 		}
 	})
 
+	t.Run("unchanged intervals write nothing; a failed save is retried anyway", func(t *testing.T) {
+		dir := t.TempDir()
+		s, err := persist.Open(dir, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		block := filepath.Join(dir, "snapshot.db.tmp", "x")
+		if err := os.MkdirAll(block, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var changes, calls atomic.Int64
+		changes.Store(1) // one change, then none
+		changed := func() bool { return changes.Swap(0) > 0 }
+		src := func() []engine.CellRecord { calls.Add(1); return genRecords(10, 18) }
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			persist.Run(ctx, s, src, changed, 5*time.Millisecond)
+		}()
+		waitFor(t, "two failed saves of the one change", func() bool { return s.Stats().Failures >= 2 })
+		if err := os.Remove(block); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the change saved", func() bool { return s.Stats().LastCells == 10 })
+		saved := calls.Load()
+		first := s.Stats().LastSuccessMs
+		waitFor(t, "an unchanged interval counted as current", func() bool { return s.Stats().LastSuccessMs > first })
+		cancel()
+		<-done
+		if got := calls.Load(); got != saved {
+			t.Fatalf("src called %d times after the change was saved, want 0", got-saved)
+		}
+	})
+
 	t.Run("non-positive interval returns at once", func(t *testing.T) {
 		s, _ := openStore(t)
 		done := make(chan struct{})
@@ -645,7 +681,7 @@ func TestRun(t *testing.T) {
 			persist.Run(context.Background(), s, func() []engine.CellRecord {
 				t.Error("src called")
 				return nil
-			}, 0)
+			}, nil, 0)
 		}()
 		select {
 		case <-done:

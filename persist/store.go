@@ -103,13 +103,17 @@ func (s *Store) Stats() Stats {
 }
 
 // Run saves src() every interval until ctx is done. A failed save is logged and counted in
-// Stats, and the next tick tries again. Run does not save when ctx ends: the caller writes
-// the final snapshot with Save once it has stopped taking writes. A non-positive interval
-// disables periodic saves and Run returns at once.
-func Run(ctx context.Context, s *Store, src func() []engine.CellRecord, interval time.Duration) {
+// Stats, and the next tick tries again. When changed is not nil and reports that nothing
+// changed since the last tick, the tick writes nothing (an idle origin does not rewrite the
+// same snapshot every second) and counts as a success: the snapshot on disk is still
+// current. Run does not save when ctx ends: the caller writes the final snapshot with Save
+// once it has stopped taking writes. A non-positive interval disables periodic saves and
+// Run returns at once.
+func Run(ctx context.Context, s *Store, src func() []engine.CellRecord, changed func() bool, interval time.Duration) {
 	if interval <= 0 {
 		return
 	}
+	retry := false // the last save failed: save whatever changed() says
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -121,7 +125,13 @@ func Run(ctx context.Context, s *Store, src func() []engine.CellRecord, interval
 		if ctx.Err() != nil {
 			return // both were ready and select chose the tick
 		}
-		if err := s.Save(src()); err != nil {
+		if changed != nil && !retry && !changed() {
+			s.lastSuccessMs.Store(uint64(time.Now().UnixMilli()))
+			continue
+		}
+		err := s.Save(src())
+		retry = err != nil
+		if err != nil {
 			s.log.Error("periodic snapshot failed, retrying next interval",
 				"error", fmt.Errorf("periodic snapshot: %w", err),
 				"interval", interval, "failures", s.failures.Load())
