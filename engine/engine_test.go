@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -722,5 +725,47 @@ func TestChanged(t *testing.T) {
 		if got := e.Changed(); got != s.want {
 			t.Fatalf("%s: Changed() = %v, want %v", s.name, got, s.want)
 		}
+	}
+}
+
+// TestRecordsMatchesSnapshot: Records yields what Snapshot copies, foreign components
+// included, and stops when yield says so.
+func TestRecordsMatchesSnapshot(t *testing.T) {
+	const w = 60_000
+	e, clock := newEngine(10 * w)
+	for i := range 300 {
+		mustLimit(t, e, tup(fmt.Sprintf("k%d", i), w), 1000, uint64(1+i%3))
+	}
+	key := engine.AppendKey(nil, tup("k7", w))
+	e.MergeComponents([]engine.Component{{Key: key, Seq: clock.NowMs() / w, Region: "eu", Count: 4}})
+	clock.Advance(w) // the cells are previous ones now, still live
+	mustLimit(t, e, tup("k7", w), 1000, 2)
+
+	canon := func(recs []engine.CellRecord) []string {
+		var out []string
+		for _, r := range recs {
+			out = append(out, fmt.Sprintf("%q %d %d %d %v", r.Key, r.Seq, r.Regional, r.Imported, r.Foreign))
+		}
+		sort.Strings(out)
+		return out
+	}
+	var streamed []engine.CellRecord
+	e.Records(func(r engine.CellRecord) bool {
+		r.Key = strings.Clone(r.Key) // lent for the call only
+		r.Foreign = slices.Clone(r.Foreign)
+		streamed = append(streamed, r)
+		return true
+	})
+	want := canon(e.Snapshot())
+	if got := canon(streamed); !slices.Equal(got, want) {
+		t.Fatalf("Records yielded %d records, Snapshot %d:\n%v\n%v", len(got), len(want), got, want)
+	}
+	if len(want) != 301 {
+		t.Fatalf("%d records, want 301 (300 cells, and k7's new one)", len(want))
+	}
+	n := 0
+	e.Records(func(engine.CellRecord) bool { n++; return n < 5 })
+	if n != 5 {
+		t.Fatalf("Records went on after yield returned false: %d calls", n)
 	}
 }

@@ -38,6 +38,27 @@ func (e *Engine) Snapshot() []CellRecord {
 	return out
 }
 
+// Records yields every live cell, as Snapshot returns them, without copying them: a
+// periodic save encodes each record as it comes, so a snapshot of a million cells makes no
+// garbage. It yields under the lock of the record's shard: yield must be quick and must not
+// call the engine, and the record (its key and Foreign) is valid only during the call.
+// Shards are visited in turn, giving way between them.
+func (e *Engine) Records(yield func(CellRecord) bool) {
+	var foreign []RegionCount
+	e.store.eachLive(e.clock.NowMs(), func(k string, ent *entry, i int) bool {
+		c := &ent.cells[i]
+		r := CellRecord{Key: k, Seq: c.seq, Regional: c.regional, Imported: c.imported}
+		if fs := ent.foreign(i); len(fs) > 0 {
+			foreign = foreign[:0]
+			for _, f := range fs {
+				foreign = append(foreign, RegionCount{Region: e.regions.name(f.region), Count: f.count})
+			}
+			r.Foreign = foreign
+		}
+		return yield(r)
+	})
+}
+
 // Restore merges records into the store with max, keeping only cells that are still live.
 // Live cells are loaded even beyond --max-memory (a bound must never forget a live cell);
 // new cells are then refused until the sweep frees room. It returns the number of cells

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/ratchet/ratchet/engine"
@@ -110,7 +111,7 @@ func TestLoadVersion3(t *testing.T) {
 // is wrong (as a bug or a forged file would make them) are refused, never half-loaded.
 func TestLoadVersion4Malformed(t *testing.T) {
 	rec := func(key string, seq int64, regional uint64, foreign ...string) []byte {
-		b, _, err := encodeChunks(nil, nil, []engine.CellRecord{{Key: key, Seq: seq, Regional: regional}})
+		b, _, _, err := encodeChunks(nil, nil, slices.Values([]engine.CellRecord{{Key: key, Seq: seq, Regional: regional}}))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -574,6 +575,17 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// seqOf yields the records f returns, calling f once per pass.
+func seqOf(f func() []engine.CellRecord) iter.Seq[engine.CellRecord] {
+	return func(yield func(engine.CellRecord) bool) {
+		for _, r := range f() {
+			if !yield(r) {
+				return
+			}
+		}
+	}
+}
+
 func TestRun(t *testing.T) {
 	t.Run("saves periodically and stops on cancel", func(t *testing.T) {
 		s, _ := openStore(t)
@@ -586,7 +598,7 @@ func TestRun(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			persist.Run(ctx, s, src, nil, 5*time.Millisecond)
+			persist.Run(ctx, s, seqOf(src), nil, 5*time.Millisecond)
 		}()
 		waitFor(t, "three saves", func() bool { return s.Stats().LastCells >= 3 })
 		cancel()
@@ -621,7 +633,7 @@ func TestRun(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			persist.Run(ctx, s, func() []engine.CellRecord { return genRecords(10, 18) }, nil, 5*time.Millisecond)
+			persist.Run(ctx, s, seqOf(func() []engine.CellRecord { return genRecords(10, 18) }), nil, 5*time.Millisecond)
 		}()
 		waitFor(t, "two failures", func() bool { return s.Stats().Failures >= 2 })
 		// Empty the directory with one unlink: the saver then removes it itself. (Removing
@@ -656,7 +668,7 @@ func TestRun(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			persist.Run(ctx, s, src, changed, 5*time.Millisecond)
+			persist.Run(ctx, s, seqOf(src), changed, 5*time.Millisecond)
 		}()
 		waitFor(t, "two failed saves of the one change", func() bool { return s.Stats().Failures >= 2 })
 		if err := os.Remove(block); err != nil {
@@ -678,9 +690,8 @@ func TestRun(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			persist.Run(context.Background(), s, func() []engine.CellRecord {
+			persist.Run(context.Background(), s, func(func(engine.CellRecord) bool) {
 				t.Error("src called")
-				return nil
 			}, nil, 0)
 		}()
 		select {

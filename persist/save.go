@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io/fs"
+	"iter"
 	"os"
 	"path/filepath"
-	"runtime"
+	"slices"
 	"time"
 
 	"github.com/ratchet/ratchet/engine"
@@ -61,27 +62,31 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // taking the larger counts. On error the failure is counted in Stats and the snapshot is
 // the previous one (or, if only the final directory fsync failed, the new one): never a
 // partial file.
-func (s *Store) Save(recs []engine.CellRecord) error {
+func (s *Store) Save(recs []engine.CellRecord) error { return s.SaveSeq(slices.Values(recs)) }
+
+// SaveSeq is Save of the records recs yields, encoded as they come (engine.Records lends
+// each record only for the call): the snapshot makes no copy of the cells.
+func (s *Store) SaveSeq(recs iter.Seq[engine.CellRecord]) error {
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
 	start := time.Now()
-	err := s.save(recs, start)
+	n, err := s.save(recs, start)
 	if err != nil {
 		s.failures.Add(1)
 		return fmt.Errorf("save snapshot %s: %w", filepath.Join(s.dir, fileName), err)
 	}
 	s.lastDuration.Store(int64(time.Since(start)))
-	s.lastCells.Store(uint64(len(recs)))
+	s.lastCells.Store(n)
 	s.lastSuccessMs.Store(uint64(time.Now().UnixMilli()))
 	return nil
 }
 
 // save encodes recs, writes them to the temporary file, then renames it over the snapshot
 // and syncs the directory.
-func (s *Store) save(recs []engine.CellRecord, now time.Time) error {
-	buf, ends, err := encodeChunks(s.buf[:0], s.ends[:0], recs)
+func (s *Store) save(recs iter.Seq[engine.CellRecord], now time.Time) (uint64, error) {
+	buf, ends, n, err := encodeChunks(s.buf[:0], s.ends[:0], recs)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	// Keep the buffers for the next save, whose size is much the same, unless they are
 	// mostly unused after the store shrank.
@@ -92,17 +97,17 @@ func (s *Store) save(recs []engine.CellRecord, now time.Time) error {
 	}
 	tmp := filepath.Join(s.dir, tmpName)
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove stale %s: %w", tmp, err)
+		return 0, fmt.Errorf("remove stale %s: %w", tmp, err)
 	}
-	if err := writeFile(tmp, buf, ends, uint64(len(recs)), now); err != nil {
+	if err := writeFile(tmp, buf, ends, n, now); err != nil {
 		_ = os.Remove(tmp) // best effort: the next Save removes it anyway
-		return err
+		return 0, err
 	}
 	if err := os.Rename(tmp, filepath.Join(s.dir, fileName)); err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("rename %s: %w", tmp, err)
+		return 0, fmt.Errorf("rename %s: %w", tmp, err)
 	}
-	return syncDir(s.dir)
+	return n, syncDir(s.dir)
 }
 
 // encodeChunks appends the records of recs to buf, in their order, and the end offset of
@@ -110,13 +115,16 @@ func (s *Store) save(recs []engine.CellRecord, now time.Time) error {
 //
 //	uvarint len(key) | key | varint seq | uvarint regional | uvarint imported |
 //	uvarint len(foreign) | per foreign region: uvarint len(region) | region | uvarint count
-func encodeChunks(buf []byte, ends []int, recs []engine.CellRecord) ([]byte, []int, error) {
+func encodeChunks(buf []byte, ends []int, recs iter.Seq[engine.CellRecord]) ([]byte, []int, uint64, error) {
 	start := 0
-	for i := range recs {
-		r := &recs[i]
+	var n uint64
+	var err error
+	for r := range recs {
 		if len(r.Key) > maxKeyLen {
-			return buf, ends, fmt.Errorf("record %d: %d-byte key, the most is %d", i, len(r.Key), maxKeyLen)
+			err = fmt.Errorf("record %d: %d-byte key, the most is %d", n, len(r.Key), maxKeyLen)
+			break
 		}
+		n++
 		buf = binary.AppendUvarint(buf, uint64(len(r.Key)))
 		buf = append(buf, r.Key...)
 		buf = binary.AppendVarint(buf, r.Seq)
@@ -128,19 +136,20 @@ func encodeChunks(buf []byte, ends []int, recs []engine.CellRecord) ([]byte, []i
 			buf = append(buf, f.Region...)
 			buf = binary.AppendUvarint(buf, f.Count)
 		}
+		// No yielding here: engine.Records calls this loop under a shard's lock, and gives
+		// way between shards itself.
 		if len(buf)-start >= chunkSize {
 			ends = append(ends, len(buf))
 			start = len(buf)
-			// Saves run next to requests: give way between chunks (some tens of
-			// microseconds each), so that with one thread (--threads 1) a request does
-			// not wait for the whole encoding.
-			runtime.Gosched()
 		}
+	}
+	if err != nil {
+		return buf, ends, 0, err
 	}
 	if len(buf) > start {
 		ends = append(ends, len(buf))
 	}
-	return buf, ends, nil
+	return buf, ends, n, nil
 }
 
 // writeFile writes the chunks of buf (ending at ends) and the meta bucket to a new bbolt

@@ -31,6 +31,7 @@ package persist
 import (
 	"context"
 	"fmt"
+	"iter"
 	"log/slog"
 	"os"
 	"sync"
@@ -102,14 +103,14 @@ func (s *Store) Stats() Stats {
 	}
 }
 
-// Run saves src() every interval until ctx is done. A failed save is logged and counted in
+// Run saves the records src yields (SaveSeq) every interval until ctx is done. A failed save is logged and counted in
 // Stats, and the next tick tries again. When changed is not nil and reports that nothing
 // changed since the last tick, the tick writes nothing (an idle origin does not rewrite the
 // same snapshot every second) and counts as a success: the snapshot on disk is still
 // current. Run does not save when ctx ends: the caller writes the final snapshot with Save
 // once it has stopped taking writes. A non-positive interval disables periodic saves and
 // Run returns at once.
-func Run(ctx context.Context, s *Store, src func() []engine.CellRecord, changed func() bool, interval time.Duration) {
+func Run(ctx context.Context, s *Store, src iter.Seq[engine.CellRecord], changed func() bool, interval time.Duration) {
 	if interval <= 0 {
 		return
 	}
@@ -129,7 +130,7 @@ func Run(ctx context.Context, s *Store, src func() []engine.CellRecord, changed 
 			s.lastSuccessMs.Store(uint64(time.Now().UnixMilli()))
 			continue
 		}
-		err := s.Save(src())
+		err := s.SaveSeq(src)
 		retry = err != nil
 		if err != nil {
 			s.log.Error("periodic snapshot failed, retrying next interval",

@@ -240,7 +240,7 @@ func run(cfg Config, log *slog.Logger) error {
 	default:
 		go n.origin.RunSweeper(ctx, time.Second)
 		if n.store != nil {
-			go persist.Run(ctx, n.store, n.origin.Snapshot, n.origin.Changed, cfg.SnapshotInterval)
+			go persist.Run(ctx, n.store, n.origin.Records, n.origin.Changed, cfg.SnapshotInterval)
 		}
 		if n.repl != nil {
 			go func() { n.repl.Run(ctx); close(background) }()
