@@ -1,6 +1,10 @@
 package engine
 
-import "fmt"
+import (
+	"fmt"
+	"runtime"
+	"unsafe"
+)
 
 // CellRecord is one cell as it is saved and loaded: the tuple key made by AppendKey, the
 // sequence, this region's count, the sum of the other regions' counts, and those counts
@@ -38,25 +42,48 @@ func (e *Engine) Snapshot() []CellRecord {
 	return out
 }
 
-// Records yields every live cell, as Snapshot returns them, without copying them: a
-// periodic save encodes each record as it comes, so a snapshot of a million cells makes no
-// garbage. It yields under the lock of the record's shard: yield must be quick and must not
-// call the engine, and the record (its key and Foreign) is valid only during the call.
-// Shards are visited in turn, giving way between them.
+// Records yields every live cell, as Snapshot returns them, without copying the store: a
+// shard's records are gathered into buffers reused from shard to shard, and yielded after
+// its lock is released. A periodic save encodes each record as it comes, so a snapshot of a
+// million cells makes no garbage. A record (its key and Foreign) is valid only during the
+// call. Shards are visited in turn, giving way between them.
 func (e *Engine) Records(yield func(CellRecord) bool) {
-	var foreign []RegionCount
-	e.store.eachLive(e.clock.NowMs(), func(k string, ent *entry, i int) bool {
-		c := &ent.cells[i]
-		r := CellRecord{Key: k, Seq: c.seq, Regional: c.regional, Imported: c.imported}
-		if fs := ent.foreign(i); len(fs) > 0 {
-			foreign = foreign[:0]
-			for _, f := range fs {
+	type span struct{ off, n int }
+	var (
+		recs    []CellRecord
+		keys    []byte
+		keyAt   []span
+		foreign []RegionCount
+		fAt     []span
+	)
+	now := e.clock.NowMs()
+	for i := range e.store.shards {
+		recs, keys, keyAt, foreign, fAt = recs[:0], keys[:0], keyAt[:0], foreign[:0], fAt[:0]
+		e.store.liveIn(&e.store.shards[i], now, func(k string, ent *entry, ci int) bool {
+			c := &ent.cells[ci]
+			keyAt = append(keyAt, span{len(keys), len(k)})
+			keys = append(keys, k...)
+			f0 := len(foreign)
+			for _, f := range ent.foreign(ci) {
 				foreign = append(foreign, RegionCount{Region: e.regions.name(f.region), Count: f.count})
 			}
-			r.Foreign = foreign
+			fAt = append(fAt, span{f0, len(foreign) - f0})
+			recs = append(recs, CellRecord{Seq: c.seq, Regional: c.regional, Imported: c.imported})
+			return true
+		})
+		for j, r := range recs {
+			if ks := keyAt[j]; ks.n > 0 {
+				r.Key = unsafe.String(&keys[ks.off], ks.n)
+			}
+			if fs := fAt[j]; fs.n > 0 {
+				r.Foreign = foreign[fs.off : fs.off+fs.n : fs.off+fs.n]
+			}
+			if !yield(r) {
+				return
+			}
 		}
-		return yield(r)
-	})
+		runtime.Gosched()
+	}
 }
 
 // Restore merges records into the store with max, keeping only cells that are still live.

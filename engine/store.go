@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -324,47 +325,59 @@ func (s *store) insert(sh *shard, h uint32, key []byte, force bool) (*entry, err
 // It stops when fn returns false.
 func (s *store) eachLive(nowMs int64, fn func(key string, ent *entry, i int) bool) {
 	for i := range s.shards {
-		sh := &s.shards[i]
-		lockYielding(&sh.mu)
-		for j := range sh.slots {
-			sl := &sh.slots[j]
-			key := sl.key()
-			w := windowOfKey(key)
-			if w <= 0 {
-				continue
-			}
-			for k := range sl.ent.cells {
-				c := &sl.ent.cells[k]
-				if c.seq == emptySeq || c.seq < nowMs/w-1 {
-					continue
-				}
-				if !fn(key, &sl.ent, k) {
-					sh.mu.Unlock()
-					return
-				}
-			}
+		if !s.liveIn(&s.shards[i], nowMs, fn) {
+			return
 		}
-		sh.mu.Unlock()
 		// Background passes give way between shards: with few threads (--threads 1) a
 		// request would otherwise wait for the whole pass.
 		runtime.Gosched()
 	}
 }
 
+// liveIn is eachLive over one shard. It reports false when fn stopped it.
+func (s *store) liveIn(sh *shard, nowMs int64, fn func(key string, ent *entry, i int) bool) bool {
+	lockYielding(&sh.mu)
+	defer sh.mu.Unlock()
+	for j := range sh.slots {
+		sl := &sh.slots[j]
+		key := sl.key()
+		w := windowOfKey(key)
+		if w <= 0 {
+			continue
+		}
+		for k := range sl.ent.cells {
+			c := &sl.ent.cells[k]
+			if c.seq == emptySeq || c.seq < nowMs/w-1 {
+				continue
+			}
+			if !fn(key, &sl.ent, k) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // lockYielding takes a shard's lock for a background pass without queueing on it while
 // requests use the shard: a pass that queued for over a millisecond would switch the mutex
 // to starvation mode, where every unlock by a request hands the lock over and gives up the
 // request's turn on its thread (seen as scheduling delay in an event loop's trace). After
-// many tries it queues, so the pass still ends.
+// yieldingFor of tries it queues, so the pass still ends and spins no longer.
 func lockYielding(mu *sync.Mutex) {
-	for range 1000 {
+	if mu.TryLock() {
+		return
+	}
+	for start := time.Now(); time.Since(start) < yieldingFor; {
+		runtime.Gosched()
 		if mu.TryLock() {
 			return
 		}
-		runtime.Gosched()
 	}
 	mu.Lock()
 }
+
+// yieldingFor bounds lockYielding's tries: far longer than a request holds a shard.
+const yieldingFor = 100 * time.Microsecond
 
 // keyArena copies keys out of their slots into chunks shared by many keys, so that a pass
 // that keeps every key (a snapshot) makes few allocations. Bytes handed out are never

@@ -136,8 +136,7 @@ func encodeChunks(buf []byte, ends []int, recs iter.Seq[engine.CellRecord]) ([]b
 			buf = append(buf, f.Region...)
 			buf = binary.AppendUvarint(buf, f.Count)
 		}
-		// No yielding here: engine.Records calls this loop under a shard's lock, and gives
-		// way between shards itself.
+		// No yielding here: engine.Records gives way between shards itself.
 		if len(buf)-start >= chunkSize {
 			ends = append(ends, len(buf))
 			start = len(buf)

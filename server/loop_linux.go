@@ -32,9 +32,10 @@ import (
 // read or hand-off, see commands.Session.NoWait) sets WouldBlock, and the loop hands the
 // connection to a goroutine of its own (handOver), which serves that request again.
 //
-// Bounds: a loop shares one read buffer and one reply buffer among its connections; a
-// connection keeps its own buffers only for a request that arrived in part (at most
-// Limits.MaxBuffer) and for replies its socket did not take. While replies are pending a
+// Bounds: a loop shares one read buffer, one reply buffer and one buffer of the batch's
+// held replies (at most maxHold, past which replies are written at once) among its
+// connections; a connection keeps its own buffers only for a request that arrived in part
+// (at most Limits.MaxBuffer) and for replies its socket did not take. While replies are pending a
 // connection is not read (backpressure); pending longer than WriteTimeout, it is closed.
 
 const (
@@ -53,7 +54,8 @@ type loop struct {
 	events  []syscall.EpollEvent
 	conns   map[int32]*loopConn // owned by the loop goroutine
 	pending int                 // connections with unwritten replies
-	held    []*loopConn         // connections whose replies wait for the end of the batch
+	held    []heldReplies       // replies that wait for the end of the batch, in holdBuf
+	holdBuf []byte
 
 	mu     sync.Mutex // guards added and closed, and the epoll set and eventfd against closing
 	added  []*loopConn
@@ -61,13 +63,22 @@ type loop struct {
 	closed bool
 }
 
+// heldReplies are c's replies of the batch being served: holdBuf[start:end].
+type heldReplies struct {
+	c          *loopConn
+	start, end int
+}
+
+// maxHold bounds the replies a loop holds for the end of a batch; past it, a connection's
+// replies are written as soon as they are served.
+const maxHold = 1 << 20
+
 // loopConn is one connection owned by a loop.
 type loopConn struct {
 	fd       int
 	sess     *commands.Session
 	in       []byte // unserved request bytes carried to the next read
 	out      []byte // replies the socket did not take yet
-	hold     []byte // replies served in this batch, written once the batch is served
 	outSince time.Time
 	proto    int
 }
@@ -230,13 +241,13 @@ func (l *loop) run() {
 
 // writeHeld writes the replies of the batch just served, one write per connection.
 func (l *loop) writeHeld(now time.Time) {
-	for i, c := range l.held {
-		l.held[i] = nil
-		if l.conns[int32(c.fd)] != c || len(c.hold) == 0 {
+	for i, h := range l.held {
+		l.held[i] = heldReplies{}
+		c := h.c
+		if l.conns[int32(c.fd)] != c {
 			continue
 		}
-		b := c.hold
-		c.hold = c.hold[:0]
+		b := l.holdBuf[h.start:h.end]
 		n, err := writeFD(c.fd, b)
 		if err != nil && !errors.Is(err, syscall.EAGAIN) {
 			l.close(c)
@@ -248,11 +259,9 @@ func (l *loop) writeHeld(now time.Time) {
 			l.pending++
 			l.interest(c, syscall.EPOLLOUT)
 		}
-		if cap(c.hold) > 4*initialBuffer {
-			c.hold = nil
-		}
 	}
 	l.held = l.held[:0]
+	l.holdBuf = l.holdBuf[:0]
 }
 
 // takeAdded moves the accepted connections into the loop's table.
@@ -368,12 +377,13 @@ func (l *loop) serve(c *loopConn, data []byte, fromIn bool, now time.Time) {
 	}
 	switch {
 	case blocked:
-	case c.sess.Closing() || l.w.Len() == 0:
+	case c.sess.Closing() || l.w.Len() == 0 || len(l.holdBuf)+l.w.Len() > maxHold:
 		l.write(c, now)
 	default: // written at the end of the batch, as redis-server writes after its reads
-		c.hold = append(c.hold[:0], l.w.Bytes()...)
+		start := len(l.holdBuf)
+		l.holdBuf = append(l.holdBuf, l.w.Bytes()...)
 		l.w.Reset()
-		l.held = append(l.held, c)
+		l.held = append(l.held, heldReplies{c: c, start: start, end: len(l.holdBuf)})
 	}
 	if c.sess.Closing() && len(c.out) == 0 {
 		l.close(c)
