@@ -69,6 +69,17 @@ type Server struct {
 	stopping atomic.Bool    // closing, for the event loops
 	loops    []*loop        // nil: a goroutine per connection
 	wg       sync.WaitGroup // connection goroutines and event loops
+
+	// bufs holds *connBuffers for serveConn. An edge hands a connection to a goroutine for
+	// each batch that waits on its origin: without reuse every hand-over allocated a 16 KiB
+	// read buffer (700 MB in 300k requests on 100k cold keys).
+	bufs sync.Pool
+}
+
+// connBuffers are a goroutine-served connection's read buffer and argument slice.
+type connBuffers struct {
+	buf  []byte
+	argv [][]byte
 }
 
 // New returns a Server; Listen then Serve start it.
@@ -190,9 +201,24 @@ func (s *Server) serveConn(sess *commands.Session, c net.Conn, in, out []byte) {
 		s.wg.Done()
 	}()
 	lim := s.cfg.Limits
-	buf := make([]byte, 0, max(initialBuffer, len(in)))
+	cb, _ := s.bufs.Get().(*connBuffers)
+	if cb == nil {
+		cb = &connBuffers{buf: make([]byte, 0, initialBuffer), argv: make([][]byte, 0, 16)}
+	}
+	buf, argv := cb.buf[:0], cb.argv[:0]
+	defer func() {
+		// Back to the pool only at its usual size; the arguments alias buf, which is
+		// reused whole, and no handler keeps an argument past its call.
+		if cap(buf) == initialBuffer {
+			clear(argv[:cap(argv)])
+			cb.buf, cb.argv = buf[:0], argv[:0]
+			s.bufs.Put(cb)
+		}
+	}()
+	if cap(buf) < len(in) {
+		buf = make([]byte, 0, len(in))
+	}
 	buf = append(buf, in...)
-	argv := make([][]byte, 0, 16)
 	var w resp.Writer
 	w.SetProto(sess.Proto())
 	var dl deadline
