@@ -35,8 +35,9 @@ import (
 // Bounds: a loop shares one read buffer, one reply buffer and one buffer of the batch's
 // held replies (at most maxHold, past which replies are written at once) among its
 // connections; a connection keeps its own buffers only for a request that arrived in part
-// (at most Limits.MaxBuffer) and for replies its socket did not take. While replies are pending a
-// connection is not read (backpressure); pending longer than WriteTimeout, it is closed.
+// (at most Limits.MaxBuffer) and for replies its socket did not take. While replies are
+// pending a connection is not read (backpressure); pending longer than WriteTimeout, it is
+// closed.
 
 const (
 	loopReadBuffer = 64 << 10
