@@ -112,6 +112,7 @@ type Client struct {
 	addr, secret, nodeRun string
 	dialTimeout           time.Duration
 	writeTimeout          time.Duration // the writeTimeout constant; tests shorten it
+	replyTimeout          time.Duration // the replyTimeout constant; tests shorten it
 	maxInFlight           int64
 	log                   *slog.Logger
 
@@ -152,7 +153,7 @@ func New(cfg Config) *Client {
 	life, stop := context.WithCancel(context.Background())
 	c := &Client{
 		addr: cfg.Addr, secret: cfg.Secret, nodeRun: cfg.NodeRun,
-		dialTimeout: cfg.DialTimeout, writeTimeout: writeTimeout, maxInFlight: int64(cfg.MaxInFlight),
+		dialTimeout: cfg.DialTimeout, writeTimeout: writeTimeout, replyTimeout: replyTimeout, maxInFlight: int64(cfg.MaxInFlight),
 		log:  cfg.Logger.With("origin", cfg.Addr),
 		life: life, stop: stop,
 	}

@@ -932,3 +932,66 @@ func TestChurnAndCloseWhileBusy(t *testing.T) {
 	}
 	settle(t, base)
 }
+
+// An origin that takes requests and answers none (stopped, or cut off without a reset)
+// fails the connection after replyTimeout, and the next call dials again; a connection with
+// nothing outstanding is never timed out, however long it idles.
+func TestReplyTimeout(t *testing.T) {
+	f := newFake(t, "s")
+	gate := make(chan struct{}) // never closed: seq 1 is never answered
+	f.setHandler(func(args []string) answer {
+		a := canned(args)
+		if args[2] == "1" {
+			a.wait = gate
+		}
+		return a
+	})
+	c := newClient(t, f.addr(), Config{Secret: "s"})
+	c.replyTimeout = 100 * time.Millisecond
+
+	// Idle past the timeout, with and without a call answered before: the connection stays.
+	if _, _, err := c.Read(context.Background(), []engine.ReadItem{{Key: testKey, Seq: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * c.replyTimeout)
+	if _, _, err := c.Read(context.Background(), []engine.ReadItem{{Key: testKey, Seq: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	if conns, _, _ := f.stats(); conns != 1 {
+		t.Fatalf("%d connections after idling, want 1", conns)
+	}
+
+	// An unanswered call: its caller gives up at its ctx, the connection at replyTimeout,
+	// even while other requests keep being written behind it.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, _, err := c.Read(ctx, []engine.ReadItem{{Key: testKey, Seq: 1}}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("error = %v, want context.DeadlineExceeded", err)
+	}
+	stop := time.Now().Add(2 * time.Second)
+	for {
+		c.mu.Lock()
+		gone := c.cur == nil
+		c.mu.Unlock()
+		if gone {
+			break
+		}
+		if time.Now().After(stop) {
+			t.Fatal("the connection with an unanswered request was not failed")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		_, _, _ = c.Read(ctx, []engine.ReadItem{{Key: testKey, Seq: 4}}) // queued behind seq 1
+		cancel()
+	}
+	counts, _, err := c.Read(context.Background(), []engine.ReadItem{{Key: testKey, Seq: 5}})
+	if err != nil {
+		t.Fatalf("the call after the timeout: %v", err)
+	}
+	if counts[0].Seq != 5 {
+		t.Fatalf("got %+v, want the reply for seq 5", counts[0])
+	}
+	if conns, _, _ := f.stats(); conns != 2 {
+		t.Fatalf("%d connections, want 2 (one dialed again)", conns)
+	}
+	eventually(t, "no call in flight", func() bool { return c.inflight.Load() == 0 })
+}

@@ -18,6 +18,12 @@ const maxKeptBuffer = 256 << 10
 // is treated as gone, and the connection fails rather than buffering without end.
 const writeTimeout = 10 * time.Second
 
+// replyTimeout bounds the wait for the next reply while requests are outstanding: an origin
+// that reads its requests but answers none for that long (stopped, or cut off without a
+// reset) is treated as gone, and the connection fails and is dialed again on the next
+// call, instead of waiting for TCP keepalive. Callers give up long before (their ctx).
+const replyTimeout = 5 * time.Second
+
 type opKind uint8
 
 const (
@@ -51,6 +57,7 @@ type conn struct {
 	err     error  // why the connection failed; non-nil once it did
 	out     []byte // requests encoded and not yet taken by the writer
 	pending fifo   // calls queued or sent, in wire order
+	armed   bool   // a read deadline is set: requests are outstanding
 }
 
 func newConn(c *Client, nc net.Conn, rr *resp.ReplyReader) *conn {
@@ -114,6 +121,19 @@ func (cn *conn) writeLoop() {
 			cn.fail(fmt.Errorf("write: %w", err))
 			return
 		}
+		// Requests are out: a reply must come within replyTimeout. Only the first
+		// outstanding request arms the deadline; replies push it back (readLoop), later
+		// writes do not, so an origin that takes requests and answers none still times out.
+		cn.mu.Lock()
+		if !cn.armed && cn.pending.size > 0 {
+			err = cn.nc.SetReadDeadline(time.Now().Add(cn.c.replyTimeout))
+			cn.armed = err == nil
+		}
+		cn.mu.Unlock()
+		if err != nil {
+			cn.fail(fmt.Errorf("set read deadline: %w", err))
+			return
+		}
 		if cap(buf) > maxKeptBuffer {
 			buf = nil
 		}
@@ -136,7 +156,21 @@ func (cn *conn) readLoop() {
 		}
 		cn.mu.Lock()
 		cl, ok := cn.pending.pop()
+		var derr error
+		switch {
+		case cn.pending.size == 0 && cn.armed: // nothing outstanding: wait without end
+			derr, cn.armed = cn.nc.SetReadDeadline(time.Time{}), false
+		case cn.pending.size > 0: // progress: the next reply has replyTimeout again
+			derr = cn.nc.SetReadDeadline(time.Now().Add(cn.c.replyTimeout))
+		}
 		cn.mu.Unlock()
+		if derr != nil {
+			cn.fail(fmt.Errorf("set read deadline: %w", derr))
+			if ok {
+				cn.c.complete(cl, connLost(derr))
+			}
+			return
+		}
 		if !ok {
 			cn.fail(errProto("reply to no request"))
 			return
