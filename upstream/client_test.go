@@ -426,9 +426,9 @@ func strs(args [][]byte) []string {
 	return out
 }
 
-func TestContextTimeoutWhileStalled(t *testing.T) {
-	f := newFake(t, "s")
-	gate := make(chan struct{})
+// stallSeq1 makes f hold its answer to the request for sequence 1 until gate is closed (or
+// f ends), and with it every later request of that connection.
+func stallSeq1(f *fakeOrigin, gate <-chan struct{}) {
 	f.setHandler(func(args []string) answer {
 		a := canned(args)
 		if args[2] == "1" {
@@ -436,6 +436,12 @@ func TestContextTimeoutWhileStalled(t *testing.T) {
 		}
 		return a
 	})
+}
+
+func TestContextTimeoutWhileStalled(t *testing.T) {
+	f := newFake(t, "s")
+	gate := make(chan struct{})
+	stallSeq1(f, gate)
 	c := newClient(t, f.addr(), Config{Secret: "s"})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -938,14 +944,7 @@ func TestChurnAndCloseWhileBusy(t *testing.T) {
 // nothing outstanding is never timed out, however long it idles.
 func TestReplyTimeout(t *testing.T) {
 	f := newFake(t, "s")
-	gate := make(chan struct{}) // never closed: seq 1 is never answered
-	f.setHandler(func(args []string) answer {
-		a := canned(args)
-		if args[2] == "1" {
-			a.wait = gate
-		}
-		return a
-	})
+	stallSeq1(f, make(chan struct{})) // never closed: seq 1 is never answered
 	c := newClient(t, f.addr(), Config{Secret: "s"})
 	c.replyTimeout = 100 * time.Millisecond
 
