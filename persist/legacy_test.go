@@ -1,12 +1,12 @@
 package persist
 
 import (
+	"bytes"
 	"encoding/binary"
-	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/ratchet/ratchet/engine"
-	bolt "go.etcd.io/bbolt"
 )
 
 // v2Key encodes t as format version 2 did: window (8 bytes, big endian) | uvarint
@@ -29,59 +29,26 @@ func TestLoadVersion2(t *testing.T) {
 		{Workspace: "", Namespace: "login", Key: nil, WindowMs: engine.MaxWindowMs},
 	}
 	dir := t.TempDir()
-	db, err := bolt.Open(filepath.Join(dir, fileName), 0o644, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	bad := []byte{0, 0, 0, 0, 0, 0, 0, 0, 9} // window 0, cut short
-	err = db.Update(func(tx *bolt.Tx) error {
-		cells, err := tx.CreateBucket([]byte(cellsBucket))
-		if err != nil {
-			return err
-		}
-		put := func(k []byte, seq int64, regional uint64) error {
-			v := binary.BigEndian.AppendUint64(nil, regional)
-			v = binary.BigEndian.AppendUint64(v, 0)
-			v = append(v, 2, 'e', 'u')
-			v = binary.BigEndian.AppendUint64(v, 7)
-			return cells.Put(binary.BigEndian.AppendUint64(k, uint64(seq)), v)
-		}
-		for i, tp := range tuples {
-			if err := put(v2Key(tp), int64(100+i), uint64(i+1)); err != nil {
-				return err
-			}
-		}
-		if err := put(bad, 5, 1); err != nil {
-			return err
-		}
-		crc := newChecksum()
-		c := cells.Cursor()
-		n := 0
-		for k, v := c.First(); k != nil; k, v = c.Next() {
-			crc.add(k, v)
-			n++
-		}
-		m, err := tx.CreateBucket([]byte(metaBucket))
-		if err != nil {
-			return err
-		}
-		for name, v := range map[string][]byte{
-			metaVersion: binary.BigEndian.AppendUint64(nil, 2),
-			metaCount:   binary.BigEndian.AppendUint64(nil, uint64(n)),
-			metaCRC:     binary.BigEndian.AppendUint32(nil, crc.sum),
-		} {
-			if err := m.Put([]byte(name), v); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+	cell := func(k []byte, seq int64, regional uint64) [2][]byte {
+		v := binary.BigEndian.AppendUint64(nil, regional)
+		v = binary.BigEndian.AppendUint64(v, 0)
+		v = append(v, 2, 'e', 'u')
+		v = binary.BigEndian.AppendUint64(v, 7)
+		return [2][]byte{binary.BigEndian.AppendUint64(k, uint64(seq)), v}
 	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
+	var cells [][2][]byte
+	for i, tp := range tuples {
+		cells = append(cells, cell(v2Key(tp), int64(100+i), uint64(i+1)))
 	}
+	cells = append(cells, cell(bad, 5, 1))
+	// The checksum runs over the bucket in key order, as bbolt stores it.
+	slices.SortFunc(cells, func(a, b [2][]byte) int { return bytes.Compare(a[0], b[0]) })
+	crc := newChecksum()
+	for _, kv := range cells {
+		crc.add(kv[0], kv[1])
+	}
+	writeRaw(t, dir, cells, v2Version, uint64(len(cells)), crc.sum)
 	s, err := Open(dir, nil)
 	if err != nil {
 		t.Fatal(err)
