@@ -33,6 +33,24 @@ type ConnStats struct {
 	Rejected  uint64
 	Port      int
 	HandBacks uint64 // connections that went back to an event loop after waiting
+
+	// Connections the server closed, by reason.
+	ReadTimeouts      uint64 // an incomplete request made no progress for --read-timeout
+	IdleTimeouts      uint64 // idle longer than --timeout
+	WriteTimeouts     uint64 // replies not read for --write-timeout
+	HandshakeTimeouts uint64 // TLS handshake not finished in time
+	QueryEvictions    uint64 // held the most request bytes when --max-query-buffer was full
+	ProtocolErrors    uint64 // malformed or oversized requests
+
+	QueryBufferBytes int64 // request bytes buffered across connections now
+	MaxQueryBuffer   int64 // the --max-query-buffer budget
+}
+
+// AuthStats count failed authentication: AUTH, HELLO AUTH and the cluster secret of
+// RL.INTERNAL.HELLO.
+type AuthStats struct {
+	Failures  uint64 // wrong passwords and secrets
+	Throttled uint64 // attempts refused without checking, after repeated failures
 }
 
 // PeerInfo describes one peer region for INFO.
@@ -120,6 +138,14 @@ type Dispatcher struct {
 	ordered   []*Command
 	startedMs int64
 	processed stripedCounter
+
+	authFailures  atomic.Uint64 // see AuthStats
+	authThrottled atomic.Uint64
+}
+
+// AuthStats returns the failed-authentication counters.
+func (d *Dispatcher) AuthStats() AuthStats {
+	return AuthStats{Failures: d.authFailures.Load(), Throttled: d.authThrottled.Load()}
 }
 
 // stripedCounter counts commands without one cache line that every core writes: each

@@ -43,6 +43,16 @@ type Config struct {
 	// connection whose Session has NoWait set: it sets WouldBlock instead, and the
 	// connection moves to a goroutine (a request that waited would stall its whole loop).
 	EventLoops int
+	// ReadTimeout closes a connection whose incomplete request made no progress (no byte
+	// read) for this long; 0 disables.
+	ReadTimeout time.Duration
+	// IdleTimeout closes a connection idle (no request) this long: Redis's timeout; 0: never.
+	IdleTimeout time.Duration
+	// HandshakeTimeout bounds a TLS handshake; 0: 5 s.
+	HandshakeTimeout time.Duration
+	// MaxQueryBuffer bounds request bytes buffered across all connections; past it the
+	// connection holding the most is closed. 0: 64 MiB.
+	MaxQueryBuffer int64
 }
 
 const (
