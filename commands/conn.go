@@ -23,6 +23,7 @@ func cmdPing(_ *Dispatcher, _ *Session, w *resp.Writer, args [][]byte) {
 func cmdEcho(_ *Dispatcher, _ *Session, w *resp.Writer, args [][]byte) { w.Bulk(args[1]) }
 
 func cmdQuit(_ *Dispatcher, s *Session, w *resp.Writer, _ [][]byte) {
+	s.endTx() // as Redis: QUIT inside MULTI runs at once, and the transaction is gone
 	s.closing = true
 	w.OK()
 }

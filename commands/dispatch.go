@@ -11,6 +11,7 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -141,6 +142,11 @@ type Dispatcher struct {
 
 	authFailures  atomic.Uint64 // see AuthStats
 	authThrottled atomic.Uint64
+
+	transactor Transactor   // opt.Limiter when it runs transactions as one step; else nil
+	txMu       sync.Mutex   // one sequential (edge) transaction at a time
+	txBytes    atomic.Int64 // bytes queued by all open transactions (multi.go)
+	txBudget   int64        // the bound on txBytes: maxTxBytesAll
 }
 
 // AuthStats returns the failed-authentication counters.
@@ -173,8 +179,9 @@ func (c *stripedCounter) load() uint64 {
 
 // New returns a Dispatcher over the command table.
 func New(opt Options) *Dispatcher {
-	d := &Dispatcher{opt: opt, table: make(map[string]*Command), startedMs: time.Now().UnixMilli()}
+	d := &Dispatcher{opt: opt, table: make(map[string]*Command), startedMs: time.Now().UnixMilli(), txBudget: maxTxBytesAll}
 	d.waitFree, _ = opt.Limiter.(WaitFreeLimiter)
+	d.transactor, _ = opt.Limiter.(Transactor)
 	if bl, ok := opt.Limiter.(BatchLimiter); ok && opt.BatchTime {
 		d.atBatch = bl
 	}
@@ -191,6 +198,10 @@ func (d *Dispatcher) Processed() uint64 { return d.processed.load() }
 // Serve handles one request and appends its reply to w. args[0] is the command name.
 func (d *Dispatcher) Serve(s *Session, w *resp.Writer, args [][]byte) {
 	if len(args) == 0 {
+		return
+	}
+	if s.tx != nil {
+		d.serveInMulti(s, w, args)
 		return
 	}
 	cmd := d.lookup(s, args[0])

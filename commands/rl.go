@@ -12,7 +12,7 @@ func cmdLimit(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		w.Error(err.Error())
 		return
 	}
-	t := engine.Tuple{Workspace: s.Workspace, Namespace: s.namespace(a.Namespace), Key: a.Key, WindowMs: a.WindowMs}
+	t := s.tuple(a.Key, a.Namespace, a.WindowMs)
 	var dec engine.Decision
 	switch {
 	case d.waitFree != nil && s.NoWait:
@@ -30,6 +30,11 @@ func cmdLimit(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	default:
 		dec, err = d.opt.Limiter.Limit(t, a.Limit, a.Cost)
 	}
+	writeDecision(w, dec, err)
+}
+
+// writeDecision writes RL.LIMIT's reply: the five integers, or err.
+func writeDecision(w *resp.Writer, dec engine.Decision, err error) {
 	if err != nil {
 		w.Error(err.Error())
 		return
@@ -54,10 +59,13 @@ func cmdStatus(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		s.WouldBlock = true // an edge's RL.STATUS reads its origin first
 		return
 	}
-	t := engine.Tuple{Workspace: s.Workspace, Namespace: s.namespace(a.Namespace), Key: a.Key, WindowMs: a.WindowMs}
-	st := d.opt.Limiter.Status(t)
+	writeStatus(w, d.opt.Limiter.Status(s.tuple(a.Key, a.Namespace, a.WindowMs)), a.Limit)
+}
+
+// writeStatus writes RL.STATUS's reply of st, with the fields of LIMIT when limit > 0.
+func writeStatus(w *resp.Writer, st engine.Status, limit uint64) {
 	n := 10
-	if a.Limit > 0 {
+	if limit > 0 {
 		n += 3
 	}
 	w.Map(n)
@@ -76,9 +84,9 @@ func cmdStatus(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	w.BulkString(st.Source)
 	field("fresh", boolInt(st.Fresh))
 	field("strict_ms", st.StrictMs)
-	if a.Limit > 0 {
-		p := st.Peek(a.Limit)
-		field("limit", int64(a.Limit))
+	if limit > 0 {
+		p := st.Peek(limit)
+		field("limit", int64(limit))
 		field("remaining", int64(p.Remaining))
 		field("reset_after_ms", p.ResetAfterMs)
 	}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/ratchet/ratchet/engine"
 )
 
 // Session is one client connection's state as the commands see it. The server creates it
@@ -27,14 +29,17 @@ type Session struct {
 	WouldBlock bool
 	Workspace  string
 	closing    bool
-	cluster    bool      // authenticated with the cluster secret (RL.INTERNAL.HELLO)
-	nodeRun    string    // the peer node's run id, from RL.INTERNAL.HELLO
-	peerRegion string    // set when that node is another region's origin
-	nsSeen     [4]string // the last namespaces named by NS, reused so NS costs no allocation
-	nsNext     uint8     // the nsSeen slot to replace next
+	cluster    bool       // authenticated with the cluster secret (RL.INTERNAL.HELLO)
+	nodeRun    string     // the peer node's run id, from RL.INTERNAL.HELLO
+	peerRegion string     // set when that node is another region's origin
+	nsSeen     [4]string  // the last namespaces named by NS, reused so NS costs no allocation
+	nsNext     uint8      // the nsSeen slot to replace next
+	tx         *txQueue   // the open transaction; nil outside MULTI
+	txAcct     *txAccount // this session's share of the queued-bytes budget; nil before MULTI
 
 	lastMs  atomic.Int64            // ms of the last request batch
 	lastCmd atomic.Pointer[Command] // the last command served
+	txLen   atomic.Int32            // commands queued + 1 inside MULTI; 0 outside (CLIENT LIST)
 
 	mu      sync.Mutex // guards the fields below
 	name    string
@@ -68,6 +73,12 @@ func (s *Session) namespace(ns []byte) string {
 	s.nsSeen[s.nsNext%uint8(len(s.nsSeen))] = str
 	s.nsNext++
 	return str
+}
+
+// tuple is the engine's tuple of a request's key, namespace (nil: the default) and window
+// in the session's workspace.
+func (s *Session) tuple(key, ns []byte, windowMs int64) engine.Tuple {
+	return engine.Tuple{Workspace: s.Workspace, Namespace: s.namespace(ns), Key: key, WindowMs: windowMs}
 }
 
 // Touch records activity at nowMs, for CLIENT LIST's idle field.
@@ -105,7 +116,11 @@ func (s *Session) ClientLine(nowMs int64) string {
 	b.WriteString(" addr=" + s.Addr + " laddr=" + s.LocalAddr + " name=" + name)
 	b.WriteString(" age=" + strconv.FormatInt((nowMs-s.CreatedMs)/1000, 10))
 	b.WriteString(" idle=" + strconv.FormatInt((nowMs-s.lastMs.Load())/1000, 10))
-	b.WriteString(" flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 resp=" + strconv.Itoa(proto))
+	flags := "N"
+	if s.txLen.Load() > 0 {
+		flags = "x"
+	}
+	b.WriteString(" flags=" + flags + " db=0 sub=0 psub=0 ssub=0 multi=" + s.multiField() + " resp=" + strconv.Itoa(proto))
 	b.WriteString(" lib-name=" + lib + " lib-ver=" + ver + " cmd=" + cmd)
 	return b.String()
 }

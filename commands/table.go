@@ -11,6 +11,7 @@ const (
 	flagWrite                         // may change counts
 	flagReadonly                      // never changes counts
 	flagFast                          // O(1)
+	flagTx                            // runs at once inside MULTI (MULTI, EXEC, DISCARD, WATCH, QUIT)
 )
 
 // Command is one row of the command table.
@@ -23,6 +24,9 @@ type Command struct {
 	Summary  string
 	Args     []ArgDoc
 	Handler  func(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte)
+	// Check, when set, validates the arguments (after the name) when the command is
+	// queued in a transaction, so that an error aborts the transaction at EXEC.
+	Check func(args [][]byte) error
 }
 
 // ArgDoc documents one argument for COMMAND DOCS (and so for redis-cli's hints).
@@ -41,17 +45,17 @@ func commandTable() []*Command {
 			Summary: "Decides a request against a sliding-window limit and counts it when allowed.",
 			Args: []ArgDoc{{Name: "key", Type: "key"}, {Name: "limit", Type: "integer"}, {Name: "window", Type: "string"},
 				opt(ArgDoc{Name: "cost", Type: "integer", Token: "COST"}), opt(ArgDoc{Name: "namespace", Type: "string", Token: "NS"})},
-			Handler: cmdLimit},
+			Handler: cmdLimit, Check: func(a [][]byte) error { _, err := ParseLimit(a); return err }},
 		{Name: "rl.status", Arity: -3, Flags: flagReadonly | flagFast, FirstKey: 1, Group: "ratchet",
 			Summary: "Reads a tuple's counts without counting.",
 			Args: []ArgDoc{{Name: "key", Type: "key"}, {Name: "window", Type: "string"},
 				opt(ArgDoc{Name: "namespace", Type: "string", Token: "NS"}), opt(ArgDoc{Name: "limit", Type: "integer", Token: "LIMIT"})},
-			Handler: cmdStatus},
+			Handler: cmdStatus, Check: func(a [][]byte) error { _, err := ParseStatus(a); return err }},
 		{Name: "ping", Arity: -1, Flags: flagFast, Group: "connection", Summary: "Returns the server's liveliness response.",
 			Args: []ArgDoc{opt(ArgDoc{Name: "message", Type: "string"})}, Handler: cmdPing},
 		{Name: "echo", Arity: 2, Flags: flagFast, Group: "connection", Summary: "Returns the given string.",
 			Args: []ArgDoc{{Name: "message", Type: "string"}}, Handler: cmdEcho},
-		{Name: "quit", Arity: -1, Flags: flagNoAuth | flagFast, Group: "connection", Summary: "Closes the connection.", Handler: cmdQuit},
+		{Name: "quit", Arity: -1, Flags: flagNoAuth | flagFast | flagTx, Group: "connection", Summary: "Closes the connection.", Handler: cmdQuit},
 		{Name: "time", Arity: 1, Flags: flagFast, Group: "server", Summary: "Returns the server time.", Handler: cmdTime},
 		{Name: "hello", Arity: -1, Flags: flagNoAuth | flagFast, Group: "connection", Summary: "Handshakes with the server.",
 			Args: []ArgDoc{opt(ArgDoc{Name: "arguments", Type: "block", Args: []ArgDoc{{Name: "protover", Type: "integer"},
@@ -69,6 +73,13 @@ func commandTable() []*Command {
 		{Name: "info", Arity: -1, Group: "server", Summary: "Returns information about the server.",
 			Args: []ArgDoc{opt(ArgDoc{Name: "section", Type: "string"})}, Handler: cmdInfo},
 		{Name: "dbsize", Arity: 1, Flags: flagReadonly | flagFast, Group: "server", Summary: "Returns the number of cells held.", Handler: cmdDBSize},
+		{Name: "multi", Arity: 1, Flags: flagFast | flagTx, Group: "transactions", Summary: "Starts a transaction.", Handler: cmdMulti},
+		{Name: "exec", Arity: 1, Flags: flagTx, Group: "transactions", Summary: "Executes all commands in a transaction.", Handler: cmdExec},
+		{Name: "discard", Arity: 1, Flags: flagFast | flagTx, Group: "transactions", Summary: "Discards a transaction.", Handler: cmdDiscard},
+		{Name: "watch", Arity: -2, Flags: flagFast | flagTx, FirstKey: 1, Group: "transactions",
+			Summary: "Accepted: Ratchet has no key a client can write, so a watched key never changes.",
+			Args:    []ArgDoc{{Name: "key", Type: "key"}}, Handler: cmdWatch},
+		{Name: "unwatch", Arity: 1, Flags: flagFast, Group: "transactions", Summary: "Forgets the watched keys.", Handler: cmdUnwatch},
 		{Name: "config", Arity: -2, Group: "server", Summary: "CONFIG GET parameter [parameter ...].",
 			Args: []ArgDoc{{Name: "subcommand", Type: "string"}}, Handler: cmdConfig},
 	}

@@ -89,10 +89,22 @@ func (e *Engine) LimitAt(t Tuple, limit, cost uint64, nowMs int64) (Decision, er
 // decide is Limit on an encoded key at nowMs, with extra cost counted as used but not
 // added (an edge's cost that is on its way here). It returns the cells after the decision.
 func (e *Engine) decide(key []byte, windowMs int64, limit, cost, extra uint64, nowMs int64) (Decision, CellCounts, error) {
-	seq, elapsed := position(nowMs, windowMs)
-
 	sh, h := e.store.locate(key)
 	sh.mu.Lock()
+	d, cc, err := e.decideLocked(sh, h, key, windowMs, limit, cost, extra, nowMs)
+	sh.mu.Unlock()
+	if err != nil {
+		e.refusedFull()
+		return Decision{}, CellCounts{}, err
+	}
+	e.decisions.add(uint64(h), d.Allowed)
+	return d, cc, nil
+}
+
+// decideLocked is decide with key's shard sh (hash h, from locate) locked by the caller.
+// It neither counts the decision nor logs a full store: the caller does, after unlocking.
+func (e *Engine) decideLocked(sh *shard, h uint32, key []byte, windowMs int64, limit, cost, extra uint64, nowMs int64) (Decision, CellCounts, error) {
+	seq, elapsed := position(nowMs, windowMs)
 	ent := sh.lookup(h, key)
 	if ent != nil && ent.newest() > seq {
 		// The instant (a batch's, from LimitAt) precedes a window that already has counts:
@@ -108,8 +120,6 @@ func (e *Engine) decide(key []byte, windowMs int64, limit, cost, extra uint64, n
 		if ent == nil {
 			var err error
 			if ent, err = e.store.insert(sh, h, key, false); err != nil {
-				sh.mu.Unlock()
-				e.refusedFull()
 				return Decision{}, CellCounts{}, err
 			}
 		}
@@ -124,9 +134,6 @@ func (e *Engine) decide(key []byte, windowMs int64, limit, cost, extra uint64, n
 	if ent != nil {
 		cc = ent.cellCounts(seq)
 	}
-	sh.mu.Unlock()
-
-	e.decisions.add(uint64(h), d.Allowed)
 	return d, cc, nil
 }
 
@@ -175,17 +182,23 @@ func (s Status) Peek(limit uint64) Decision {
 func (e *Engine) Status(t Tuple) Status {
 	var buf [256]byte
 	key := AppendKey(buf[:0], t)
-	seq, elapsed := position(e.clock.NowMs(), t.WindowMs)
-	st := Status{Sequence: seq, ElapsedMs: elapsed, WindowMs: t.WindowMs, Source: "origin", Fresh: true}
-
 	sh, h := e.store.locate(key)
 	sh.mu.Lock()
+	st := statusLocked(sh, h, key, t.WindowMs, e.clock.NowMs())
+	sh.mu.Unlock()
+	return st
+}
+
+// statusLocked is Status of an encoded key at nowMs, with its shard sh (hash h) locked by
+// the caller.
+func statusLocked(sh *shard, h uint32, key []byte, windowMs, nowMs int64) Status {
+	seq, elapsed := position(nowMs, windowMs)
+	st := Status{Sequence: seq, ElapsedMs: elapsed, WindowMs: windowMs, Source: "origin", Fresh: true}
 	if ent := sh.lookup(h, key); ent != nil {
 		cur, prev := ent.counts(seq)
 		st.CurrentRegional, st.CurrentImported = cur.regional, cur.imported
 		st.PreviousRegional, st.PreviousImported = prev.regional, prev.imported
 	}
-	sh.mu.Unlock()
 	return st
 }
 
@@ -257,5 +270,76 @@ func (e *Engine) Stats() Stats {
 		Tuples:         e.store.tuples.Load(),
 		MemoryBytes:    e.store.bytes.Load(),
 		MaxMemoryBytes: e.store.maxBytes,
+	}
+}
+
+// TxOp is one request of a transaction (MULTI/EXEC): a decision of Cost against Limit, or
+// with Read a read of the tuple (RL.STATUS; Limit and Cost unused).
+type TxOp struct {
+	Tuple Tuple
+	Limit uint64
+	Cost  uint64
+	Read  bool
+}
+
+// TxResult is the outcome of one TxOp: Decision and Err (as Limit's) for a decision,
+// Status for a read.
+type TxResult struct {
+	Decision Decision
+	Status   Status
+	Err      error
+}
+
+// Transact runs ops in order as one step, at one instant: it locks the shards of every
+// tuple in ops in shard order, reads the clock once, decides or reads each op at that
+// instant, and unlocks. No other request sees or changes a tuple of ops between two of
+// its ops. Locking in one order keeps two transactions from deadlocking; every other
+// holder of a shard lock (requests, sweeps, snapshots) holds one at a time. out[i]
+// receives the result of ops[i]; len(out) must be at least len(ops).
+func (e *Engine) Transact(ops []TxOp, out []TxResult) {
+	type located struct {
+		sh  *shard
+		h   uint32
+		key []byte
+	}
+	at := make([]located, len(ops))
+	var keys []byte
+	var want [shardCount]bool
+	for i, op := range ops {
+		start := len(keys)
+		keys = AppendKey(keys, op.Tuple)
+		at[i].key = keys[start:len(keys):len(keys)] // capped: a later append copies, never overwrites
+		idx, h := e.store.locateIndex(at[i].key)
+		at[i].sh, at[i].h = &e.store.shards[idx], h
+		want[idx] = true
+	}
+	for i := range want {
+		if want[i] {
+			e.store.shards[i].mu.Lock()
+		}
+	}
+	now := e.clock.NowMs()
+	for i, op := range ops {
+		a := at[i]
+		if op.Read {
+			out[i] = TxResult{Status: statusLocked(a.sh, a.h, a.key, op.Tuple.WindowMs, now)}
+			continue
+		}
+		d, _, err := e.decideLocked(a.sh, a.h, a.key, op.Tuple.WindowMs, op.Limit, op.Cost, 0, now)
+		out[i] = TxResult{Decision: d, Err: err}
+	}
+	for i := len(want) - 1; i >= 0; i-- {
+		if want[i] {
+			e.store.shards[i].mu.Unlock()
+		}
+	}
+	for i, op := range ops {
+		switch {
+		case op.Read:
+		case out[i].Err != nil:
+			e.refusedFull()
+		default:
+			e.decisions.add(uint64(at[i].h), out[i].Decision.Allowed)
+		}
 	}
 }

@@ -295,6 +295,13 @@ func (s *store) locate(key []byte) (*shard, uint32) {
 	return &s.shards[h%shardCount], uint32(h >> 32)
 }
 
+// locateIndex is locate with the shard as its index in s.shards (the order in which
+// Engine.Transact locks shards).
+func (s *store) locateIndex(key []byte) (int, uint32) {
+	h := maphash.Bytes(s.seed, key)
+	return int(h % shardCount), uint32(h >> 32)
+}
+
 // lookup returns the entry of key (locked shard sh, hash h from locate), or nil.
 func (sh *shard) lookup(h uint32, key []byte) *entry {
 	if i := sh.find(h, key); i >= 0 {
