@@ -5,10 +5,13 @@ import (
 	"os"
 	"path"
 	"runtime"
+	"runtime/metrics"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/ratchet/ratchet/engine"
 	"github.com/ratchet/ratchet/resp"
 )
 
@@ -212,11 +215,86 @@ func (d *Dispatcher) infoSections() []infoSection {
 			{"maxclients", d.opt.MaxClients},
 			{"blocked_clients", 0},
 		}},
+		memorySection(es),
 		{"stats", []infoField{
 			{"total_connections_received", cs.Total},
 			{"total_commands_processed", d.Processed()},
 			{"rejected_connections", cs.Rejected},
+			{"auth_failures", d.authFailures.Load()},
+			{"auth_throttled", d.authThrottled.Load()},
 		}},
+		keyspaceSection(es),
 		{"ratchet", ratchet},
+	}
+}
+
+// memorySection is INFO memory, with Redis's field names: used_memory is the Go runtime's
+// memory in use (mapped, less the heap's free and released spans), used_memory_rss the
+// process's resident set, maxmemory --max-memory (the cell store's bound).
+func memorySection(es engine.Stats) infoSection {
+	samples := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/free:bytes"},
+		{Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(samples)
+	var v [3]uint64
+	for i, s := range samples {
+		if s.Value.Kind() == metrics.KindUint64 {
+			v[i] = s.Value.Uint64()
+		}
+	}
+	used := v[0] - min(v[0], v[1]+v[2])
+	rss := residentBytes()
+	return infoSection{"memory", []infoField{
+		{"used_memory", used},
+		{"used_memory_human", humanBytes(used)},
+		{"used_memory_rss", rss},
+		{"used_memory_rss_human", humanBytes(rss)},
+		{"maxmemory", es.MaxMemoryBytes},
+		{"maxmemory_human", humanBytes(uint64(max(es.MaxMemoryBytes, 0)))},
+		{"maxmemory_policy", "noeviction"},
+		{"mem_allocator", "go-" + runtime.Version()},
+	}}
+}
+
+// keyspaceSection is INFO keyspace: the cells held, as db0's keys (no line when there are
+// none, as Redis omits empty databases). Cells are dropped by the sweep, not by a TTL.
+func keyspaceSection(es engine.Stats) infoSection {
+	sec := infoSection{name: "keyspace"}
+	if es.Cells > 0 {
+		sec.fields = []infoField{{"db0", fmt.Sprintf("keys=%d,expires=0,avg_ttl=0", es.Cells)}}
+	}
+	return sec
+}
+
+// residentBytes is the process's resident set size from /proc/self/statm; 0 where there
+// is none.
+func residentBytes() uint64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, err := strconv.ParseUint(f[1], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return pages * uint64(os.Getpagesize())
+}
+
+// humanBytes formats n as Redis's *_human fields do: "512B", "1.50K", "12.00M", "1.00G".
+func humanBytes(n uint64) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%dB", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.2fK", float64(n)/(1<<10))
+	case n < 1<<30:
+		return fmt.Sprintf("%.2fM", float64(n)/(1<<20))
+	case n < 1<<40:
+		return fmt.Sprintf("%.2fG", float64(n)/(1<<30))
+	default:
+		return fmt.Sprintf("%.2fT", float64(n)/(1<<40))
 	}
 }

@@ -60,12 +60,28 @@ func cmdAuth(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	if len(args) == 3 {
 		user = args[1]
 	}
-	if !d.checkPassword(user, args[len(args)-1]) {
-		w.Error("WRONGPASS invalid username-password pair or user is disabled.")
+	if !d.tryPassword(s, user, args[len(args)-1]) {
+		w.Error(errWrongPass)
 		return
 	}
 	s.Authed = true
 	w.OK()
+}
+
+const errWrongPass = "WRONGPASS invalid username-password pair or user is disabled."
+
+// tryPassword checks a password unless the throttle refuses the attempt (auth.go), and
+// records the outcome. It reports whether the connection may log in.
+func (d *Dispatcher) tryPassword(s *Session, user, pass []byte) bool {
+	if d.authRefused(s, d.clientAuth) {
+		return false
+	}
+	if !d.checkPassword(user, pass) {
+		d.authFailed(s, d.clientAuth)
+		return false
+	}
+	d.authSucceeded(s)
+	return true
 }
 
 // cmdHello serves HELLO [protover [AUTH username password] [SETNAME clientname]].
@@ -89,15 +105,15 @@ func cmdHello(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	for i := 2; i < len(args); i++ {
 		switch {
 		case strings.EqualFold(string(args[i]), "AUTH") && i+2 < len(args):
-			if !d.checkPassword(args[i+1], args[i+2]) {
-				w.Error("WRONGPASS invalid username-password pair or user is disabled.")
+			if !d.tryPassword(s, args[i+1], args[i+2]) {
+				w.Error(errWrongPass)
 				return
 			}
 			authed = true
 			i += 2
 		case strings.EqualFold(string(args[i]), "SETNAME") && i+1 < len(args):
-			if !validName(args[i+1]) {
-				w.Error("ERR Client names cannot contain spaces, newlines or special characters.")
+			if msg := checkName(args[i+1]); msg != "" {
+				w.Error(msg)
 				return
 			}
 			name, hasName = args[i+1], true
@@ -137,6 +153,22 @@ func cmdHello(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	w.Array(0)
 }
 
+// maxNameLen bounds a client name and the CLIENT SETINFO values, so that one CLIENT LIST
+// line stays small (about 1.2 KB at most) and the whole reply at most --max-clients lines.
+const maxNameLen = 256
+
+// checkName returns the error for a client name that is too long or has spaces, newlines
+// or other special bytes (as Redis refuses them); "" when it is valid.
+func checkName(b []byte) string {
+	switch {
+	case len(b) > maxNameLen:
+		return "ERR Client names must be at most 256 bytes."
+	case !validName(b):
+		return "ERR Client names cannot contain spaces, newlines or special characters."
+	}
+	return ""
+}
+
 // validName follows Redis: client names have no spaces, newlines or other special bytes.
 func validName(b []byte) bool {
 	for _, c := range b {
@@ -159,16 +191,20 @@ func cmdClient(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 			w.Null()
 		}
 	case sub == "SETNAME" && len(args) == 3:
-		if !validName(args[2]) {
-			w.Error("ERR Client names cannot contain spaces, newlines or special characters.")
+		if msg := checkName(args[2]); msg != "" {
+			w.Error(msg)
 			return
 		}
 		s.setName(string(args[2]))
 		w.OK()
 	case sub == "SETINFO" && len(args) == 4:
 		attr := strings.ToUpper(string(args[2]))
-		if (attr != "LIB-NAME" && attr != "LIB-VER") || !validName(args[3]) {
+		if attr != "LIB-NAME" && attr != "LIB-VER" {
 			w.Error("ERR Unrecognized option '" + clip(args[2]) + "'")
+			return
+		}
+		if len(args[3]) > maxNameLen || !validName(args[3]) {
+			w.Error("ERR " + strings.ToLower(attr) + " must be at most 256 bytes, without spaces, newlines or special characters.")
 			return
 		}
 		s.mu.Lock()
@@ -191,7 +227,113 @@ func cmdClient(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		w.Bulk(b.Bytes())
 	case (sub == "NO-EVICT" || sub == "NO-TOUCH") && len(args) == 3:
 		w.OK()
+	case sub == "TRACKING" && len(args) >= 3:
+		clientTracking(s, w, args[2:])
+	case sub == "CACHING" && len(args) == 3:
+		if v := strings.ToUpper(string(args[2])); v != "YES" && v != "NO" {
+			w.Error(errSyntax.Error())
+			return
+		}
+		w.OK()
+	case sub == "TRACKINGINFO" && len(args) == 2:
+		clientTrackingInfo(s, w)
+	case sub == "GETREDIR" && len(args) == 2:
+		w.Int(s.trackingRedirect())
 	default:
 		w.Error("ERR unknown subcommand or wrong number of arguments for '" + clip(args[1]) + "'. Try CLIENT HELP.")
 	}
+}
+
+// clientTracking serves CLIENT TRACKING ON|OFF [REDIRECT id] [PREFIX p ...] [BCAST]
+// [OPTIN] [OPTOUT] [NOLOOP]. Ratchet has no cacheable reads, so it never sends an
+// invalidation: the mode is only remembered for CLIENT TRACKINGINFO, and clients with a
+// client-side cache (rueidis) connect unchanged.
+func clientTracking(s *Session, w *resp.Writer, args [][]byte) {
+	var on bool
+	switch strings.ToUpper(string(args[0])) {
+	case "ON":
+		on = true
+	case "OFF":
+	default:
+		w.Error(errSyntax.Error())
+		return
+	}
+	tr := tracking{on: on}
+	for i := 1; i < len(args); i++ {
+		switch strings.ToUpper(string(args[i])) {
+		case "REDIRECT":
+			if i+1 >= len(args) {
+				w.Error(errSyntax.Error())
+				return
+			}
+			id, err := strconv.ParseInt(string(args[i+1]), 10, 64)
+			if err != nil {
+				w.Error(errNotInt.Error())
+				return
+			}
+			tr.redirect = id
+			i++
+		case "PREFIX":
+			if i+1 >= len(args) {
+				w.Error(errSyntax.Error())
+				return
+			}
+			i++ // prefixes are not kept: nothing is ever invalidated
+		case "BCAST", "OPTIN", "OPTOUT", "NOLOOP":
+			tr.flags = append(tr.flags, strings.ToLower(string(args[i])))
+		default:
+			w.Error(errSyntax.Error())
+			return
+		}
+	}
+	if !on {
+		tr = tracking{}
+	}
+	s.mu.Lock()
+	s.tracking = tr
+	s.mu.Unlock()
+	w.OK()
+}
+
+// tracking is what CLIENT TRACKING set, for CLIENT TRACKINGINFO.
+type tracking struct {
+	on       bool
+	redirect int64
+	flags    []string // bcast, optin, optout, noloop
+}
+
+func (s *Session) trackingRedirect() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.tracking.on {
+		return -1
+	}
+	return s.tracking.redirect
+}
+
+// clientTrackingInfo serves CLIENT TRACKINGINFO as Redis: flags, redirect, prefixes.
+func clientTrackingInfo(s *Session, w *resp.Writer) {
+	s.mu.Lock()
+	tr := s.tracking
+	s.mu.Unlock()
+	w.Map(3)
+	w.BulkString("flags")
+	if !tr.on {
+		w.Array(1)
+		w.Simple("off")
+	} else {
+		w.Array(1 + len(tr.flags))
+		w.Simple("on")
+		for _, f := range tr.flags {
+			w.Simple(f)
+		}
+	}
+	w.BulkString("redirect")
+	if tr.on {
+		w.Int(tr.redirect)
+	} else {
+		w.Int(-1)
+	}
+	w.BulkString("prefixes")
+	w.Array(0)
 }

@@ -10,6 +10,7 @@ package commands
 import (
 	"crypto/subtle"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -127,6 +128,9 @@ type Options struct {
 	OnImport func(region string, rows, changed int)
 	// Peers reports the cross-region peers for INFO; nil without peers.
 	Peers func() []PeerInfo
+	// Logger receives the rate-limited lines about failed authentication; nil:
+	// slog.Default().
+	Logger *slog.Logger
 }
 
 // Dispatcher routes requests to command handlers. It is safe for concurrent use by every
@@ -147,6 +151,10 @@ type Dispatcher struct {
 	txMu       sync.Mutex   // one sequential (edge) transaction at a time
 	txBytes    atomic.Int64 // bytes queued by all open transactions (multi.go)
 	txBudget   int64        // the bound on txBytes: maxTxBytesAll
+
+	clientAuth  *authThrottle    // AUTH and HELLO AUTH failures by address (auth.go)
+	clusterAuth *authThrottle    // RL.INTERNAL.HELLO failures by address
+	now         func() time.Time // the throttle's clock; time.Now but in tests
 }
 
 // AuthStats returns the failed-authentication counters.
@@ -179,7 +187,8 @@ func (c *stripedCounter) load() uint64 {
 
 // New returns a Dispatcher over the command table.
 func New(opt Options) *Dispatcher {
-	d := &Dispatcher{opt: opt, table: make(map[string]*Command), startedMs: time.Now().UnixMilli(), txBudget: maxTxBytesAll}
+	d := &Dispatcher{opt: opt, table: make(map[string]*Command), startedMs: time.Now().UnixMilli(), txBudget: maxTxBytesAll,
+		clientAuth: newAuthThrottle("password"), clusterAuth: newAuthThrottle("cluster secret"), now: time.Now}
 	d.waitFree, _ = opt.Limiter.(WaitFreeLimiter)
 	d.transactor, _ = opt.Limiter.(Transactor)
 	if bl, ok := opt.Limiter.(BatchLimiter); ok && opt.BatchTime {

@@ -38,10 +38,16 @@ func internalCommands() []*Command {
 
 func cmdInternalHello(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	secret := d.opt.ClusterSecret
-	if secret == "" || subtle.ConstantTimeCompare(args[1], []byte(secret)) != 1 {
+	if d.authRefused(s, d.clusterAuth) {
 		w.Error("WRONGPASS invalid cluster secret")
 		return
 	}
+	if secret == "" || subtle.ConstantTimeCompare(args[1], []byte(secret)) != 1 {
+		d.authFailed(s, d.clusterAuth)
+		w.Error("WRONGPASS invalid cluster secret")
+		return
+	}
+	d.authSucceeded(s)
 	s.cluster, s.Authed = true, true
 	s.nodeRun = string(args[2])
 	if region, ok := strings.CutPrefix(s.nodeRun, "peer:"); ok {

@@ -34,6 +34,7 @@ type Session struct {
 	peerRegion string     // set when that node is another region's origin
 	nsSeen     [4]string  // the last namespaces named by NS, reused so NS costs no allocation
 	nsNext     uint8      // the nsSeen slot to replace next
+	authFail   failState  // consecutive failed AUTH/HELLO AUTH/RL.INTERNAL.HELLO (auth.go)
 	tx         *txQueue   // the open transaction; nil outside MULTI
 	txAcct     *txAccount // this session's share of the queued-bytes budget; nil before MULTI
 
@@ -41,11 +42,12 @@ type Session struct {
 	lastCmd atomic.Pointer[Command] // the last command served
 	txLen   atomic.Int32            // commands queued + 1 inside MULTI; 0 outside (CLIENT LIST)
 
-	mu      sync.Mutex // guards the fields below
-	name    string
-	libName string
-	libVer  string
-	proto   int
+	mu       sync.Mutex // guards the fields below
+	name     string
+	libName  string
+	libVer   string
+	proto    int
+	tracking tracking // CLIENT TRACKING's mode; no invalidation is ever sent
 }
 
 // NewSession returns the state of a new connection, unauthenticated, in RESP2 and in
