@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 )
 
 // dialFrom connects to addr from the loopback address local (127.0.0.2: another source
@@ -167,5 +168,35 @@ func TestClientTrackingAndInfo(t *testing.T) {
 	}
 	if all := c.Info(ctx).Val(); !strings.Contains(all, "# Memory") || !strings.Contains(all, "# Keyspace") {
 		t.Errorf("INFO without a section lacks Memory or Keyspace")
+	}
+}
+
+// TestRueidisClientSideCache: rueidis with its defaults (client-side caching on, so it
+// sends CLIENT TRACKING ON OPTIN at connect) connects, decides, and runs a transaction.
+func TestRueidisClientSideCache(t *testing.T) {
+	t.Parallel()
+	p := start(t, "--requirepass", "s3cret", "--data-dir", "")
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{p.Addr}, Password: "s3cret",
+		DisableRetry: true, Dialer: net.Dialer{Timeout: 5 * time.Second}})
+	if err != nil {
+		t.Fatalf("rueidis.NewClient with client-side caching: %v", err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	limit := func(cmds ...rueidis.Completed) []rueidis.RedisResult { return c.DoMulti(ctx, cmds...) }
+	rl := func() rueidis.Completed { return c.B().Arbitrary("RL.LIMIT").Keys("rueidis").Args("5", "1h").Build() }
+	r, err := c.Do(ctx, rl()).AsIntSlice()
+	if err != nil || len(r) != 5 || r[0] != 1 || r[2] != 4 {
+		t.Fatalf("RL.LIMIT through rueidis = %v, %v", r, err)
+	}
+	// A transaction: MULTI, two RL.LIMIT, EXEC in one round trip.
+	res := limit(c.B().Multi().Build(), rl(), rl(), c.B().Exec().Build())
+	exec, err := res[3].ToArray()
+	if err != nil || len(exec) != 2 {
+		t.Fatalf("EXEC through rueidis = %v, %v", exec, err)
+	}
+	if r, err := exec[1].AsIntSlice(); err != nil || r[2] != 2 {
+		t.Fatalf("second RL.LIMIT in EXEC = %v, %v; want remaining 2", r, err)
 	}
 }
