@@ -288,7 +288,7 @@ func (d *Dispatcher) execTransact(s *Session, w *resp.Writer, cmds []queuedCmd) 
 	for _, q := range cmds {
 		switch q.cmd.Name {
 		case "rl.limit":
-			writeDecision(w, out[i].Decision, out[i].Err)
+			writeDecision(w, &out[i].Decision, out[i].Err)
 			i++
 		case "rl.status":
 			writeStatus(w, out[i].Status, statusLimits[i])
@@ -328,7 +328,7 @@ func (d *Dispatcher) execSequential(s *Session, w *resp.Writer, cmds []queuedCmd
 			default:
 				dec, err = d.opt.Limiter.Limit(t, a.Limit, a.Cost)
 			}
-			writeDecision(w, dec, err)
+			writeDecision(w, &dec, err)
 		case "rl.status":
 			a, _ := ParseStatus(q.args[1:])
 			writeStatus(w, d.opt.Limiter.Status(s.tuple(a.Key, a.Namespace, a.WindowMs)), a.Limit)

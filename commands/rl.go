@@ -30,11 +30,11 @@ func cmdLimit(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	default:
 		dec, err = d.opt.Limiter.Limit(t, a.Limit, a.Cost)
 	}
-	writeDecision(w, dec, err)
+	writeDecision(w, &dec, err)
 }
 
 // writeDecision writes RL.LIMIT's reply: the five integers, or err.
-func writeDecision(w *resp.Writer, dec engine.Decision, err error) {
+func writeDecision(w *resp.Writer, dec *engine.Decision, err error) {
 	if err != nil {
 		w.Error(err.Error())
 		return

@@ -29,14 +29,11 @@ type Session struct {
 	WouldBlock bool
 	Workspace  string
 	closing    bool
-	cluster    bool       // authenticated with the cluster secret (RL.INTERNAL.HELLO)
-	nodeRun    string     // the peer node's run id, from RL.INTERNAL.HELLO
-	peerRegion string     // set when that node is another region's origin
-	nsSeen     [4]string  // the last namespaces named by NS, reused so NS costs no allocation
-	nsNext     uint8      // the nsSeen slot to replace next
-	authFail   failState  // consecutive failed AUTH/HELLO AUTH/RL.INTERNAL.HELLO (auth.go)
-	tx         *txQueue   // the open transaction; nil outside MULTI
-	txAcct     *txAccount // this session's share of the queued-bytes budget; nil before MULTI
+	cluster    bool      // authenticated with the cluster secret (RL.INTERNAL.HELLO)
+	nodeRun    string    // the peer node's run id, from RL.INTERNAL.HELLO
+	peerRegion string    // set when that node is another region's origin
+	nsSeen     [4]string // the last namespaces named by NS, reused so NS costs no allocation
+	nsNext     uint8     // the nsSeen slot to replace next
 
 	lastMs  atomic.Int64            // ms of the last request batch
 	lastCmd atomic.Pointer[Command] // the last command served
@@ -48,6 +45,11 @@ type Session struct {
 	libVer   string
 	proto    int
 	tracking tracking // CLIENT TRACKING's mode; no invalidation is ever sent
+
+	// Owned by the connection's goroutine, like Authed.
+	authFail failState  // consecutive failed AUTH/HELLO AUTH/RL.INTERNAL.HELLO (auth.go)
+	tx       *txQueue   // the open transaction; nil outside MULTI
+	txAcct   *txAccount // this session's share of the queued-bytes budget; nil before MULTI
 }
 
 // NewSession returns the state of a new connection, unauthenticated, in RESP2 and in

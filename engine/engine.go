@@ -90,8 +90,10 @@ func (e *Engine) LimitAt(t Tuple, limit, cost uint64, nowMs int64) (Decision, er
 // added (an edge's cost that is on its way here). It returns the cells after the decision.
 func (e *Engine) decide(key []byte, windowMs int64, limit, cost, extra uint64, nowMs int64) (Decision, CellCounts, error) {
 	sh, h := e.store.locate(key)
+	var d Decision
+	var cc CellCounts
 	sh.mu.Lock()
-	d, cc, err := e.decideLocked(sh, h, key, windowMs, limit, cost, extra, nowMs)
+	err := e.decideLocked(sh, h, key, windowMs, limit, cost, extra, nowMs, &d, &cc)
 	sh.mu.Unlock()
 	if err != nil {
 		e.refusedFull()
@@ -103,7 +105,7 @@ func (e *Engine) decide(key []byte, windowMs int64, limit, cost, extra uint64, n
 
 // decideLocked is decide with key's shard sh (hash h, from locate) locked by the caller.
 // It neither counts the decision nor logs a full store: the caller does, after unlocking.
-func (e *Engine) decideLocked(sh *shard, h uint32, key []byte, windowMs int64, limit, cost, extra uint64, nowMs int64) (Decision, CellCounts, error) {
+func (e *Engine) decideLocked(sh *shard, h uint32, key []byte, windowMs int64, limit, cost, extra uint64, nowMs int64, dOut *Decision, ccOut *CellCounts) error {
 	seq, elapsed := position(nowMs, windowMs)
 	ent := sh.lookup(h, key)
 	if ent != nil && ent.newest() > seq {
@@ -120,7 +122,7 @@ func (e *Engine) decideLocked(sh *shard, h uint32, key []byte, windowMs int64, l
 		if ent == nil {
 			var err error
 			if ent, err = e.store.insert(sh, h, key, false); err != nil {
-				return Decision{}, CellCounts{}, err
+				return err
 			}
 		}
 		if i := e.store.slot(ent, seq, seq); i >= 0 {
@@ -130,11 +132,13 @@ func (e *Engine) decideLocked(sh *shard, h uint32, key []byte, windowMs int64, l
 			e.markDirty()
 		}
 	}
-	cc := CellCounts{Seq: seq}
+	*dOut = d
 	if ent != nil {
-		cc = ent.cellCounts(seq)
+		*ccOut = ent.cellCounts(seq)
+	} else {
+		*ccOut = CellCounts{Seq: seq}
 	}
-	return d, cc, nil
+	return nil
 }
 
 func (e *Engine) refusedFull() {
@@ -325,8 +329,9 @@ func (e *Engine) Transact(ops []TxOp, out []TxResult) {
 			out[i] = TxResult{Status: statusLocked(a.sh, a.h, a.key, op.Tuple.WindowMs, now)}
 			continue
 		}
-		d, _, err := e.decideLocked(a.sh, a.h, a.key, op.Tuple.WindowMs, op.Limit, op.Cost, 0, now)
-		out[i] = TxResult{Decision: d, Err: err}
+		var cc CellCounts
+		out[i] = TxResult{}
+		out[i].Err = e.decideLocked(a.sh, a.h, a.key, op.Tuple.WindowMs, op.Limit, op.Cost, 0, now, &out[i].Decision, &cc)
 	}
 	for i := len(want) - 1; i >= 0; i-- {
 		if want[i] {
