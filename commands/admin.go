@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -269,15 +268,11 @@ func keyspaceSection(es engine.Stats) infoSection {
 // is none.
 func residentBytes() uint64 {
 	b, err := os.ReadFile("/proc/self/statm")
+	var size, pages uint64 // statm: total program size, then resident pages
 	if err != nil {
 		return 0
 	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return 0
-	}
-	pages, err := strconv.ParseUint(f[1], 10, 64)
-	if err != nil {
+	if _, err := fmt.Sscan(string(b), &size, &pages); err != nil {
 		return 0
 	}
 	return pages * uint64(os.Getpagesize())
