@@ -291,7 +291,7 @@ func (d *Dispatcher) execTransact(s *Session, w *resp.Writer, cmds []queuedCmd) 
 			writeDecision(w, &out[i].Decision, out[i].Err)
 			i++
 		case "rl.status":
-			writeStatus(w, out[i].Status, statusLimits[i])
+			writeStatus(w, &out[i].Status, statusLimits[i])
 			i++
 		default:
 			q.cmd.Handler(d, s, w, q.args)
@@ -331,7 +331,8 @@ func (d *Dispatcher) execSequential(s *Session, w *resp.Writer, cmds []queuedCmd
 			writeDecision(w, &dec, err)
 		case "rl.status":
 			a, _ := ParseStatus(q.args[1:])
-			writeStatus(w, d.opt.Limiter.Status(s.tuple(a.Key, a.Namespace, a.WindowMs)), a.Limit)
+			st := d.opt.Limiter.Status(s.tuple(a.Key, a.Namespace, a.WindowMs))
+			writeStatus(w, &st, a.Limit)
 		default:
 			q.cmd.Handler(d, s, w, q.args)
 		}

@@ -12,7 +12,7 @@ func cmdLimit(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		w.Error(err.Error())
 		return
 	}
-	t := s.tuple(a.Key, a.Namespace, a.WindowMs)
+	t := engine.Tuple{Workspace: s.Workspace, Namespace: s.namespace(a.Namespace), Key: a.Key, WindowMs: a.WindowMs}
 	var dec engine.Decision
 	switch {
 	case d.waitFree != nil && s.NoWait:
@@ -59,11 +59,13 @@ func cmdStatus(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		s.WouldBlock = true // an edge's RL.STATUS reads its origin first
 		return
 	}
-	writeStatus(w, d.opt.Limiter.Status(s.tuple(a.Key, a.Namespace, a.WindowMs)), a.Limit)
+	t := engine.Tuple{Workspace: s.Workspace, Namespace: s.namespace(a.Namespace), Key: a.Key, WindowMs: a.WindowMs}
+	st := d.opt.Limiter.Status(t)
+	writeStatus(w, &st, a.Limit)
 }
 
 // writeStatus writes RL.STATUS's reply of st, with the fields of LIMIT when limit > 0.
-func writeStatus(w *resp.Writer, st engine.Status, limit uint64) {
+func writeStatus(w *resp.Writer, st *engine.Status, limit uint64) {
 	n := 10
 	if limit > 0 {
 		n += 3

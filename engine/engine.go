@@ -186,24 +186,28 @@ func (s Status) Peek(limit uint64) Decision {
 func (e *Engine) Status(t Tuple) Status {
 	var buf [256]byte
 	key := AppendKey(buf[:0], t)
+	st := originStatus(e.clock.NowMs(), t.WindowMs)
 	sh, h := e.store.locate(key)
 	sh.mu.Lock()
-	st := statusLocked(sh, h, key, t.WindowMs, e.clock.NowMs())
+	st.read(sh.lookup(h, key))
 	sh.mu.Unlock()
 	return st
 }
 
-// statusLocked is Status of an encoded key at nowMs, with its shard sh (hash h) locked by
-// the caller.
-func statusLocked(sh *shard, h uint32, key []byte, windowMs, nowMs int64) Status {
+// originStatus is an origin's Status at nowMs of a tuple of window windowMs, before its
+// cells are read.
+func originStatus(nowMs, windowMs int64) Status {
 	seq, elapsed := position(nowMs, windowMs)
-	st := Status{Sequence: seq, ElapsedMs: elapsed, WindowMs: windowMs, Source: "origin", Fresh: true}
-	if ent := sh.lookup(h, key); ent != nil {
-		cur, prev := ent.counts(seq)
+	return Status{Sequence: seq, ElapsedMs: elapsed, WindowMs: windowMs, Source: "origin", Fresh: true}
+}
+
+// read fills st with ent's cells (nil: none held), its shard locked by the caller.
+func (st *Status) read(ent *entry) {
+	if ent != nil {
+		cur, prev := ent.counts(st.Sequence)
 		st.CurrentRegional, st.CurrentImported = cur.regional, cur.imported
 		st.PreviousRegional, st.PreviousImported = prev.regional, prev.imported
 	}
-	return st
 }
 
 // markDirty notes that counts changed. It writes the flag only when it is clear, so between
@@ -326,7 +330,8 @@ func (e *Engine) Transact(ops []TxOp, out []TxResult) {
 	for i, op := range ops {
 		a := at[i]
 		if op.Read {
-			out[i] = TxResult{Status: statusLocked(a.sh, a.h, a.key, op.Tuple.WindowMs, now)}
+			out[i] = TxResult{Status: originStatus(now, op.Tuple.WindowMs)}
+			out[i].Status.read(a.sh.lookup(a.h, a.key))
 			continue
 		}
 		var cc CellCounts
