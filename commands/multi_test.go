@@ -329,3 +329,26 @@ func readExec(b []byte) ([2]int64, string) {
 	}
 	return out, ""
 }
+
+// BenchmarkExec100 measures a transaction of 100 RL.LIMIT on 100 keys: queueing (argument
+// copies) and the EXEC that decides them under their shard locks.
+func BenchmarkExec100(b *testing.B) {
+	eng := engine.New(engine.SystemClock{}, engine.Config{})
+	d := commands.New(commands.Options{Limiter: eng, Origin: eng, Host: &fakeHost{}, Role: "origin"})
+	s := commands.NewSession(1, "127.0.0.1:5000", "127.0.0.1:6380", 0)
+	reqs := make([][][]byte, 100)
+	for i := range reqs {
+		reqs[i] = split("RL.LIMIT key:" + strconv.Itoa(i) + " 1000000000000 60000")
+	}
+	multi, exec := split("MULTI"), split("EXEC")
+	var w resp.Writer
+	b.ReportAllocs()
+	for b.Loop() {
+		w.Reset()
+		d.Serve(s, &w, multi)
+		for _, r := range reqs {
+			d.Serve(s, &w, r)
+		}
+		d.Serve(s, &w, exec)
+	}
+}
