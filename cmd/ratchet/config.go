@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -13,8 +14,9 @@ import (
 )
 
 // Config is every flag of the ratchet binary (SPEC section 4). DefaultConfig gives the
-// defaults; each flag can also come from RATCHET_<NAME> (upper case, '-' as '_'); a flag
-// on the command line wins over the environment.
+// defaults; each flag can also come from RATCHET_<NAME> (upper case, '-' as '_'; a set but
+// empty variable is the empty value, as --name= is); a flag on the command line wins over
+// the environment.
 type Config struct {
 	Listen        string
 	Role          string
@@ -40,12 +42,16 @@ type Config struct {
 
 	OriginTimeout time.Duration
 
-	WriteTimeout time.Duration
-	Threads      int    // GOMAXPROCS; 0 leaves Go's default (one per core)
-	EventLoops   int    // epoll loops serving plain TCP (Linux); 0: one per thread; -1: none
-	PprofListen  string // net/http/pprof address; empty disables
-	LogLevel     string
-	LogFormat    string
+	WriteTimeout     time.Duration
+	ReadTimeout      time.Duration // an incomplete request making no progress this long closes its connection; 0: never
+	IdleTimeout      time.Duration // Redis's timeout: a client idle this long is closed; 0: never
+	HandshakeTimeout time.Duration // bound on a TLS handshake
+	MaxQueryBuffer   int64         // bound on request bytes buffered across all connections
+	Threads          int           // GOMAXPROCS; 0 leaves Go's default (one per core)
+	EventLoops       int           // epoll loops serving plain TCP (Linux); 0: one per thread; -1: none
+	PprofListen      string        // net/http/pprof address; empty disables
+	LogLevel         string
+	LogFormat        string
 }
 
 // DefaultConfig returns the embedded defaults: a standalone origin on 127.0.0.1:6380.
@@ -66,6 +72,9 @@ func DefaultConfig() Config {
 		DegradedShare:    1.0,
 		OriginTimeout:    100 * time.Millisecond,
 		WriteTimeout:     10 * time.Second,
+		ReadTimeout:      10 * time.Second,
+		HandshakeTimeout: 5 * time.Second,
+		MaxQueryBuffer:   64 << 20,
 		LogLevel:         "info",
 		LogFormat:        "text",
 	}
@@ -105,7 +114,48 @@ func (s sizeFlag) String() string {
 	if s.v == nil {
 		return ""
 	}
-	return strconv.FormatInt(*s.v, 10)
+	return formatSize(*s.v)
+}
+
+// formatSize writes n in the largest binary unit that divides it: 256MiB, 1GiB, 1000B.
+func formatSize(n int64) string {
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.mult == 0 {
+			return strconv.FormatInt(n/u.mult, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10) + "B"
+}
+
+// secondsFlag parses Redis's timeout: a bare integer is seconds (300), and a Go duration
+// (5m, 1m30s) is accepted too. 0 means never.
+type secondsFlag struct{ v *time.Duration }
+
+func (d secondsFlag) String() string {
+	if d.v == nil {
+		return ""
+	}
+	return d.v.String()
+}
+
+func (d secondsFlag) Set(v string) error {
+	v = strings.TrimSpace(v)
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n < 0 || n > int64(time.Duration(1<<62)/time.Second) {
+			return fmt.Errorf("invalid timeout %q (want seconds from 0, or a duration such as 5m)", v)
+		}
+		*d.v = time.Duration(n) * time.Second
+		return nil
+	}
+	dur, err := time.ParseDuration(v)
+	if err != nil || dur < 0 {
+		return fmt.Errorf("invalid timeout %q (want seconds, e.g. 300, or a duration such as 5m)", v)
+	}
+	*d.v = dur
+	return nil
 }
 
 func (s sizeFlag) Set(v string) error {
@@ -137,25 +187,41 @@ func parseSize(v string) (int64, error) {
 	return n * mult, nil
 }
 
-// parseConfig reads flags from args, after defaults and the environment.
-func parseConfig(args []string, getenv func(string) string) (Config, error) {
-	c := DefaultConfig()
+// Errors parseConfig returns for the flags that ask for something other than a run.
+var (
+	errHelp    = flag.ErrHelp
+	errVersion = errors.New("version requested")
+)
+
+// noEnv are the flags that never come from the environment: a RATCHET_VERSION left set
+// must not turn every start into a version print.
+var noEnv = map[string]bool{"version": true}
+
+// envName is the environment variable of flag name: RATCHET_<NAME>, '-' as '_'.
+func envName(name string) string {
+	return "RATCHET_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// newFlagSet binds every flag to c. cliPeers is raised before the command line is parsed
+// so that --peer there replaces RATCHET_PEER; showVersion is --version.
+func newFlagSet(c *Config, cliPeers, showVersion *bool) *flag.FlagSet {
 	fs := flag.NewFlagSet("ratchet", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // main reports errors and prints usage itself
 	fs.StringVar(&c.Listen, "listen", c.Listen, "RESP address")
 	fs.StringVar(&c.Role, "role", c.Role, "origin or edge")
 	fs.StringVar(&c.Region, "region", c.Region, "this region's name")
 	fs.StringVar(&c.NodeID, "node-id", c.NodeID, "unique in the region (default: derived from host and port)")
 	fs.StringVar(&c.Origins, "origin", c.Origins, "edge: origin addresses, comma separated")
-	var cliPeers bool
-	fs.Var(listFlag{&c.Peers, &cliPeers}, "peer", "origin: REGION=ADDR, repeatable or comma separated")
+	fs.Var(listFlag{&c.Peers, cliPeers}, "peer", "origin: REGION=ADDR, repeatable or comma separated")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "origin: snapshot directory; empty disables snapshots")
-	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "Prometheus /metrics and /healthz address; empty disables")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "Prometheus /metrics, /healthz and /readyz address; empty disables")
 	fs.StringVar(&c.RequirePass, "requirepass", c.RequirePass, "password clients must AUTH with")
 	fs.StringVar(&c.ClusterSecret, "cluster-secret", c.ClusterSecret, "password of node-to-node traffic")
 	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "TLS certificate (PEM) for the RESP listener")
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "TLS key (PEM) for the RESP listener")
 	fs.IntVar(&c.MaxClients, "max-clients", c.MaxClients, "connections beyond this are refused")
-	fs.Var(sizeFlag{&c.MaxMemory}, "max-memory", "bound on the memory of counts (e.g. 256MiB)")
+	fs.Var(sizeFlag{&c.MaxMemory}, "max-memory", "bound on the memory of counts (B, KiB, MiB, GiB, KB, MB, GB)")
+	fs.Var(sizeFlag{&c.MaxQueryBuffer}, "max-query-buffer", "bound on request bytes buffered across all connections; past it the connection holding the most is closed")
 	fs.DurationVar(&c.Freshness, "freshness", c.Freshness, "edge: how long a local entry stays fresh")
 	fs.DurationVar(&c.ReplayInterval, "replay-interval", c.ReplayInterval, "edge: replay flush interval")
 	fs.Float64Var(&c.PublishThreshold, "publish-threshold", c.PublishThreshold, "origin: share of the limit before a cell is published")
@@ -164,17 +230,35 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	fs.Float64Var(&c.DegradedShare, "degraded-share", c.DegradedShare, "edge: share of the limit enforced while the origin is unreachable")
 	fs.DurationVar(&c.OriginTimeout, "origin-timeout", c.OriginTimeout, "edge: bound on one origin call (read, replay, decide)")
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "drop a client that does not read its replies for this long")
+	fs.DurationVar(&c.ReadTimeout, "read-timeout", c.ReadTimeout, "close a connection whose incomplete request makes no progress for this long; 0: never")
+	fs.Var(secondsFlag{&c.IdleTimeout}, "timeout", "close a client idle this long (Redis's timeout: seconds, or a duration); 0: never")
+	fs.DurationVar(&c.HandshakeTimeout, "tls-handshake-timeout", c.HandshakeTimeout, "bound on a TLS handshake")
 	fs.IntVar(&c.Threads, "threads", c.Threads, "threads running Go code at once (GOMAXPROCS); 0: one per core")
 	fs.IntVar(&c.EventLoops, "event-loops", c.EventLoops, "epoll event loops serving plain TCP clients (Linux); 0: one per thread (--threads); -1: a goroutine per connection instead")
 	fs.StringVar(&c.PprofListen, "pprof-listen", c.PprofListen, "address of net/http/pprof, for profiling; empty disables")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
+	fs.BoolVar(showVersion, "version", false, "print the version and exit")
+	return fs
+}
 
-	// The environment first, so that the command line overrides it.
+// parseConfig reads flags from args, after defaults and the environment (lookupEnv, as
+// os.LookupEnv). It returns errHelp for --help and errVersion for --version.
+func parseConfig(args []string, lookupEnv func(string) (string, bool)) (Config, error) {
+	c := DefaultConfig()
+	var cliPeers, showVersion bool
+	fs := newFlagSet(&c, &cliPeers, &showVersion)
+
+	// The environment first, so that the command line overrides it. A variable that is
+	// set but empty is the empty value: RATCHET_DATA_DIR= disables snapshots as
+	// --data-dir= does.
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
-		name := "RATCHET_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := getenv(name); v != "" {
+		if noEnv[f.Name] {
+			return
+		}
+		name := envName(f.Name)
+		if v, ok := lookupEnv(name); ok {
 			if err := fs.Set(f.Name, v); err != nil && envErr == nil {
 				envErr = fmt.Errorf("%s: %w", name, err)
 			}
@@ -187,10 +271,49 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	if showVersion {
+		return c, errVersion
+	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	return c, c.Validate()
+}
+
+// usage writes --help: every flag with its value's kind, its default (sizes as 256MiB)
+// and its environment variable.
+func usage(w io.Writer) {
+	c := DefaultConfig()
+	var cliPeers, showVersion bool
+	fs := newFlagSet(&c, &cliPeers, &showVersion)
+	fmt.Fprint(w, `Usage: ratchet [flags]
+
+Ratchet is a rate-limit server that speaks the Redis protocol (see README.md).
+Every flag can also be set by the environment variable shown beside it; a flag on the
+command line wins over the environment, and a variable set to "" is the empty value.
+
+`)
+	fs.VisitAll(func(f *flag.Flag) {
+		kind, help := flag.UnquoteUsage(f)
+		switch f.Value.(type) {
+		case sizeFlag:
+			kind = "size"
+		case secondsFlag:
+			kind = "seconds|duration"
+		}
+		line := "  --" + f.Name
+		if kind != "" {
+			line += " " + kind
+		}
+		if !noEnv[f.Name] {
+			line += "   (" + envName(f.Name) + ")"
+		}
+		fmt.Fprintln(w, line)
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
+			help += " (default " + f.DefValue + ")"
+		}
+		fmt.Fprintln(w, "        "+help)
+	})
 }
 
 // Validate reports the first setting that cannot work, or one this build cannot serve yet.
@@ -222,6 +345,10 @@ func (c *Config) Validate() error {
 		return errors.New("--snapshot-interval must be positive")
 	case c.WriteTimeout <= 0:
 		return errors.New("--write-timeout must be positive")
+	case c.ReadTimeout < 0:
+		return errors.New("--read-timeout must be 0 (never) or positive")
+	case c.HandshakeTimeout <= 0:
+		return errors.New("--tls-handshake-timeout must be positive")
 	case c.PublishThreshold < 0 || c.PublishThreshold > 1:
 		return errors.New("--publish-threshold must be from 0 to 1")
 	case c.DegradedShare < 0 || c.DegradedShare > 1:

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"flag"
 	"strings"
 	"testing"
 	"time"
 )
 
-func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
 
 func TestParseConfig(t *testing.T) {
 	tests := []struct {
@@ -34,6 +37,29 @@ func TestParseConfig(t *testing.T) {
 			check: func(c Config) bool { return len(c.Peers) == 2 }},
 		{name: "sizes", args: []string{"--max-memory", "100MB"}, check: func(c Config) bool { return c.MaxMemory == 100e6 }},
 		{name: "empty data dir", args: []string{"--data-dir", ""}, check: func(c Config) bool { return c.DataDir == "" }},
+		{name: "empty env data dir", env: map[string]string{"RATCHET_DATA_DIR": ""}, check: func(c Config) bool { return c.DataDir == "" }},
+		{name: "empty env string", env: map[string]string{"RATCHET_REQUIREPASS": "", "RATCHET_METRICS_LISTEN": ""},
+			check: func(c Config) bool { return c.RequirePass == "" && c.MetricsListen == "" }},
+		{name: "unset env keeps default", env: map[string]string{}, check: func(c Config) bool { return c.DataDir == "./ratchet-data" }},
+		{name: "empty env number", env: map[string]string{"RATCHET_MAX_CLIENTS": ""}, err: "RATCHET_MAX_CLIENTS"},
+		{name: "connection defaults", check: func(c Config) bool {
+			return c.ReadTimeout == 10*time.Second && c.IdleTimeout == 0 && c.HandshakeTimeout == 5*time.Second && c.MaxQueryBuffer == 64<<20
+		}},
+		{name: "connection flags", args: []string{"--read-timeout", "2s", "--timeout", "300", "--tls-handshake-timeout", "250ms", "--max-query-buffer", "1GiB"},
+			check: func(c Config) bool {
+				return c.ReadTimeout == 2*time.Second && c.IdleTimeout == 300*time.Second && c.HandshakeTimeout == 250*time.Millisecond && c.MaxQueryBuffer == 1<<30
+			}},
+		{name: "timeout duration", args: []string{"--timeout", "1m30s"}, check: func(c Config) bool { return c.IdleTimeout == 90*time.Second }},
+		{name: "timeout from env", env: map[string]string{"RATCHET_TIMEOUT": "0"}, check: func(c Config) bool { return c.IdleTimeout == 0 }},
+		{name: "read timeout off", args: []string{"--read-timeout", "0"}, check: func(c Config) bool { return c.ReadTimeout == 0 }},
+		{name: "bad timeout", args: []string{"--timeout", "-5"}, err: "invalid timeout"},
+		{name: "bad timeout word", args: []string{"--timeout", "soon"}, err: "invalid timeout"},
+		{name: "bad read timeout", args: []string{"--read-timeout", "-1s"}, err: "--read-timeout"},
+		{name: "bad handshake timeout", args: []string{"--tls-handshake-timeout", "0s"}, err: "--tls-handshake-timeout"},
+		{name: "bad query buffer", args: []string{"--max-query-buffer", "0"}, err: "invalid size"},
+		{name: "version", args: []string{"--version"}, err: errVersion.Error()},
+		{name: "version not from env", env: map[string]string{"RATCHET_VERSION": "1"}, check: func(c Config) bool { return c.Role == "origin" }},
+		{name: "help", args: []string{"--help"}, err: "help requested"},
 		{name: "bad size", args: []string{"--max-memory", "lots"}, err: "invalid size"},
 		{name: "bad env", env: map[string]string{"RATCHET_MAX_CLIENTS": "many"}, err: "RATCHET_MAX_CLIENTS"},
 		{name: "bad role", args: []string{"--role", "proxy"}, err: "--role must be"},
@@ -66,5 +92,63 @@ func TestParseConfig(t *testing.T) {
 				t.Fatalf("config %+v, err %v", c, err)
 			}
 		})
+	}
+}
+
+func TestFormatSize(t *testing.T) {
+	for n, want := range map[int64]string{256 << 20: "256MiB", 1 << 30: "1GiB", 64 << 20: "64MiB", 3072: "3KiB", 1536: "1536B", 1000: "1000B", 100e6: "100000000B"} {
+		if got := formatSize(n); got != want {
+			t.Errorf("formatSize(%d) = %q, want %q", n, got, want)
+		}
+		if back, err := parseSize(formatSize(n)); err != nil || back != n {
+			t.Errorf("parseSize(formatSize(%d)) = %d, %v", n, back, err)
+		}
+	}
+}
+
+// TestUsage: --help names every flag and its RATCHET_* variable, and writes sizes in
+// binary units.
+func TestUsage(t *testing.T) {
+	var b strings.Builder
+	usage(&b)
+	out := b.String()
+	c := DefaultConfig()
+	var x, y bool
+	newFlagSet(&c, &x, &y).VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(out, "--"+f.Name+" ") && !strings.Contains(out, "--"+f.Name+"\n") {
+			t.Errorf("usage lacks --%s", f.Name)
+		}
+		if f.Name != "version" && !strings.Contains(out, "("+envName(f.Name)+")") {
+			t.Errorf("usage lacks %s", envName(f.Name))
+		}
+	})
+	for _, want := range []string{"(default 256MiB)", "(default 64MiB)", "RATCHET_DATA_DIR", "(default 10s)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("usage lacks %q", want)
+		}
+	}
+	if strings.Contains(out, "268435456") || strings.Contains(out, "RATCHET_VERSION") {
+		t.Errorf("usage has a raw size or RATCHET_VERSION:\n%s", out)
+	}
+}
+
+func TestVersionLine(t *testing.T) {
+	old := revision
+	defer func() { revision = old }()
+	revision = "abc123"
+	if got := versionLine(); !strings.HasPrefix(got, "ratchet "+version+" (revision abc123, go") {
+		t.Errorf("versionLine = %q", got)
+	}
+	revision = ""
+	if got := buildRevision(); got == "" {
+		t.Error("buildRevision is empty")
+	}
+}
+
+func TestRedisSeconds(t *testing.T) {
+	for d, want := range map[time.Duration]string{0: "0", 300 * time.Second: "300", 1500 * time.Millisecond: "2"} {
+		if got := redisSeconds(d); got != want {
+			t.Errorf("redisSeconds(%v) = %q, want %q", d, got, want)
+		}
 	}
 }

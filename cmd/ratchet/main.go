@@ -11,7 +11,6 @@ import (
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -20,6 +19,8 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -33,16 +34,26 @@ import (
 	"github.com/ratchet/ratchet/upstream"
 )
 
-// version is the Ratchet release, reported by HELLO and INFO.
+// version is the Ratchet release, reported by HELLO, INFO and --version.
 const version = "0.1.0"
 
+// revision identifies the build for --version. Release builds set it with
+// -ldflags "-X main.revision=..."; otherwise it is the VCS revision Go stamped into the
+// binary (with "-dirty" for a modified tree), or "dev".
+var revision = ""
+
 func main() {
-	cfg, err := parseConfig(os.Args[1:], os.Getenv)
-	if errors.Is(err, flag.ErrHelp) {
+	cfg, err := parseConfig(os.Args[1:], os.LookupEnv)
+	switch {
+	case errors.Is(err, errHelp):
+		usage(os.Stdout)
 		os.Exit(0)
-	}
-	if err != nil {
+	case errors.Is(err, errVersion):
+		fmt.Println(versionLine())
+		os.Exit(0)
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "ratchet:", err)
+		fmt.Fprintln(os.Stderr, "ratchet: see ratchet --help")
 		os.Exit(2)
 	}
 	log := newLogger(cfg)
@@ -53,6 +64,39 @@ func main() {
 		log.Error("ratchet stopped", "error", err)
 		os.Exit(1)
 	}
+}
+
+// versionLine is what --version prints: "ratchet 0.1.0 (revision 1a2b3c4d5e6f, go1.26.0)".
+func versionLine() string {
+	return fmt.Sprintf("ratchet %s (revision %s, %s)", version, buildRevision(), runtime.Version())
+}
+
+// buildRevision is revision, else the VCS revision in the build info, else "dev".
+func buildRevision() string {
+	if revision != "" {
+		return revision
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	rev, dirty := "", false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "dev"
+	}
+	rev = rev[:min(len(rev), 12)]
+	if dirty {
+		rev += "-dirty"
+	}
+	return rev
 }
 
 func newLogger(cfg Config) *slog.Logger {
@@ -161,7 +205,8 @@ func run(cfg Config, log *slog.Logger) error {
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 	srv := server.New(server.Config{Addr: cfg.Listen, MaxClients: cfg.MaxClients, WriteTimeout: cfg.WriteTimeout, TLS: tlsCfg, Logger: log,
-		EventLoops: eventLoops(cfg)})
+		EventLoops: eventLoops(cfg), ReadTimeout: cfg.ReadTimeout, IdleTimeout: cfg.IdleTimeout,
+		HandshakeTimeout: cfg.HandshakeTimeout, MaxQueryBuffer: cfg.MaxQueryBuffer})
 	if err := srv.Listen(); err != nil {
 		return err
 	}
@@ -203,11 +248,13 @@ func run(cfg Config, log *slog.Logger) error {
 		RequirePass: cfg.RequirePass, Role: cfg.Role, Region: cfg.Region,
 		NodeID: cfg.NodeID, MaxClients: cfg.MaxClients, Version: version, Snapshots: snapStats,
 		Config: map[string]string{
-			"save": "", "appendonly": "no", "databases": "1", "timeout": "0",
+			"save": "", "appendonly": "no", "databases": "1", "timeout": redisSeconds(cfg.IdleTimeout),
 			"maxclients": fmt.Sprint(cfg.MaxClients), "port": portOf(cfg.Listen),
 			"ratchet-role": cfg.Role, "ratchet-region": cfg.Region,
 			"ratchet-max-memory":        fmt.Sprint(cfg.MaxMemory),
 			"ratchet-snapshot-interval": cfg.SnapshotInterval.String(),
+			"ratchet-read-timeout":      cfg.ReadTimeout.String(),
+			"ratchet-max-query-buffer":  fmt.Sprint(cfg.MaxQueryBuffer),
 		},
 	})
 
@@ -290,6 +337,12 @@ func run(cfg Config, log *slog.Logger) error {
 		log.Info("final snapshot written", "dir", cfg.DataDir)
 	}
 	return runErr
+}
+
+// redisSeconds writes a duration as Redis's CONFIG GET timeout does: whole seconds, a
+// fraction rounded up so that a set timeout never reads as 0 (never).
+func redisSeconds(d time.Duration) string {
+	return strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10)
 }
 
 // eventLoops is the number of epoll loops clients are served from: --event-loops, or one
