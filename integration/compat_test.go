@@ -359,13 +359,17 @@ func TestHelloAndCompatibilityCommands(t *testing.T) {
 	c.expectEOF()
 }
 
+// installRedisTools installs redis-cli and redis-benchmark on Debian.
+const installRedisTools = "apt-get install -y redis-tools"
+
 // redisCLI runs redis-cli against p with args; it fails the test if redis-cli fails.
 func redisCLI(t testing.TB, p *proc, args ...string) string {
 	t.Helper()
+	cli := requireTool(t, "redis-cli", installRedisTools)
 	host, port, _ := net.SplitHostPort(p.Addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "redis-cli", append([]string{"-h", host, "-p", port}, args...)...)
+	cmd := exec.CommandContext(ctx, cli, append([]string{"-h", host, "-p", port}, args...)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("redis-cli %q: %v\n%s", args, err, out)
@@ -376,9 +380,7 @@ func redisCLI(t testing.TB, p *proc, args ...string) string {
 // Test 8: redis-cli.
 func TestRedisCLI(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("redis-cli"); err != nil {
-		t.Fatalf("redis-cli is not installed: %v", err)
-	}
+	requireTool(t, "redis-cli", installRedisTools)
 	p := start(t)
 
 	lines := strings.Fields(redisCLI(t, p, "RL.LIMIT", "user:42", "100", "60s"))
@@ -424,9 +426,7 @@ func TestRedisCLI(t *testing.T) {
 // Test 9: redis-benchmark runs against RL.LIMIT, with and without pipelining.
 func TestRedisBenchmark(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("redis-benchmark"); err != nil {
-		t.Fatalf("redis-benchmark is not installed: %v", err)
-	}
+	requireTool(t, "redis-benchmark", installRedisTools)
 	p := start(t)
 	host, port, _ := net.SplitHostPort(p.Addr)
 	for _, extra := range [][]string{nil, {"-P", "16"}} {

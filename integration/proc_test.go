@@ -57,6 +57,28 @@ func runMain(m *testing.M) int {
 	return m.Run()
 }
 
+// requireTool returns the path of the external program name, which the test needs. When it
+// is missing the test is skipped with the command that installs it, so a plain `go test
+// ./...` on a machine without it says what to install; with RATCHET_CI=1 (set by .ci/run)
+// the test fails instead, so CI never passes by skipping.
+func requireTool(t testing.TB, name, install string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		missingTool(t, name+" is not installed", install)
+	}
+	return path
+}
+
+// missingTool skips t (fails it under RATCHET_CI=1) because what it needs is missing.
+func missingTool(t testing.TB, what, install string) {
+	t.Helper()
+	if os.Getenv("RATCHET_CI") == "1" {
+		t.Fatalf("%s (RATCHET_CI=1, so this fails instead of skipping); install it with: %s", what, install)
+	}
+	t.Skipf("%s; install it with: %s", what, install)
+}
+
 // moduleRoot finds the directory of go.mod: `go env GOMOD`, else the parent directory.
 func moduleRoot() (string, error) {
 	out, err := exec.Command("go", "env", "GOMOD").Output()
