@@ -1,10 +1,11 @@
-// Package metrics exposes Ratchet's counters to Prometheus and serves /metrics and
-// /healthz. It reads the same Stats that INFO reads, so the two never disagree; no key or
-// namespace is ever a label.
+// Package metrics exposes Ratchet's counters to Prometheus and serves /metrics, /healthz
+// (liveness) and /readyz (readiness). It reads the same Stats that INFO reads, so the two
+// never disagree; no key or namespace is ever a label.
 package metrics
 
 import (
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +23,10 @@ type Sources struct {
 	Commands  func() uint64
 	Snapshots func() commands.SnapshotStats
 	Peers     func() []commands.PeerInfo
+	Auth      func() commands.AuthStats
+	// Ready reports why the node should not take traffic now, or nil when it should; it
+	// answers /readyz. Nil: always ready.
+	Ready func() error
 }
 
 type collector struct {
@@ -29,6 +34,7 @@ type collector struct {
 
 	decisions, refused, cells, tuples, memBytes, memMax                           *prometheus.Desc
 	clients, connections, rejected, commands                                      *prometheus.Desc
+	closed, queryBytes, queryLimit, authFailures, authThrottled                   *prometheus.Desc
 	snapDuration, snapLastSuccess, snapCells, snapFailures                        *prometheus.Desc
 	replayPending, replayRetried, replayExpired, strict, originUp                 *prometheus.Desc
 	published, imported, peerUp, peerLag, peerLastOK, peerPublished, peerImported *prometheus.Desc
@@ -39,17 +45,24 @@ func newCollector(src Sources) *collector {
 		return prometheus.NewDesc("ratchet_"+name, help, labels, nil)
 	}
 	return &collector{
-		src:             src,
-		decisions:       d("decisions_total", "Decisions made, by result and by where the counts came from.", "result", "source"),
-		refused:         d("cells_refused_total", "Requests refused because the cell store was full (--max-memory)."),
-		cells:           d("cells", "Cells held in memory."),
-		tuples:          d("local_entries", "Tuples (entries of up to two cells) held in memory."),
-		memBytes:        d("memory_bytes", "Estimated bytes of the cell store."),
-		memMax:          d("memory_max_bytes", "The --max-memory bound of the cell store."),
-		clients:         d("connected_clients", "Open client connections."),
-		connections:     d("connections_total", "Connections accepted."),
-		rejected:        d("connections_rejected_total", "Connections refused at --max-clients."),
-		commands:        d("commands_total", "Commands served."),
+		src:         src,
+		decisions:   d("decisions_total", "Decisions made, by result and by where the counts came from.", "result", "source"),
+		refused:     d("cells_refused_total", "Requests refused because the cell store was full (--max-memory)."),
+		cells:       d("cells", "Cells held in memory."),
+		tuples:      d("local_entries", "Tuples (entries of up to two cells) held in memory."),
+		memBytes:    d("memory_bytes", "Estimated bytes of the cell store."),
+		memMax:      d("memory_max_bytes", "The --max-memory bound of the cell store."),
+		clients:     d("connected_clients", "Open client connections."),
+		connections: d("connections_total", "Connections accepted."),
+		rejected:    d("connections_rejected_total", "Connections refused at --max-clients."),
+		commands:    d("commands_total", "Commands served."),
+		closed: d("connections_closed_total", "Connections the server closed, by reason: read_timeout (an incomplete request made no progress for --read-timeout), "+
+			"idle_timeout (--timeout), write_timeout (replies not read for --write-timeout), handshake_timeout (TLS), "+
+			"query_buffer (held the most request bytes when --max-query-buffer was full), protocol_error.", "reason"),
+		queryBytes:      d("query_buffer_bytes", "Request bytes buffered across all connections."),
+		queryLimit:      d("query_buffer_limit_bytes", "The --max-query-buffer bound of buffered request bytes."),
+		authFailures:    d("auth_failures_total", "Wrong passwords (AUTH, HELLO AUTH) and cluster secrets (RL.INTERNAL.HELLO)."),
+		authThrottled:   d("auth_throttled_total", "Authentication attempts refused unchecked after repeated failures."),
 		snapDuration:    d("snapshot_duration_seconds", "Duration of the last successful snapshot."),
 		snapLastSuccess: d("snapshot_last_success_timestamp_seconds", "Unix time of the last successful snapshot."),
 		snapCells:       d("snapshot_cells", "Cells written by the last successful snapshot."),
@@ -125,6 +138,20 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		m(c.clients, prometheus.GaugeValue, float64(s.Connected))
 		m(c.connections, prometheus.CounterValue, float64(s.Total))
 		m(c.rejected, prometheus.CounterValue, float64(s.Rejected))
+		for _, r := range []struct {
+			reason string
+			n      uint64
+		}{{"read_timeout", s.ReadTimeouts}, {"idle_timeout", s.IdleTimeouts}, {"write_timeout", s.WriteTimeouts},
+			{"handshake_timeout", s.HandshakeTimeouts}, {"query_buffer", s.QueryEvictions}, {"protocol_error", s.ProtocolErrors}} {
+			m(c.closed, prometheus.CounterValue, float64(r.n), r.reason)
+		}
+		m(c.queryBytes, prometheus.GaugeValue, float64(s.QueryBufferBytes))
+		m(c.queryLimit, prometheus.GaugeValue, float64(s.MaxQueryBuffer))
+	}
+	if c.src.Auth != nil {
+		s := c.src.Auth()
+		m(c.authFailures, prometheus.CounterValue, float64(s.Failures))
+		m(c.authThrottled, prometheus.CounterValue, float64(s.Throttled))
 	}
 	if c.src.Commands != nil {
 		m(c.commands, prometheus.CounterValue, float64(c.src.Commands()))
@@ -142,6 +169,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 type Metrics struct {
 	reg       *prometheus.Registry
 	originOps *prometheus.HistogramVec
+	ready     atomic.Pointer[func() error] // Sources.Ready of the last Register
 }
 
 // New returns a registry holding the Go and process collectors and the histogram of an
@@ -160,8 +188,13 @@ func New() *Metrics {
 	return m
 }
 
-// Register adds the collector over src.
-func (m *Metrics) Register(src Sources) { m.reg.MustRegister(newCollector(src)) }
+// Register adds the collector over src; src.Ready answers /readyz from then on.
+func (m *Metrics) Register(src Sources) {
+	m.reg.MustRegister(newCollector(src))
+	if src.Ready != nil {
+		m.ready.Store(&src.Ready)
+	}
+}
 
 // ObserveOrigin records one origin call; it matches engine.EdgeConfig.Observe.
 func (m *Metrics) ObserveOrigin(kind string, err error, d time.Duration) {
@@ -172,13 +205,23 @@ func (m *Metrics) ObserveOrigin(kind string, err error, d time.Duration) {
 	m.originOps.WithLabelValues(kind, outcome).Observe(d.Seconds())
 }
 
-// Handler serves /metrics and /healthz ("ok" while the process serves).
-func (m *Metrics) Handler() http.Handler { return handler(m.reg) }
-
-func handler(reg *prometheus.Registry) http.Handler {
+// Handler serves /metrics, /healthz (liveness: "ok" while the process serves) and
+// /readyz (readiness: 200 "ok", or 503 with the reason Sources.Ready gives).
+func (m *Metrics) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if f := m.ready.Load(); f != nil {
+			if err := (*f)(); err != nil {
+				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = w.Write([]byte("not ready: " + err.Error() + "\n"))
+				return
+			}
+		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	return mux

@@ -1,6 +1,7 @@
 package metrics_test
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -21,7 +22,11 @@ func TestScrape(t *testing.T) {
 	}
 	m := metrics.New()
 	m.Register(metrics.Sources{Engine: eng.Stats,
-		Conns:     func() commands.ConnStats { return commands.ConnStats{Connected: 4} },
+		Conns: func() commands.ConnStats {
+			return commands.ConnStats{Connected: 4, ReadTimeouts: 5, IdleTimeouts: 6, WriteTimeouts: 7, HandshakeTimeouts: 8,
+				QueryEvictions: 9, ProtocolErrors: 10, QueryBufferBytes: 4096, MaxQueryBuffer: 64 << 20}
+		},
+		Auth:      func() commands.AuthStats { return commands.AuthStats{Failures: 11, Throttled: 12} },
 		Snapshots: func() commands.SnapshotStats { return commands.SnapshotStats{LastCells: 9} }})
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
@@ -31,6 +36,14 @@ func TestScrape(t *testing.T) {
 		`ratchet_decisions_total{result="allowed",source="local"} 2`,
 		`ratchet_decisions_total{result="denied",source="local"} 1`,
 		"ratchet_cells 1", "ratchet_connected_clients 4", "ratchet_snapshot_cells 9",
+		`ratchet_connections_closed_total{reason="read_timeout"} 5`,
+		`ratchet_connections_closed_total{reason="idle_timeout"} 6`,
+		`ratchet_connections_closed_total{reason="write_timeout"} 7`,
+		`ratchet_connections_closed_total{reason="handshake_timeout"} 8`,
+		`ratchet_connections_closed_total{reason="query_buffer"} 9`,
+		`ratchet_connections_closed_total{reason="protocol_error"} 10`,
+		"ratchet_query_buffer_bytes 4096", "ratchet_query_buffer_limit_bytes 6.7108864e+07",
+		"ratchet_auth_failures_total 11", "ratchet_auth_throttled_total 12",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
@@ -42,9 +55,40 @@ func TestScrape(t *testing.T) {
 	if got := get(t, srv.URL+"/healthz"); got != "ok\n" {
 		t.Errorf("/healthz = %q", got)
 	}
+	if got := get(t, srv.URL+"/readyz"); got != "ok\n" {
+		t.Errorf("/readyz without a Ready source = %q", got)
+	}
+}
+
+// TestReadyz: /readyz follows Sources.Ready, with the reason in a 503; /healthz stays 200.
+func TestReadyz(t *testing.T) {
+	var reason error
+	m := metrics.New()
+	m.Register(metrics.Sources{Ready: func() error { return reason }})
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	if code, body := fetch(t, srv.URL+"/readyz"); code != 200 || body != "ok\n" {
+		t.Errorf("ready: /readyz = %d %q", code, body)
+	}
+	reason = errors.New("4 snapshots in a row failed")
+	if code, body := fetch(t, srv.URL+"/readyz"); code != 503 || body != "not ready: 4 snapshots in a row failed\n" {
+		t.Errorf("not ready: /readyz = %d %q", code, body)
+	}
+	if code, _ := fetch(t, srv.URL+"/healthz"); code != 200 {
+		t.Errorf("not ready: /healthz = %d", code)
+	}
 }
 
 func get(t *testing.T, url string) string {
+	t.Helper()
+	code, body := fetch(t, url)
+	if code != 200 {
+		t.Fatalf("%s: %d", url, code)
+	}
+	return body
+}
+
+func fetch(t *testing.T, url string) (int, string) {
 	t.Helper()
 	res, err := http.Get(url)
 	if err != nil {
@@ -52,8 +96,5 @@ func get(t *testing.T, url string) string {
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
-	if res.StatusCode != 200 {
-		t.Fatalf("%s: %d", url, res.StatusCode)
-	}
-	return string(b)
+	return res.StatusCode, string(b)
 }

@@ -261,7 +261,7 @@ func run(cfg Config, log *slog.Logger) error {
 	var metricsSrv *http.Server
 	if cfg.MetricsListen != "" {
 		met.Register(metrics.Sources{Engine: n.limiter.Stats, Conns: srv.ConnStats, Commands: disp.Processed,
-			Snapshots: snapStats, Peers: peerInfo})
+			Snapshots: snapStats, Peers: peerInfo, Auth: disp.AuthStats})
 		ln, err := net.Listen("tcp", cfg.MetricsListen)
 		if err != nil {
 			return fmt.Errorf("listen metrics %s: %w", cfg.MetricsListen, err)
