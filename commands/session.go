@@ -92,6 +92,11 @@ func (s *Session) Touch(nowMs int64) { s.lastMs.Store(nowMs) }
 // writes the pending replies, then closes.
 func (s *Session) Closing() bool { return s.closing }
 
+// Internal reports whether the connection authenticated with the cluster secret (an edge
+// or a peer region's origin). Like Redis's replicas, such connections are never closed
+// for being idle.
+func (s *Session) Internal() bool { return s.cluster }
+
 func (s *Session) setName(n string) {
 	s.mu.Lock()
 	s.name = n

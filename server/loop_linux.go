@@ -35,9 +35,13 @@ import (
 // Bounds: a loop shares one read buffer, one reply buffer and one buffer of the batch's
 // held replies (at most maxHold, past which replies are written at once) among its
 // connections; a connection keeps its own buffers only for a request that arrived in part
-// (at most Limits.MaxBuffer) and for replies its socket did not take. While replies are
-// pending a connection is not read (backpressure); pending longer than WriteTimeout, it is
-// closed.
+// (at most Limits.MaxBuffer, within MaxQueryBuffer: batch.go) and for replies its socket
+// did not take. While replies are pending a connection is not read (backpressure).
+//
+// Timers: the loop sweeps its connections every sweepEvery (sweep): replies pending with
+// no write progress for WriteTimeout, an incomplete request with no byte read for
+// ReadTimeout, no request for IdleTimeout, and connections evicted from MaxQueryBuffer
+// are closed there.
 
 const (
 	loopReadBuffer = 64 << 10
@@ -62,6 +66,9 @@ type loop struct {
 	added  []*loopConn
 	nAdded atomic.Int32
 	closed bool
+
+	evicted   atomic.Bool // a connection of this loop was evicted from MaxQueryBuffer
+	nextSweep time.Time
 }
 
 // heldReplies are c's replies of the batch being served: holdBuf[start:end].
@@ -77,10 +84,13 @@ const maxHold = 1 << 20
 // loopConn is one connection owned by a loop.
 type loopConn struct {
 	fd       int
+	cn       *conn
 	sess     *commands.Session
-	in       []byte // unserved request bytes carried to the next read
-	out      []byte // replies the socket did not take yet
-	outSince time.Time
+	in       []byte    // unserved request bytes carried to the next read
+	out      []byte    // replies the socket did not take yet
+	outSince time.Time // the last write progress while out is pending
+	outQ     int       // the socket's unsent bytes at the last sweep; -1: not looked yet
+	lastRead time.Time // the last read that returned bytes
 	proto    int
 }
 
@@ -132,7 +142,8 @@ func newLoop(s *Server) (*loop, error) {
 // net.Conn closed (which only drops Go's own poller registration) and the copy added to
 // the loop's epoll set. It reports false when the connection could not be moved (it is
 // then closed).
-func (s *Server) adopt(c *net.TCPConn, sess *commands.Session) bool {
+func (s *Server) adopt(c *net.TCPConn, cn *conn) bool {
+	sess := cn.sess
 	rc, err := c.SyscallConn()
 	if err != nil {
 		_ = c.Close()
@@ -161,7 +172,10 @@ func (s *Server) adopt(c *net.TCPConn, sess *commands.Session) bool {
 		return false
 	}
 	l := s.loops[uint64(sess.ID)%uint64(len(s.loops))]
-	lc := &loopConn{fd: fd, sess: sess, proto: sess.Proto()}
+	lc := &loopConn{fd: fd, cn: cn, sess: sess, proto: sess.Proto(), lastRead: time.Now()}
+	s.mu.Lock()
+	cn.nc, cn.lp = nil, l
+	s.mu.Unlock()
 	sess.NoWait = true
 	// Under l.mu: the loop cannot close its epoll set meanwhile, and it takes the new
 	// connection from added (level-triggered events that come first are seen again).
@@ -193,12 +207,38 @@ func (l *loop) wake() {
 	_, _ = syscall.Write(l.wakefd, one[:])
 }
 
+// evict has the loop close its connections evicted from MaxQueryBuffer.
+func (l *loop) evict() {
+	l.evicted.Store(true)
+	l.wake()
+}
+
+// sweepEvery is how often a loop looks for connections to close: a quarter of the
+// shortest timeout in force, from 10 ms to 1 s; 0 when none is.
+func (l *loop) sweepEvery() time.Duration {
+	cfg := &l.s.cfg
+	d := time.Duration(0)
+	for _, t := range []time.Duration{cfg.ReadTimeout, cfg.IdleTimeout} {
+		if t > 0 && (d == 0 || t < d) {
+			d = t
+		}
+	}
+	if l.pending > 0 && (d == 0 || cfg.WriteTimeout < d) {
+		d = cfg.WriteTimeout
+	}
+	if d == 0 {
+		return 0
+	}
+	return min(max(d/4, 10*time.Millisecond), time.Second)
+}
+
 func (l *loop) run() {
 	defer l.s.wg.Done()
 	for {
 		timeout := -1
-		if l.pending > 0 {
-			timeout = int(max(l.s.cfg.WriteTimeout/4, 10*time.Millisecond) / time.Millisecond)
+		every := l.sweepEvery()
+		if every > 0 {
+			timeout = int(every / time.Millisecond)
 		}
 		n, err := l.wait(timeout)
 		if err != nil && !errors.Is(err, syscall.EINTR) {
@@ -234,8 +274,9 @@ func (l *loop) run() {
 			l.readable(c, now)
 		}
 		l.writeHeld(now)
-		if l.pending > 0 {
-			l.dropSlowReaders(now)
+		if l.evicted.Swap(false) || (every > 0 && !now.Before(l.nextSweep)) {
+			l.sweep(now)
+			l.nextSweep = now.Add(every)
 		}
 	}
 }
@@ -256,7 +297,7 @@ func (l *loop) writeHeld(now time.Time) {
 		}
 		if n < len(b) {
 			c.out = append(c.out[:0], b[max(n, 0):]...)
-			c.outSince = now
+			c.outSince, c.outQ = now, -1
 			l.pending++
 			l.interest(c, syscall.EPOLLOUT)
 		}
@@ -291,13 +332,10 @@ func (l *loop) readable(c *loopConn, now time.Time) {
 		}
 	} else {
 		if len(c.in) == cap(c.in) {
-			if cap(c.in) >= lim.MaxBuffer {
-				l.protocolError(c, resp.ErrTooBig)
+			if c.in, err = l.s.growRequest(c.cn, c.in); err != nil {
+				l.refuse(c, err)
 				return
 			}
-			grown := make([]byte, len(c.in), min(2*cap(c.in), lim.MaxBuffer))
-			copy(grown, c.in)
-			c.in = grown
 		}
 		n, err = readFD(c.fd, c.in[len(c.in):cap(c.in)])
 		if n > 0 {
@@ -313,6 +351,7 @@ func (l *loop) readable(c *loopConn, now time.Time) {
 		return
 	}
 	now = time.Now() // the batch's instant (commands.Options.BatchTime): one read per batch
+	c.lastRead = now
 	c.sess.Touch(now.UnixMilli())
 	l.serve(c, data, fromIn, now)
 }
@@ -323,58 +362,37 @@ func (l *loop) readable(c *loopConn, now time.Time) {
 func (l *loop) serve(c *loopConn, data []byte, fromIn bool, now time.Time) {
 	l.w.Reset()
 	l.w.SetProto(c.proto)
-	off := 0
-	blocked := false
-	for off < len(data) && !c.sess.Closing() {
-		args, used, perr := resp.Parse(data[off:], l.argv, l.s.cfg.Limits)
-		if perr != nil {
-			c.proto = l.w.Proto()
-			l.protocolError(c, perr)
-			return
-		}
-		if used == 0 {
-			break
-		}
-		off += used
-		l.argv = args[:0]
-		if len(args) > 0 {
-			l.s.handler.Serve(c.sess, &l.w, args)
-			if c.sess.WouldBlock {
-				// The request must wait on the network: the connection leaves the loop
-				// for a goroutine of its own, which serves this request again.
-				c.sess.WouldBlock = false
-				c.proto = l.w.Proto()
-				l.handOver(c, data[off-used:])
-				return
-			}
-		}
-		if l.w.Len() >= flushAt {
-			if ok := l.write(c, now); !ok {
-				blocked = true
-				break
-			}
-		}
-	}
+	r := l.s.serveBatch(c.sess, &l.w, data, &l.argv, false, func() bool { return l.write(c, now) })
 	c.proto = l.w.Proto()
-	rest := data[off:]
+	blocked := false
+	switch r.stop {
+	case stopError:
+		l.refuse(c, r.err)
+		return
+	case stopWait:
+		// The request must wait on the network: the connection leaves the loop for a
+		// goroutine of its own, which serves this request again.
+		l.handOver(c, data[r.off:])
+		return
+	case stopFull:
+		blocked = true
+	}
+	rest := data[r.off:]
 	switch {
 	case len(rest) == 0:
-		c.in = c.in[:0]
-		if cap(c.in) > 4*initialBuffer {
-			c.in = nil
-		}
+		c.in = l.s.releaseRequest(c.cn, c.in[:0], false)
 	case fromIn:
 		c.in = c.in[:copy(c.in[:cap(c.in)], rest)]
 	default:
-		maxBuf := l.s.cfg.Limits.MaxBuffer
-		if len(rest) >= maxBuf && !blocked {
-			l.protocolError(c, resp.ErrTooBig)
+		if len(rest) >= l.s.cfg.Limits.MaxBuffer && !blocked {
+			l.refuse(c, resp.ErrTooBig)
 			return
 		}
-		if cap(c.in) < len(rest) {
-			c.in = make([]byte, 0, min(max(initialBuffer, 2*len(rest)), maxBuf))
+		var err error
+		if c.in, err = l.s.keepRequest(c.cn, c.in, rest); err != nil {
+			l.refuse(c, err)
+			return
 		}
-		c.in = append(c.in[:0], rest...)
 	}
 	switch {
 	case blocked:
@@ -408,7 +426,7 @@ func (l *loop) write(c *loopConn, now time.Time) bool {
 		return true
 	}
 	c.out = append(c.out[:0], b[max(n, 0):]...)
-	c.outSince = now
+	c.outSince, c.outQ = now, -1
 	l.pending++
 	l.interest(c, syscall.EPOLLOUT)
 	return false
@@ -429,20 +447,23 @@ func (l *loop) handOver(c *loopConn, rest []byte) {
 	_ = f.Close() // the loop's descriptor; nc has its own
 	if err != nil {
 		l.s.log.Warn("event loop: cannot hand a connection to a goroutine; closing it", "remote", c.sess.Addr, "error", err)
-		l.s.forget(c.sess)
+		l.s.forget(c.cn)
 		return
 	}
+	// c.in's bytes leave the budget with c.in; serveConn accounts for its copy, in.
+	c.in = nil
+	_ = l.s.account(c.cn, 0) // shrinking never fails
 	l.s.mu.Lock()
 	if l.s.closing { // Shutdown has already unblocked the connections it knew
 		l.s.mu.Unlock()
 		_ = nc.Close()
-		l.s.forget(c.sess)
+		l.s.forget(c.cn)
 		return
 	}
-	l.s.conns[c.sess] = nc
+	c.cn.nc, c.cn.lp = nc, nil
 	l.s.wg.Add(1)
 	l.s.mu.Unlock()
-	go l.s.serveConn(c.sess, nc, in, out)
+	go l.s.serveConn(c.cn, nc, in, out)
 }
 
 // writable sends c's pending replies; once they are out, it serves what c.in holds and
@@ -455,6 +476,9 @@ func (l *loop) writable(c *loopConn, now time.Time) {
 	}
 	if n < len(c.out) {
 		c.out = c.out[:copy(c.out, c.out[max(n, 0):])]
+		if n > 0 {
+			c.outSince = now // WriteTimeout counts from the last progress
+		}
 		return
 	}
 	c.out = c.out[:0]
@@ -486,20 +510,53 @@ func (l *loop) interest(c *loopConn, events uint32) bool {
 	return true
 }
 
-// dropSlowReaders closes the connections whose replies have waited longer than
-// WriteTimeout.
-func (l *loop) dropSlowReaders(now time.Time) {
+// sweep closes the connections whose time is up (see the loop's Timers) and those
+// evicted from MaxQueryBuffer.
+func (l *loop) sweep(now time.Time) {
+	cfg := &l.s.cfg
 	for _, c := range l.conns {
-		if len(c.out) > 0 && now.Sub(c.outSince) > l.s.cfg.WriteTimeout {
-			l.s.log.Info("closing a client that does not read its replies", "remote", c.sess.Addr)
+		reason := nReasons
+		switch {
+		case c.cn.evicted.Load(): // counted when it was chosen
+			l.close(c)
+			continue
+		case len(c.out) > 0:
+			// Progress is also the kernel sending what we queued (see unsentFD).
+			if q, ok := unsentFD(c.fd); ok {
+				if c.outQ >= 0 && q < c.outQ {
+					c.outSince = now
+				}
+				c.outQ = q
+			}
+			if now.Sub(c.outSince) > cfg.WriteTimeout {
+				reason = closeWriteTimeout
+			}
+		case len(c.in) > 0:
+			if cfg.ReadTimeout > 0 && now.Sub(c.lastRead) > cfg.ReadTimeout {
+				reason = closeReadTimeout
+			}
+		case cfg.IdleTimeout > 0 && now.Sub(c.lastRead) > cfg.IdleTimeout && !c.sess.Internal():
+			reason = closeIdleTimeout
+		}
+		if reason != nReasons {
+			l.s.logClose(reason, c.sess.Addr, nil)
 			l.close(c)
 		}
 	}
 }
 
-// protocolError answers what was served so far and the error, then closes c.
-func (l *loop) protocolError(c *loopConn, err error) {
-	l.s.log.Info("closing connection on protocol error", "remote", c.sess.Addr, "error", err)
+// refuse closes c for err: after answering what was served so far and the error when err
+// is a protocol error, silently when c did not fit MaxQueryBuffer.
+func (l *loop) refuse(c *loopConn, err error) {
+	if errors.Is(err, errQueryBudget) {
+		if !c.cn.evicted.Load() {
+			l.s.logClose(closeQueryBuffer, c.sess.Addr, err)
+		}
+		l.w.Reset()
+		l.close(c)
+		return
+	}
+	l.s.logClose(closeProtocol, c.sess.Addr, err)
 	l.w.Error("ERR " + err.Error())
 	if len(c.out) == 0 {
 		_, _ = writeFD(c.fd, l.w.Bytes())
@@ -517,7 +574,7 @@ func (l *loop) close(c *loopConn) {
 	}
 	delete(l.conns, int32(c.fd))
 	_ = syscall.Close(c.fd) // also leaves the epoll set
-	l.s.forget(c.sess)
+	l.s.forget(c.cn)
 }
 
 // closeAll writes what each connection has pending, without waiting, and closes it.

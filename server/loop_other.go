@@ -4,8 +4,6 @@ package server
 
 import (
 	"net"
-
-	"github.com/ratchet/ratchet/commands"
 )
 
 // loop is Linux only; elsewhere every connection has its own goroutine.
@@ -13,8 +11,14 @@ type loop struct{}
 
 func (s *Server) startLoops(int) error { return nil }
 
-func (s *Server) adopt(*net.TCPConn, *commands.Session) bool { return false }
+func (s *Server) adopt(*net.TCPConn, *conn) bool { return false }
+
+func (l *loop) evict() {}
 
 func (l *loop) wake() {}
 
 func loopsAvailable() bool { return false }
+
+// unsent is known on Linux only; elsewhere a write timeout counts from the last write
+// that took bytes.
+func unsent(net.Conn) (int, bool) { return 0, false }

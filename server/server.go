@@ -73,8 +73,8 @@ type Server struct {
 	rejected  atomic.Uint64
 	handBacks atomic.Uint64 // connections returned from a goroutine to a loop
 
-	mu       sync.Mutex                     // guards conns and closing
-	conns    map[*commands.Session]net.Conn // nil net.Conn: owned by an event loop
+	mu       sync.Mutex                  // guards conns, closing, and each conn's nc and lp
+	conns    map[*commands.Session]*conn // the open connections
 	closing  bool
 	stopping atomic.Bool    // closing, for the event loops
 	loops    []*loop        // nil: a goroutine per connection
@@ -84,6 +84,9 @@ type Server struct {
 	// each batch that waits on its origin: without reuse every hand-over allocated a 16 KiB
 	// read buffer (700 MB in 300k requests on 100k cold keys).
 	bufs sync.Pool
+
+	query  queryBudget // MaxQueryBuffer (batch.go)
+	closes *closeLog   // connections closed by reason (batch.go)
 }
 
 // connBuffers are a goroutine-served connection's read buffer and argument slice.
@@ -103,7 +106,14 @@ func New(cfg Config) *Server {
 	if cfg.Limits == (resp.Limits{}) {
 		cfg.Limits = resp.DefaultLimits()
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, conns: make(map[*commands.Session]net.Conn)}
+	if cfg.HandshakeTimeout <= 0 {
+		cfg.HandshakeTimeout = 5 * time.Second
+	}
+	if cfg.MaxQueryBuffer <= 0 {
+		cfg.MaxQueryBuffer = 64 << 20
+	}
+	return &Server{cfg: cfg, log: cfg.Logger, conns: make(map[*commands.Session]*conn),
+		query: queryBudget{holders: make(map[*conn]struct{})}, closes: newCloseLog()}
 }
 
 // Listen binds the RESP address.
@@ -165,25 +175,28 @@ func (s *Server) accept(c net.Conn) {
 		_ = c.Close()
 		return
 	}
+	cn := &conn{sess: sess}
+	s.conns[sess] = cn
 	if tc, ok := c.(*net.TCPConn); ok && s.loops != nil {
-		s.conns[sess] = nil
 		s.mu.Unlock()
-		if !s.adopt(tc, sess) {
-			s.forget(sess)
+		if !s.adopt(tc, cn) {
+			s.forget(cn)
 		}
 		return
 	}
-	s.conns[sess] = c
+	cn.nc = c
 	s.wg.Add(1)
 	s.mu.Unlock()
-	go s.serveConn(sess, c, nil, nil)
+	go s.serveConn(cn, c, nil, nil)
 }
 
-// forget removes a closed connection's session.
-func (s *Server) forget(sess *commands.Session) {
+// forget removes a closed connection: its slot, its request bytes, its session's state.
+func (s *Server) forget(c *conn) {
 	s.mu.Lock()
-	delete(s.conns, sess)
+	delete(s.conns, c.sess)
 	s.mu.Unlock()
+	s.release(c)
+	c.sess.Close()
 }
 
 func (s *Server) isClosing() bool {
@@ -193,24 +206,30 @@ func (s *Server) isClosing() bool {
 }
 
 // serveConn is the connection's goroutine: read, parse, serve, write, until the peer
-// leaves, QUITs, errs, or sends a protocol error. A connection handed over by an event
-// loop brings the replies its socket had not taken (out, written first) and the requests
-// not served yet (in, served before reading).
+// leaves, QUITs, errs, times out, or sends a protocol error. A connection handed over by
+// an event loop brings the replies its socket had not taken (out, written first) and the
+// requests not served yet (in, served before reading). Serving is serveBatch's (batch.go).
 //
 // A connection that came from a loop keeps its session's NoWait: a request that would wait
 // is served again here with NoWait off, and once a batch has been served without any such
 // request and nothing more has arrived, the connection goes back to a loop.
-func (s *Server) serveConn(sess *commands.Session, c net.Conn, in, out []byte) {
+func (s *Server) serveConn(c *conn, nc net.Conn, in, out []byte) {
+	sess := c.sess
 	fromLoop := sess.NoWait
 	returned := false
 	defer func() {
 		if !returned {
-			_ = c.Close()
-			s.forget(sess)
+			_ = nc.Close()
+			s.forget(c)
 		}
 		s.wg.Done()
 	}()
-	lim := s.cfg.Limits
+	if tc, ok := nc.(*tls.Conn); ok && !fromLoop {
+		if err := s.handshake(tc); err != nil {
+			s.logClose(closeHandshake, sess.Addr, err)
+			return
+		}
+	}
 	cb, _ := s.bufs.Get().(*connBuffers)
 	if cb == nil {
 		cb = &connBuffers{buf: make([]byte, 0, initialBuffer), argv: make([][]byte, 0, 16)}
@@ -225,89 +244,150 @@ func (s *Server) serveConn(sess *commands.Session, c net.Conn, in, out []byte) {
 			s.bufs.Put(cb)
 		}
 	}()
-	if cap(buf) < len(in) {
-		buf = make([]byte, 0, len(in))
+	var err error
+	if buf, err = s.keepRequest(c, buf, in); err != nil {
+		s.logClose(closeQueryBuffer, sess.Addr, err)
+		return
 	}
-	buf = append(buf, in...)
 	var w resp.Writer
 	w.SetProto(sess.Proto())
-	var dl deadline
+	var wd, rd deadline
 	if len(out) > 0 {
-		_ = c.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
-		if _, err := c.Write(out); err != nil {
+		if err := s.writeAll(c, nc, out, &wd, time.Now()); err != nil {
 			return
 		}
+	}
+	flushEarly := func() bool {
+		if s.writeAll(c, nc, w.Bytes(), &wd, time.Now()) != nil {
+			return false
+		}
+		w.Reset()
+		// The write may have waited: the rest of the batch is decided after it.
+		sess.Touch(time.Now().UnixMilli())
+		return true
 	}
 	pending := len(buf) > 0 // serve what came with the connection before reading
 	for {
 		var rerr error
 		if !pending {
 			if len(buf) == cap(buf) {
-				if cap(buf) >= lim.MaxBuffer {
-					s.protocolError(c, &w, resp.ErrTooBig)
+				if buf, err = s.growRequest(c, buf); err != nil {
+					s.refuse(c, nc, &w, err)
 					return
 				}
-				grown := make([]byte, len(buf), min(2*cap(buf), lim.MaxBuffer))
-				copy(grown, buf)
-				buf = grown
+			}
+			if !s.armRead(c, nc, &rd, len(buf) > 0) {
+				return
 			}
 			var n int
-			n, rerr = c.Read(buf[len(buf):cap(buf)])
+			n, rerr = nc.Read(buf[len(buf):cap(buf)])
 			buf = buf[:len(buf)+n]
+			if n == 0 {
+				s.readFailed(c, rerr, len(buf) > 0)
+				return
+			}
 		}
 		pending = false
 		now := time.Now()
 		sess.Touch(now.UnixMilli())
 
-		off := 0
-		waited := false
-		for off < len(buf) && !sess.Closing() {
-			args, used, perr := resp.Parse(buf[off:], argv, lim)
-			if perr != nil {
-				s.protocolError(c, &w, perr)
-				return
-			}
-			if used == 0 {
-				break
-			}
-			off += used
-			argv = args[:0]
-			if len(args) > 0 {
-				s.handler.Serve(sess, &w, args)
-				if sess.WouldBlock { // only with NoWait: serve it again, waiting
-					sess.WouldBlock, sess.NoWait, waited = false, false, true
-					s.handler.Serve(sess, &w, args)
-					sess.NoWait = true
-				}
-			}
-			if w.Len() >= flushAt {
-				now = time.Now()
-				if err := s.flush(c, &w, &dl, now); err != nil {
-					return
-				}
-				// The write may have waited: the rest of the batch is decided after it.
-				sess.Touch(time.Now().UnixMilli())
-			}
-		}
-		buf = buf[:copy(buf, buf[off:])]
-		if len(buf) == 0 && cap(buf) > 4*initialBuffer {
-			buf = make([]byte, 0, initialBuffer)
-		}
-		if err := s.flush(c, &w, &dl, now); err != nil || sess.Closing() || rerr != nil {
+		r := s.serveBatch(sess, &w, buf, &argv, true, flushEarly)
+		switch r.stop {
+		case stopError:
+			s.refuse(c, nc, &w, r.err)
+			return
+		case stopFull: // flushEarly failed: the connection is gone
 			return
 		}
-		if fromLoop && !waited && len(buf) == 0 {
-			if returned = s.handBack(sess, c); returned {
+		buf = buf[:copy(buf, buf[r.off:])]
+		buf = s.releaseRequest(c, buf, true)
+		if err := s.writeAll(c, nc, w.Bytes(), &wd, now); err != nil || r.stop == stopClosing || rerr != nil {
+			return
+		}
+		w.Reset()
+		if fromLoop && !r.waited && len(buf) == 0 {
+			if returned = s.handBack(c, nc); returned {
 				return
 			}
 		}
 	}
 }
 
+// handshake runs a TLS connection's handshake within HandshakeTimeout, so that a client
+// that stalls it cannot hold a --max-clients slot.
+func (s *Server) handshake(tc *tls.Conn) error {
+	_ = tc.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
+	if s.stopping.Load() { // Shutdown may have set its deadline before ours
+		return errors.New("server is shutting down")
+	}
+	if err := tc.Handshake(); err != nil {
+		return fmt.Errorf("tls handshake: %w", err)
+	}
+	return tc.SetDeadline(time.Time{})
+}
+
+// armRead sets the read deadline of the next read: ReadTimeout while a request is
+// incomplete, IdleTimeout (Redis's timeout) while none is, else none. A deadline is moved
+// only when it is a quarter of its timeout old, so a connection times out between 1 and
+// 1.25 times its timeout after its last progress. It reports false once Shutdown has
+// begun (whose deadline this one must not replace).
+func (s *Server) armRead(c *conn, nc net.Conn, rd *deadline, partial bool) bool {
+	kind, d := timerNone, time.Duration(0)
+	switch {
+	case partial && s.cfg.ReadTimeout > 0:
+		kind, d = timerRead, s.cfg.ReadTimeout
+	case !partial && s.cfg.IdleTimeout > 0 && !c.sess.Internal():
+		kind, d = timerIdle, s.cfg.IdleTimeout
+	}
+	if kind == timerNone && rd.kind == timerNone {
+		return true
+	}
+	now := time.Now()
+	if kind != rd.kind || now.Sub(rd.setAt) > d/4 {
+		at := time.Time{}
+		if kind != timerNone {
+			at = now.Add(d + d/4)
+		}
+		_ = nc.SetReadDeadline(at)
+		rd.kind, rd.setAt = kind, now
+	}
+	return !s.stopping.Load()
+}
+
+// readFailed closes a connection whose read returned nothing: counted when a timeout
+// closed it (partial says whether a request was incomplete), silently when the client
+// left or the server is stopping.
+func (s *Server) readFailed(c *conn, err error, partial bool) {
+	var ne net.Error
+	if s.stopping.Load() || c.evicted.Load() || !errors.As(err, &ne) || !ne.Timeout() {
+		return
+	}
+	if partial {
+		s.logClose(closeReadTimeout, c.sess.Addr, nil)
+	} else {
+		s.logClose(closeIdleTimeout, c.sess.Addr, nil)
+	}
+}
+
+// refuse answers what was served so far and, for a protocol error, the error; the caller
+// then closes the connection.
+func (s *Server) refuse(c *conn, nc net.Conn, w *resp.Writer, err error) {
+	if errors.Is(err, errQueryBudget) {
+		if !c.evicted.Load() { // an evicted connection was counted when it was chosen
+			s.logClose(closeQueryBuffer, c.sess.Addr, err)
+		}
+		return
+	}
+	s.logClose(closeProtocol, c.sess.Addr, err)
+	w.Error("ERR " + err.Error())
+	var wd deadline
+	_ = s.writeAll(c, nc, w.Bytes(), &wd, time.Now())
+}
+
 // handBack gives a connection served by serveConn back to an event loop; false when it
 // cannot (it then stays with its goroutine).
-func (s *Server) handBack(sess *commands.Session, c net.Conn) bool {
-	tc, ok := c.(*net.TCPConn)
+func (s *Server) handBack(c *conn, nc net.Conn) bool {
+	tc, ok := nc.(*net.TCPConn)
 	if !ok || s.loops == nil {
 		return false
 	}
@@ -316,45 +396,72 @@ func (s *Server) handBack(sess *commands.Session, c net.Conn) bool {
 		s.mu.Unlock()
 		return false
 	}
-	s.conns[sess] = nil
+	c.nc = nil
 	s.mu.Unlock()
-	if !s.adopt(tc, sess) { // adopt closed c
-		s.forget(sess)
+	if !s.adopt(tc, c) { // adopt closed nc
+		s.forget(c)
 		return true
 	}
 	s.handBacks.Add(1)
 	return true
 }
 
-// deadline remembers when a connection's write deadline was last pushed back, so that a
-// busy connection resets its timer a few times per WriteTimeout instead of once per
-// batch.
-type deadline struct{ setAt time.Time }
+// deadline remembers when a connection's deadline was last moved, so that a busy
+// connection moves it a few times per timeout instead of once per batch.
+type deadline struct {
+	setAt time.Time
+	kind  int // of a read deadline: timerNone, timerRead or timerIdle
+}
 
-func (s *Server) flush(c net.Conn, w *resp.Writer, dl *deadline, now time.Time) error {
-	if w.Len() == 0 {
-		return nil
-	}
-	// The deadline is at least 3/4 of WriteTimeout away when a write starts.
-	if now.Sub(dl.setAt) > s.cfg.WriteTimeout/4 {
-		if err := c.SetWriteDeadline(now.Add(s.cfg.WriteTimeout)); err != nil {
+const (
+	timerNone = iota
+	timerRead
+	timerIdle
+)
+
+// writeAll writes b. WriteTimeout counts from the last progress: a write that times out
+// goes on while it took bytes or the kernel sent some of what was queued (see unsentFD),
+// looking again every quarter of WriteTimeout, so a client that reads a large reply
+// slowly but steadily is never dropped; one that takes nothing is dropped after 1.25 to
+// 1.5 WriteTimeouts. The deadline is moved only when it is a quarter of WriteTimeout old.
+func (s *Server) writeAll(c *conn, nc net.Conn, b []byte, dl *deadline, now time.Time) error {
+	wt := s.cfg.WriteTimeout
+	if now.Sub(dl.setAt) > wt/4 {
+		if err := nc.SetWriteDeadline(now.Add(wt + wt/4)); err != nil {
 			return fmt.Errorf("set write deadline: %w", err)
 		}
 		dl.setAt = now
 	}
-	_, err := c.Write(w.Bytes())
-	w.Reset()
-	if err != nil {
-		return fmt.Errorf("write replies: %w", err)
+	lastQ, stalledSince := -1, dl.setAt
+	for len(b) > 0 {
+		n, err := nc.Write(b)
+		b = b[n:]
+		if err == nil {
+			return nil
+		}
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() || s.stopping.Load() {
+			return fmt.Errorf("write replies: %w", err)
+		}
+		now = time.Now()
+		q, ok := unsent(nc)
+		progressed := n > 0 || (ok && lastQ >= 0 && q < lastQ)
+		firstLook := ok && lastQ < 0 // the queue is known from now on: look again
+		if ok {
+			lastQ = q
+		}
+		if progressed {
+			stalledSince = now
+		} else if !firstLook && now.Sub(stalledSince) >= wt {
+			s.logClose(closeWriteTimeout, c.sess.Addr, nil)
+			return fmt.Errorf("write replies: %w", err)
+		}
+		if err := nc.SetWriteDeadline(now.Add(max(wt/4, time.Millisecond))); err != nil {
+			return fmt.Errorf("set write deadline: %w", err)
+		}
+		dl.setAt = time.Time{} // the next writeAll sets a full one
 	}
 	return nil
-}
-
-// protocolError answers what was served so far and the error, then the caller closes.
-func (s *Server) protocolError(c net.Conn, w *resp.Writer, err error) {
-	s.log.Info("closing connection on protocol error", "remote", c.RemoteAddr().String(), "error", err)
-	w.Error("ERR " + err.Error())
-	_ = s.flush(c, w, &deadline{}, time.Now())
 }
 
 // Shutdown stops accepting, closes every connection and waits for their goroutines, at
@@ -365,8 +472,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopping.Store(true)
 	for _, c := range s.conns {
 		// Unblock reads; a batch being served finishes and its write fails or lands.
-		if c != nil {
-			_ = c.SetReadDeadline(time.Now())
+		if c.nc != nil {
+			_ = c.nc.SetReadDeadline(time.Now())
 		}
 	}
 	s.mu.Unlock()
@@ -404,6 +511,16 @@ func (s *Server) ConnStats() commands.ConnStats {
 	s.mu.Lock()
 	n := len(s.conns)
 	s.mu.Unlock()
+	cl := &s.closes.n
 	return commands.ConnStats{Connected: n, Total: s.total.Load(), Rejected: s.rejected.Load(), Port: s.port,
-		HandBacks: s.handBacks.Load()}
+		HandBacks:         s.handBacks.Load(),
+		ReadTimeouts:      cl[closeReadTimeout].Load(),
+		IdleTimeouts:      cl[closeIdleTimeout].Load(),
+		WriteTimeouts:     cl[closeWriteTimeout].Load(),
+		HandshakeTimeouts: cl[closeHandshake].Load(),
+		QueryEvictions:    cl[closeQueryBuffer].Load(),
+		ProtocolErrors:    cl[closeProtocol].Load(),
+		QueryBufferBytes:  s.query.bytes.Load(),
+		MaxQueryBuffer:    s.cfg.MaxQueryBuffer,
+	}
 }

@@ -1,0 +1,207 @@
+package server_test
+
+import (
+	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"io"
+	"math/big"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratchet/ratchet/server"
+)
+
+// waitStat polls the server's counters until cond holds, at most 10 s.
+func waitStat(t *testing.T, srv *server.Server, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("%s: never happened; stats %+v", what, srv.ConnStats())
+}
+
+// expectClosed reads from c until EOF or a reset, at most 10 s, and fails otherwise.
+func expectClosed(t *testing.T, c net.Conn, r *bufio.Reader) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.Copy(io.Discard, r); err != nil && !strings.Contains(err.Error(), "reset") {
+		t.Fatalf("connection not closed by the server: %v", err)
+	}
+}
+
+// TestReadTimeout: an incomplete request that makes no progress is closed after
+// ReadTimeout and counted; a connection that sends nothing at all is not (no --timeout).
+func TestReadTimeout(t *testing.T) { eachMode(t, testReadTimeout) }
+
+func testReadTimeout(t *testing.T, loop bool) {
+	srv, addr := start(t, server.Config{EventLoops: loops(loop), ReadTimeout: 100 * time.Millisecond})
+	idle, idleR := dial(t, addr)
+	c, r := dial(t, addr)
+	began := time.Now()
+	_, _ = io.WriteString(c, "PING\r\n*2\r\n$4\r\nECHO\r\n$10\r\nabc")
+	if line, _ := r.ReadString('\n'); line != "+PONG\r\n" {
+		t.Fatalf("got %q", line)
+	}
+	expectClosed(t, c, r)
+	if took := time.Since(began); took < 100*time.Millisecond {
+		t.Fatalf("closed after %v, before ReadTimeout", took)
+	}
+	if s := srv.ConnStats(); s.ReadTimeouts != 1 || s.IdleTimeouts != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+	// The idle connection outlived several ReadTimeouts and still works.
+	_, _ = io.WriteString(idle, "PING\r\n")
+	if line, _ := idleR.ReadString('\n'); line != "+PONG\r\n" {
+		t.Fatalf("idle connection: %q", line)
+	}
+}
+
+// TestReadTimeoutProgress: a request that keeps arriving, slowly, is not cut off.
+func TestReadTimeoutProgress(t *testing.T) { eachMode(t, testReadTimeoutProgress) }
+
+func testReadTimeoutProgress(t *testing.T, loop bool) {
+	srv, addr := start(t, server.Config{EventLoops: loops(loop), ReadTimeout: 300 * time.Millisecond})
+	c, r := dial(t, addr)
+	req := "*2\r\n$4\r\nECHO\r\n$5\r\nhello\r\n"
+	for i := range req { // 40 ms a byte: 1.2 s for the request, four ReadTimeouts
+		_, _ = io.WriteString(c, req[i:i+1])
+		time.Sleep(40 * time.Millisecond)
+	}
+	if line, _ := r.ReadString('\n'); line != "$5\r\n" {
+		t.Fatalf("got %q; stats %+v", line, srv.ConnStats())
+	}
+}
+
+// TestIdleTimeout: Redis's timeout closes a connection with no request for that long.
+func TestIdleTimeout(t *testing.T) { eachMode(t, testIdleTimeout) }
+
+func testIdleTimeout(t *testing.T, loop bool) {
+	srv, addr := start(t, server.Config{EventLoops: loops(loop), IdleTimeout: 150 * time.Millisecond})
+	c, r := dial(t, addr)
+	for range 4 { // active connections stay: requests every 50 ms over 4 × 50 ms
+		_, _ = io.WriteString(c, "PING\r\n")
+		if line, _ := r.ReadString('\n'); line != "+PONG\r\n" {
+			t.Fatalf("got %q", line)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	expectClosed(t, c, r)
+	if s := srv.ConnStats(); s.IdleTimeouts != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// TestQueryBudget: past MaxQueryBuffer, the connection holding the most request bytes is
+// closed; the others, and complete requests, are served.
+func TestQueryBudget(t *testing.T) { eachMode(t, testQueryBudget) }
+
+func testQueryBudget(t *testing.T, loop bool) {
+	const budget = 1280 << 10 // each connection's first 16 KiB are outside it
+	srv, addr := start(t, server.Config{EventLoops: loops(loop), MaxQueryBuffer: budget})
+	// big holds 900 KB of an unfinished request (a 1 MiB buffer).
+	big, bigR := dial(t, addr)
+	x := strings.Repeat("x", 500_000)
+	_, _ = io.WriteString(big, "*3\r\n$4\r\nECHO\r\n$500000\r\n"+x+"\r\n$500000\r\n"+x[:400_000])
+	waitStat(t, srv, "the big request buffered", func() bool { return srv.ConnStats().QueryBufferBytes >= 900_000 })
+	// small holds 100 KB, then 200 KB (fits), then 300 KB (does not): big is closed.
+	small, smallR := dial(t, addr)
+	_, _ = io.WriteString(small, "*2\r\n$4\r\nECHO\r\n$400000\r\n")
+	for range 3 {
+		_, _ = io.WriteString(small, strings.Repeat("y", 100_000))
+		time.Sleep(20 * time.Millisecond)
+	}
+	expectClosed(t, big, bigR)
+	if s := srv.ConnStats(); s.QueryEvictions != 1 || s.QueryBufferBytes > budget {
+		t.Fatalf("stats %+v", s)
+	}
+	_, _ = io.WriteString(small, strings.Repeat("y", 100_000)+"\r\n")
+	if line, _ := smallR.ReadString('\n'); line != "$400000\r\n" {
+		t.Fatalf("small request: %q; stats %+v", line, srv.ConnStats())
+	}
+	waitStat(t, srv, "the budget empty again", func() bool { return srv.ConnStats().QueryBufferBytes == 0 })
+}
+
+// TestWriteTimeoutFromProgress: a client that reads a large reply slowly but steadily is
+// not dropped, although the whole reply takes longer than WriteTimeout.
+func TestWriteTimeoutFromProgress(t *testing.T) { eachMode(t, testWriteTimeoutFromProgress) }
+
+func testWriteTimeoutFromProgress(t *testing.T, loop bool) {
+	srv, addr := start(t, server.Config{EventLoops: loops(loop), WriteTimeout: 100 * time.Millisecond})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// 200 replies of 100 KB, 20 MB, twice what the sockets' buffers hold; read 64 KiB
+	// every 5 ms, 1.5 s at least, so the server's writes wait many WriteTimeouts in all.
+	// (A small SO_RCVBUF would be quicker, but on loopback TCP then stalls by itself.)
+	const n = 200
+	payload := strings.Repeat("p", 100_000)
+	go func() { _, _ = io.WriteString(c, strings.Repeat("*2\r\n$4\r\nECHO\r\n$100000\r\n"+payload+"\r\n", n)) }()
+	want := n * len("$100000\r\n"+payload+"\r\n")
+	buf := make([]byte, 64<<10)
+	got := 0
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for got < want {
+		m, err := c.Read(buf)
+		got += m
+		if err != nil {
+			t.Fatalf("after %d of %d bytes: %v; stats %+v", got, want, err, srv.ConnStats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if s := srv.ConnStats(); s.WriteTimeouts != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// TestHandshakeTimeout: a TLS client that never finishes its handshake loses its slot
+// after HandshakeTimeout, so a real client gets in.
+func TestHandshakeTimeout(t *testing.T) {
+	srv, addr := start(t, server.Config{TLS: selfSigned(t), MaxClients: 3, HandshakeTimeout: 200 * time.Millisecond})
+	for range 3 { // TCP connected, no ClientHello
+		dial(t, addr)
+	}
+	waitStat(t, srv, "three slots held", func() bool { return srv.ConnStats().Connected == 3 })
+	began := time.Now()
+	waitStat(t, srv, "stalled handshakes closed", func() bool { return srv.ConnStats().HandshakeTimeouts == 3 })
+	if took := time.Since(began); took > 5*time.Second {
+		t.Fatalf("slots freed after %v", took)
+	}
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	_, _ = io.WriteString(c, "PING\r\n")
+	if line, _ := bufio.NewReader(c).ReadString('\n'); line != "+PONG\r\n" {
+		t.Fatalf("got %q", line)
+	}
+}
+
+// selfSigned returns a server TLS configuration with a fresh self-signed certificate.
+func selfSigned(t *testing.T) *tls.Config {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+}
