@@ -188,7 +188,7 @@ func TestHostileProtocolInput(t *testing.T) {
 
 	stopPing()
 	p.requireRunning(t)
-	if !pingOnce(p.Addr) {
+	if !pingOnce(p.Addr, false) {
 		t.Error("the server does not answer PING after the hostile input")
 	}
 }

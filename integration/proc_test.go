@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -132,6 +133,7 @@ type proc struct {
 	Addr        string // RESP address
 	MetricsAddr string // "" when metrics are disabled
 	DataDir     string // "" when snapshots are disabled
+	TLS         bool   // the RESP listener speaks TLS (--tls-cert)
 
 	args    []string
 	env     []string
@@ -191,6 +193,7 @@ func newProc(t testing.TB, env, args []string) (*proc, bool) {
 		p.DataDir = t.TempDir()
 		a = append(a, "--data-dir", p.DataDir)
 	}
+	_, p.TLS = setting(a, env, "tls-cert")
 	p.args = a
 	p.logPath = filepath.Join(t.TempDir(), "ratchet.log")
 	t.Cleanup(p.cleanup)
@@ -269,7 +272,7 @@ func (p *proc) waitReady(done chan struct{}) error {
 			return fmt.Errorf("exited before answering PING: %v", p.exitErr())
 		default:
 		}
-		if pingOnce(p.Addr) {
+		if pingOnce(p.Addr, p.TLS) {
 			return nil
 		}
 		time.Sleep(15 * time.Millisecond)
@@ -278,8 +281,15 @@ func (p *proc) waitReady(done chan struct{}) error {
 	return errors.New("did not answer PING within 15s")
 }
 
-func pingOnce(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
+func pingOnce(addr string, overTLS bool) bool {
+	var c net.Conn
+	var err error
+	if overTLS {
+		c, err = tls.DialWithDialer(&net.Dialer{Timeout: 500 * time.Millisecond}, "tcp", addr,
+			&tls.Config{InsecureSkipVerify: true}) // a test certificate
+	} else {
+		c, err = net.DialTimeout("tcp", addr, 500*time.Millisecond)
+	}
 	if err != nil {
 		return false
 	}

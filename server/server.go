@@ -72,6 +72,7 @@ type Server struct {
 	total     atomic.Uint64
 	rejected  atomic.Uint64
 	handBacks atomic.Uint64 // connections returned from a goroutine to a loop
+	refusing  atomic.Int32  // goroutines answering TLS clients over --max-clients
 
 	mu       sync.Mutex                  // guards conns, closing, and each conn's nc and lp
 	conns    map[*commands.Session]*conn // the open connections
@@ -170,9 +171,7 @@ func (s *Server) accept(c net.Conn) {
 	if s.closing || len(s.conns) >= s.cfg.MaxClients {
 		s.mu.Unlock()
 		s.rejected.Add(1)
-		_ = c.SetWriteDeadline(now.Add(time.Second))
-		_, _ = c.Write([]byte("-ERR max number of clients reached\r\n"))
-		_ = c.Close()
+		s.refuseClient(c, now)
 		return
 	}
 	cn := &conn{sess: sess}
@@ -188,6 +187,34 @@ func (s *Server) accept(c net.Conn) {
 	s.wg.Add(1)
 	s.mu.Unlock()
 	go s.serveConn(cn, c, nil, nil)
+}
+
+// maxRefusing bounds the goroutines that tell TLS clients over --max-clients so.
+const maxRefusing = 64
+
+// refuseClient answers a connection over --max-clients with Redis's error and closes it,
+// within a second. Over TLS the answer needs a handshake, which a client can stall: it is
+// written from a goroutine (at most maxRefusing at once; past them the connection is
+// closed without an answer), never from the accepting one.
+func (s *Server) refuseClient(c net.Conn, now time.Time) {
+	_ = c.SetDeadline(now.Add(time.Second))
+	refuse := func() {
+		_, _ = c.Write([]byte("-ERR max number of clients reached\r\n"))
+		_ = c.Close()
+	}
+	if _, ok := c.(*tls.Conn); !ok {
+		refuse()
+		return
+	}
+	if s.refusing.Add(1) > maxRefusing {
+		s.refusing.Add(-1)
+		_ = c.Close()
+		return
+	}
+	go func() {
+		defer s.refusing.Add(-1)
+		refuse()
+	}()
 }
 
 // forget removes a closed connection: its slot, its request bytes, its session's state.
