@@ -1,14 +1,20 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 )
 
 const dayMs = 86_400_000
@@ -298,4 +304,206 @@ func TestPipelinedOrder(t *testing.T) {
 		}
 		c.expectPong()
 	})
+}
+
+// The README's "Clients" examples. Each connects, runs RL.LIMIT user:42 10 1h, then two
+// more in one MULTI/EXEC, and returns (or prints, one line each) the three replies' five
+// integers. The Go ones are the functions below, quoted in the README as they are here
+// (TestReadmeClientSnippets checks it); the others are the files of clients/.
+
+// goRedisExample is the README's go-redis example.
+func goRedisExample(ctx context.Context, addr string) ([][]int64, error) {
+	// RESP3 unless Protocol: 2. MaxRetries: -1, so that a request lost with its connection
+	// is not sent, and counted, twice.
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer rdb.Close()
+
+	// allowed, limit, remaining, retry_after_ms, reset_after_ms
+	r, err := rdb.Do(ctx, "RL.LIMIT", "user:42", 10, "1h").Int64Slice()
+	if err != nil {
+		return nil, err
+	}
+	replies := [][]int64{r}
+
+	// MULTI, RL.LIMIT, RL.LIMIT, EXEC: both decided at one instant.
+	cmds, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Do(ctx, "RL.LIMIT", "user:42", 10, "1h")
+		p.Do(ctx, "RL.LIMIT", "user:42", 10, "1h")
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range cmds {
+		r, err := c.(*redis.Cmd).Int64Slice()
+		if err != nil {
+			return nil, err
+		}
+		replies = append(replies, r)
+	}
+	return replies, nil
+}
+
+// rueidisExample is the README's rueidis example.
+func rueidisExample(ctx context.Context, addr string) ([][]int64, error) {
+	// RESP3 with client-side caching on: Ratchet accepts CLIENT TRACKING and never sends
+	// an invalidation. DisableRetry: rueidis resends only read-only commands, which an
+	// Arbitrary one is not, but nothing here should ever be sent twice.
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableRetry: true})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	limit := func() rueidis.Completed {
+		return c.B().Arbitrary("RL.LIMIT").Keys("user:42").Args("10", "1h").Build()
+	}
+
+	// allowed, limit, remaining, retry_after_ms, reset_after_ms
+	r, err := c.Do(ctx, limit()).AsIntSlice()
+	if err != nil {
+		return nil, err
+	}
+	replies := [][]int64{r}
+
+	// MULTI, RL.LIMIT, RL.LIMIT, EXEC in one round trip: both decided at one instant.
+	res := c.DoMulti(ctx, c.B().Multi().Build(), limit(), limit(), c.B().Exec().Build())
+	exec, err := res[3].ToArray()
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range exec {
+		r, err := e.AsIntSlice()
+		if err != nil {
+			return nil, err
+		}
+		replies = append(replies, r)
+	}
+	return replies, nil
+}
+
+// checkExampleReplies checks the three replies of an example against a fresh server: 9, 8
+// and 7 remaining of 10, and that the server counted exactly 3.
+func checkExampleReplies(t *testing.T, p *proc, replies [][]int64) {
+	t.Helper()
+	if len(replies) != 3 {
+		t.Fatalf("the example returned %d replies, want 3: %v", len(replies), replies)
+	}
+	for i, r := range replies {
+		if len(r) != 5 || r[0] != 1 || r[1] != 10 || r[2] != int64(9-i) || r[3] != 0 || r[4] <= 0 || r[4] > 2*3_600_000 {
+			t.Errorf("reply %d = %v, want [1 10 %d 0 reset_after_ms in (0, 2h]]", i+1, r, 9-i)
+		}
+	}
+	if u := used(t, p.client(t, nil), "user:42", "1h"); u != 3 {
+		t.Errorf("the server counted %d, want 3", u)
+	}
+}
+
+func TestClientExamplesGo(t *testing.T) {
+	t.Parallel()
+	for name, example := range map[string]func(context.Context, string) ([][]int64, error){
+		"go-redis": goRedisExample, "rueidis": rueidisExample} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			p := start(t, "--data-dir", "")
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			replies, err := example(ctx, p.Addr)
+			if err != nil {
+				t.Fatalf("%s example: %v", name, err)
+			}
+			checkExampleReplies(t, p, replies)
+		})
+	}
+}
+
+// installPythonRedis installs redis-py for Debian's python3.
+const installPythonRedis = "apt-get install -y python3-redis"
+
+// installNodeClients installs Node.js, npm and the clients/ packages.
+const installNodeClients = "apt-get install -y nodejs npm && (cd clients && npm ci)"
+
+// pythonWithRedis returns a python3 that can import redis: the first on PATH, else Debian's
+// (apt's python3-redis serves /usr/bin/python3, which another python3 on PATH may hide).
+func pythonWithRedis(t *testing.T) string {
+	t.Helper()
+	var tried []string
+	for _, py := range []string{"python3", "/usr/bin/python3"} {
+		path, err := exec.LookPath(py)
+		if err != nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = exec.CommandContext(ctx, path, "-c", "import redis").Run()
+		cancel()
+		if err == nil {
+			return path
+		}
+		tried = append(tried, path)
+	}
+	missingTool(t, fmt.Sprintf("no python3 with the redis module (tried %v)", tried), installPythonRedis)
+	return ""
+}
+
+// nodeWithClients returns node, with clients/node_modules holding pkg.
+func nodeWithClients(t *testing.T, pkg string) string {
+	t.Helper()
+	node := requireTool(t, "node", installNodeClients)
+	if _, err := os.Stat(filepath.Join(clientsDir(t), "node_modules", pkg, "package.json")); err != nil {
+		missingTool(t, fmt.Sprintf("clients/node_modules has no %s", pkg), installNodeClients)
+	}
+	return node
+}
+
+func clientsDir(t *testing.T) string {
+	t.Helper()
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(root, "clients")
+}
+
+// runExample runs `interpreter clients/file ADDR` against a fresh server and checks what
+// it printed: three lines of five integers.
+func runExample(t *testing.T, interpreter, file string) {
+	t.Helper()
+	p := start(t, "--data-dir", "")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, interpreter, filepath.Join(clientsDir(t), file), p.Addr)
+	cmd.Dir = clientsDir(t)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %s %s: %v\n--- stdout ---\n%s--- stderr ---\n%s", interpreter, file, p.Addr, err, out, stderr.Bytes())
+	}
+	var replies [][]int64
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var r []int64
+		for _, f := range strings.Fields(line) {
+			n, err := strconv.ParseInt(f, 10, 64)
+			if err != nil {
+				t.Fatalf("%s printed %q, not integers:\n%s", file, line, out)
+			}
+			r = append(r, n)
+		}
+		replies = append(replies, r)
+	}
+	checkExampleReplies(t, p, replies)
+}
+
+func TestClientExampleRedisPy(t *testing.T) {
+	t.Parallel()
+	runExample(t, pythonWithRedis(t), "redis-py.py")
+}
+
+func TestClientExampleIoredis(t *testing.T) {
+	t.Parallel()
+	runExample(t, nodeWithClients(t, "ioredis"), "ioredis.js")
+}
+
+func TestClientExampleNodeRedis(t *testing.T) {
+	t.Parallel()
+	runExample(t, nodeWithClients(t, "redis"), "node-redis.js")
 }

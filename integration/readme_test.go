@@ -28,65 +28,75 @@ type readmeBlock struct {
 
 var notRunRe = regexp.MustCompile(`^<!-- not run: (.+) -->$`)
 
-// parseReadme returns README.md's ```sh blocks with their markers and expected output.
-func parseReadme(text string) ([]readmeBlock, error) {
-	lines := strings.Split(strings.ReplaceAll(text, "\r\n", "\n"), "\n")
+// fenced is one fenced block of a Markdown file.
+type fenced struct {
+	info       string // what follows the opening ```: "sh", "text", "go", ...
+	start, end int    // indexes of the opening and closing lines
+	body       []string
+	section    string // the heading above it
+}
+
+// fencedBlocks returns the fenced blocks of lines.
+func fencedBlocks(lines []string) ([]fenced, error) {
 	var (
-		blocks  []readmeBlock
+		out     []fenced
 		section string
 	)
-	// fence reads the fenced block whose opening line is i; it returns the body and the
-	// index of the closing line.
-	fence := func(i int) ([]string, int, error) {
-		for j := i + 1; j < len(lines); j++ {
-			if strings.TrimSpace(lines[j]) == "```" {
-				return lines[i+1 : j], j, nil
-			}
-		}
-		return nil, 0, fmt.Errorf("line %d: fenced block is never closed", i+1)
-	}
 	for i := 0; i < len(lines); i++ {
 		l := lines[i]
 		if strings.HasPrefix(l, "#") {
 			section = strings.TrimSpace(strings.TrimLeft(l, "#"))
 			continue
 		}
-		if m := notRunRe.FindStringSubmatch(l); m != nil {
-			if i+1 >= len(lines) || strings.TrimSpace(lines[i+1]) != "```sh" {
-				return nil, fmt.Errorf("line %d: %q is not directly followed by a ```sh block", i+1, l)
-			}
-			continue
-		}
 		if !strings.HasPrefix(l, "```") {
 			continue
 		}
-		body, end, err := fence(i)
-		if err != nil {
-			return nil, err
+		end := -1
+		for j := i + 1; j < len(lines); j++ {
+			if strings.TrimSpace(lines[j]) == "```" {
+				end = j
+				break
+			}
 		}
-		if strings.TrimSpace(l) == "```sh" {
-			b := readmeBlock{line: i + 1, section: section, script: strings.Join(body, "\n") + "\n"}
-			if i > 0 {
-				if m := notRunRe.FindStringSubmatch(lines[i-1]); m != nil {
-					b.skip = m[1]
-				}
-			}
-			// A ```text block after only blank lines is this block's output.
-			k := end + 1
-			for k < len(lines) && strings.TrimSpace(lines[k]) == "" {
-				k++
-			}
-			if k < len(lines) && strings.TrimSpace(lines[k]) == "```text" {
-				want, tEnd, err := fence(k)
-				if err != nil {
-					return nil, err
-				}
-				b.want = append([]string{}, want...)
-				end = tEnd
-			}
-			blocks = append(blocks, b)
+		if end < 0 {
+			return nil, fmt.Errorf("line %d: fenced block is never closed", i+1)
 		}
+		out = append(out, fenced{info: strings.TrimSpace(strings.TrimPrefix(l, "```")), start: i, end: end,
+			body: lines[i+1 : end], section: section})
 		i = end
+	}
+	return out, nil
+}
+
+// parseReadme returns README.md's ```sh blocks with their markers and expected output.
+func parseReadme(text string) ([]readmeBlock, error) {
+	lines := strings.Split(strings.ReplaceAll(text, "\r\n", "\n"), "\n")
+	for i, l := range lines {
+		if notRunRe.MatchString(l) && (i+1 >= len(lines) || strings.TrimSpace(lines[i+1]) != "```sh") {
+			return nil, fmt.Errorf("line %d: %q is not directly followed by a ```sh block", i+1, l)
+		}
+	}
+	fences, err := fencedBlocks(lines)
+	if err != nil {
+		return nil, err
+	}
+	var blocks []readmeBlock
+	for n, f := range fences {
+		if f.info != "sh" {
+			continue
+		}
+		b := readmeBlock{line: f.start + 1, section: f.section, script: strings.Join(f.body, "\n") + "\n"}
+		if f.start > 0 {
+			if m := notRunRe.FindStringSubmatch(lines[f.start-1]); m != nil {
+				b.skip = m[1]
+			}
+		}
+		// A ```text block after only blank lines is this block's output.
+		if n+1 < len(fences) && fences[n+1].info == "text" &&
+			strings.TrimSpace(strings.Join(lines[f.end+1:fences[n+1].start], "")) == "" {
+			b.want = append([]string{}, fences[n+1].body...)
+		}
+		blocks = append(blocks, b)
 	}
 	return blocks, nil
 }
@@ -290,5 +300,66 @@ func copyFile(t *testing.T, src, dst string) {
 	}
 	if err := out.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReadmeClientSnippets checks that the README's "Clients" section quotes the examples
+// that the tests run: each ```go block is a part of integration/clients_test.go, each
+// ```python and ```js block is the whole file of clients/ its first line names, and every
+// example file of clients/ is quoted.
+func TestReadmeClientSnippets(t *testing.T) {
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(rel string) string {
+		b, err := os.ReadFile(filepath.Join(root, rel))
+		if err != nil {
+			t.Fatalf("read %s: %v", rel, err)
+		}
+		return string(b)
+	}
+	goSource := read("integration/clients_test.go")
+	fences, err := fencedBlocks(strings.Split(read("README.md"), "\n"))
+	if err != nil {
+		t.Fatalf("README.md: %v", err)
+	}
+	fileRe := regexp.MustCompile(`^(?:#|//) (clients/[\w.-]+)`)
+	quoted := map[string]bool{}
+	goBlocks := 0
+	for _, f := range fences {
+		if f.section != "Clients" {
+			continue
+		}
+		text := strings.Join(f.body, "\n") + "\n"
+		switch f.info {
+		case "go":
+			goBlocks++
+			if !strings.Contains(goSource, text) {
+				t.Errorf("the go block at README.md line %d is not in integration/clients_test.go as it is:\n%s", f.start+1, text)
+			}
+		case "python", "js":
+			m := fileRe.FindStringSubmatch(f.body[0])
+			if m == nil {
+				t.Errorf("the %s block at README.md line %d does not begin with a comment naming its file in clients/", f.info, f.start+1)
+				continue
+			}
+			quoted[m[1]] = true
+			if file := read(m[1]); file != text {
+				t.Errorf("the %s block at README.md line %d differs from %s", f.info, f.start+1, m[1])
+			}
+		}
+	}
+	if goBlocks != 2 {
+		t.Errorf("the Clients section has %d go blocks, want 2 (go-redis and rueidis)", goBlocks)
+	}
+	examples, _ := filepath.Glob(filepath.Join(root, "clients", "*.[jp][sy]"))
+	if len(examples) == 0 {
+		t.Fatal("clients/ has no example files")
+	}
+	for _, e := range examples {
+		if rel := "clients/" + filepath.Base(e); !quoted[rel] {
+			t.Errorf("%s is not quoted in the README's Clients section", rel)
+		}
 	}
 }
