@@ -44,6 +44,8 @@ type Engine struct {
 	imports     atomic.Uint64 // components received that changed a count
 	refused     atomic.Uint64 // ErrFull replies
 	lastFullLog atomic.Int64  // ms of the last "store full" log line
+
+	kv *KV // the counter keyspace (kv.go), within the same --max-memory
 }
 
 // New returns an Engine reading time from clock.
@@ -58,7 +60,9 @@ func New(clock Clock, cfg Config) *Engine {
 	if cfg.Region == "" {
 		cfg.Region = "local"
 	}
-	return &Engine{clock: clock, store: newStore(cfg.MaxMemoryBytes), log: log, region: cfg.Region}
+	e := &Engine{clock: clock, store: newStore(cfg.MaxMemoryBytes), log: log, region: cfg.Region}
+	e.kv = newKV(clock, &e.store.bytes, cfg.MaxMemoryBytes, e.refusedFull, e.markDirty)
+	return e
 }
 
 // Clock returns the engine's clock.
@@ -222,8 +226,12 @@ func (e *Engine) markDirty() {
 // the mark: a periodic snapshot that finds nothing changed need not be written again.
 func (e *Engine) Changed() bool { return e.dirty.Swap(false) }
 
-// Sweep drops the cells that can no longer matter and returns how many it dropped.
-func (e *Engine) Sweep() int64 { return e.store.sweep(e.clock.NowMs()) }
+// Sweep drops the cells that can no longer matter and returns how many it dropped. It
+// also drops the counter keyspace's expired keys (KV.Sweep).
+func (e *Engine) Sweep() int64 {
+	e.kv.Sweep()
+	return e.store.sweep(e.clock.NowMs())
+}
 
 // RunSweeper calls Sweep every interval until ctx ends.
 func (e *Engine) RunSweeper(ctx context.Context, interval time.Duration) {
