@@ -61,7 +61,7 @@ func newCollector(src Sources) *collector {
 			"query_buffer (held the most request bytes when --max-query-buffer was full), protocol_error.", "reason"),
 		queryBytes:      d("query_buffer_bytes", "Request bytes buffered across all connections."),
 		queryLimit:      d("query_buffer_limit_bytes", "The --max-query-buffer bound of buffered request bytes."),
-		authFailures:    d("auth_failures_total", "Wrong passwords (AUTH, HELLO AUTH) and cluster secrets (RL.INTERNAL.HELLO)."),
+		authFailures:    d("auth_failures_total", "Wrong passwords: AUTH, HELLO AUTH, and the node-to-node password of RL.INTERNAL.HELLO."),
 		authThrottled:   d("auth_throttled_total", "Authentication attempts refused unchecked after repeated failures."),
 		snapDuration:    d("snapshot_duration_seconds", "Duration of the last successful snapshot."),
 		snapLastSuccess: d("snapshot_last_success_timestamp_seconds", "Unix time of the last successful snapshot."),
