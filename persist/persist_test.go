@@ -636,6 +636,9 @@ func TestRun(t *testing.T) {
 			persist.Run(ctx, s, seqOf(func() []engine.CellRecord { return genRecords(10, 18) }), nil, 5*time.Millisecond)
 		}()
 		waitFor(t, "two failures", func() bool { return s.Stats().Failures >= 2 })
+		if c := s.Stats().ConsecutiveFailures; c < 2 {
+			t.Fatalf("ConsecutiveFailures = %d after two failures", c)
+		}
 		// Empty the directory with one unlink: the saver then removes it itself. (Removing
 		// the whole directory here raced with a save that replaced it by a file.)
 		if err := os.Remove(block); err != nil {
@@ -644,6 +647,9 @@ func TestRun(t *testing.T) {
 		waitFor(t, "a save after the failures", func() bool { return s.Stats().LastCells == 10 })
 		cancel()
 		<-done
+		if c := s.Stats().ConsecutiveFailures; c != 0 {
+			t.Fatalf("ConsecutiveFailures = %d after a success", c)
+		}
 		out := logs.String()
 		if !bytes.Contains([]byte(out), []byte("level=ERROR")) || !bytes.Contains([]byte(out), []byte("snapshot.db.tmp")) {
 			t.Fatalf("log does not report the failure with its cause:\n%s", out)

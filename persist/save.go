@@ -73,8 +73,10 @@ func (s *Store) SaveSeq(recs iter.Seq[engine.CellRecord]) error {
 	n, err := s.save(recs, start)
 	if err != nil {
 		s.failures.Add(1)
+		s.consecutive.Add(1)
 		return fmt.Errorf("save snapshot %s: %w", filepath.Join(s.dir, fileName), err)
 	}
+	s.consecutive.Store(0)
 	s.lastDuration.Store(int64(time.Since(start)))
 	s.lastCells.Store(n)
 	s.lastSuccessMs.Store(uint64(time.Now().UnixMilli()))

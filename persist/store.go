@@ -3,7 +3,11 @@
 // Save writes every record to a fresh file next to the snapshot and renames it over the old
 // one only once it is complete and on disk, so a crash at any point leaves the last good
 // snapshot in place. Load reads the snapshot back and reports a corrupt or foreign file as
-// an error. Run saves periodically; the caller writes the final snapshot on shutdown.
+// an error; LoadOrSetAside, for a starting process, moves such a file aside so that no save
+// overwrites it. Run saves periodically; the caller writes the final snapshot on shutdown.
+//
+// Open takes an exclusive lock of the directory (a flock on its LOCK file, which holds the
+// holder's pid), so two processes never share a snapshot; Close releases it.
 //
 // File layout (format version 4), two buckets:
 //
@@ -30,10 +34,14 @@ package persist
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"iter"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,8 +53,9 @@ import (
 // saves are serialised by a mutex, and a Load running during a Save sees the previous or
 // the new snapshot, never a partial one.
 type Store struct {
-	dir string
-	log *slog.Logger
+	dir  string
+	log  *slog.Logger
+	lock *os.File // holds the directory's flock until Close; nil where there is no flock
 
 	// saveMu is held for the whole of a Save: there is one temporary file per directory.
 	saveMu sync.Mutex
@@ -59,7 +68,14 @@ type Store struct {
 	lastDuration  atomic.Int64
 	lastCells     atomic.Uint64
 	failures      atomic.Uint64
+	consecutive   atomic.Uint64 // failures since the last success
 }
+
+// ErrLocked is wrapped by Open's error when another process holds the directory.
+var ErrLocked = errors.New("data directory in use")
+
+// lockName is the lock file of a data directory.
+const lockName = "LOCK"
 
 // Stats describes the outcome of saves so far. Its fields are read one by one, so a Stats
 // taken during a Save may mix the previous and the new save.
@@ -73,10 +89,15 @@ type Stats struct {
 	LastCells uint64
 	// Failures counts failed saves since Open.
 	Failures uint64
+	// ConsecutiveFailures counts the failed saves since the last success.
+	ConsecutiveFailures uint64
 }
 
 // Open returns a Store that keeps its snapshot in dir, creating dir (0o755) if it does not
-// exist. A nil logger means slog.Default().
+// exist, and locks dir until Close: when another process holds it, Open fails with an
+// error wrapping ErrLocked that names dir and the holder's pid. A temporary file left by a
+// save that a crash interrupted is removed (and logged). A nil logger means
+// slog.Default().
 func Open(dir string, logger *slog.Logger) (*Store, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("open snapshot store: empty directory")
@@ -87,7 +108,46 @@ func Open(dir string, logger *slog.Logger) (*Store, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Store{dir: dir, log: logger}, nil
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open snapshot store: %w", err)
+	}
+	s := &Store{dir: dir, log: logger, lock: lock}
+	s.removeLeftover()
+	return s, nil
+}
+
+// removeLeftover removes the temporary file of a save that did not finish. Save would
+// remove it too; removing it at start says in the log that a save was interrupted.
+func (s *Store) removeLeftover() {
+	tmp := filepath.Join(s.dir, tmpName)
+	info, err := os.Lstat(tmp)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err == nil {
+		err = os.Remove(tmp)
+	}
+	if err != nil {
+		s.log.Warn("cannot remove the temporary file of an interrupted snapshot; the next save tries again",
+			"path", tmp, "error", err)
+		return
+	}
+	s.log.Warn("removed the temporary file of an interrupted snapshot", "path", tmp, "bytes", info.Size())
+}
+
+// Close releases the directory's lock. Saves after Close still work but are no longer
+// protected from another process.
+func (s *Store) Close() error {
+	if s.lock == nil {
+		return nil
+	}
+	err := s.lock.Close()
+	s.lock = nil
+	if err != nil {
+		return fmt.Errorf("release lock of %s: %w", s.dir, err)
+	}
+	return nil
 }
 
 // Dir returns the directory the Store keeps its snapshot in.
@@ -100,42 +160,63 @@ func (s *Store) Stats() Stats {
 		LastDuration:  time.Duration(s.lastDuration.Load()),
 		LastCells:     s.lastCells.Load(),
 		Failures:      s.failures.Load(),
+
+		ConsecutiveFailures: s.consecutive.Load(),
 	}
 }
 
-// Run saves the records src yields (SaveSeq) every interval until ctx is done. A failed save is logged and counted in
-// Stats, and the next tick tries again. When changed is not nil and reports that nothing
-// changed since the last tick, the tick writes nothing (an idle origin does not rewrite the
-// same snapshot every second) and counts as a success: the snapshot on disk is still
-// current. Run does not save when ctx ends: the caller writes the final snapshot with Save
-// once it has stopped taking writes. A non-positive interval disables periodic saves and
-// Run returns at once.
+// Run saves the records src yields (SaveSeq) until ctx is done, so that the snapshot on
+// disk is never older than interval: a kill -9 loses at most interval of counts. A
+// snapshot is as old as the moment its capture started, and is on disk only once its save
+// ends, so captures start interval apart less the time a save takes (estimated at 1.5x the
+// longest of the last 4 saves, at most 3/4 of interval): while saves take at most half of
+// interval, the bound holds. The first capture starts half an interval after Run.
+//
+// A failed save is logged and counted in Stats, and the next capture tries again. When
+// changed is not nil and reports that nothing changed since the last capture, nothing is
+// written (an idle origin does not rewrite the same snapshot) and it counts as a success:
+// the snapshot on disk is current. Run does not save when ctx ends: the caller writes the
+// final snapshot with Save once it has stopped taking writes. A non-positive interval
+// disables periodic saves and Run returns at once.
 func Run(ctx context.Context, s *Store, src iter.Seq[engine.CellRecord], changed func() bool, interval time.Duration) {
 	if interval <= 0 {
 		return
 	}
 	retry := false // the last save failed: save whatever changed() says
-	t := time.NewTicker(interval)
+	var recent [4]time.Duration
+	t := time.NewTimer(interval / 2)
 	defer t.Stop()
-	for {
+	for n := 0; ; n++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 		if ctx.Err() != nil {
-			return // both were ready and select chose the tick
+			return // both were ready and select chose the timer
 		}
+		start := time.Now()
 		if changed != nil && !retry && !changed() {
-			s.lastSuccessMs.Store(uint64(time.Now().UnixMilli()))
-			continue
+			s.lastSuccessMs.Store(uint64(start.UnixMilli()))
+		} else {
+			err := s.SaveSeq(src)
+			recent[n%len(recent)] = time.Since(start)
+			retry = err != nil
+			if err != nil {
+				s.log.Error("periodic snapshot failed, retrying next interval",
+					"error", fmt.Errorf("periodic snapshot: %w", err),
+					"interval", interval, "failures", s.failures.Load())
+			}
 		}
-		err := s.SaveSeq(src)
-		retry = err != nil
-		if err != nil {
-			s.log.Error("periodic snapshot failed, retrying next interval",
-				"error", fmt.Errorf("periodic snapshot: %w", err),
-				"interval", interval, "failures", s.failures.Load())
-		}
+		t.Reset(max(nextCapture(interval, slices.Max(recent[:]))-time.Since(start), 0))
 	}
+}
+
+// nextCapture is the time from one capture's start to the next: interval less the lead a
+// save of about longest needs, so that the next snapshot is on disk within interval of
+// this capture. The lead is at most 3/4 of interval, so captures never come closer than
+// interval/4.
+func nextCapture(interval, longest time.Duration) time.Duration {
+	lead := min(longest+longest/2, interval-interval/4)
+	return interval - lead
 }

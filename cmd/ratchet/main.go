@@ -57,6 +57,7 @@ func main() {
 		os.Exit(2)
 	}
 	log := newLogger(cfg)
+	setMemoryLimit(cfg, log)
 	if cfg.Threads > 0 {
 		runtime.GOMAXPROCS(cfg.Threads)
 	}
@@ -142,10 +143,12 @@ func newOrigin(cfg Config, log *slog.Logger) (*node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open data dir: %w", err)
 	}
-	recs, err := store.Load()
+	// A snapshot that does not load is moved aside (and logged) so that no save destroys
+	// it, and the limiter starts empty rather than staying down.
+	recs, err := store.LoadOrSetAside()
 	if err != nil {
-		// A damaged snapshot must not keep the limiter down; say so loudly.
-		log.Error("snapshot not loaded; starting empty", "dir", cfg.DataDir, "error", err)
+		_ = store.Close()
+		return nil, fmt.Errorf("open data dir: %w", err)
 	}
 	loaded, dropped, rerr := eng.Restore(recs)
 	if rerr != nil {
@@ -335,6 +338,9 @@ func run(cfg Config, log *slog.Logger) error {
 			return fmt.Errorf("final snapshot: %w", err)
 		}
 		log.Info("final snapshot written", "dir", cfg.DataDir)
+		if err := n.store.Close(); err != nil {
+			log.Warn("release data dir", "error", err)
+		}
 	}
 	return runErr
 }
