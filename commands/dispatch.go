@@ -194,7 +194,7 @@ func New(opt Options) *Dispatcher {
 	if bl, ok := opt.Limiter.(BatchLimiter); ok && opt.BatchTime {
 		d.atBatch = bl
 	}
-	for _, c := range append(commandTable(), internalCommands()...) {
+	for _, c := range append(append(commandTable(), kvCommands()...), internalCommands()...) {
 		d.table[c.Name] = c
 		d.ordered = append(d.ordered, c)
 	}
