@@ -233,5 +233,30 @@ func (e *Edge) Stats() Stats {
 	return s
 }
 
+// Undelivered returns the cost accepted here that no origin has acknowledged: its units,
+// and the cells (tuple and window sequence) holding them. Cost sent in a batch still
+// unanswered counts, since the origin may not have applied it. An edge exiting with
+// units > 0 loses them.
+func (e *Edge) Undelivered() (units uint64, cells int) {
+	var pins []*localEntry
+	for _, l := range e.links {
+		// Copy the replay set: an entry's lock is taken before its link's (unpinIfIdle).
+		l.mu.Lock()
+		pins = append(pins[:0], l.pins...)
+		l.mu.Unlock()
+		for _, le := range pins {
+			le.mu.Lock()
+			for _, c := range le.cells {
+				if u := satAdd(c.pending, c.inflight); c.seq != emptySeq && u > 0 {
+					units = satAdd(units, u)
+					cells++
+				}
+			}
+			le.mu.Unlock()
+		}
+	}
+	return units, cells
+}
+
 // Close releases the local cache. Call it after Run has returned.
 func (e *Edge) Close() { e.cache.Close() }

@@ -1071,3 +1071,28 @@ func TestTryLimitStaleInstant(t *testing.T) {
 		t.Fatal("TryLimit decided at an instant before a window the entry holds")
 	}
 }
+
+// TestEdgeUndelivered: the cost an edge could not deliver counts its units and cells,
+// those of an unanswered batch included, and nothing once the origin took it.
+func TestEdgeUndelivered(t *testing.T) {
+	r := newEdgeRig(t, t0, 1, engine.EdgeConfig{Freshness: time.Second})
+	e, f := r.edges[0], r.fakes[0]
+	f.down.Store(true)
+	a, b := tup("a", 60_000), tup("b", 1000)
+	for range 5 {
+		edgeLimit(t, e, a, 100, 1)
+	}
+	edgeLimit(t, e, b, 100, 7)
+	r.clock.Advance(1000) // b's next window: a second cell of b
+	edgeLimit(t, e, b, 100, 3)
+	e.FlushOnce() // a batch is sent and fails: its cost is in flight, not delivered
+	if units, cells := e.Undelivered(); units != 5+7+3 || cells != 3 {
+		t.Fatalf("undelivered while down: %d units in %d cells, want 15 in 3", units, cells)
+	}
+	f.down.Store(false)
+	r.clock.Advance(1001) // past the longest backoff
+	flushAll(t, e)
+	if units, cells := e.Undelivered(); units != 0 || cells != 0 {
+		t.Fatalf("undelivered after the origin came back: %d units in %d cells", units, cells)
+	}
+}

@@ -164,6 +164,13 @@ func New(cfg Config) *Client {
 // Addr returns the origin's address.
 func (c *Client) Addr() string { return c.addr }
 
+// AuthRefused reports whether the origin refused the cluster secret at the last dial.
+func (c *Client) AuthRefused() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.authErr != nil
+}
+
 // Close closes the connection, fails pending calls with ErrClosed, and waits for the
 // client's goroutines to end. Calls after Close fail with ErrClosed. It returns nil.
 func (c *Client) Close() error {

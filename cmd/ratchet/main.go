@@ -123,6 +123,38 @@ type node struct {
 	repl    *replication.Replicator // origin role with --peer
 }
 
+// maxFailedSnapshots is how many snapshots in a row may fail before /readyz fails.
+const maxFailedSnapshots = 3
+
+// ready answers /readyz: why this node should not take traffic now, or nil. An origin is
+// not ready while more than maxFailedSnapshots snapshots in a row failed (a kill would lose
+// more than that many intervals); an edge while none of its origins answers or all refuse
+// its cluster secret (it decides alone, at the degraded share).
+func (n *node) ready() error {
+	if n.store != nil {
+		if f := n.store.Stats().ConsecutiveFailures; f > maxFailedSnapshots {
+			return fmt.Errorf("the last %d snapshots failed (see the log)", f)
+		}
+	}
+	if n.edge == nil {
+		return nil
+	}
+	for _, o := range n.edge.Stats().Origins {
+		if o.Reachable {
+			return nil
+		}
+	}
+	var why []string
+	for _, c := range n.clients {
+		if c.AuthRefused() {
+			why = append(why, c.Addr()+" refuses the cluster secret")
+		} else {
+			why = append(why, c.Addr()+" unreachable")
+		}
+	}
+	return fmt.Errorf("no origin answers: %s", strings.Join(why, ", "))
+}
+
 func newOrigin(cfg Config, log *slog.Logger) (*node, error) {
 	eng := engine.New(engine.SystemClock{}, engine.Config{MaxMemoryBytes: cfg.MaxMemory, Logger: log, Region: cfg.Region})
 	n := &node{limiter: eng, origin: eng}
@@ -264,7 +296,7 @@ func run(cfg Config, log *slog.Logger) error {
 	var metricsSrv *http.Server
 	if cfg.MetricsListen != "" {
 		met.Register(metrics.Sources{Engine: n.limiter.Stats, Conns: srv.ConnStats, Commands: disp.Processed,
-			Snapshots: snapStats, Peers: peerInfo, Auth: disp.AuthStats})
+			Snapshots: snapStats, Peers: peerInfo, Auth: disp.AuthStats, Ready: n.ready})
 		ln, err := net.Listen("tcp", cfg.MetricsListen)
 		if err != nil {
 			return fmt.Errorf("listen metrics %s: %w", cfg.MetricsListen, err)
@@ -325,8 +357,9 @@ func run(cfg Config, log *slog.Logger) error {
 		_ = metricsSrv.Shutdown(shutCtx)
 	}
 	if n.edge != nil {
-		if s := n.edge.Stats(); s.ReplayPending > 0 {
-			log.Warn("replays not delivered at exit", "entries", s.ReplayPending)
+		if units, cells := n.edge.Undelivered(); units > 0 {
+			log.Warn("accepted cost not delivered to the origin at exit; the origin will not count it",
+				"units", units, "cells", cells, "entries", n.edge.Stats().ReplayPending, "origins", cfg.Origins)
 		}
 		n.edge.Close()
 		for _, c := range n.clients {
