@@ -46,6 +46,7 @@ func (s *Store) Load() ([]engine.CellRecord, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load snapshot %s: %w", path, err)
 	}
+	s.sizeHint.Store(info.Size())
 	return recs, nil
 }
 

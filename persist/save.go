@@ -86,6 +86,11 @@ func (s *Store) SaveSeq(recs iter.Seq[engine.CellRecord]) error {
 // save encodes recs, writes them to the temporary file, then renames it over the snapshot
 // and syncs the directory.
 func (s *Store) save(recs iter.Seq[engine.CellRecord], now time.Time) (uint64, error) {
+	if hint := s.sizeHint.Swap(0); hint > int64(cap(s.buf)) && hint < 1<<40 {
+		// The file holds the chunks and some bbolt pages: room for the records it had.
+		s.buf = make([]byte, 0, hint)
+		s.ends = make([]int, 0, hint/chunkSize+1)
+	}
 	buf, ends, n, err := encodeChunks(s.buf[:0], s.ends[:0], recs)
 	if err != nil {
 		return 0, err

@@ -62,6 +62,10 @@ type Store struct {
 	// buf and ends are the encoded chunks of the last save, reused by the next (saveMu).
 	buf  []byte
 	ends []int
+	// sizeHint is the size of the last snapshot loaded: the first save after a restart
+	// allocates its buffer once at that size rather than growing it by doubling (848 ms
+	// instead of ~200 ms at 1M cells, most of it GC assists of the growing allocations).
+	sizeHint atomic.Int64
 
 	// Outcome of saves, written by Save and read by Stats without a lock.
 	lastSuccessMs atomic.Uint64
