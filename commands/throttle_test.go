@@ -153,3 +153,22 @@ func replyLen(b []byte) int {
 	}
 	return pos
 }
+
+// BenchmarkServeThrottle measures CL.THROTTLE through the dispatcher on one key (a
+// decision per request, each allowed or limited), and GET and INCR beside it.
+func BenchmarkServeThrottle(b *testing.B) {
+	eng := engine.New(engine.SystemClock{}, engine.Config{})
+	d := commands.New(commands.Options{Limiter: eng, Origin: eng, Host: &fakeHost{}, Role: "origin"})
+	s := commands.NewSession(1, "127.0.0.1:5000", "127.0.0.1:6380", 0)
+	for _, c := range []string{"CL.THROTTLE user:42 100 1000000 1", "INCR counter:42", "GET counter:42"} {
+		b.Run(strings.Fields(c)[0], func(b *testing.B) {
+			req := split(c)
+			var w resp.Writer
+			b.ReportAllocs()
+			for b.Loop() {
+				w.Reset()
+				d.Serve(s, &w, req)
+			}
+		})
+	}
+}

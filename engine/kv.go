@@ -4,6 +4,7 @@ import (
 	"errors"
 	"hash/maphash"
 	"math"
+	"math/bits"
 	"runtime"
 	"strconv"
 	"sync"
@@ -215,18 +216,19 @@ func (kv *KV) release(tx *KVTx) {
 
 func (tx *KVTx) holds(i int) bool { return tx.held[i/64]&(1<<(i%64)) != 0 }
 
+// lock locks the held shards in ascending order; unlock unlocks them.
 func (tx *KVTx) lock() {
-	for i := range tx.kv.shards {
-		if tx.holds(i) {
-			tx.kv.shards[i].mu.Lock()
+	for w, word := range tx.held {
+		for ; word != 0; word &= word - 1 {
+			tx.kv.shards[w*64+bits.TrailingZeros64(word)].mu.Lock()
 		}
 	}
 }
 
 func (tx *KVTx) unlock() {
-	for i := len(tx.kv.shards) - 1; i >= 0; i-- {
-		if tx.holds(i) {
-			tx.kv.shards[i].mu.Unlock()
+	for w, word := range tx.held {
+		for ; word != 0; word &= word - 1 {
+			tx.kv.shards[w*64+bits.TrailingZeros64(word)].mu.Unlock()
 		}
 	}
 }
