@@ -40,7 +40,7 @@ type ArgDoc struct {
 
 func commandTable() []*Command {
 	opt := func(a ArgDoc) ArgDoc { a.Optional = true; return a }
-	return []*Command{
+	rows := []*Command{
 		{Name: "rl.limit", Arity: -4, Flags: flagWrite | flagFast, FirstKey: 1, Group: "ratchet",
 			Summary: "Decides a request against a sliding-window limit and counts it when allowed.",
 			Args: []ArgDoc{{Name: "key", Type: "key"}, {Name: "limit", Type: "integer"}, {Name: "window", Type: "string"},
@@ -83,6 +83,7 @@ func commandTable() []*Command {
 		{Name: "config", Arity: -2, Group: "server", Summary: "CONFIG GET parameter [parameter ...].",
 			Args: []ArgDoc{{Name: "subcommand", Type: "string"}}, Handler: cmdConfig},
 	}
+	return append(rows, scriptCommands()...) // EVAL, EVALSHA, SCRIPT: scripts.go
 }
 
 func (c *Command) flagNames() []string {
