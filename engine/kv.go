@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // The counter keyspace: small string values with millisecond TTLs, the state of the
@@ -538,6 +539,8 @@ func (kv *KV) Scan(ws string, cursor uint64, count int, match func(key []byte) b
 }
 
 // Scan is KV.Scan from inside Do: the shards tx holds are read without locking them again.
+// Others are locked one at a time; when tx holds shards, one that stays busy ends the call
+// early with a cursor that resumes at it (waiting could deadlock).
 func (tx *KVTx) Scan(cursor uint64, count int, match func(key []byte) bool) (uint64, [][]byte) {
 	return tx.kv.scan(tx, tx.ws, cursor, count, match)
 }
@@ -556,7 +559,16 @@ func (kv *KV) scan(tx *KVTx, ws string, cursor uint64, count int, match func(key
 	for shard < kvShardCount {
 		sh := &kv.shards[shard]
 		locked := tx != nil && tx.holds(int(shard))
-		if !locked {
+		switch {
+		case locked:
+		case tx != nil && tx.held != [kvShardCount / 64]uint64{}:
+			// Holding other shards, waiting for this one could deadlock with a step that
+			// holds it and waits for one of ours: try for a while, else stop here (a
+			// nonzero cursor that resumes at this shard).
+			if !tryLockFor(&sh.mu, yieldingFor) {
+				return shard<<32 | uint64(scanTop-min(pos, scanTop-1)), out
+			}
+		default:
 			sh.mu.Lock()
 		}
 		p := min(pos, int64(len(sh.entries)))
@@ -588,6 +600,19 @@ func (kv *KV) scan(tx *KVTx, ws string, cursor uint64, count int, match func(key
 		return 0, out
 	}
 	return shard << 32, out
+}
+
+// tryLockFor tries to lock mu for about d, giving way between tries.
+func tryLockFor(mu *sync.Mutex, d time.Duration) bool {
+	for start := time.Now(); ; {
+		if mu.TryLock() {
+			return true
+		}
+		if time.Since(start) >= d {
+			return false
+		}
+		runtime.Gosched()
+	}
 }
 
 // KVRecord is one key as it is saved and loaded.
