@@ -405,6 +405,20 @@ func (c *scriptRun) incrBy(i int, delta []byte) (int64, string) {
 	return n, ""
 }
 
+// incrByAt is the script's INCRBY at the line of marker: under EVAL_RO, or when INCRBY
+// fails, it writes the error and returns false.
+func (c *scriptRun) incrByAt(marker string, i int, delta []byte) (int64, bool) {
+	if !c.writable(marker) {
+		return 0, false
+	}
+	n, e := c.incrBy(i, delta)
+	if e != "" {
+		c.fail(marker, e)
+		return 0, false
+	}
+	return n, true
+}
+
 // bulkOrFalse writes a GET's result as a script returns it: the value, or Lua false, a
 // null.
 func (c *scriptRun) bulkOrFalse(v []byte, found bool) {

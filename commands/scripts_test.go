@@ -4,6 +4,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ratchet/ratchet/commands"
+	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/resp"
 )
 
 // The SHA1s the libraries send (../shared/dropin/known_scripts.tsv).
@@ -132,5 +136,195 @@ func TestScriptRedisRate(t *testing.T) {
 		{"EVALSHA " + shaAllowN + " 1 rate:k 2 x 1 1", "-ERR user_script:11: attempt to perform arithmetic on a nil value script: " + shaAllowN + ", on @user_script:11.\r\n"},
 		{"EVALSHA_RO " + shaAllowN + " 1 rate:ro 2 2 1 1", "-ERR Write commands are not allowed from read-only scripts. script: " + shaAllowN + ", on @user_script:55.\r\n"},
 		{"EXISTS rate:ro", ":0\r\n"},
+	})
+}
+
+// TestScriptCounters: rate-limiter-flexible, rate-limit-redis, limits and ulule/limiter
+// reproduce redis7_reply_vectors.txt's bytes, then the keys as the libraries read them.
+func TestScriptCounters(t *testing.T) {
+	r := newScriptRig()
+	r.run(t, []step{
+		// rate-limiter-flexible: points secDuration limitPoints durationSec.
+		{"EVALSHA " + shaRLFlex + " 1 rlflx:k 1 60 5 60", "*2\r\n:1\r\n:60000\r\n"},
+		{"EVALSHA " + shaRLFlex + " 1 rlflx:k 1 60 5 60", "*2\r\n:2\r\n:60000\r\n"},
+		{"MULTI", "+OK\r\n"}, {"GET rlflx:k", "+QUEUED\r\n"}, {"PTTL rlflx:k", "+QUEUED\r\n"},
+		{"EXEC", "*2\r\n$1\r\n2\r\n:60000\r\n"},
+		{"SET rlflx:f 3", "+OK\r\n"}, // a key without TTL gets one: ttl = 1000 * secDuration
+		{"EVALSHA " + shaRLFlex + " 1 rlflx:f 2 30 5 30", "*2\r\n:5\r\n:30000\r\n"},
+		{"TTL rlflx:f", ":30\r\n"},
+		{"EVALSHA " + shaRLFlex + " 1 rlflx:e 1 0 5 0", "-ERR invalid expire time in 'set' command script: " + shaRLFlex + ", on @user_script:1.\r\n"},
+		// rate-limit-redis v4.2.3+: resetOnChange windowMs; get; DECR.
+		{"EVALSHA " + shaRLRedisIncr + " 1 rl:k 0 60000", "*2\r\n:1\r\n:60000\r\n"},
+		{"EVALSHA " + shaRLRedisIncr + " 1 rl:k 0 60000", "*2\r\n:2\r\n:60000\r\n"},
+		{"EVALSHA " + shaRLRedisGet + " 1 rl:k", "*2\r\n$1\r\n2\r\n:60000\r\n"},
+		{"EVALSHA " + shaRLRedisGet + " 1 rl:none", "*2\r\n$-1\r\n:-2\r\n"},
+		{"DECR rl:k", ":1\r\n"},
+		// limits fixed window: expiry amount, then GET and TTL.
+		{"EVALSHA " + shaLimitsFixed + " 1 LIMITS:k 60 1", ":1\r\n"},
+		{"GET LIMITS:k", "$1\r\n1\r\n"},
+		{"TTL LIMITS:k", ":60\r\n"},
+		// limits sliding window: KEYS previous, current; ARGV limit expiry amount.
+		{"EVALSHA " + shaLimitsSlide + " 2 LIMITS:{s}/-1 LIMITS:{s} 2 60 1", ":1\r\n"},
+		{"EVALSHA " + shaLimitsSlide + " 2 LIMITS:{s}/-1 LIMITS:{s} 2 60 1", ":1\r\n"},
+		{"EVALSHA " + shaLimitsSlide + " 2 LIMITS:{s}/-1 LIMITS:{s} 2 60 1", "$-1\r\n"},
+		// ulule/limiter: count period_ms; peek.
+		{"EVALSHA " + shaUluleIncr + " 1 limiter:k 1 60000", "*2\r\n:1\r\n:60000\r\n"},
+		{"EVALSHA " + shaUluleIncr + " 1 limiter:k 1 60000", "*2\r\n:2\r\n:60000\r\n"},
+		{"EVALSHA " + shaUlulePeek + " 1 limiter:k", "*2\r\n:2\r\n:60000\r\n"},
+		{"EVALSHA " + shaUlulePeek + " 1 limiter:none", "*2\r\n:0\r\n:0\r\n"},
+	})
+	r.clock.Advance(1)
+	r.run(t, []step{
+		{"EVALSHA " + shaLimitsRead + " 2 LIMITS:{s}/-1 LIMITS:{s} 60", "*4\r\n$-1\r\n:-2\r\n$1\r\n2\r\n:119999\r\n"},
+	})
+	// 61 s on, the current window (TTL 58999 ms < 60 s) becomes the previous one: 2 hits
+	// weigh floor(2*58999/60000) = 1, so one more hit is allowed, not two.
+	r.clock.Advance(61_000)
+	r.run(t, []step{
+		{"EVALSHA " + shaLimitsSlide + " 2 LIMITS:{s}/-1 LIMITS:{s} 2 60 1", ":1\r\n"},
+		{"EVALSHA " + shaLimitsSlide + " 2 LIMITS:{s}/-1 LIMITS:{s} 2 60 1", "$-1\r\n"},
+		{"EVALSHA " + shaLimitsRead + " 2 LIMITS:{s}/-1 LIMITS:{s} 60", "*4\r\n$1\r\n2\r\n:58999\r\n$1\r\n1\r\n:118999\r\n"},
+		{"EVALSHA " + shaLimitsSlide + " 2 LIMITS:{s}/-1 LIMITS:{s} 5 60 6", "$-1\r\n"}, // amount > limit
+		// The fixed windows expired: a new one starts.
+		{"EVALSHA " + shaRLRedisIncr + " 1 rl:k 0 60000", "*2\r\n:1\r\n:60000\r\n"},
+		{"EVALSHA " + shaUluleIncr + " 1 limiter:k 1 60000", "*2\r\n:1\r\n:60000\r\n"},
+		{"EVALSHA " + shaLimitsFixed + " 1 LIMITS:k 60 1", ":1\r\n"},
+		// Older rate-limit-redis increments: INCR first, PEXPIRE when no TTL (or reset).
+		{"EVALSHA " + shaRLRedisInc3 + " 1 rl:o 0 1000", "*2\r\n:1\r\n:1000\r\n"},
+		{"EVALSHA " + shaRLRedisInc42 + " 1 rl:o 0 1000", "*2\r\n:2\r\n:1000\r\n"},
+		{"EVALSHA " + shaRLRedisInc42 + " 1 rl:o 1 5000", "*2\r\n:3\r\n:5000\r\n"},
+		{"PTTL rl:o", ":5000\r\n"},
+		{"EVALSHA " + shaRLRedisIncr + " 1 rl:o 1 7000", "*2\r\n:4\r\n:7000\r\n"},
+		{"PTTL rl:o", ":7000\r\n"},
+		{"SET limiter:x abc", "+OK\r\n"},
+		{"EVALSHA " + shaUlulePeek + " 1 limiter:x", "*0\r\n"}, // {tonumber("abc"), ttl} ends at the nil
+		{"EVALSHA " + shaUluleIncr + " 1 limiter:x 1 60000", "-ERR value is not an integer or out of range script: " + shaUluleIncr + ", on @user_script:5.\r\n"},
+		{"EVALSHA_RO " + shaUlulePeek + " 1 limiter:k", "*2\r\n:1\r\n:60000\r\n"},
+		{"EVAL_RO x 0", "-ERR Ratchet runs no Lua; this script is not one it knows (supported: go-redis/redis_rate, rate-limiter-flexible, rate-limit-redis, limits, ulule/limiter, Spring Cloud Gateway); see the README\r\n"},
+	})
+}
+
+// TestScriptSpring: the token bucket with the server's clock (ARGV[3] ""), as
+// redis7_reply_vectors.txt recorded it at TIME 1795352399: rate 1, capacity 2.
+func TestScriptSpring(t *testing.T) {
+	r := newScriptRig()
+	keys := []string{"2", "request_rate_limiter.{r.id}.tokens", "request_rate_limiter.{r.id}.timestamp"}
+	call := func(sha string, argv ...string) []string {
+		return append(append([]string{"EVALSHA", sha}, keys...), argv...)
+	}
+	type st = struct {
+		args []string
+		want string
+	}
+	argsRun(t, r, []st{
+		{call(shaSpring, "1", "2", "", "1"), "*2\r\n:1\r\n:1\r\n"},
+		{call(shaSpring, "1", "2", "", "1"), "*2\r\n:1\r\n:0\r\n"},
+		{call(shaSpring, "1", "2", "", "1"), "*2\r\n:0\r\n:0\r\n"},
+		{[]string{"GET", keys[1]}, "$1\r\n0\r\n"},
+		{[]string{"GET", keys[2]}, "$10\r\n1795352399\r\n"},
+		{[]string{"TTL", keys[1]}, ":4\r\n"},
+	})
+	r.clock.Advance(999) // the same second: nothing refilled
+	argsRun(t, r, []st{{call(shaSpring40, "1", "2", "", "1"), "*2\r\n:0\r\n:0\r\n"}})
+	r.clock.Advance(1) // one second later: one token back
+	argsRun(t, r, []st{
+		{call(shaSpring306, "1", "2", "123", "1"), "*2\r\n:1\r\n:0\r\n"}, // v3.0.6 ignores ARGV[3]
+		// v2.2 uses the client's clock: 10 s later refills to capacity.
+		{call(shaSpring22, "1", "2", "1795352410", "1"), "*2\r\n:1\r\n:1\r\n"},
+		{[]string{"GET", keys[2]}, "$10\r\n1795352410\r\n"},
+		{call(shaSpring, "1", "2", "", "5"), "*2\r\n:0\r\n:1\r\n"}, // more than the capacity
+		{call(shaSpring22, "1", "2", "", "1"), "-ERR user_script:32: attempt to perform arithmetic on a nil value script: " + shaSpring22 + ", on @user_script:32.\r\n"},
+		{[]string{"EVALSHA", shaSpring, "1", keys[1], "1", "2", "", "1"}, "-ERR Lua redis lib command arguments must be strings or integers script: " + shaSpring + ", on @user_script:15.\r\n"},
+	})
+}
+
+// TestScriptMulti: EVALSHA queues inside MULTI and runs at EXEC, at one instant with the
+// other counter commands; RESP3 nulls for Lua false.
+func TestScriptMulti(t *testing.T) {
+	r := newScriptRig()
+	allow := "EVALSHA " + shaAllowN + " 1 rate:t 1 1 1 1"
+	r.run(t, []step{
+		{"MULTI", "+OK\r\n"},
+		{allow, "+QUEUED\r\n"},
+		{allow, "+QUEUED\r\n"},
+		{"EVALSHA 0000000000000000000000000000000000000000 0", "+QUEUED\r\n"},
+		{"GET rate:t", "+QUEUED\r\n"},
+		{"EXEC", "*4\r\n*4\r\n:1\r\n:0\r\n$2\r\n-1\r\n$1\r\n1\r\n*4\r\n:0\r\n:0\r\n$1\r\n1\r\n$1\r\n1\r\n" +
+			"-NOSCRIPT No matching script. Please use EVAL.\r\n$9\r\n312123600\r\n"},
+	})
+	r.do("HELLO 3")
+	r.run(t, []step{
+		{"EVALSHA " + shaLimitsSlide + " 2 p c 0 60 1", "_\r\n"},
+		{"EVALSHA " + shaRLRedisGet + " 1 rl:none", "*2\r\n_\r\n:-2\r\n"},
+	})
+}
+
+// scriptFuzzSHAs are the SHA1s FuzzScripts calls; the last is unknown.
+var scriptFuzzSHAs = []string{shaAllowN, shaAllowAtMost, shaAllowN910, shaAllowN90, shaAllowAtMost9, shaGCRA8, shaRLFlex,
+	shaRLRedisIncr, shaRLRedisInc42, shaRLRedisInc3, shaRLRedisGet, shaLimitsFixed, shaLimitsSlide, shaLimitsRead,
+	shaUluleIncr, shaUlulePeek, shaSpring, shaSpring40, shaSpring306, shaSpring22, "0000000000000000000000000000000000000000"}
+
+// FuzzScripts runs any arguments through the known scripts (EVALSHA and EVALSHA_RO, alone
+// and inside MULTI/EXEC) and EVAL/SCRIPT LOAD of any text: every request gets exactly one
+// well-formed reply (EXEC: an array of one), nothing panics, and the keys stay in bounds.
+func FuzzScripts(f *testing.F) {
+	seeds := []struct {
+		which uint8
+		args  string
+	}{
+		{0, "1 rate:k 2 2 1 1"}, {1, "1 rate:k 10 10 60 5"}, {2, "1 rate:k 2 2 1 0"}, {5, "1 rate:k 1 1 0 1"},
+		{0, "1 rate:k 0 0 0 0"}, {0, "1 rate:k inf nan -1 1e308"}, {0, "1 rate:k 0x10 1 1 -5"}, {1, "1 rate:k 1 1 1 abc"},
+		{6, "1 rlflx:k 1 60 5 60"}, {6, "1 rlflx:k 9223372036854775807 1"}, {6, "1 rlflx:k 1 -1"}, {7, "1 rl:k 1 60000"},
+		{7, "1 rl:k 0 1.5"}, {9, "1 rl:k 0 0"}, {10, "1 rl:k"}, {11, "1 LIMITS:k 60 1"}, {11, "1 LIMITS:k 0 1e300"},
+		{12, "2 p c 2 60 1"}, {12, "2 c c 2 0.001 1"}, {13, "2 p c 60"}, {13, "1 p 60"}, {14, "1 l:k 1 60000"},
+		{14, "1 l:k 1.5 1"}, {15, "1 l:k"}, {16, "2 t s 1 2  1"}, {16, "2 t s 0 0  1"}, {19, "2 t s 1 2 nan 1"},
+		{20, "0"}, {3, "-1"}, {3, "99 k"}, {0, "0"}, {128, "return 1"},
+	}
+	for _, s := range seeds {
+		f.Add(s.which, s.args)
+	}
+	clock := engine.NewManualClock(vectorMs)
+	eng := engine.New(clock, engine.Config{MaxMemoryBytes: 64 << 10})
+	d := commands.New(commands.Options{Limiter: eng, Origin: eng, Host: &fakeHost{}, Role: "origin"})
+	s := commands.NewSession(1, "127.0.0.1:5000", "127.0.0.1:6380", 0)
+	f.Fuzz(func(t *testing.T, which uint8, args string) {
+		clock.Advance(int64(which) * 37)
+		var req [][]byte
+		switch {
+		case which >= 128 && which&1 == 0:
+			req = [][]byte{[]byte("EVAL"), []byte(args), []byte("0")}
+		case which >= 128:
+			req = [][]byte{[]byte("SCRIPT"), []byte("LOAD"), []byte(args)}
+		default:
+			name := "EVALSHA"
+			if which >= 64 {
+				name = "EVALSHA_RO"
+			}
+			req = [][]byte{[]byte(name), []byte(scriptFuzzSHAs[int(which)%len(scriptFuzzSHAs)])}
+			for _, a := range strings.Split(args, " ") {
+				req = append(req, []byte(a))
+			}
+		}
+		var w resp.Writer
+		d.Serve(s, &w, req)
+		checkOneReply(t, w.Bytes(), req)
+		w.Reset()
+		d.Serve(s, &w, [][]byte{[]byte("MULTI")})
+		d.Serve(s, &w, req)
+		d.Serve(s, &w, [][]byte{[]byte("EXEC")})
+		rest := w.Bytes()
+		for range 3 {
+			n := replyLen(rest)
+			if n < 0 {
+				t.Fatalf("%q in MULTI: replies %q are not RESP", req, w.Bytes())
+			}
+			rest = rest[n:]
+		}
+		if len(rest) != 0 {
+			t.Fatalf("%q in MULTI: extra bytes %q", req, rest)
+		}
+		if st := eng.Stats(); st.MemoryBytes < 0 || st.MemoryBytes > st.MaxMemoryBytes+engine.MaxKVValue+4096 {
+			t.Fatalf("memory gauge %d of %d", st.MemoryBytes, st.MaxMemoryBytes)
+		}
 	})
 }

@@ -1,0 +1,102 @@
+package commands
+
+// rate-limit-redis (express-rate-limit's Redis store) scripts, natively: a counter that
+// starts at the first hit with a PX TTL of windowMs. ARGV: resetExpiryOnChange ("1" or
+// not), windowMs. Replies {totalHits, timeToExpire} as integers; get {value|nil, PTTL}.
+//
+//	v4.2.3–v5.0.0: ttl = PTTL; if ttl <= 0: SET key 1 PX windowMs, reply {1, windowMs};
+//	               else hits = INCR, and with reset PEXPIRE windowMs, ttl = windowMs.
+//	v3.x–v4.2.2:   hits = INCR; ttl = PTTL; if ttl <= 0 (v4.2.1–v4.2.2: < 0) or reset:
+//	               PEXPIRE windowMs, ttl = windowMs.
+
+func init() {
+	const lib = "rate-limit-redis"
+	registerScript(lib+" v4.2.3–v5.0.0", "increment", textRLRedisIncrement, rlRedisIncrement)
+	registerScript(lib+" v4.2.1–v4.2.2", "increment", textRLRedisIncrement421, func(c *scriptRun) { rlRedisIncrementOld(c, false) })
+	registerScript(lib+" v3.x–v4.2.0", "increment", textRLRedisIncrement3, func(c *scriptRun) { rlRedisIncrementOld(c, true) })
+	registerScript(lib+" v4.1.0–v5.0.0", "get", textRLRedisGet, rlRedisGet)
+}
+
+func rlRedisIncrement(c *scriptRun) {
+	windowMs, hasWindow := c.num(2)
+	flag, _ := c.arg(1)
+	reset := string(flag) == "1"
+	key, ok := c.key(1)
+	if !ok {
+		c.fail(`redis.call("PTTL"`, luaBadArgs)
+		return
+	}
+	if c.tx.PTTL(key) <= 0 {
+		const at = `redis.call("SET"`
+		if !hasWindow {
+			c.fail(at, luaBadArgs)
+			return
+		}
+		if !c.writable(at) {
+			return
+		}
+		if e := c.setEx(key, []byte("1"), []byte(redisArg(windowMs)), true, "set"); e != "" {
+			c.fail(at, e)
+			return
+		}
+		c.w.Array(2)
+		c.w.Int(1)
+		c.w.Int(luaInt(windowMs))
+		return
+	}
+	hits, ok := c.incrByAt(`redis.call("INCR"`, key, []byte("1"))
+	if !ok {
+		return
+	}
+	rlRedisReply(c, key, hits, float64(c.tx.PTTL(key)), reset)
+}
+
+// rlRedisReply ends an increment: with expire, PEXPIRE key windowMs and ttl = windowMs;
+// then the reply {hits, ttl}.
+func rlRedisReply(c *scriptRun, key int, hits int64, ttl float64, expire bool) {
+	if expire {
+		const at = `redis.call("PEXPIRE"`
+		windowMs, hasWindow := c.num(2)
+		if !hasWindow {
+			c.fail(at, luaBadArgs)
+			return
+		}
+		if e := c.pexpire(key, []byte(redisArg(windowMs)), true, "pexpire"); e != "" {
+			c.fail(at, e)
+			return
+		}
+		ttl = windowMs
+	}
+	c.w.Array(2)
+	c.w.Int(hits)
+	c.w.Int(luaInt(ttl))
+}
+
+// rlRedisIncrementOld is the increment of v3.x–v4.2.2; zeroExpires: a PTTL of 0 also
+// sets the expiry (v3.x–v4.2.0).
+func rlRedisIncrementOld(c *scriptRun, zeroExpires bool) {
+	key, ok := c.key(1)
+	if !ok {
+		c.fail(`redis.call("INCR"`, luaBadArgs)
+		return
+	}
+	hits, ok := c.incrByAt(`redis.call("INCR"`, key, []byte("1"))
+	if !ok {
+		return
+	}
+	ttl := float64(c.tx.PTTL(key))
+	flag, _ := c.arg(1)
+	rlRedisReply(c, key, hits, ttl, ttl < 0 || (zeroExpires && ttl == 0) || string(flag) == "1")
+}
+
+func rlRedisGet(c *scriptRun) {
+	key, ok := c.key(1)
+	if !ok {
+		c.fail(`redis.call("GET"`, luaBadArgs)
+		return
+	}
+	v, found := c.tx.Get(key)
+	c.w.Array(2)
+	c.bulkOrFalse(v, found)
+	c.w.Int(c.tx.PTTL(key))
+}
