@@ -37,6 +37,8 @@ fi
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 go build -o "$work/ratchet" ./cmd/ratchet
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 
 P_REDIS=16379 P_ORIGIN=16380 P_EDGE_ORIGIN=16381 P_EDGE=16382 P_EDGE1_ORIGIN=16383 P_EDGE1=16384
 # shellcheck disable=SC2206
@@ -64,10 +66,7 @@ pid_edge1_origin=$!
 "${srv[@]}" "$work/ratchet" --listen 127.0.0.1:$P_EDGE1 --role edge --origin 127.0.0.1:$P_EDGE1_ORIGIN --cluster-secret bench \
   "${edge_flags[@]}" "${common[@]}" &
 pid_edge1=$!
-for p in $P_REDIS $P_ORIGIN $P_EDGE_ORIGIN $P_EDGE $P_EDGE1_ORIGIN $P_EDGE1; do
-  for _ in $(seq 100); do redis-cli -p $p PING >/dev/null 2>&1 && break; sleep 0.1; done
-  redis-cli -p $p PING >/dev/null || { echo "port $p did not come up" >&2; exit 1; }
-done
+for p in $P_REDIS $P_ORIGIN $P_EDGE_ORIGIN $P_EDGE $P_EDGE1_ORIGIN $P_EDGE1; do waitport $p; done
 sha=$(redis-cli -p $P_REDIS SCRIPT LOAD "$(cat bench/sliding-window.lua)")
 
 # Warm the edge: one request for each of the 100k keys redis-benchmark will draw
@@ -83,30 +82,7 @@ warm() {
 warm $P_EDGE
 warm $P_EDGE1
 
-tck=$(getconf CLK_TCK)
-ticks() { # PID... -> user+sys clock ticks of those processes
-  local sum=0 p
-  for p in "$@"; do sum=$((sum + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done
-  echo $sum
-}
-# run "PIDS" PORT PIPELINE KEYSPACE(rand|hot) COMMAND...
-#   -> "rps p50 p99 server_cpu_us_per_request client_cpu_us_per_request"
-run() {
-  local pids=$1 port=$2 pipe=$3 space=$4; shift 4
-  local r=() before out client
-  [ "$space" = rand ] && r=(-r $keys)
-  # shellcheck disable=SC2086
-  before=$(ticks $pids)
-  client=$( { TIMEFORMAT='%U %S'; time "${cli[@]}" redis-benchmark -p "$port" -c 50 -n "$n" -P "$pipe" "${r[@]}" --csv "$@" >"$work/out.csv"; } 2>&1 )
-  out=$(tail -1 "$work/out.csv" | awk -F, '{ gsub(/"/, ""); print $2, $5, $7 }')
-  # shellcheck disable=SC2086
-  echo "$out $(ticks $pids) $before $client" | awk -v n="$n" -v hz="$tck" \
-    '{ printf "%s %s %s %.2f %.2f\n", $1, $2, $3, ($4 - $5) * 1e6 / hz / n, ($6 + $7) * 1e6 / n }'
-}
-
 rounds=${BENCH_ROUNDS:-1}
-# median VALUES... -> the middle value (the lower middle of an even count)
-median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 declare -A rps p50 p99 cpu ccpu all
 # shellcheck disable=SC2206
 targets=(${BENCH_TARGETS:-incr lua origin edge edge1s})
@@ -156,7 +132,6 @@ done
 echo
 echo "throughput ratios (requests/s), and in brackets CPU-per-request ratios (higher: ratchet cheaper)"
 printf '%-6s %-4s %18s %18s %18s\n' keys -P "origin/INCR" "origin/Lua" "edge/origin"
-ratio() { echo "${1:-0} ${2:-0}" | awk '{ if ($2 > 0) printf "%.2f", $1 / $2; else printf "-" }'; }
 for space in rand hot; do
   for pipe in 1 16; do
     o=${rps[origin,$space,$pipe]:-} oc=${cpu[origin,$space,$pipe]:-}

@@ -1,0 +1,34 @@
+# Shared by the bench scripts (sourced): server CPU from /proc and one redis-benchmark run.
+# The caller sets: n (requests per run), keys (random key space), work (a temp dir),
+# cli (a command prefix for redis-benchmark, e.g. taskset; may be empty).
+
+tck=$(getconf CLK_TCK)
+ticks() { # PID... -> user+sys clock ticks of those processes
+  local sum=0 p
+  for p in "$@"; do sum=$((sum + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done
+  echo $sum
+}
+# run "PIDS" PORT PIPELINE KEYSPACE(rand|hot) COMMAND...
+#   -> "rps p50 p99 server_cpu_us_per_request client_cpu_us_per_request"
+run() {
+  local pids=$1 port=$2 pipe=$3 space=$4; shift 4
+  local r=() before out client
+  [ "$space" = rand ] && r=(-r $keys)
+  # shellcheck disable=SC2086
+  before=$(ticks $pids)
+  client=$( { TIMEFORMAT='%U %S'; time "${cli[@]}" redis-benchmark -p "$port" -c 50 -n "$n" -P "$pipe" "${r[@]}" --csv "$@" >"$work/out.csv"; } 2>&1 )
+  out=$(tail -1 "$work/out.csv" | awk -F, '{ gsub(/"/, ""); print $2, $5, $7 }')
+  # shellcheck disable=SC2086
+  echo "$out $(ticks $pids) $before $client" | awk -v n="$n" -v hz="$tck" \
+    '{ printf "%s %s %s %.2f %.2f\n", $1, $2, $3, ($4 - $5) * 1e6 / hz / n, ($6 + $7) * 1e6 / n }'
+}
+# median VALUES... -> the middle value (the lower middle of an even count)
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+# ratio A B -> A/B with two decimals, "-" when B is 0 or missing
+ratio() { echo "${1:-0} ${2:-0}" | awk '{ if ($2 > 0) printf "%.2f", $1 / $2; else printf "-" }'; }
+# waitport PORT -> waits up to 10 s for PING to answer there
+waitport() {
+  for _ in $(seq 100); do redis-cli -p "$1" PING >/dev/null 2>&1 && return 0; sleep 0.1; done
+  echo "port $1 did not come up" >&2
+  return 1
+}
