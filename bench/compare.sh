@@ -31,14 +31,11 @@ keys=100000
 limit=1000000000000 # never reached: every request is allowed and counted
 window=60000
 
-if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then
-  apt-get update -qq && apt-get install -y -qq redis-server redis-tools >/dev/null
-fi
-work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
-go build -o "$work/ratchet" ./cmd/ratchet
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+prepare # redis-server and redis-benchmark installed, $work/ratchet built
 
 P_REDIS=16379 P_ORIGIN=16380 P_EDGE_ORIGIN=16381 P_EDGE=16382 P_EDGE1_ORIGIN=16383 P_EDGE1=16384
 # shellcheck disable=SC2206

@@ -18,14 +18,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-200000}
 keys=100000
-if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then
-  apt-get update -qq && apt-get install -y -qq redis-server redis-tools >/dev/null
-fi
-work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
-go build -o "$work/ratchet" ./cmd/ratchet
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+prepare # redis-server and redis-benchmark installed, $work/ratchet built
 
 P_REDIS=16479 P_RATCHET=16480
 # shellcheck disable=SC2206

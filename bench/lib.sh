@@ -1,6 +1,15 @@
 # Shared by the bench scripts (sourced): server CPU from /proc and one redis-benchmark run.
-# The caller sets: n (requests per run), keys (random key space), work (a temp dir),
+# The caller sets: n (requests per run), keys (random key space), work (a temp dir,
+# removed by the caller's EXIT trap),
 # cli (a command prefix for redis-benchmark, e.g. taskset; may be empty).
+
+# prepare installs redis-server and redis-tools when missing, and builds $work/ratchet.
+prepare() {
+  if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then
+    apt-get update -qq && apt-get install -y -qq redis-server redis-tools >/dev/null
+  fi
+  go build -o "$work/ratchet" ./cmd/ratchet
+}
 
 tck=$(getconf CLK_TCK)
 ticks() { # PID... -> user+sys clock ticks of those processes
