@@ -368,3 +368,36 @@ func TestKVScanInsideDoNoDeadlock(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// BenchmarkKVMemory fills the counter keyspace with 1M keys ("user:%08d", a counter of 1
+// with a TTL), and reports the heap and resident growth per key beside the estimate that
+// --max-memory counts (est-B/key). Run it with:
+//
+//	go test -run xxx -bench BenchmarkKVMemory -benchtime 1x ./engine
+func BenchmarkKVMemory(b *testing.B) {
+	const keys = 1_000_000
+	var est float64
+	measureCells(b, keys, func() (func(), any) {
+		c := engine.NewManualClock(t0)
+		e := engine.New(c, engine.Config{MaxMemoryBytes: 4 << 30})
+		fill := func() {
+			var buf [32]byte
+			k := [][]byte{nil}
+			for i := range keys {
+				k[0] = memTuple(buf[:0], i).Key
+				if err := e.KV().Do("default", k, func(tx *engine.KVTx) error {
+					if _, err := tx.IncrBy(0, 1); err != nil {
+						return err
+					}
+					tx.SetExpireAt(0, tx.Now()+60_000)
+					return nil
+				}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			est = float64(e.Stats().MemoryBytes) / keys
+		}
+		return fill, e
+	})
+	b.ReportMetric(est, "est-B/key")
+}
