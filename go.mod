@@ -4,6 +4,7 @@ go 1.26
 
 require (
 	github.com/dgraph-io/ristretto/v2 v2.3.0
+	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/prometheus/client_golang v1.23.2
 	github.com/redis/go-redis/v9 v9.17.2
 	github.com/redis/rueidis v1.0.76

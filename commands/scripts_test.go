@@ -124,6 +124,16 @@ func TestScriptRedisRate(t *testing.T) {
 		// PerMinute(10) as redis_rate sends it: period "60", remaining truncated (9.0 -> 9).
 		{"EVALSHA " + shaAllowN + " 1 rate:min 10 10 60 1", "*4\r\n:1\r\n:9\r\n$2\r\n-1\r\n$1\r\n6\r\n"},
 		{"TTL rate:min", ":6\r\n"},
+		{"EVALSHA " + shaAllowN + " 1 rate:min 10 10 60 1", "*4\r\n:1\r\n:8\r\n$2\r\n-1\r\n$2\r\n12\r\n"},
+		{"EVALSHA " + shaAllowN90 + " 1 rate:min9 10 10 60 1", "*4\r\n:1\r\n:9\r\n$2\r\n-1\r\n$1\r\n6\r\n"},
+		{"EVALSHA " + shaAllowN90 + " 1 rate:min9 10 10 60 1", "*4\r\n:1\r\n:8\r\n$2\r\n-1\r\n$2\r\n12\r\n"},
+	})
+	// 4 s on, remaining is 46/6 = 7.67: 7 as Redis converts the Lua number, 8 where v9.0
+	// rounds it.
+	r.clock.Advance(4000)
+	r.run(t, []step{
+		{"EVALSHA " + shaAllowN + " 1 rate:min 10 10 60 1", "*4\r\n:1\r\n:7\r\n$2\r\n-1\r\n$2\r\n14\r\n"},
+		{"EVALSHA " + shaAllowN90 + " 1 rate:min9 10 10 60 1", "*4\r\n:1\r\n:8\r\n$2\r\n-1\r\n$2\r\n14\r\n"},
 		// v9.1.0 always SETs: a cost-0 peek of a fresh key is Redis's error for EX 0.
 		{"EVALSHA " + shaAllowN910 + " 1 rate:q 2 2 1 0", "-ERR invalid expire time in 'set' command script: " + shaAllowN910 + ", on @user_script:54.\r\n"},
 		// v8 answers "limited" (0 when allowed) and rounds remaining.
