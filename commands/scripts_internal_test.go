@@ -99,4 +99,3 @@ func TestLuaFormats(t *testing.T) {
 		}
 	}
 }
-
