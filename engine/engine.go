@@ -268,8 +268,10 @@ type Stats struct {
 	Origins        []OriginStat
 	Cells          int64
 	Tuples         int64
-	MemoryBytes    int64
+	MemoryBytes    int64 // the cell store's and the counter keyspace's estimate
 	MaxMemoryBytes int64
+	KVKeys         int64  // counter keyspace keys (expired ones not yet dropped included)
+	KVExpired      uint64 // counter keyspace keys dropped because their TTL passed
 }
 
 // Stats returns a consistent-enough reading of the engine's counters (each is atomic).
@@ -286,6 +288,8 @@ func (e *Engine) Stats() Stats {
 		Tuples:         e.store.tuples.Load(),
 		MemoryBytes:    e.store.bytes.Load(),
 		MaxMemoryBytes: e.store.maxBytes,
+		KVKeys:         e.kv.Keys(),
+		KVExpired:      e.kv.Expired(),
 	}
 }
 

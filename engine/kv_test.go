@@ -198,7 +198,7 @@ func TestKVMemoryBound(t *testing.T) {
 	if n == 0 || n == 10_000 {
 		t.Fatalf("refused after %d keys", n)
 	}
-	if st := eng.Stats(); st.MemoryBytes > st.MaxMemoryBytes || st.RefusedFull != 1 {
+	if st := eng.Stats(); st.MemoryBytes > st.MaxMemoryBytes || st.RefusedFull != 1 || st.KVKeys != int64(n) {
 		t.Fatalf("stats %+v", st)
 	}
 	if _, err := eng.Limit(engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte("cell"), WindowMs: 1000}, 10, 1); !errors.Is(err, engine.ErrFull) {
@@ -215,7 +215,7 @@ func TestKVMemoryBound(t *testing.T) {
 	if swept := kv.Sweep(); swept != int64(n) {
 		t.Fatalf("swept %d of %d", swept, n)
 	}
-	if st := eng.Stats(); st.MemoryBytes != 0 || kv.Keys() != 0 {
+	if st := eng.Stats(); st.MemoryBytes != 0 || st.KVKeys != 0 || st.KVExpired != uint64(n) {
 		t.Fatalf("after the sweep: %d bytes, %d keys", st.MemoryBytes, kv.Keys())
 	}
 	if err := one(kv, "again", func(tx *engine.KVTx) error { return tx.Set(0, []byte("1"), 0) }); err != nil {
