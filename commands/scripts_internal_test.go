@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/ratchet/ratchet/engine"
@@ -96,6 +97,28 @@ func TestLuaFormats(t *testing.T) {
 	for f, want := range map[float64]int64{1.9: 1, -1.9: -1, 1e19: -1 << 63, math.Inf(1): -1 << 63} {
 		if got := luaInt(f); got != want {
 			t.Errorf("integer reply of %v = %d, want %d", f, got, want)
+		}
+	}
+}
+
+// TestScriptsOnEdge: without an origin's keyspace (an edge), scripts answer as the counter
+// commands do, and SCRIPT, which decides nothing, still answers.
+func TestScriptsOnEdge(t *testing.T) {
+	eng := engine.New(engine.NewManualClock(1795352399_000), engine.Config{})
+	d := New(Options{Limiter: eng, Role: "edge"})
+	s := NewSession(1, "127.0.0.1:1", "127.0.0.1:2", 0)
+	for _, c := range []struct{ args, want string }{
+		{"EVALSHA " + scriptsByText[textRedisRateAllowN].sha + " 1 rate:k 1 1 1 1", "-ERR EVALSHA is decided by the origin; connect to the origin\r\n"},
+		{"SCRIPT EXISTS " + scriptsByText[textRedisRateAllowN].sha, "*1\r\n:1\r\n"},
+	} {
+		var w resp.Writer
+		var req [][]byte
+		for _, a := range strings.Fields(c.args) {
+			req = append(req, []byte(a))
+		}
+		d.Serve(s, &w, req)
+		if got := string(w.Bytes()); got != c.want {
+			t.Errorf("%s:\n got %q\nwant %q", c.args, got, c.want)
 		}
 	}
 }
