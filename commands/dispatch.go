@@ -128,6 +128,9 @@ type Options struct {
 	OnImport func(region string, rows, changed int)
 	// Peers reports the cross-region peers for INFO; nil without peers.
 	Peers func() []PeerInfo
+	// Forward has the origin run the regional commands of an edge's client (forward.go);
+	// nil on an origin, and on an edge that cannot (they are then refused).
+	Forward Forward
 	// Logger receives the rate-limited lines about failed authentication; nil:
 	// slog.Default().
 	Logger *slog.Logger

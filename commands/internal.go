@@ -33,6 +33,8 @@ func internalCommands() []*Command {
 			Summary: "Merges G-Counter components from another region's origin.", Handler: cmdInternalPublish},
 		{Name: "rl.internal.decide", Arity: 7, Flags: flagWrite, Group: "ratchet",
 			Summary: "Decides a request handed over by an edge.", Handler: cmdInternalDecide},
+		{Name: "rl.internal.forward", Arity: -5, Flags: flagWrite, Group: "ratchet",
+			Summary: "Runs counter, CL.THROTTLE and script commands for an edge's client.", Handler: cmdInternalForward},
 	}
 }
 

@@ -20,8 +20,9 @@ import (
 // command is that command's reply in EXEC's array (only unknown commands and wrong arity
 // abort at queue time).
 //
-// The keyspace is regional: an origin holds it. An edge answers kvOnOrigin (it does not
-// forward these commands yet).
+// The keyspace is regional: an origin holds it. An edge checks a command's arguments and
+// has the origin run it (forward.go); without a way to (Options.Forward nil) it answers
+// kvOnOrigin.
 
 // kvReq is a parsed counter command.
 type kvReq struct {
@@ -56,11 +57,11 @@ func kvHandler(name string) func(*Dispatcher, *Session, *resp.Writer, [][]byte) 
 	upper := strings.ToUpper(name)
 	return func(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		kv := d.kv()
-		if kv == nil {
-			w.Error(kvOnOrigin(upper))
+		r := parse(args)
+		if kv == nil { // an edge: the origin decides (forward.go)
+			d.forwardOne(s, w, upper, r, args)
 			return
 		}
-		r := parse(args)
 		if r.err != "" {
 			w.Error(r.err)
 			return
@@ -690,6 +691,9 @@ func globOne(p []byte, c byte) (int, bool) {
 func cmdExecKV(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	tx := s.tx
 	kv := d.kv()
+	if kv == nil && d.forwardExec(s, w) { // an edge: the origin runs it (forward.go)
+		return
+	}
 	if tx == nil || tx.dirty || kv == nil {
 		cmdExec(d, s, w, args)
 		return

@@ -132,7 +132,7 @@ func dedupe(keys []string) []string {
 }
 
 // TestThrottleBinary: CL.THROTTLE sequences with redis-cell's replies, alone, in a
-// transaction, and refused by an edge.
+// transaction; on an edge the origin runs them.
 func TestThrottleBinary(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -188,15 +188,7 @@ func TestThrottleBinary(t *testing.T) {
 	if fmt.Sprint(a.Val(), b.Val(), d.Val()) != "[0 2 1 -1 10] [0 2 0 -1 20] [1 2 0 10 20]" {
 		t.Fatalf("in a transaction: %v %v %v", a.Val(), b.Val(), d.Val())
 	}
-
-	edge := startEdge(t, []*proc{origin})
-	ec := edge.client(t, nil)
-	for _, args := range [][]any{{"CL.THROTTLE", "k", 1, 1, 1}, {"GET", "k"}, {"INCR", "k"}} {
-		want := fmt.Sprintf("ERR %s is decided by the origin; connect to the origin", args[0])
-		if err := ec.Do(ctx, args...).Err(); err == nil || err.Error() != want {
-			t.Fatalf("edge %v: %v", args, err)
-		}
-	}
+	// On an edge the origin runs them: TestEdgeForwardsRegionalCommands.
 }
 
 // kvCompareScript is sent to ratchet and to redis-server in order; each reply is compared

@@ -8,7 +8,8 @@ import (
 
 // This file is the client side: a bounded reader of the replies a node gets from another
 // node (package upstream). It understands only what the internal protocol answers: simple
-// strings ("+OK"), errors ("-ERR ..."), and flat arrays of integers.
+// strings ("+OK"), errors ("-ERR ..."), flat arrays of integers, and bulk strings (a
+// forwarded command's reply, carried whole).
 
 // ReplyKind tells what a Reply holds.
 type ReplyKind uint8
@@ -18,7 +19,11 @@ const (
 	SimpleReply ReplyKind = iota + 1 // "+OK": Reply.Text holds "OK"
 	ErrorReply                       // "-ERR msg": Reply.Text holds "ERR msg"
 	IntsReply                        // "*n" of n ":i": Reply.Ints holds them
+	BulkReply                        // "$n" and n bytes: Reply.Text holds them
 )
+
+// MaxReplyBulk bounds the bytes of a bulk reply.
+const MaxReplyBulk = 4 << 20
 
 // MaxReplyLine bounds one line of a reply (a simple string, an error, a header, an
 // integer), CRLF included. A longer line is a protocol error.
@@ -27,8 +32,8 @@ const MaxReplyLine = 4096
 // Reply is one reply read by a ReplyReader.
 type Reply struct {
 	Kind ReplyKind
-	// Text is the simple string or the error message, without the type byte and CRLF. It
-	// aliases the reader's buffer: it is valid until the next Read.
+	// Text is the simple string, the error message or the bulk string, without the type
+	// byte and CRLF. It aliases the reader's buffer: it is valid until the next Read.
 	Text []byte
 	// Ints are the integers of an IntsReply, appended to the dst given to Read.
 	Ints []int64
@@ -40,6 +45,7 @@ type Reply struct {
 type ReplyReader struct {
 	br      *bufio.Reader
 	maxInts int
+	bulk    []byte // a bulk reply's bytes, reused
 }
 
 // NewReplyReader returns a reader of the replies on r whose integer arrays hold at most
@@ -91,6 +97,28 @@ func (r *ReplyReader) Read(dst []int64) (Reply, error) {
 			ints = append(ints, v)
 		}
 		return Reply{Kind: IntsReply, Ints: ints}, nil
+	case '$':
+		n, ok := parseInt(line[1:])
+		if !ok || n < 0 || n > MaxReplyBulk {
+			return Reply{}, protoErr("invalid bulk reply length")
+		}
+		if cap(r.bulk) < int(n)+2 {
+			r.bulk = make([]byte, int(n)+2)
+		}
+		b := r.bulk[:n+2]
+		if _, err := io.ReadFull(r.br, b); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return Reply{}, err
+		}
+		if b[n] != '\r' || b[n+1] != '\n' {
+			return Reply{}, protoErr("bulk reply not terminated by CRLF")
+		}
+		if cap(r.bulk) > 64<<10 { // a large buffer serves this reply only
+			r.bulk = nil
+		}
+		return Reply{Kind: BulkReply, Text: b[:n]}, nil
 	default:
 		return Reply{}, protoErr("unexpected reply type '%c'", printable(line[0]))
 	}

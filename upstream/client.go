@@ -259,6 +259,22 @@ func (c *Client) Decide(ctx context.Context, r engine.DecideRequest) (engine.Dec
 	return d, cc, meta, nil
 }
 
+// Forward has the origin run a command for one of the edge's clients (RL.INTERNAL.FORWARD
+// proto workspace arg...): a command whose state only the origin holds (the counter
+// keyspace, CL.THROTTLE, the limiter scripts). The result is the command's reply, encoded
+// in RESP proto, to be written to the client as it is; an error reply of the command is
+// in it too. The error is for the call: the origin unreachable, or refusing the call.
+func (c *Client) Forward(ctx context.Context, proto int, ws string, args [][]byte) ([]byte, error) {
+	cl := c.getCall(opForward)
+	err := c.roundTrip(ctx, cl, func(b []byte) []byte { return appendForward(b, proto, ws, args) })
+	if err != nil {
+		return nil, c.wrap("forward", err)
+	}
+	raw := cl.raw
+	c.putCall(cl)
+	return raw, nil
+}
+
 func checkItems(n, limit int) error {
 	switch {
 	case n == 0:

@@ -30,6 +30,7 @@ const (
 	opRead opKind = iota + 1
 	opReplay
 	opDecide
+	opForward
 )
 
 // call is one request in flight. See Client for who writes which field when.
@@ -43,6 +44,7 @@ type call struct {
 	counts []engine.CellCounts // read, replay: allocated by the caller with Seq set; filled
 	dec    engine.Decision     // decide
 	cc     engine.CellCounts   // decide
+	raw    []byte              // forward: the reply, encoded for the client
 }
 
 // conn is one authenticated connection and its two goroutines. See Client for ownership.

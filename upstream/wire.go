@@ -60,6 +60,19 @@ func appendDecide(b []byte, r engine.DecideRequest) []byte {
 	return resp.AppendBulkUint(b, r.InflightBatch)
 }
 
+// appendForward encodes RL.INTERNAL.FORWARD proto workspace arg...: a command the origin
+// runs for one of the edge's clients, whose reply comes back as one bulk string.
+func appendForward(b []byte, proto int, ws string, args [][]byte) []byte {
+	b = resp.AppendArray(b, 3+len(args))
+	b = resp.AppendBulkString(b, "RL.INTERNAL.FORWARD")
+	b = resp.AppendBulkInt(b, int64(proto))
+	b = resp.AppendBulkString(b, ws)
+	for _, a := range args {
+		b = resp.AppendBulk(b, a)
+	}
+	return b
+}
+
 // decode stores the reply rep to cl. An error reply is cl's error and keeps the connection;
 // a reply that does not fit cl's request is a protocol error, returned.
 func (cl *call) decode(rep resp.Reply) error {
@@ -67,7 +80,16 @@ func (cl *call) decode(rep resp.Reply) error {
 	case resp.ErrorReply:
 		cl.err = &ServerError{Msg: string(rep.Text)}
 		return nil
+	case resp.BulkReply:
+		if cl.op != opForward {
+			return errProto("unexpected bulk reply")
+		}
+		cl.raw = append([]byte(nil), rep.Text...)
+		return nil
 	case resp.IntsReply:
+		if cl.op == opForward {
+			return errProto("integers in reply to a forwarded command")
+		}
 	default:
 		return errProto("unexpected simple string reply")
 	}

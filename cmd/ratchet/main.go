@@ -275,10 +275,14 @@ func run(cfg Config, log *slog.Logger) error {
 			peerRegions[p.Region] = true
 		}
 	}
+	var forward commands.Forward // an edge has its origins run the regional commands
+	if n.edge != nil {
+		forward = n.edge.Forward
+	}
 	disp := commands.New(commands.Options{
 		// Decide a batch of requests at the instant it was read, where nothing waits.
-		BatchTime: true,
-		OnImport:  onImport, Peers: peerInfo, PeerRegions: peerRegions,
+		BatchTime: true, Forward: forward,
+		OnImport: onImport, Peers: peerInfo, PeerRegions: peerRegions,
 		Limiter: n.limiter, Origin: n.origin, ClusterSecret: cfg.ClusterSecret, Host: srv,
 		RequirePass: cfg.RequirePass, Role: cfg.Role, Region: cfg.Region,
 		NodeID: cfg.NodeID, MaxClients: cfg.MaxClients, Version: version, Snapshots: snapStats,

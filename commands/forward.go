@@ -1,0 +1,163 @@
+package commands
+
+import (
+	"strconv"
+
+	"github.com/ratchet/ratchet/resp"
+)
+
+// Regional commands on an edge. The counter keyspace, CL.THROTTLE and the limiter scripts
+// (kvParsers) hold state that cannot be merged like window cells: an edge checks their
+// arguments, then has the origin of their first key (rendezvous hashing, as for tuples)
+// run them, with RL.INTERNAL.FORWARD, and writes the origin's reply as it is. A
+// transaction of such commands is forwarded whole and runs atomically on the origin.
+//
+// RL.INTERNAL.FORWARD proto workspace argc arg... [argc arg...]: one command runs as it
+// would for a client of that workspace and protocol; several run as MULTI ... EXEC. The
+// reply is one bulk string: the command's (or EXEC's) reply, encoded for the client.
+
+// Forward runs a payload of RL.INTERNAL.FORWARD on the origin of key (engine.Edge.Forward).
+type Forward func(ws string, key []byte, proto int, payload [][]byte) ([]byte, error)
+
+// errMixedEdgeTx refuses, on an edge, a transaction with both RL commands (decided at the
+// edge) and regional commands (decided by the origin): they cannot run at one instant.
+const errMixedEdgeTx = "EXECABORT Transaction discarded: on an edge, RL commands and counter, CL.THROTTLE or script commands cannot share a transaction"
+
+// appendForwardCmd appends one command to a forward payload: its argument count, then its
+// arguments.
+func appendForwardCmd(payload [][]byte, args [][]byte) [][]byte {
+	payload = append(payload, strconv.AppendInt(nil, int64(len(args)), 10))
+	return append(payload, args...)
+}
+
+// forward has the origin run payload for s and writes its reply to w. On an event loop it
+// sets WouldBlock instead: the request waits on the network.
+func (d *Dispatcher) forward(s *Session, w *resp.Writer, key []byte, payload [][]byte) {
+	if s.NoWait {
+		s.WouldBlock = true
+		return
+	}
+	raw, err := d.opt.Forward(s.Workspace, key, w.Proto(), payload)
+	if err != nil {
+		w.Error("TRYAGAIN the origin did not answer: " + err.Error())
+		return
+	}
+	w.Raw(raw)
+}
+
+// forwardOne serves one regional command on an edge: checked here, run by the origin.
+func (d *Dispatcher) forwardOne(s *Session, w *resp.Writer, upper string, r kvReq, args [][]byte) {
+	if d.opt.Forward == nil {
+		w.Error(kvOnOrigin(upper))
+		return
+	}
+	if r.err != "" {
+		w.Error(r.err)
+		return
+	}
+	var key []byte
+	if len(r.keys) > 0 {
+		key = r.keys[0]
+	}
+	d.forward(s, w, key, appendForwardCmd(nil, args))
+}
+
+// forwardExec serves EXEC on an edge for a queue that holds regional commands: the whole
+// queue runs on the origin of its first key, atomically. It reports false when the queue
+// has none (cmdExec serves it).
+func (d *Dispatcher) forwardExec(s *Session, w *resp.Writer) bool {
+	tx := s.tx
+	if tx == nil || tx.dirty || d.opt.Forward == nil {
+		return false
+	}
+	var key []byte
+	regional := false
+	for _, q := range tx.cmds {
+		if parse := kvParsers[q.cmd.Name]; parse != nil {
+			if !regional {
+				if ks := parse(q.args).keys; len(ks) > 0 {
+					key = ks[0]
+				}
+			}
+			regional = true
+		}
+	}
+	if !regional {
+		return false
+	}
+	if tx.hasRL {
+		s.endTx()
+		w.Error(errMixedEdgeTx)
+		return true
+	}
+	if s.NoWait { // keep the queue for the EXEC served again where it may wait
+		s.WouldBlock = true
+		return true
+	}
+	s.endTx()
+	var payload [][]byte
+	for _, q := range tx.cmds {
+		payload = appendForwardCmd(payload, q.args)
+	}
+	d.forward(s, w, key, payload)
+	return true
+}
+
+// cmdInternalForward serves RL.INTERNAL.FORWARD on an origin: see the top of this file.
+func cmdInternalForward(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
+	if !internalReady(d, s, w) {
+		return
+	}
+	proto, ok1 := parseInt(args[1])
+	ws := string(args[2])
+	if !ok1 || (proto != 2 && proto != 3) || ws == "" {
+		w.Error(errSyntax.Error())
+		return
+	}
+	var cmds [][][]byte
+	for rest := args[3:]; len(rest) > 0; {
+		n, ok := parseInt(rest[0])
+		if !ok || n < 1 || n > int64(len(rest)-1) {
+			w.Error(errSyntax.Error())
+			return
+		}
+		cmds, rest = append(cmds, rest[1:1+n]), rest[1+n:]
+	}
+	if len(cmds) == 0 {
+		w.Error(errSyntax.Error())
+		return
+	}
+	// The client's connection, as the origin sees it: authenticated, in its workspace.
+	cs := NewSession(s.ID, s.Addr, s.LocalAddr, s.lastMs.Load())
+	cs.Authed, cs.Workspace, cs.proto = true, ws, int(proto)
+	var out, scratch resp.Writer
+	out.SetProto(int(proto))
+	scratch.SetProto(int(proto))
+	for _, c := range cmds {
+		if cmd := d.lookup(cs, c[0]); cmd == nil || kvParsers[cmd.Name] == nil && !isTxCommand(cmd.Name) {
+			w.Error("ERR RL.INTERNAL.FORWARD runs counter, CL.THROTTLE and script commands only")
+			return
+		}
+	}
+	if len(cmds) == 1 {
+		d.Serve(cs, &out, cmds[0])
+	} else {
+		d.Serve(cs, &scratch, [][]byte{[]byte("MULTI")})
+		for _, c := range cmds {
+			d.Serve(cs, &scratch, c)
+		}
+		d.Serve(cs, &out, [][]byte{[]byte("EXEC")})
+	}
+	cs.Close()
+	w.Bulk(out.Bytes())
+}
+
+// isTxCommand reports whether name is one of the commands a forwarded transaction may hold
+// besides the regional ones.
+func isTxCommand(name string) bool {
+	switch name {
+	case "ping", "echo", "time":
+		return true
+	}
+	return false
+}
