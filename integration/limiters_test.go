@@ -1,0 +1,332 @@
+package integration
+
+// The real Node and Python limiter libraries against the binary and against redis-server:
+// rate-limiter-flexible over ioredis and over node-redis, express-rate-limit with
+// rate-limit-redis 5.0.0 and 6.0.1, and Debian's python3-limits. Each scenario is a small
+// program in clients/limiters/ that prints one JSON line per decision; the test runs it
+// against a fresh redis-server and a fresh ratchet and compares every line (README
+// "Limiter libraries tested").
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// limiterScenario is one library's scenario program.
+type limiterScenario struct {
+	name   string
+	tool   func(t *testing.T) string // the interpreter, or a skip (a failure under RATCHET_CI=1)
+	file   string                    // in clients/limiters
+	extra  []string                  // arguments after ADDR
+	shas   []string                  // the scripts the library sends: Ratchet must know them
+	expect string                    // decisions on redis-server, see decisions
+}
+
+// Installs what the Python scenario needs on Debian.
+const installPythonLimits = "apt-get install -y python3-limits python3-redis"
+
+// pythonWithLimits returns a python3 that can import limits and redis: the one
+// pythonWithRedis picks, else Debian's (apt's python3-limits serves /usr/bin/python3).
+func pythonWithLimits(t *testing.T) string {
+	t.Helper()
+	py := pythonWithRedis(t)
+	for _, cand := range []string{py, "/usr/bin/python3"} {
+		if importsLimits(cand) {
+			return cand
+		}
+	}
+	missingTool(t, fmt.Sprintf("no python3 with the limits and redis modules (tried %s and /usr/bin/python3)", py),
+		installPythonLimits)
+	return ""
+}
+
+func importsLimits(python string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return exec.CommandContext(ctx, python, "-c", "import limits.storage, redis").Run() == nil
+}
+
+func nodeWith(pkgs ...string) func(t *testing.T) string {
+	return func(t *testing.T) string {
+		t.Helper()
+		var node string
+		for _, p := range pkgs {
+			node = nodeWithClients(t, p)
+		}
+		return node
+	}
+}
+
+// SHA1s of the scripts the scenarios send (shared/dropin/known_scripts.tsv).
+const (
+	shaRLFlexible       = "a1de965f42e177aa339706bd580f049065eca79a" // rate-limiter-flexible incrTtl
+	shaRLRedisIncrement = "81dbecea94d2d10514719b20ed51faf711529d9d" // rate-limit-redis 4.2.3-5.0.0 increment
+	shaRLRedisGet       = "6aeb97ed6086dcdeafdc6fda3999a0d0e38ec96a" // rate-limit-redis get
+	// rate-limit-redis 6.0.x's increment (ARGV windowMs only): not in known_scripts.tsv.
+	shaRLRedis6Increment = "895b92e1712734e1b464999be23953485475357b"
+	shaLimitsIncrExpire  = "628bd136a573a06b346879695681af12ccef300f" // limits fixed window
+	// limits 2.8's moving window (Debian bookworm's python3-limits): texts that differ from
+	// the 3.x-5.x ones in known_scripts.tsv, over a Redis LIST.
+	shaLimits28AcquireMoving = "d19f37c18768a509dbf1310a257bfc35be65609f"
+	shaLimits28MovingWindow  = "3136f0028c572d2959b5cdc5ec15b287fab6a9ff"
+)
+
+// limiterScenarios: expect is the decisions column on redis-server, one character per line
+// that decides: + allowed (HTTP 200), - denied (HTTP 429).
+var limiterScenarios = []limiterScenario{
+	{name: "rate-limiter-flexible/ioredis", tool: nodeWith("rate-limiter-flexible", "ioredis"),
+		file: "rate-limiter-flexible.js", extra: []string{"ioredis"}, shas: []string{shaRLFlexible},
+		expect: "+++++--++--"},
+	{name: "rate-limiter-flexible/node-redis", tool: nodeWith("rate-limiter-flexible", "redis"),
+		file: "rate-limiter-flexible.js", extra: []string{"node-redis"}, shas: []string{shaRLFlexible},
+		expect: "+++++--++--"},
+	{name: "rate-limit-redis", tool: nodeWith("rate-limit-redis", "express-rate-limit", "express", "redis"),
+		file: "rate-limit-redis.js", shas: []string{shaRLRedisIncrement, shaRLRedisGet},
+		expect: "+++--+++"},
+	{name: "rate-limit-redis-6", tool: nodeWith("rate-limit-redis-6", "express-rate-limit", "express", "redis"),
+		file: "rate-limit-redis.js", extra: []string{"rate-limit-redis-6"}, shas: []string{shaRLRedis6Increment, shaRLRedisGet},
+		expect: "+++--+++"},
+	{name: "limits/fixed-window", tool: pythonWithLimits,
+		file: "python-limits.py", extra: []string{"fixed-window"}, shas: []string{shaLimitsIncrExpire},
+		expect: "+++---+++---"},
+	{name: "limits/fixed-window-elastic-expiry", tool: pythonWithLimits, // INCRBY + EXPIRE, no script
+		file: "python-limits.py", extra: []string{"fixed-window-elastic-expiry"},
+		expect: "+++---+++---"},
+	{name: "limits/moving-window", tool: pythonWithLimits,
+		file: "python-limits.py", extra: []string{"moving-window"},
+		shas:   []string{shaLimits28AcquireMoving, shaLimits28MovingWindow},
+		expect: "+++---+++-+-"},
+}
+
+// TestLimiterLibraries runs each scenario against redis-server and against ratchet and
+// compares every decision line. A scenario that fails on ratchet while a script it sends is
+// unknown to ratchet (SCRIPT EXISTS answers 0) is skipped with the SHA1s it lacks, after its
+// redis-server run passed; once ratchet knows them, any failure or difference fails.
+func TestLimiterLibraries(t *testing.T) {
+	t.Parallel()
+	for _, sc := range limiterScenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			interp := sc.tool(t)
+			redisAddr := startRedisServer(t)
+			want, err := runLimiterScenario(t, interp, sc, redisAddr)
+			if err != nil {
+				t.Fatalf("against redis-server: %v", err)
+			}
+			if got := decisions(t, want); got != sc.expect {
+				t.Fatalf("decisions against redis-server %q, want %q:\n%s", got, sc.expect, joinLines(want))
+			}
+
+			p := start(t, "--data-dir", "")
+			got, err := runLimiterScenario(t, interp, sc, p.Addr)
+			if err != nil {
+				if missing := unknownScripts(t, p, sc.shas); len(missing) > 0 {
+					t.Skipf("Ratchet does not know the script(s) %s that %s sends (SCRIPT EXISTS 0), so it fails: %v",
+						strings.Join(missing, ", "), sc.name, err)
+				}
+				t.Fatalf("against ratchet: %v\n--- redis-server printed ---\n%s", err, joinLines(want))
+			}
+			compareDecisionLines(t, want, got)
+		})
+	}
+}
+
+// runLimiterScenario runs clients/limiters/<file> ADDR <extra...> and returns its lines.
+func runLimiterScenario(t *testing.T, interp string, sc limiterScenario, addr string) ([]map[string]any, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	args := append([]string{filepath.Join(clientsDir(t), "limiters", sc.file), addr}, sc.extra...)
+	cmd := exec.CommandContext(ctx, interp, args...)
+	cmd.Dir = clientsDir(t)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w\n--- stdout ---\n%s--- stderr (tail) ---\n%s",
+			filepath.Base(interp), strings.Join(args, " "), err, out, tail(stderr.String(), 1500))
+	}
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		m := map[string]any{}
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			return nil, fmt.Errorf("%s printed %q, not a JSON object: %w", sc.file, l, err)
+		}
+		lines = append(lines, m)
+	}
+	return lines, nil
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+func joinLines(lines []map[string]any) string {
+	var b strings.Builder
+	for _, l := range lines {
+		j, _ := json.Marshal(l)
+		b.Write(j)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// decisions is the column of decisions: + for allowed true or HTTP 200, - for allowed
+// false or HTTP 429, one character per line that has either field.
+func decisions(t *testing.T, lines []map[string]any) string {
+	t.Helper()
+	var b strings.Builder
+	for _, l := range lines {
+		switch {
+		case l["allowed"] == true, l["status"] == float64(200):
+			b.WriteByte('+')
+		case l["allowed"] == false, l["status"] == float64(429):
+			b.WriteByte('-')
+		case l["allowed"] != nil || l["status"] != nil:
+			t.Fatalf("line %v: a decision that is neither allowed nor denied", l)
+		}
+	}
+	return b.String()
+}
+
+// unknownScripts returns the SHA1s of shas that ratchet's SCRIPT EXISTS answers 0 for (all
+// of them when it cannot answer).
+func unknownScripts(t *testing.T, p *proc, shas []string) []string {
+	t.Helper()
+	if len(shas) == 0 {
+		return nil
+	}
+	c := p.client(t, &redis.Options{Protocol: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	exists, err := c.ScriptExists(ctx, shas...).Result()
+	if err != nil || len(exists) != len(shas) {
+		t.Logf("SCRIPT EXISTS: %v %v", exists, err)
+		return shas
+	}
+	var missing []string
+	for i, ok := range exists {
+		if !ok {
+			missing = append(missing, shas[i])
+		}
+	}
+	return missing
+}
+
+// Tolerances of the fields that depend on when each call ran: *_ms within a second, *_s
+// (whole seconds, each side rounded on its own) within two.
+var timingTolerance = map[string]float64{"_ms": 1000, "_s": 2}
+
+// compareDecisionLines fails t unless got has the lines of want with the same fields and
+// values, timing fields within timingTolerance.
+func compareDecisionLines(t *testing.T, want, got []map[string]any) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("ratchet printed %d lines, redis-server %d\n--- redis-server ---\n%s--- ratchet ---\n%s",
+			len(got), len(want), joinLines(want), joinLines(got))
+	}
+	for i := range want {
+		if diff := lineDiff(want[i], got[i]); diff != "" {
+			t.Errorf("line %d: %s\n redis-server %s ratchet      %s", i+1, diff, joinLines(want[i:i+1]), joinLines(got[i:i+1]))
+		}
+	}
+}
+
+// lineDiff describes how got differs from want, or returns "".
+func lineDiff(want, got map[string]any) string {
+	var keys []string
+	for k := range want {
+		keys = append(keys, k)
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var diffs []string
+	for _, k := range keys {
+		w, wok := want[k]
+		g, gok := got[k]
+		if !wok || !gok {
+			diffs = append(diffs, fmt.Sprintf("field %q only on one side", k))
+			continue
+		}
+		if tol, ok := toleranceOf(k); ok {
+			wn, wnum := w.(float64)
+			gn, gnum := g.(float64)
+			if wnum && gnum && math.Abs(wn-gn) <= tol {
+				continue
+			}
+			if w == nil && g == nil {
+				continue
+			}
+			diffs = append(diffs, fmt.Sprintf("%s %v vs %v (tolerance %v)", k, w, g, tol))
+			continue
+		}
+		if !reflect.DeepEqual(w, g) {
+			diffs = append(diffs, fmt.Sprintf("%s %v vs %v", k, w, g))
+		}
+	}
+	return strings.Join(diffs, "; ")
+}
+
+func toleranceOf(field string) (float64, bool) {
+	for suffix, tol := range timingTolerance {
+		if strings.HasSuffix(field, suffix) {
+			return tol, true
+		}
+	}
+	return 0, false
+}
+
+// TestLimiterLineDiff checks the comparison itself: equal lines, timing within and past
+// the tolerance, a changed decision, a field on one side.
+func TestLimiterLineDiff(t *testing.T) {
+	t.Parallel()
+	base := map[string]any{"op": "consume", "allowed": true, "consumed": 1.0, "before_next_ms": 60000.0, "reset_s": 60.0}
+	with := func(k string, v any) map[string]any {
+		m := maps.Clone(base)
+		if v == nil {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		got  map[string]any
+		same bool
+	}{
+		{maps.Clone(base), true},
+		{with("before_next_ms", 59001.0), true},
+		{with("before_next_ms", 58999.0), false},
+		{with("reset_s", 58.0), true},
+		{with("reset_s", 57.0), false},
+		{with("allowed", false), false},
+		{with("consumed", 2.0), false},
+		{with("consumed", "1"), false},
+		{with("consumed", nil), false},
+		{with("extra", 1.0), false},
+	} {
+		if diff := lineDiff(base, tc.got); (diff == "") != tc.same {
+			t.Errorf("lineDiff(%v, %v) = %q, want same=%v", base, tc.got, diff, tc.same)
+		}
+	}
+}
