@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/ratchet/ratchet/engine"
 )
 
 const (
@@ -26,27 +24,27 @@ const (
 // could not be moved aside either: the next save would overwrite it.
 var ErrNotSetAside = errors.New("snapshot neither loaded nor moved aside")
 
-// LoadOrSetAside is Load for a process that starts. A snapshot that fails to load (damaged,
+// LoadOrSetAside is LoadAll for a process that starts. A snapshot that fails to load (damaged,
 // foreign, unreadable) is renamed to snapshot.db.corrupt-<unix seconds> before any save can
 // overwrite it, logged with both paths and the load error, and LoadOrSetAside returns no
-// records and no error: the process starts empty, and an operator can still recover the
+// snapshot and no error: the process starts empty, and an operator can still recover the
 // file. The newest keepCorrupt files moved aside are kept, older ones deleted. When the
 // file can be neither loaded nor moved, the error wraps ErrNotSetAside and the caller
 // should not start (its first save would destroy the file).
-func (s *Store) LoadOrSetAside() ([]engine.CellRecord, error) {
-	recs, loadErr := s.Load()
+func (s *Store) LoadOrSetAside() (Snapshot, error) {
+	snap, loadErr := s.LoadAll()
 	if loadErr == nil {
-		return recs, nil
+		return snap, nil
 	}
 	path := filepath.Join(s.dir, fileName)
 	dst, err := s.setAside(path, time.Now())
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w (moving it aside failed: %w)", ErrNotSetAside, loadErr, err)
+		return Snapshot{}, fmt.Errorf("%w: %w (moving it aside failed: %w)", ErrNotSetAside, loadErr, err)
 	}
 	s.log.Error("snapshot not loaded; moved aside, starting empty",
 		"path", path, "moved_to", dst, "error", loadErr)
 	s.pruneAside()
-	return nil, nil
+	return Snapshot{}, nil
 }
 
 // setAside renames path to a free corruptPrefix name of now and syncs the directory.

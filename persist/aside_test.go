@@ -41,9 +41,9 @@ func TestLoadOrSetAside(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	recs, err := s.LoadOrSetAside()
-	if recs != nil || err != nil {
-		t.Fatalf("LoadOrSetAside = %d records, %v; want none, nil", len(recs), err)
+	snap, err := s.LoadOrSetAside()
+	if snap.Cells != nil || snap.KV != nil || err != nil {
+		t.Fatalf("LoadOrSetAside = %d records, %v; want none, nil", len(snap.Cells), err)
 	}
 	moved := asideFiles(t, dir)
 	if len(moved) != 1 {
@@ -65,16 +65,16 @@ func TestLoadOrSetAside(t *testing.T) {
 	}
 
 	// A good snapshot loads and stays.
-	recs, err = s.LoadOrSetAside()
-	if err != nil || len(recs) != 10 || len(asideFiles(t, dir)) != 1 {
-		t.Fatalf("good snapshot: %d records, %v, aside %v", len(recs), err, asideFiles(t, dir))
+	snap, err = s.LoadOrSetAside()
+	if err != nil || len(snap.Cells) != 10 || len(asideFiles(t, dir)) != 1 {
+		t.Fatalf("good snapshot: %d records, %v, aside %v", len(snap.Cells), err, asideFiles(t, dir))
 	}
 	// No snapshot: nothing to do.
 	if err := os.Remove(filepath.Join(dir, "snapshot.db")); err != nil {
 		t.Fatal(err)
 	}
-	if recs, err := s.LoadOrSetAside(); recs != nil || err != nil {
-		t.Fatalf("no snapshot: %d records, %v", len(recs), err)
+	if snap, err := s.LoadOrSetAside(); snap.Cells != nil || snap.KV != nil || err != nil {
+		t.Fatalf("no snapshot: %d records, %v", len(snap.Cells), err)
 	}
 }
 

@@ -154,7 +154,7 @@ func TestLoadVersion4Malformed(t *testing.T) {
 				crc = crc32.Update(crc, castagnoli, c[1])
 			}
 			dir := t.TempDir()
-			writeRaw(t, dir, tt.chunks, formatVersion, tt.count, crc)
+			writeRaw(t, dir, tt.chunks, v4Version, tt.count, crc)
 			s, err := Open(dir, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -168,6 +168,104 @@ func TestLoadVersion4Malformed(t *testing.T) {
 			}
 			if !errors.Is(err, ErrCorrupt) || recs != nil {
 				t.Fatalf("Load = %d records, %v; want ErrCorrupt", len(recs), err)
+			}
+		})
+	}
+}
+
+// TestLoadVersion5KVMalformed: files of format 5 whose counter keys are damaged in
+// structure (checksums matching, as a bug or a forged file would make them) or whose kv
+// meta is missing or wrong are refused, never half-loaded.
+func TestLoadVersion5KVMalformed(t *testing.T) {
+	rec := func(ws, key string, exp int64, val string) []byte {
+		b, _, n := encodeKVChunks(nil, nil, slices.Values([]engine.KVRecord{{Workspace: ws, Key: key, Value: []byte(val), ExpireAtMs: exp}}))
+		if n != 1 {
+			t.Fatalf("encoded %d records", n)
+		}
+		return b
+	}
+	cellChunk, _, _, err := encodeChunks(nil, nil, slices.Values([]engine.CellRecord{{Key: "a", Seq: 1, Regional: 2}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunkKey := func(i uint32) []byte { return binary.BigEndian.AppendUint32(nil, i) }
+	good := append(rec("default", "k", 0, "12"), rec("acme", "", 1_750_000_000_000, "")...)
+	tests := []struct {
+		name    string
+		chunks  [][2][]byte // nil: no kv bucket
+		count   uint64
+		crcFlip uint32 // xor-ed into the kv CRC written
+		noMeta  bool   // no kv_count and kv_crc32c
+		ok      bool
+	}{
+		{name: "well formed", chunks: [][2][]byte{{chunkKey(0), good}}, count: 2, ok: true},
+		{name: "two chunks", chunks: [][2][]byte{{chunkKey(0), rec("", "a", 1, "x")}, {chunkKey(1), rec("", "b", 2, "y")}}, count: 2, ok: true},
+		{name: "empty bucket", chunks: [][2][]byte{}, count: 0, ok: true},
+		{name: "no kv bucket", chunks: nil, count: 0},
+		{name: "no kv meta", chunks: [][2][]byte{{chunkKey(0), good}}, count: 2, noMeta: true},
+		{name: "checksum wrong", chunks: [][2][]byte{{chunkKey(0), good}}, count: 2, crcFlip: 1},
+		{name: "count too high", chunks: [][2][]byte{{chunkKey(0), good}}, count: 3},
+		{name: "count too low", chunks: [][2][]byte{{chunkKey(0), good}}, count: 1},
+		{name: "huge count", chunks: [][2][]byte{{chunkKey(0), good}}, count: 1 << 60},
+		{name: "missing chunk", chunks: [][2][]byte{{chunkKey(0), rec("", "a", 1, "x")}, {chunkKey(2), rec("", "b", 2, "y")}}, count: 2},
+		{name: "empty chunk", chunks: [][2][]byte{{chunkKey(0), good}, {chunkKey(1), nil}}, count: 2},
+		{name: "truncated record", chunks: [][2][]byte{{chunkKey(0), good[:len(good)-1]}}, count: 2},
+		{name: "value past the end", chunks: [][2][]byte{{chunkKey(0), append(rec("", "a", 0, "")[:4], 9, 'x')}}, count: 1},
+		{name: "workspace past the end", chunks: [][2][]byte{{chunkKey(0), []byte{200, 'x'}}}, count: 1},
+		{name: "overlong expiry varint", chunks: [][2][]byte{{chunkKey(0), []byte{0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0}}}, count: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeRaw(t, dir, [][2][]byte{{chunkKey(0), cellChunk}}, formatVersion, 1, crc32.Checksum(cellChunk, castagnoli))
+			var crc uint32
+			for _, c := range tt.chunks {
+				crc = crc32.Update(crc, castagnoli, c[1])
+			}
+			db, err := bolt.Open(filepath.Join(dir, fileName), 0o644, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = db.Update(func(tx *bolt.Tx) error {
+				if tt.chunks != nil {
+					b, err := tx.CreateBucket([]byte(kvBucket))
+					if err != nil {
+						return err
+					}
+					for _, c := range tt.chunks {
+						if err := b.Put(c[0], c[1]); err != nil {
+							return err
+						}
+					}
+				}
+				if tt.noMeta {
+					return nil
+				}
+				m := tx.Bucket([]byte(metaBucket))
+				if err := m.Put([]byte(metaKVCount), binary.BigEndian.AppendUint64(nil, tt.count)); err != nil {
+					return err
+				}
+				return m.Put([]byte(metaKVCRC), binary.BigEndian.AppendUint32(nil, crc^tt.crcFlip))
+			})
+			if cerr := db.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := Open(dir, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			snap, err := s.LoadAll()
+			if tt.ok {
+				if err != nil || uint64(len(snap.KV)) != tt.count || len(snap.Cells) != 1 {
+					t.Fatalf("LoadAll = %d cells, %d keys, %v; want 1, %d", len(snap.Cells), len(snap.KV), err, tt.count)
+				}
+				return
+			}
+			if !errors.Is(err, ErrCorrupt) || snap.Cells != nil || snap.KV != nil {
+				t.Fatalf("LoadAll = %d cells, %d keys, %v; want ErrCorrupt", len(snap.Cells), len(snap.KV), err)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
@@ -22,36 +23,53 @@ import (
 // a Ratchet snapshot, as opposed to unreadable (permissions, I/O, a lock held elsewhere).
 var ErrCorrupt = errors.New("corrupt or foreign snapshot")
 
-// Load returns the cells of the last snapshot, sorted by key (then sequence, for format 4)
-// with records of the same key and sequence merged, or nil and no error when there is none. A damaged, truncated or foreign file is an error wrapping ErrCorrupt,
-// never a panic; damage to the cells is caught by a CRC-32C, so Load returns every cell
-// Save wrote or none. A file locked by another process is an error after a short wait.
+// Snapshot is what a snapshot file holds.
+type Snapshot struct {
+	// Cells are sorted by key, then sequence, with records of one key and sequence merged.
+	Cells []engine.CellRecord
+	// KV are the counter keyspace's keys in file order (for engine.KV.Restore, which drops
+	// the expired ones); files of format 4 and older have none.
+	KV []engine.KVRecord
+}
+
+// Load returns the cells of the last snapshot (LoadAll without the counter keys).
 func (s *Store) Load() ([]engine.CellRecord, error) {
+	snap, err := s.LoadAll()
+	return snap.Cells, err
+}
+
+// LoadAll returns the last snapshot: its cells, sorted by key (then sequence) with records
+// of the same key and sequence merged, and its counter keys; or nothing and no error when
+// there is none. A damaged, truncated or foreign file is an error wrapping ErrCorrupt,
+// never a panic; damage is caught by a CRC-32C of the cells and one of the keys, so LoadAll
+// returns every record Save wrote or none. A file locked by another process is an error
+// after a short wait.
+func (s *Store) LoadAll() (Snapshot, error) {
 	path := filepath.Join(s.dir, fileName)
 	info, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return Snapshot{}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("load snapshot %s: %w", path, err)
+		return Snapshot{}, fmt.Errorf("load snapshot %s: %w", path, err)
 	}
 	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("load snapshot %s: not a regular file", path)
+		return Snapshot{}, fmt.Errorf("load snapshot %s: not a regular file", path)
 	}
 	if info.Size() == 0 {
 		// bbolt would try to initialise an empty file, which fails read-only.
-		return nil, fmt.Errorf("load snapshot %s: %w: empty file", path, ErrCorrupt)
+		return Snapshot{}, fmt.Errorf("load snapshot %s: %w: empty file", path, ErrCorrupt)
 	}
-	recs, err := load(path, info.Size())
+	snap, err := load(path, info.Size())
 	if err != nil {
-		return nil, fmt.Errorf("load snapshot %s: %w", path, err)
+		return Snapshot{}, fmt.Errorf("load snapshot %s: %w", path, err)
 	}
 	s.sizeHint.Store(info.Size())
-	return recs, nil
+	return snap, nil
 }
 
 // load reads the snapshot at path, whose size is size bytes.
-func load(path string, size int64) (recs []engine.CellRecord, err error) {
+func load(path string, size int64) (snap Snapshot, err error) {
 	// bbolt reads the file through mmap and trusts the page structure it finds: a damaged
 	// page can make it panic (index out of range, failed assertion) or touch memory past
 	// the end of a truncated file, which is a fault. The file is input from outside this
@@ -66,7 +84,7 @@ func load(path string, size int64) (recs []engine.CellRecord, err error) {
 			if file != nil {
 				_ = file.Close() // may already be closed by db.Close; that error is moot
 			}
-			recs, err = nil, fmt.Errorf("%w: bbolt: %v", ErrCorrupt, r)
+			snap, err = Snapshot{}, fmt.Errorf("%w: bbolt: %v", ErrCorrupt, r)
 		}
 	}()
 
@@ -82,10 +100,10 @@ func load(path string, size int64) (recs []engine.CellRecord, err error) {
 	if err != nil {
 		var pathErr *fs.PathError
 		if errors.Is(err, berrors.ErrTimeout) || errors.As(err, &pathErr) {
-			return nil, fmt.Errorf("open: %w", err) // locked elsewhere, or unreadable
+			return Snapshot{}, fmt.Errorf("open: %w", err) // locked elsewhere, or unreadable
 		}
 		// Bad magic, version or checksum in both meta pages, or a file too small.
-		return nil, fmt.Errorf("%w: open: %w", ErrCorrupt, err)
+		return Snapshot{}, fmt.Errorf("%w: open: %w", ErrCorrupt, err)
 	}
 	defer func() { _ = db.Close() }() // read-only: nothing to lose on close
 	err = db.View(func(tx *bolt.Tx) error {
@@ -93,53 +111,140 @@ func load(path string, size int64) (recs []engine.CellRecord, err error) {
 			return fmt.Errorf("%w: truncated: %d bytes of %d", ErrCorrupt, size, tx.Size())
 		}
 		var err error
-		recs, err = readCells(tx, size)
+		snap, err = readSnapshot(tx, size)
 		return err
 	})
-	return recs, err
+	return snap, err
 }
 
-// readCells checks the meta bucket and returns the cells of tx. size bounds what the
-// file can hold, so a damaged count cannot make a huge allocation.
-func readCells(tx *bolt.Tx, size int64) ([]engine.CellRecord, error) {
+// readSnapshot checks the meta bucket and returns the cells and counter keys of tx. size
+// bounds what the file can hold, so a damaged count cannot make a huge allocation.
+func readSnapshot(tx *bolt.Tx, size int64) (Snapshot, error) {
 	meta := tx.Bucket([]byte(metaBucket))
 	cells := tx.Bucket([]byte(cellsBucket))
 	if meta == nil || cells == nil {
-		return nil, fmt.Errorf("%w: missing %q or %q bucket", ErrCorrupt, metaBucket, cellsBucket)
+		return Snapshot{}, fmt.Errorf("%w: missing %q or %q bucket", ErrCorrupt, metaBucket, cellsBucket)
 	}
 	version, err := metaUint(meta, metaVersion, 8)
 	if err != nil {
-		return nil, err
+		return Snapshot{}, err
 	}
-	if version != formatVersion && version != v3Version && version != v2Version {
-		return nil, fmt.Errorf("%w: format version %d, want %d to %d", ErrCorrupt, version, v2Version, formatVersion)
+	if version < v2Version || version > formatVersion {
+		return Snapshot{}, fmt.Errorf("%w: format version %d, want %d to %d", ErrCorrupt, version, v2Version, formatVersion)
 	}
 	count, err := metaUint(meta, metaCount, 8)
 	if err != nil {
-		return nil, err
+		return Snapshot{}, err
 	}
 	wantCRC, err := metaUint(meta, metaCRC, 4)
 	if err != nil {
-		return nil, err
+		return Snapshot{}, err
 	}
 	var recs []engine.CellRecord
 	var sum uint32
-	if version == formatVersion {
+	chunked := version >= v4Version
+	if chunked {
 		recs, sum, err = readChunks(cells, count, size)
 	} else {
 		recs, sum, err = readPerCell(cells, version, count, size)
 	}
 	if err != nil {
+		return Snapshot{}, err
+	}
+	if uint64(len(recs)) != count {
+		return Snapshot{}, fmt.Errorf("%w: %d cells, meta says %d", ErrCorrupt, len(recs), count)
+	}
+	if got := uint64(sum); got != wantCRC {
+		return Snapshot{}, fmt.Errorf("%w: checksum %08x, meta says %08x", ErrCorrupt, got, wantCRC)
+	}
+	var kv []engine.KVRecord
+	if version >= formatVersion {
+		if kv, err = readKV(tx, meta, size); err != nil {
+			return Snapshot{}, err
+		}
+	}
+	if chunked {
+		recs = sortAndMerge(recs)
+	}
+	return Snapshot{Cells: recs, KV: kv}, nil
+}
+
+// minKVRecordLen is the size of the shortest keyspace record: four one-byte varints.
+const minKVRecordLen = 4
+
+// readKV reads the counter keys of format 5, in file order, and checks them against the
+// meta bucket's count and CRC-32C.
+func readKV(tx *bolt.Tx, meta *bolt.Bucket, size int64) ([]engine.KVRecord, error) {
+	b := tx.Bucket([]byte(kvBucket))
+	if b == nil {
+		return nil, fmt.Errorf("%w: missing %q bucket", ErrCorrupt, kvBucket)
+	}
+	count, err := metaUint(meta, metaKVCount, 8)
+	if err != nil {
+		return nil, err
+	}
+	wantCRC, err := metaUint(meta, metaKVCRC, 4)
+	if err != nil {
+		return nil, err
+	}
+	if maxRecs := uint64(size) / minKVRecordLen; count > maxRecs {
+		return nil, fmt.Errorf("%w: kv count %d does not fit in %d bytes", ErrCorrupt, count, size)
+	}
+	recs := make([]engine.KVRecord, 0, count)
+	crc, err := eachChunk(b, kvBucket, func(v []byte) (err error) {
+		recs, err = decodeKVChunk(recs, v, count)
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
 	if uint64(len(recs)) != count {
-		return nil, fmt.Errorf("%w: %d cells, meta says %d", ErrCorrupt, len(recs), count)
+		return nil, fmt.Errorf("%w: %d counter keys, meta says %d", ErrCorrupt, len(recs), count)
 	}
-	if got := uint64(sum); got != wantCRC {
-		return nil, fmt.Errorf("%w: checksum %08x, meta says %08x", ErrCorrupt, got, wantCRC)
+	if uint64(crc) != wantCRC {
+		return nil, fmt.Errorf("%w: kv checksum %08x, meta says %08x", ErrCorrupt, crc, wantCRC)
 	}
-	if version == formatVersion {
-		recs = sortAndMerge(recs)
+	return recs, nil
+}
+
+// decodeKVChunk appends the keyspace records of the chunk v to recs, failing if they would
+// be more than count. The workspaces and keys of a chunk share one string, its values one
+// byte slice.
+func decodeKVChunk(recs []engine.KVRecord, v []byte, count uint64) ([]engine.KVRecord, error) {
+	str := string(v)       // v is the file's mmap: copy it once for the strings...
+	vals := bytes.Clone(v) // ...and once for the values
+	d := decoder{b: v}
+	field := func(what string) (int, int, error) {
+		n := d.uvarint()
+		if d.err != nil {
+			return 0, 0, fmt.Errorf("record %d: %s length: %w", len(recs), what, d.err)
+		}
+		if n > uint64(len(v)-d.p) {
+			return 0, 0, fmt.Errorf("record %d: bad %s length %d", len(recs), what, n)
+		}
+		d.p += int(n)
+		return d.p - int(n), d.p, nil
+	}
+	for d.p < len(v) {
+		if uint64(len(recs)) == count {
+			return nil, fmt.Errorf("more than %d records", count)
+		}
+		var r engine.KVRecord
+		lo, hi, err := field("workspace")
+		if err != nil {
+			return nil, err
+		}
+		r.Workspace = str[lo:hi]
+		if lo, hi, err = field("key"); err != nil {
+			return nil, err
+		}
+		r.Key = str[lo:hi]
+		r.ExpireAtMs = d.varint()
+		if lo, hi, err = field("value"); err != nil {
+			return nil, err
+		}
+		r.Value = vals[lo:hi:hi]
+		recs = append(recs, r)
 	}
 	return recs, nil
 }
@@ -153,27 +258,40 @@ func readChunks(cells *bolt.Bucket, count uint64, size int64) ([]engine.CellReco
 	if maxRecs := uint64(size) / minRecordLen; count > maxRecs {
 		return nil, 0, fmt.Errorf("%w: count %d does not fit in %d bytes", ErrCorrupt, count, size)
 	}
-	var crc uint32
 	recs := make([]engine.CellRecord, 0, count)
-	c := cells.Cursor()
+	crc, err := eachChunk(cells, cellsBucket, func(v []byte) (err error) {
+		recs, err = decodeChunk(recs, v, count)
+		return err
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return recs, crc, nil
+}
+
+// eachChunk calls fn with each chunk of b (the bucket name), in order, after checking that
+// the chunks are numbered 0, 1, 2, ... and not empty, and returns their CRC-32C. A check
+// or fn failing is an error wrapping ErrCorrupt.
+func eachChunk(b *bolt.Bucket, name string, fn func(v []byte) error) (uint32, error) {
+	var crc uint32
+	c := b.Cursor()
 	i := uint32(0)
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		switch {
 		case v == nil:
-			return nil, 0, fmt.Errorf("%w: nested bucket %x in cells", ErrCorrupt, k)
+			return 0, fmt.Errorf("%w: nested bucket %x in %s", ErrCorrupt, k, name)
 		case len(k) != chunkKeyLen || binary.BigEndian.Uint32(k) != i:
-			return nil, 0, fmt.Errorf("%w: chunk key %x, want chunk %d", ErrCorrupt, k, i)
+			return 0, fmt.Errorf("%w: %s chunk key %x, want chunk %d", ErrCorrupt, name, k, i)
 		case len(v) == 0:
-			return nil, 0, fmt.Errorf("%w: chunk %d is empty", ErrCorrupt, i)
+			return 0, fmt.Errorf("%w: %s chunk %d is empty", ErrCorrupt, name, i)
 		}
 		crc = crc32.Update(crc, castagnoli, v)
-		var err error
-		if recs, err = decodeChunk(recs, v, count); err != nil {
-			return nil, 0, fmt.Errorf("%w: chunk %d: %w", ErrCorrupt, i, err)
+		if err := fn(v); err != nil {
+			return 0, fmt.Errorf("%w: %s chunk %d: %w", ErrCorrupt, name, i, err)
 		}
 		i++
 	}
-	return recs, crc, nil
+	return crc, nil
 }
 
 // decodeChunk appends the records of the chunk v to recs, failing if they would be more

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -115,11 +116,16 @@ func mustSave(t testing.TB, s *persist.Store, recs []engine.CellRecord) {
 
 func mustLoad(t testing.TB, s *persist.Store) []engine.CellRecord {
 	t.Helper()
-	recs, err := s.Load()
+	return mustLoadAll(t, s).Cells
+}
+
+func mustLoadAll(t testing.TB, s *persist.Store) persist.Snapshot {
+	t.Helper()
+	snap, err := s.LoadAll()
 	if err != nil {
-		t.Fatalf("Load: %v", err)
+		t.Fatalf("LoadAll: %v", err)
 	}
-	return recs
+	return snap
 }
 
 func TestRoundTrip(t *testing.T) {
@@ -416,12 +422,15 @@ func TestLoadLockedFile(t *testing.T) {
 	}
 }
 
-// Random damage anywhere in the file gives an error or every cell, never a panic or a
-// partial load.
+// Random damage anywhere in the file gives an error or every cell and counter key, never
+// a panic or a partial load.
 func TestCorruptionNeverPanics(t *testing.T) {
 	s, dir := openStore(t)
 	recs := randomKeyRecords(3_000, 10)
-	mustSave(t, s, recs)
+	kvs := kvRecords(1_500, 32)
+	if err := s.SaveAll(slices.Values(recs), slices.Values(kvs)); err != nil {
+		t.Fatal(err)
+	}
 	path := filepath.Join(dir, "snapshot.db")
 	good, err := os.ReadFile(path)
 	if err != nil {
@@ -454,12 +463,13 @@ func TestCorruptionNeverPanics(t *testing.T) {
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		got, err := s.Load()
+		got, err := s.LoadAll()
 		if err != nil {
 			failed++
 			continue
 		}
-		sameCells(t, got, recs)
+		sameCells(t, got.Cells, recs)
+		sameKV(t, got.KV, kvs)
 	}
 	t.Logf("%d of %d damaged files refused, the rest loaded whole", failed, trials)
 	if fdsBefore >= 0 && openFDs() > fdsBefore+5 {
@@ -598,7 +608,7 @@ func TestRun(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			persist.Run(ctx, s, seqOf(src), nil, 5*time.Millisecond)
+			persist.Run(ctx, s, seqOf(src), nil, nil, 5*time.Millisecond)
 		}()
 		waitFor(t, "three saves", func() bool { return s.Stats().LastCells >= 3 })
 		cancel()
@@ -633,7 +643,7 @@ func TestRun(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			persist.Run(ctx, s, seqOf(func() []engine.CellRecord { return genRecords(10, 18) }), nil, 5*time.Millisecond)
+			persist.Run(ctx, s, seqOf(func() []engine.CellRecord { return genRecords(10, 18) }), nil, nil, 5*time.Millisecond)
 		}()
 		waitFor(t, "two failures", func() bool { return s.Stats().Failures >= 2 })
 		if c := s.Stats().ConsecutiveFailures; c < 2 {
@@ -674,7 +684,7 @@ func TestRun(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			persist.Run(ctx, s, seqOf(src), changed, 5*time.Millisecond)
+			persist.Run(ctx, s, seqOf(src), nil, changed, 5*time.Millisecond)
 		}()
 		waitFor(t, "two failed saves of the one change", func() bool { return s.Stats().Failures >= 2 })
 		if err := os.Remove(block); err != nil {
@@ -698,7 +708,7 @@ func TestRun(t *testing.T) {
 			defer close(done)
 			persist.Run(context.Background(), s, func(func(engine.CellRecord) bool) {
 				t.Error("src called")
-			}, nil, 0)
+			}, nil, nil, 0)
 		}()
 		select {
 		case <-done:

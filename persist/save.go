@@ -19,8 +19,11 @@ import (
 const (
 	fileName = "snapshot.db"
 	tmpName  = "snapshot.db.tmp"
-	// formatVersion is the format Save writes: records packed into chunks (see package doc).
-	formatVersion = 4
+	// formatVersion is the format Save writes: format 4's cell chunks plus the counter
+	// keyspace's records, packed into chunks of their own bucket (see package doc).
+	formatVersion = 5
+	// v4Version is formatVersion without the keyspace. Load still reads it.
+	v4Version = 4
 	// v3Version is the previous format: one bbolt key per cell. Load still reads it.
 	v3Version = 3
 	// v2Version is v3's layout with the tuple keys of an older engine.AppendKey (see
@@ -28,11 +31,14 @@ const (
 	v2Version = 2
 
 	cellsBucket = "cells"
+	kvBucket    = "kv"
 	metaBucket  = "meta"
 	metaVersion = "version"
 	metaSavedMs = "saved_ms"
 	metaCount   = "count"
 	metaCRC     = "crc32c"
+	metaKVCount = "kv_count"
+	metaKVCRC   = "kv_crc32c"
 
 	// seqLen and valueLen are the fixed sizes of formats 2 and 3.
 	seqLen   = 8
@@ -61,16 +67,22 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // records with the same key and sequence are written as they are and merged by Load,
 // taking the larger counts. On error the failure is counted in Stats and the snapshot is
 // the previous one (or, if only the final directory fsync failed, the new one): never a
-// partial file.
-func (s *Store) Save(recs []engine.CellRecord) error { return s.SaveSeq(slices.Values(recs)) }
+// partial file. The snapshot holds no counter keys: SaveAll writes both.
+func (s *Store) Save(recs []engine.CellRecord) error { return s.SaveAll(slices.Values(recs), nil) }
 
 // SaveSeq is Save of the records recs yields, encoded as they come (engine.Records lends
 // each record only for the call): the snapshot makes no copy of the cells.
-func (s *Store) SaveSeq(recs iter.Seq[engine.CellRecord]) error {
+func (s *Store) SaveSeq(recs iter.Seq[engine.CellRecord]) error { return s.SaveAll(recs, nil) }
+
+// SaveAll is SaveSeq of cells (nil: none) that also writes the counter keyspace's records
+// kv yields (nil: none), as engine.KV.Records captures them: one shard at a time, live
+// keys only. Records are written as they are given; the keys of kv are not checked for
+// duplicates (Load returns them in file order, and engine.KV.Restore keeps the last).
+func (s *Store) SaveAll(cells iter.Seq[engine.CellRecord], kv iter.Seq[engine.KVRecord]) error {
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
 	start := time.Now()
-	n, err := s.save(recs, start)
+	n, nkv, err := s.save(cells, kv, start)
 	if err != nil {
 		s.failures.Add(1)
 		s.consecutive.Add(1)
@@ -79,42 +91,50 @@ func (s *Store) SaveSeq(recs iter.Seq[engine.CellRecord]) error {
 	s.consecutive.Store(0)
 	s.lastDuration.Store(int64(time.Since(start)))
 	s.lastCells.Store(n)
+	s.lastKV.Store(nkv)
 	s.lastSuccessMs.Store(uint64(time.Now().UnixMilli()))
 	return nil
 }
 
-// save encodes recs, writes them to the temporary file, then renames it over the snapshot
-// and syncs the directory.
-func (s *Store) save(recs iter.Seq[engine.CellRecord], now time.Time) (uint64, error) {
+// save encodes cells and kv, writes them to the temporary file, then renames it over the
+// snapshot and syncs the directory.
+func (s *Store) save(cells iter.Seq[engine.CellRecord], kv iter.Seq[engine.KVRecord], now time.Time) (n, nkv uint64, err error) {
 	if hint := s.sizeHint.Swap(0); hint > int64(cap(s.buf)) && hint < 1<<40 {
 		// The file holds the chunks and some bbolt pages: room for the records it had.
 		s.buf = make([]byte, 0, hint)
 		s.ends = make([]int, 0, hint/chunkSize+1)
 	}
-	buf, ends, n, err := encodeChunks(s.buf[:0], s.ends[:0], recs)
+	buf, ends, n, err := encodeChunks(s.buf[:0], s.ends[:0], cells)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
+	// The keyspace's chunks follow the cells' in buf; kvEnds are offsets into buf too.
+	cellsEnd := len(buf)
+	buf, kvEnds, nkv := encodeKVChunks(buf, s.kvEnds[:0], kv)
 	// Keep the buffers for the next save, whose size is much the same, unless they are
 	// mostly unused after the store shrank.
 	if cap(buf) <= 2*len(buf)+1<<20 {
-		s.buf, s.ends = buf, ends
+		s.buf, s.ends, s.kvEnds = buf, ends, kvEnds
 	} else {
-		s.buf, s.ends = nil, nil
+		s.buf, s.ends, s.kvEnds = nil, nil, nil
 	}
 	tmp := filepath.Join(s.dir, tmpName)
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return 0, fmt.Errorf("remove stale %s: %w", tmp, err)
+		return 0, 0, fmt.Errorf("remove stale %s: %w", tmp, err)
 	}
-	if err := writeFile(tmp, buf, ends, n, now); err != nil {
+	sections := [2]section{
+		{bucket: cellsBucket, buf: buf[:cellsEnd], ends: ends, count: n, countName: metaCount, crcName: metaCRC},
+		{bucket: kvBucket, buf: buf, base: cellsEnd, ends: kvEnds, count: nkv, countName: metaKVCount, crcName: metaKVCRC},
+	}
+	if err := writeFile(tmp, sections[:], now); err != nil {
 		_ = os.Remove(tmp) // best effort: the next Save removes it anyway
-		return 0, err
+		return 0, 0, err
 	}
 	if err := os.Rename(tmp, filepath.Join(s.dir, fileName)); err != nil {
 		_ = os.Remove(tmp)
-		return 0, fmt.Errorf("rename %s: %w", tmp, err)
+		return 0, 0, fmt.Errorf("rename %s: %w", tmp, err)
 	}
-	return n, syncDir(s.dir)
+	return n, nkv, syncDir(s.dir)
 }
 
 // encodeChunks appends the records of recs to buf, in their order, and the end offset of
@@ -123,6 +143,9 @@ func (s *Store) save(recs iter.Seq[engine.CellRecord], now time.Time) (uint64, e
 //	uvarint len(key) | key | varint seq | uvarint regional | uvarint imported |
 //	uvarint len(foreign) | per foreign region: uvarint len(region) | region | uvarint count
 func encodeChunks(buf []byte, ends []int, recs iter.Seq[engine.CellRecord]) ([]byte, []int, uint64, error) {
+	if recs == nil {
+		return buf, ends, 0, nil
+	}
 	start := 0
 	var n uint64
 	var err error
@@ -158,10 +181,68 @@ func encodeChunks(buf []byte, ends []int, recs iter.Seq[engine.CellRecord]) ([]b
 	return buf, ends, n, nil
 }
 
-// writeFile writes the chunks of buf (ending at ends) and the meta bucket to a new bbolt
-// file at path and syncs it. Writes are not synced one by one: the file is useless until
-// renamed, so a single fsync at the end is enough.
-func writeFile(path string, buf []byte, ends []int, count uint64, now time.Time) (err error) {
+// encodeKVChunks appends the keyspace records of kv (nil: none) to buf, in their order, and
+// the end offset of each chunk to ends, closing a chunk as encodeChunks does. A record is
+//
+//	uvarint len(workspace) | workspace | uvarint len(key) | key | varint expire_at_ms |
+//	uvarint len(value) | value
+//
+// The engine bounds keys and values (engine.MaxKVKey, engine.MaxKVValue), so a record,
+// and a chunk, stays small; Load leaves their check to engine.KV.Restore.
+func encodeKVChunks(buf []byte, ends []int, kv iter.Seq[engine.KVRecord]) ([]byte, []int, uint64) {
+	if kv == nil {
+		return buf, ends, 0
+	}
+	start := len(buf)
+	var n uint64
+	for r := range kv {
+		n++
+		buf = binary.AppendUvarint(buf, uint64(len(r.Workspace)))
+		buf = append(buf, r.Workspace...)
+		buf = binary.AppendUvarint(buf, uint64(len(r.Key)))
+		buf = append(buf, r.Key...)
+		buf = binary.AppendVarint(buf, r.ExpireAtMs)
+		buf = binary.AppendUvarint(buf, uint64(len(r.Value)))
+		buf = append(buf, r.Value...)
+		if len(buf)-start >= chunkSize {
+			ends = append(ends, len(buf))
+			start = len(buf)
+		}
+	}
+	if len(buf) > start {
+		ends = append(ends, len(buf))
+	}
+	return buf, ends, n
+}
+
+// section is one bucket of chunks to write: chunk i of buf is buf[ends[i-1]:ends[i]], the
+// first starting at base. count records; countName and crcName are its meta values.
+type section struct {
+	bucket             string
+	buf                []byte
+	base               int
+	ends               []int
+	count              uint64
+	countName, crcName string
+}
+
+// start returns the offset where chunk i begins.
+func (sec *section) start(i int) int {
+	if i == 0 {
+		return sec.base
+	}
+	return sec.ends[i-1]
+}
+
+// writeFile writes the chunks of each section to its bucket, and the meta bucket, to a new
+// bbolt file at path and syncs it. Writes are not synced one by one: the file is useless
+// until renamed, so a single fsync at the end is enough.
+func writeFile(path string, sections []section, now time.Time) (err error) {
+	mmap, nchunks := 1<<20, 0
+	for _, sec := range sections {
+		mmap += sec.start(len(sec.ends)) - sec.base + len(sec.ends)*4096
+		nchunks += len(sec.ends)
+	}
 	db, err := bolt.Open(path, 0o644, &bolt.Options{
 		Timeout:    lockTimeout,
 		NoSync:     true,
@@ -169,7 +250,7 @@ func writeFile(path string, buf []byte, ends []int, count uint64, now time.Time)
 		// Map the expected size up front so the writes do not remap as the file grows:
 		// the chunks, a page of slack for each (values take whole pages), plus room for
 		// the branch, meta and freelist pages.
-		InitialMmapSize: len(buf) + len(ends)*4096 + 1<<20,
+		InitialMmapSize: mmap,
 	})
 	if err != nil {
 		return fmt.Errorf("create %s: %w", path, err)
@@ -180,38 +261,13 @@ func writeFile(path string, buf []byte, ends []int, count uint64, now time.Time)
 		}
 	}()
 
-	var crc uint32
 	// bbolt keeps references to keys and values until the commit: the values are slices
-	// of buf, which does not change during writeFile, and the keys have one array.
-	keys := make([]byte, chunkKeyLen*len(ends))
-	// One transaction per batch; with no chunks, one that only creates the bucket.
-	for lo := 0; lo < len(ends) || lo == 0; {
-		hi := lo
-		err := db.Update(func(tx *bolt.Tx) error {
-			b, err := tx.CreateBucketIfNotExists([]byte(cellsBucket))
-			if err != nil {
-				return fmt.Errorf("create bucket: %w", err)
-			}
-			b.FillPercent = 1.0 // keys arrive in order: fill pages completely
-			from := chunkStart(ends, lo)
-			for ; hi < len(ends) && (hi == lo || ends[hi]-from <= batchBytes); hi++ {
-				k := keys[hi*chunkKeyLen : (hi+1)*chunkKeyLen : (hi+1)*chunkKeyLen]
-				binary.BigEndian.PutUint32(k, uint32(hi))
-				v := buf[chunkStart(ends, hi):ends[hi]]
-				crc = crc32.Update(crc, castagnoli, v)
-				if err := b.Put(k, v); err != nil {
-					return fmt.Errorf("put chunk %d: %w", hi, err)
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("write chunks %d..%d: %w", lo, hi, err)
-		}
-		if hi == len(ends) {
-			break
-		}
-		lo = hi
+	// of the sections' buffers, which do not change during writeFile, and the keys have
+	// one array.
+	keys := make([]byte, chunkKeyLen*nchunks)
+	crcs, err := writeChunks(db, sections, keys)
+	if err != nil {
+		return err
 	}
 
 	err = db.Update(func(tx *bolt.Tx) error {
@@ -226,8 +282,10 @@ func writeFile(path string, buf []byte, ends []int, count uint64, now time.Time)
 		}
 		put(metaVersion, binary.BigEndian.AppendUint64(nil, formatVersion))
 		put(metaSavedMs, binary.BigEndian.AppendUint64(nil, uint64(now.UnixMilli())))
-		put(metaCount, binary.BigEndian.AppendUint64(nil, count))
-		put(metaCRC, binary.BigEndian.AppendUint32(nil, crc))
+		for i, sec := range sections {
+			put(sec.countName, binary.BigEndian.AppendUint64(nil, sec.count))
+			put(sec.crcName, binary.BigEndian.AppendUint32(nil, crcs[i]))
+		}
 		return err
 	})
 	if err != nil {
@@ -239,12 +297,54 @@ func writeFile(path string, buf []byte, ends []int, count uint64, now time.Time)
 	return nil
 }
 
-// chunkStart returns the offset where chunk i begins.
-func chunkStart(ends []int, i int) int {
-	if i == 0 {
-		return 0
+// writeChunks creates the sections' buckets in db and puts their chunks, keyed by their
+// index, in transactions of at most batchBytes (a chunk more if it alone is larger): the
+// sections one after the other, so a small snapshot is one transaction. keys is room for
+// all the chunk keys. It returns each section's CRC-32C of its chunks in order.
+func writeChunks(db *bolt.DB, sections []section, keys []byte) ([]uint32, error) {
+	type ref struct{ sec, chunk int }
+	var order []ref
+	for si := range sections {
+		for ci := range sections[si].ends {
+			order = append(order, ref{si, ci})
+		}
 	}
-	return ends[i-1]
+	crcs := make([]uint32, len(sections))
+	// One transaction per batch; the first creates every bucket, even empty ones.
+	for lo, first := 0, true; first || lo < len(order); first = false {
+		hi := lo
+		err := db.Update(func(tx *bolt.Tx) error {
+			buckets := make([]*bolt.Bucket, len(sections))
+			for si := range sections {
+				b, err := tx.CreateBucketIfNotExists([]byte(sections[si].bucket))
+				if err != nil {
+					return fmt.Errorf("create bucket %s: %w", sections[si].bucket, err)
+				}
+				b.FillPercent = 1.0 // keys arrive in order: fill pages completely
+				buckets[si] = b
+			}
+			for batch := 0; hi < len(order); hi++ {
+				sec, ci := &sections[order[hi].sec], order[hi].chunk
+				v := sec.buf[sec.start(ci):sec.ends[ci]]
+				if hi > lo && batch+len(v) > batchBytes {
+					break
+				}
+				batch += len(v)
+				k := keys[hi*chunkKeyLen : (hi+1)*chunkKeyLen : (hi+1)*chunkKeyLen]
+				binary.BigEndian.PutUint32(k, uint32(ci))
+				crcs[order[hi].sec] = crc32.Update(crcs[order[hi].sec], castagnoli, v)
+				if err := buckets[order[hi].sec].Put(k, v); err != nil {
+					return fmt.Errorf("put %s chunk %d: %w", sec.bucket, ci, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("write chunks %d..%d: %w", lo, hi, err)
+		}
+		lo = hi
+	}
+	return crcs, nil
 }
 
 // checksum accumulates the CRC-32C of the cells of formats 2 and 3, in key order.

@@ -1,4 +1,5 @@
-// Package persist keeps an origin's live cells across restarts as a bbolt snapshot file.
+// Package persist keeps an origin's live cells and its counter keyspace (the keys of GET,
+// SET, INCRBY, ... and CL.THROTTLE's state) across restarts as a bbolt snapshot file.
 //
 // Save writes every record to a fresh file next to the snapshot and renames it over the old
 // one only once it is complete and on disk, so a crash at any point leaves the last good
@@ -9,27 +10,36 @@
 // Open takes an exclusive lock of the directory (a flock on its LOCK file, which holds the
 // holder's pid), so two processes never share a snapshot; Close releases it.
 //
-// File layout (format version 4), two buckets:
+// File layout (format version 5), three buckets:
 //
 //	cells: key = chunk index (4 bytes, big endian; 0, 1, 2, ... with none missing)
 //	       value = consecutive records, about 64 KiB of them (a record is never split):
 //	       uvarint len(key) | tuple key (engine.AppendKey) | varint seq |
 //	       uvarint regional | uvarint imported | uvarint number of foreign regions |
 //	       per foreign region: uvarint len(region) | region | uvarint count
-//	meta:  "version" = 4, "saved_ms" = save time (unix ms), "count" = number of records
-//	       (each 8 bytes, big endian); "crc32c" = CRC-32C of the chunk values in chunk
-//	       order (4 bytes, big endian), so a damaged file is detected rather than half-loaded.
+//	kv:    the counter keyspace, chunked as cells (its own chunk indexes from 0), a record
+//	       being: uvarint len(workspace) | workspace | uvarint len(key) | key |
+//	       varint expire_at_ms (unix ms; 0: no expiry) | uvarint len(value) | value
+//	meta:  "version" = 5, "saved_ms" = save time (unix ms), "count" = number of cell
+//	       records, "kv_count" = number of kv records (each 8 bytes, big endian);
+//	       "crc32c" and "kv_crc32c" = CRC-32C of the cells' and the kv chunk values in
+//	       chunk order (4 bytes, big endian), so a damaged file is detected rather than
+//	       half-loaded.
 //
-// Records are written in the order Save is given them, unsorted; Load sorts them and merges
-// records of the same key and sequence. A chunk is one bbolt value, so a save costs a few
-// bbolt operations per 64 KiB rather than one B+tree insert per cell.
+// Records are written in the order Save is given them, unsorted; Load sorts the cells and
+// merges records of the same key and sequence, and returns the kv records in file order.
+// A chunk is one bbolt value, so a save costs a few bbolt operations per 64 KiB rather than
+// one B+tree insert per record. The kv records are those engine.KV.Records yields: live
+// keys, each shard copied at one instant; a key expired by the time of a load is dropped
+// by engine.KV.Restore.
 //
+// Version 4 is version 5 without the kv bucket and its two meta values (no counter keys).
 // Version 3 had one bbolt key per cell, in key order: key = tuple key | seq (8 bytes, big
 // endian), value = regional (8 bytes) | imported (8 bytes), then per foreign region
 // len(region) (1 byte) | region | count (8 bytes), all big endian; its "crc32c" covered each
 // cell's uvarint key length, key and value. Version 2 had version 3's layout with older,
 // longer tuple keys (an 8-byte window and explicit "default" names). Load still reads both
-// and converts version 2's keys. Other versions are refused as ErrCorrupt.
+// and converts version 2's keys, and version 4. Other versions are refused as ErrCorrupt.
 package persist
 
 import (
@@ -60,8 +70,9 @@ type Store struct {
 	// saveMu is held for the whole of a Save: there is one temporary file per directory.
 	saveMu sync.Mutex
 	// buf and ends are the encoded chunks of the last save, reused by the next (saveMu).
-	buf  []byte
-	ends []int
+	buf    []byte
+	ends   []int
+	kvEnds []int
 	// sizeHint is the size of the last snapshot loaded: the first save after a restart
 	// allocates its buffer once at that size rather than growing it by doubling (848 ms
 	// instead of ~200 ms at 1M cells, most of it GC assists of the growing allocations).
@@ -71,6 +82,7 @@ type Store struct {
 	lastSuccessMs atomic.Uint64
 	lastDuration  atomic.Int64
 	lastCells     atomic.Uint64
+	lastKV        atomic.Uint64
 	failures      atomic.Uint64
 	consecutive   atomic.Uint64 // failures since the last success
 }
@@ -91,6 +103,8 @@ type Stats struct {
 	// LastCells is the number of records the last successful save wrote (one per cell:
 	// the engine's snapshot holds no duplicates).
 	LastCells uint64
+	// LastKV is the number of counter keys the last successful save wrote.
+	LastKV uint64
 	// Failures counts failed saves since Open.
 	Failures uint64
 	// ConsecutiveFailures counts the failed saves since the last success.
@@ -163,13 +177,14 @@ func (s *Store) Stats() Stats {
 		LastSuccessMs: s.lastSuccessMs.Load(),
 		LastDuration:  time.Duration(s.lastDuration.Load()),
 		LastCells:     s.lastCells.Load(),
+		LastKV:        s.lastKV.Load(),
 		Failures:      s.failures.Load(),
 
 		ConsecutiveFailures: s.consecutive.Load(),
 	}
 }
 
-// Run saves the records src yields (SaveSeq) until ctx is done, so that the snapshot on
+// Run saves the records cells and kv yield (SaveAll; kv may be nil) until ctx is done, so that the snapshot on
 // disk is never older than interval: a kill -9 loses at most interval of counts. A
 // snapshot is as old as the moment its capture started, and is on disk only once its save
 // ends, so captures start interval apart less the time a save takes (estimated at 1.5x the
@@ -182,7 +197,7 @@ func (s *Store) Stats() Stats {
 // the snapshot on disk is current. Run does not save when ctx ends: the caller writes the
 // final snapshot with Save once it has stopped taking writes. A non-positive interval
 // disables periodic saves and Run returns at once.
-func Run(ctx context.Context, s *Store, src iter.Seq[engine.CellRecord], changed func() bool, interval time.Duration) {
+func Run(ctx context.Context, s *Store, cells iter.Seq[engine.CellRecord], kv iter.Seq[engine.KVRecord], changed func() bool, interval time.Duration) {
 	if interval <= 0 {
 		return
 	}
@@ -203,7 +218,7 @@ func Run(ctx context.Context, s *Store, src iter.Seq[engine.CellRecord], changed
 		if changed != nil && !retry && !changed() {
 			s.lastSuccessMs.Store(uint64(start.UnixMilli()))
 		} else {
-			err := s.SaveSeq(src)
+			err := s.SaveAll(cells, kv)
 			recent[n%len(recent)] = time.Since(start)
 			retry = err != nil
 			if err != nil {

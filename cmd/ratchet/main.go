@@ -177,16 +177,20 @@ func newOrigin(cfg Config, log *slog.Logger) (*node, error) {
 	}
 	// A snapshot that does not load is moved aside (and logged) so that no save destroys
 	// it, and the limiter starts empty rather than staying down.
-	recs, err := store.LoadOrSetAside()
+	snap, err := store.LoadOrSetAside()
 	if err != nil {
 		_ = store.Close()
 		return nil, fmt.Errorf("open data dir: %w", err)
 	}
-	loaded, dropped, rerr := eng.Restore(recs)
+	loaded, dropped, rerr := eng.Restore(snap.Cells)
 	if rerr != nil {
 		log.Warn("snapshot had unreadable cells", "error", rerr)
 	}
-	log.Info("snapshot loaded", "dir", cfg.DataDir, "cells", loaded, "dropped", dropped)
+	// Counter keys expired since the save are dropped; the others are restored even
+	// beyond --max-memory (new keys are then refused until room is made).
+	kvLoaded, kvDropped := eng.KV().Restore(snap.KV)
+	log.Info("snapshot loaded", "dir", cfg.DataDir, "cells", loaded, "dropped", dropped,
+		"counter_keys", kvLoaded, "counter_keys_dropped", kvDropped)
 	n.store = store
 	return n, nil
 }
@@ -326,7 +330,7 @@ func run(cfg Config, log *slog.Logger) error {
 	default:
 		go n.origin.RunSweeper(ctx, time.Second)
 		if n.store != nil {
-			go persist.Run(ctx, n.store, n.origin.Records, n.origin.Changed, cfg.SnapshotInterval)
+			go persist.Run(ctx, n.store, n.origin.Records, n.origin.KV().Records, n.origin.Changed, cfg.SnapshotInterval)
 		}
 		if n.repl != nil {
 			go func() { n.repl.Run(ctx); close(background) }()
@@ -371,7 +375,7 @@ func run(cfg Config, log *slog.Logger) error {
 		}
 	}
 	if n.store != nil {
-		if err := n.store.Save(n.origin.Snapshot()); err != nil {
+		if err := n.store.SaveAll(n.origin.Records, n.origin.KV().Records); err != nil {
 			return fmt.Errorf("final snapshot: %w", err)
 		}
 		log.Info("final snapshot written", "dir", cfg.DataDir)
