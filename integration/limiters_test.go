@@ -229,8 +229,14 @@ func unknownScripts(t *testing.T, p *proc, shas []string) []string {
 	return missing
 }
 
+// elapsedField is the time, in ms from the scenario's start, at which a line's call ended.
+// It is not compared: it widens the tolerance of the timing fields.
+const elapsedField = "elapsed_ms"
+
 // Tolerances of the fields that depend on when each call ran: *_ms within a second, *_s
-// (whole seconds, each side rounded on its own) within two.
+// (whole seconds, each side rounded on its own) within two; each widened by twice the
+// largest difference so far between the two runs' elapsed_ms (a window that started at an
+// earlier line and is read at this one drifts by at most the two lines' differences).
 var timingTolerance = map[string]float64{"_ms": 1000, "_s": 2}
 
 // compareDecisionLines fails t unless got has the lines of want with the same fields and
@@ -241,15 +247,23 @@ func compareDecisionLines(t *testing.T, want, got []map[string]any) {
 		t.Fatalf("ratchet printed %d lines, redis-server %d\n--- redis-server ---\n%s--- ratchet ---\n%s",
 			len(got), len(want), joinLines(want), joinLines(got))
 	}
+	var driftMs float64
 	for i := range want {
-		if diff := lineDiff(want[i], got[i]); diff != "" {
+		we, wok := want[i][elapsedField].(float64)
+		ge, gok := got[i][elapsedField].(float64)
+		if !wok || !gok {
+			t.Fatalf("line %d has no %s: %v %v", i+1, elapsedField, want[i], got[i])
+		}
+		driftMs = max(driftMs, math.Abs(we-ge))
+		if diff := lineDiff(want[i], got[i], 2*driftMs); diff != "" {
 			t.Errorf("line %d: %s\n redis-server %s ratchet      %s", i+1, diff, joinLines(want[i:i+1]), joinLines(got[i:i+1]))
 		}
 	}
 }
 
-// lineDiff describes how got differs from want, or returns "".
-func lineDiff(want, got map[string]any) string {
+// lineDiff describes how got differs from want, or returns "". slackMs widens the
+// tolerance of the timing fields.
+func lineDiff(want, got map[string]any, slackMs float64) string {
 	var keys []string
 	for k := range want {
 		keys = append(keys, k)
@@ -262,13 +276,16 @@ func lineDiff(want, got map[string]any) string {
 	slices.Sort(keys)
 	var diffs []string
 	for _, k := range keys {
+		if k == elapsedField {
+			continue
+		}
 		w, wok := want[k]
 		g, gok := got[k]
 		if !wok || !gok {
 			diffs = append(diffs, fmt.Sprintf("field %q only on one side", k))
 			continue
 		}
-		if tol, ok := toleranceOf(k); ok {
+		if tol, ok := toleranceOf(k, slackMs); ok {
 			wn, wnum := w.(float64)
 			gn, gnum := g.(float64)
 			if wnum && gnum && math.Abs(wn-gn) <= tol {
@@ -287,20 +304,24 @@ func lineDiff(want, got map[string]any) string {
 	return strings.Join(diffs, "; ")
 }
 
-func toleranceOf(field string) (float64, bool) {
-	for suffix, tol := range timingTolerance {
-		if strings.HasSuffix(field, suffix) {
-			return tol, true
-		}
+func toleranceOf(field string, slackMs float64) (float64, bool) {
+	switch {
+	case field == elapsedField:
+		return 0, false
+	case strings.HasSuffix(field, "_ms"):
+		return timingTolerance["_ms"] + slackMs, true
+	case strings.HasSuffix(field, "_s"):
+		return timingTolerance["_s"] + slackMs/1000, true
 	}
 	return 0, false
 }
 
 // TestLimiterLineDiff checks the comparison itself: equal lines, timing within and past
-// the tolerance, a changed decision, a field on one side.
+// the tolerance and its slack, a changed decision, a field on one side, elapsed_ms ignored.
 func TestLimiterLineDiff(t *testing.T) {
 	t.Parallel()
-	base := map[string]any{"op": "consume", "allowed": true, "consumed": 1.0, "before_next_ms": 60000.0, "reset_s": 60.0}
+	base := map[string]any{"op": "consume", "allowed": true, "consumed": 1.0, "before_next_ms": 60000.0,
+		"reset_s": 60.0, elapsedField: 10.0}
 	with := func(k string, v any) map[string]any {
 		m := maps.Clone(base)
 		if v == nil {
@@ -311,22 +332,27 @@ func TestLimiterLineDiff(t *testing.T) {
 		return m
 	}
 	for _, tc := range []struct {
-		got  map[string]any
-		same bool
+		got   map[string]any
+		slack float64
+		same  bool
 	}{
-		{maps.Clone(base), true},
-		{with("before_next_ms", 59001.0), true},
-		{with("before_next_ms", 58999.0), false},
-		{with("reset_s", 58.0), true},
-		{with("reset_s", 57.0), false},
-		{with("allowed", false), false},
-		{with("consumed", 2.0), false},
-		{with("consumed", "1"), false},
-		{with("consumed", nil), false},
-		{with("extra", 1.0), false},
+		{maps.Clone(base), 0, true},
+		{with(elapsedField, 900.0), 0, true},
+		{with("before_next_ms", 59001.0), 0, true},
+		{with("before_next_ms", 58999.0), 0, false},
+		{with("before_next_ms", 58999.0), 2, true},
+		{with("reset_s", 58.0), 0, true},
+		{with("reset_s", 57.0), 0, false},
+		{with("reset_s", 57.0), 1000, true},
+		{with("allowed", false), 0, false},
+		{with("allowed", false), 5000, false},
+		{with("consumed", 2.0), 0, false},
+		{with("consumed", "1"), 0, false},
+		{with("consumed", nil), 0, false},
+		{with("extra", 1.0), 0, false},
 	} {
-		if diff := lineDiff(base, tc.got); (diff == "") != tc.same {
-			t.Errorf("lineDiff(%v, %v) = %q, want same=%v", base, tc.got, diff, tc.same)
+		if diff := lineDiff(base, tc.got, tc.slack); (diff == "") != tc.same {
+			t.Errorf("lineDiff(%v, %v, %v) = %q, want same=%v", base, tc.got, tc.slack, diff, tc.same)
 		}
 	}
 }

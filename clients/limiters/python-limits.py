@@ -30,8 +30,14 @@ STRATEGIES = {
 }
 
 
+# elapsed_ms: when the call ended, from the start; the test widens its tolerance by how much
+# the two runs' timings differ.
+STARTED = time.monotonic()
+
+
 def line(op, **fields):
-    print(json.dumps({"op": op, **fields}), flush=True)
+    elapsed_ms = round((time.monotonic() - STARTED) * 1000)
+    print(json.dumps({"op": op, **fields, "elapsed_ms": elapsed_ms}), flush=True)
 
 
 def stats(limiter, item, *ids):

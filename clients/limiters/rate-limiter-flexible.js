@@ -8,6 +8,10 @@
 // block = MULTI SET EX PTTL EXEC, delete = DEL.
 const { RateLimiterRedis } = require("rate-limiter-flexible");
 
+// elapsed_ms: when the call ended, from the start; the test widens its tolerance by how
+// much the two runs' timings differ.
+const started = Date.now();
+
 // res is a RateLimiterRes (or null from get() when the key is absent).
 function line(op, fields, res) {
   const out = { op, ...fields };
@@ -19,6 +23,7 @@ function line(op, fields, res) {
   } else if (res === null) {
     out.absent = true;
   }
+  out.elapsed_ms = Date.now() - started;
   console.log(JSON.stringify(out));
 }
 
