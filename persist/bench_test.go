@@ -2,7 +2,9 @@ package persist_test
 
 import (
 	"fmt"
+	"iter"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -26,21 +28,48 @@ func realisticRecords(n int) []engine.CellRecord {
 	return recs
 }
 
-// BenchmarkSave: one periodic snapshot of n cells, written, synced and renamed.
+// realisticKV returns n counter keys as drop-in limiters leave them: fixed-window counters
+// ("rl:user:%08d", a few digits, a minute's TTL) and CL.THROTTLE's state (a 19-digit TAT
+// in ns, a TTL), half each.
+func realisticKV(n int) []engine.KVRecord {
+	const now = 1_750_000_000_000
+	recs := make([]engine.KVRecord, n)
+	for i := range recs {
+		r := engine.KVRecord{Workspace: "default", ExpireAtMs: now + int64(i%60_000)}
+		if i%2 == 0 {
+			r.Key, r.Value = fmt.Sprintf("rl:user:%08d", i), fmt.Appendf(nil, "%d", 1+i%997)
+		} else {
+			r.Key, r.Value = fmt.Sprintf("throttle:user:%08d", i), fmt.Appendf(nil, "%d", now*1_000_000+int64(i))
+		}
+		recs[i] = r
+	}
+	return recs
+}
+
+// BenchmarkSave: one periodic snapshot of n cells (and kv counter keys), written, synced
+// and renamed.
 func BenchmarkSave(b *testing.B) {
-	for _, n := range []int{100_000, 1_000_000} {
-		b.Run(fmt.Sprintf("cells=%d", n), func(b *testing.B) {
+	for _, sz := range []struct{ cells, kv int }{{100_000, 0}, {1_000_000, 0}, {1_000_000, 100_000}} {
+		name := fmt.Sprintf("cells=%d", sz.cells)
+		if sz.kv > 0 {
+			name += fmt.Sprintf(",kv=%d", sz.kv)
+		}
+		b.Run(name, func(b *testing.B) {
 			s, _ := openStore(b)
-			recs := realisticRecords(n)
+			recs := realisticRecords(sz.cells)
+			var kv iter.Seq[engine.KVRecord]
+			if sz.kv > 0 {
+				kv = slices.Values(realisticKV(sz.kv))
+			}
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := s.Save(recs); err != nil {
+				if err := s.SaveAll(slices.Values(recs), kv); err != nil {
 					b.Fatal(err)
 				}
 			}
 			perSave := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 			b.ReportMetric(perSave/1e6, "ms/save")
-			b.ReportMetric(perSave/float64(n), "ns/cell")
+			b.ReportMetric(perSave/float64(sz.cells+sz.kv), "ns/record")
 		})
 	}
 }
@@ -79,6 +108,31 @@ func BenchmarkSnapshot(b *testing.B) {
 		perSave := time.Duration(b.Elapsed().Nanoseconds() / int64(b.N))
 		b.ReportMetric(float64(perSave)/1e6, "ms/save")
 		b.ReportMetric(float64(perSave)/n, "ns/cell")
+	})
+	// The same origin with as many counter keys, streamed from engine.KV.Records (each
+	// shard copied under its lock) into the same save.
+	kvOrigin := engine.New(clock, engine.Config{MaxMemoryBytes: 1 << 30})
+	for _, r := range realisticKV(n) {
+		if err := kvOrigin.KV().Do(r.Workspace, [][]byte{[]byte(r.Key)}, func(tx *engine.KVTx) error {
+			return tx.Set(0, r.Value, 0)
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("records+kv+saveall", func(b *testing.B) {
+		s, _ := openStore(b)
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := s.SaveAll(e.Records, kvOrigin.KV().Records); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if st := s.Stats(); st.LastCells != n || st.LastKV != n {
+			b.Fatalf("saved %d cells and %d keys, want %d each", st.LastCells, st.LastKV, n)
+		}
+		perSave := time.Duration(b.Elapsed().Nanoseconds() / int64(b.N))
+		b.ReportMetric(float64(perSave)/1e6, "ms/save")
+		b.ReportMetric(float64(perSave)/(2*n), "ns/record")
 	})
 	b.Run("records+saveseq", func(b *testing.B) {
 		s, _ := openStore(b)
