@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +16,25 @@ func regional(t testing.TB, c *redis.Client, args ...any) (sum, seq int64) {
 	t.Helper()
 	st, _ := status(t, c, args...)
 	return statusInt(t, st, "current_regional") + statusInt(t, st, "previous_regional"), statusInt(t, st, "sequence")
+}
+
+// waitSnapshotAfter waits (up to 15 s) for a periodic snapshot that began after ms (unix
+// ms), when the last write was acknowledged. A snapshot skipped because nothing changed
+// counts too: what is on disk is then current.
+func waitSnapshotAfter(t testing.TB, c *redis.Client, ms int64) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		done := infoInt(t, c, "snapshot_last_success_ms")
+		took := infoInt(t, c, "snapshot_last_duration_ms")
+		if done-took-1 > ms {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no snapshot after the last write within 15s (last success %d ms, write at %d ms)", done, ms)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // Test 10: counts survive restarts; cells of passed windows do not come back.
@@ -69,20 +90,7 @@ func TestRestartKeepsCounts(t *testing.T) {
 		for range 5 {
 			limitReply(t, c, "crash", 100, "31d")
 		}
-		lastCount := time.Now().UnixMilli()
-		// Wait for a snapshot that began after the last count was acknowledged.
-		deadline := time.Now().Add(15 * time.Second)
-		for i := 0; ; i++ {
-			done := infoInt(t, c, "snapshot_last_success_ms")
-			took := infoInt(t, c, "snapshot_last_duration_ms")
-			if done-took-1 > lastCount {
-				break
-			}
-			if i >= 1000 || time.Now().After(deadline) {
-				t.Fatalf("no snapshot after the last count within 15s (last success %d ms, count at %d ms)", done, lastCount)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitSnapshotAfter(t, c, time.Now().UnixMilli())
 		_ = c.Close()
 		p.Kill()
 		p.Restart()
@@ -131,5 +139,112 @@ func TestRestartKeepsCounts(t *testing.T) {
 		if r := limitReply(t, c, "short", 10, "1s"); r[0] != 1 || r[2] != 9 {
 			t.Errorf("RL.LIMIT short after restart = %v, want remaining 9", r)
 		}
+	})
+}
+
+// Test 10 for the counter keyspace: keys of SET, INCRBY and CL.THROTTLE survive a SIGTERM
+// restart and a kill -9 after a periodic snapshot, with their values and TTLs (their
+// expiry instants: a PTTL after the restart is no higher than before); keys expired by
+// the restart are not back.
+func TestRestartKeepsCounterKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// write fills the keyspace and returns each key's PTTL and the throttle's peek.
+	write := func(t *testing.T, c *redis.Client) (map[string]int64, []any) {
+		t.Helper()
+		must := func(err error) {
+			t.Helper()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		must(c.Set(ctx, "plain", "value", 0).Err())
+		must(c.Set(ctx, "ttl", "with ttl", 10*time.Minute).Err())
+		must(c.IncrBy(ctx, "counter", 40).Err())
+		must(c.IncrBy(ctx, "counter", 2).Err())
+		must(c.IncrBy(ctx, "expiring", 7).Err())
+		must(c.Expire(ctx, "expiring", 20*time.Minute).Err())
+		// 1 per hour: the state cannot drift during the test.
+		must(c.Do(ctx, "CL.THROTTLE", "cell", 5, 1, 3600, 3).Err())
+		pttl := map[string]int64{}
+		for _, k := range []string{"plain", "ttl", "counter", "expiring", "cell"} {
+			d, err := c.Do(ctx, "PTTL", k).Int64()
+			must(err)
+			pttl[k] = d
+		}
+		peek, err := c.Do(ctx, "CL.THROTTLE", "cell", 5, 1, 3600, 0).Slice()
+		must(err)
+		return pttl, peek
+	}
+	check := func(t *testing.T, c *redis.Client, before map[string]int64, peek []any) {
+		t.Helper()
+		for k, want := range map[string]string{"plain": "value", "ttl": "with ttl", "counter": "42", "expiring": "7"} {
+			if got, err := c.Get(ctx, k).Result(); err != nil || got != want {
+				t.Errorf("GET %s after restart = %q, %v; want %q", k, got, err, want)
+			}
+		}
+		for k, was := range before {
+			got, err := c.Do(ctx, "PTTL", k).Int64()
+			switch {
+			case err != nil:
+				t.Errorf("PTTL %s: %v", k, err)
+			case was == -1 && got != -1:
+				t.Errorf("PTTL %s after restart = %d, want -1 (no expiry)", k, got)
+			case was > 0 && (got <= 0 || got > was):
+				t.Errorf("PTTL %s after restart = %d, want in (0, %d]", k, got, was)
+			}
+		}
+		if before["plain"] != -1 || before["counter"] != -1 || before["ttl"] <= 0 || before["cell"] <= 0 {
+			t.Errorf("PTTLs before the restart: %v", before)
+		}
+		got, err := c.Do(ctx, "CL.THROTTLE", "cell", 5, 1, 3600, 0).Slice()
+		if err != nil || len(got) != 5 || len(peek) != 5 || !reflect.DeepEqual(got[:3], peek[:3]) {
+			t.Errorf("CL.THROTTLE peek after restart = %v, %v; before %v", got, err, peek)
+		}
+		// "cell" used 3 of its burst: 3 fewer remaining than a key with no state.
+		fresh, err := c.Do(ctx, "CL.THROTTLE", "fresh", 5, 1, 3600, 0).Slice()
+		if err != nil || len(got) != 5 || len(fresh) != 5 || got[2] != fresh[2].(int64)-3 {
+			t.Errorf("CL.THROTTLE remaining after restart = %v, a fresh key's %v (%v); want 3 fewer", got, fresh, err)
+		}
+	}
+
+	t.Run("SIGTERM", func(t *testing.T) {
+		t.Parallel()
+		p := start(t, "--snapshot-interval", "1h")
+		c := p.client(t, nil)
+		before, peek := write(t, c)
+		if err := c.Set(ctx, "short", "gone after the restart", 1500*time.Millisecond).Err(); err != nil {
+			t.Fatal(err)
+		}
+		expiry := time.Now().Add(1500 * time.Millisecond)
+		_ = c.Close()
+		if code := p.Stop(); code != 0 {
+			t.Fatalf("exit code after SIGTERM = %d, want 0\n%s", code, p.logTail())
+		}
+		time.Sleep(time.Until(expiry.Add(100 * time.Millisecond)))
+		p.Restart()
+		c = p.client(t, nil)
+		check(t, c, before, peek)
+		if n, err := c.Exists(ctx, "short").Result(); err != nil || n != 0 {
+			t.Errorf("EXISTS short after its TTL passed = %d, %v; want 0", n, err)
+		}
+		// Five keys restored: "short" was not written (expired at the save) or was
+		// dropped at load.
+		if log := p.Log(); !strings.Contains(log, "counter_keys=5 ") && !strings.Contains(log, `"counter_keys":5,`) {
+			t.Errorf("log does not report 5 counter keys loaded:\n%s", p.logTail())
+		}
+	})
+
+	t.Run("kill -9 after a periodic snapshot", func(t *testing.T) {
+		t.Parallel()
+		p := start(t, "--snapshot-interval", "100ms")
+		c := p.client(t, nil)
+		before, peek := write(t, c)
+		waitSnapshotAfter(t, c, time.Now().UnixMilli())
+		_ = c.Close()
+		p.Kill()
+		p.Restart()
+		c = p.client(t, nil)
+		check(t, c, before, peek)
 	})
 }
