@@ -27,6 +27,7 @@ func TestScriptSHAs(t *testing.T) {
 		textUlulePeek: "566f5c6a17e5fddb9a10bf389f754edd0d899c61", textSpringTokenBucket: "0ad5736ed1c04aae6ec194376c784b89b8c08a7a",
 		textSpringTokenBucket40: "775635cca91092477cbcee85fd800accb6adc4b2", textSpringTokenBucket306: "76a566c51f92d8f643d16e0ef0101663d5380dba",
 		textSpringTokenBucket22: "9d491aea731237273f4274f9ed9660b432b23791",
+		textRLRedisIncrement6:   "895b92e1712734e1b464999be23953485475357b", // not in known_scripts.tsv: computed from v6.0.1's dist
 	}
 	if len(scriptsBySHA) != len(want) || len(scriptsByText) != len(want) {
 		t.Fatalf("%d scripts by SHA1, %d by text; want %d", len(scriptsBySHA), len(scriptsByText), len(want))

@@ -2,8 +2,10 @@ package commands
 
 // rate-limit-redis (express-rate-limit's Redis store) scripts, natively: a counter that
 // starts at the first hit with a PX TTL of windowMs. ARGV: resetExpiryOnChange ("1" or
-// not), windowMs. Replies {totalHits, timeToExpire} as integers; get {value|nil, PTTL}.
+// not), windowMs (v6: windowMs alone). Replies {totalHits, timeToExpire} as integers; get
+// {value|nil, PTTL}.
 //
+//	v6.0.x:        as v4.2.3–v5.0.0 without resetExpiryOnChange.
 //	v4.2.3–v5.0.0: ttl = PTTL; if ttl <= 0: SET key 1 PX windowMs, reply {1, windowMs};
 //	               else hits = INCR, and with reset PEXPIRE windowMs, ttl = windowMs.
 //	v3.x–v4.2.2:   hits = INCR; ttl = PTTL; if ttl <= 0 (v4.2.1–v4.2.2: < 0) or reset:
@@ -11,16 +13,20 @@ package commands
 
 func init() {
 	const lib = "rate-limit-redis"
-	registerScript(lib+" v4.2.3–v5.0.0", "increment", textRLRedisIncrement, rlRedisIncrement)
+	registerScript(lib+" v6.0.x", "increment", textRLRedisIncrement6, func(c *scriptRun) { rlRedisIncrementAt(c, 1, false) })
+	registerScript(lib+" v4.2.3–v5.0.0", "increment", textRLRedisIncrement, func(c *scriptRun) {
+		flag, _ := c.arg(1)
+		rlRedisIncrementAt(c, 2, string(flag) == "1")
+	})
 	registerScript(lib+" v4.2.1–v4.2.2", "increment", textRLRedisIncrement421, func(c *scriptRun) { rlRedisIncrementOld(c, false) })
 	registerScript(lib+" v3.x–v4.2.0", "increment", textRLRedisIncrement3, func(c *scriptRun) { rlRedisIncrementOld(c, true) })
 	registerScript(lib+" v4.1.0–v5.0.0", "get", textRLRedisGet, rlRedisGet)
 }
 
-func rlRedisIncrement(c *scriptRun) {
-	windowMs, hasWindow := c.num(2)
-	flag, _ := c.arg(1)
-	reset := string(flag) == "1"
+// rlRedisIncrementAt is the increment of v4.2.3 and later, windowMs being ARGV[window];
+// reset: resetExpiryOnChange.
+func rlRedisIncrementAt(c *scriptRun, window int, reset bool) {
+	windowMs, hasWindow := c.num(window)
 	key, ok := c.key(1)
 	if !ok {
 		c.fail(`redis.call("PTTL"`, luaBadArgs)
@@ -48,15 +54,15 @@ func rlRedisIncrement(c *scriptRun) {
 	if !ok {
 		return
 	}
-	rlRedisReply(c, key, hits, float64(c.tx.PTTL(key)), reset)
+	rlRedisReply(c, key, hits, float64(c.tx.PTTL(key)), reset, window)
 }
 
-// rlRedisReply ends an increment: with expire, PEXPIRE key windowMs and ttl = windowMs;
-// then the reply {hits, ttl}.
-func rlRedisReply(c *scriptRun, key int, hits int64, ttl float64, expire bool) {
+// rlRedisReply ends an increment: with expire, PEXPIRE key windowMs (ARGV[window]) and
+// ttl = windowMs; then the reply {hits, ttl}.
+func rlRedisReply(c *scriptRun, key int, hits int64, ttl float64, expire bool, window int) {
 	if expire {
 		const at = `redis.call("PEXPIRE"`
-		windowMs, hasWindow := c.num(2)
+		windowMs, hasWindow := c.num(window)
 		if !hasWindow {
 			c.fail(at, luaBadArgs)
 			return
@@ -86,7 +92,7 @@ func rlRedisIncrementOld(c *scriptRun, zeroExpires bool) {
 	}
 	ttl := float64(c.tx.PTTL(key))
 	flag, _ := c.arg(1)
-	rlRedisReply(c, key, hits, ttl, ttl < 0 || (zeroExpires && ttl == 0) || string(flag) == "1")
+	rlRedisReply(c, key, hits, ttl, ttl < 0 || (zeroExpires && ttl == 0) || string(flag) == "1", 2)
 }
 
 func rlRedisGet(c *scriptRun) {

@@ -467,6 +467,13 @@ redis.call("PEXPIRE", KEYS[1], windowMs)
 timeToExpire = windowMs
 end
 return { totalHits, timeToExpire }`
+	// textRLRedisIncrement6: rate-limit-redis v6.0.x increment (windowMs only, no
+	// resetExpiryOnChange), as the library normalises it (leading blanks of each line
+	// removed, trimmed: the spaces after INCR's line stay); sha1
+	// 895b92e1712734e1b464999be23953485475357b.
+	textRLRedisIncrement6 = "local windowMs = tonumber(ARGV[1])\nlocal timeToExpire = redis.call(\"PTTL\", KEYS[1])\n" +
+		"if timeToExpire <= 0 then\nredis.call(\"SET\", KEYS[1], 1, \"PX\", windowMs)\nreturn { 1, windowMs }\nend\n" +
+		"local totalHits = redis.call(\"INCR\", KEYS[1])        \nreturn { totalHits, timeToExpire }"
 	// textRLRedisIncrement421: rate-limit-redis v4.2.1–v4.2.2 increment; sha1 b829ec02dca78a148dfc75dd3c86f488ed007c68.
 	textRLRedisIncrement421 = `local totalHits = redis.call("INCR", KEYS[1])
 local timeToExpire = redis.call("PTTL", KEYS[1])
