@@ -9,6 +9,7 @@ require (
 	github.com/redis/go-redis/v9 v9.17.2
 	github.com/redis/rueidis v1.0.76
 	github.com/tidwall/redcon v1.6.4
+	github.com/ulule/limiter/v3 v3.11.2
 	go.etcd.io/bbolt v1.4.3
 )
 
@@ -19,6 +20,7 @@ require (
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/kr/text v0.2.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/pkg/errors v0.9.1 // indirect
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.66.1 // indirect
 	github.com/prometheus/procfs v0.16.1 // indirect
