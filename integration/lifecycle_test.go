@@ -209,9 +209,12 @@ func TestStalledTLSHandshakes(t *testing.T) {
 	if in < handshake/2 {
 		t.Fatalf("got in after %v: the stalled handshakes did not hold the slots", in)
 	}
-	if v := metricValue(t, p, `ratchet_connections_closed_total{reason="handshake_timeout"}`); v < stalled/2 {
-		t.Fatalf("handshake timeouts counted: %v", v)
-	}
+	// The client got in once the first slot was freed; the other stalled handshakes end
+	// within moments, each counted.
+	poll(t, 5*time.Second, "every stalled handshake counted", func() (bool, string) {
+		v := metricValue(t, p, `ratchet_connections_closed_total{reason="handshake_timeout"}`)
+		return v >= stalled, fmt.Sprint(v)
+	})
 }
 
 // writeCert writes a fresh self-signed certificate for 127.0.0.1 and its key as PEM files.
