@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -42,6 +43,25 @@ var (
 )
 
 // registerScript adds a known script; its SHA1 is computed from text.
+// ScriptInfo describes a limiter script Ratchet runs natively.
+type ScriptInfo struct {
+	SHA1    string // what EVALSHA names
+	Library string // the library and versions that send it
+	Name    string // the script's role in the library (allowN, increment, ...)
+	Text    string // the Lua text, as the library sends it
+}
+
+// KnownScripts returns the scripts Ratchet knows, sorted by SHA1: for tools and tests that
+// load them into a Redis to compare it with Ratchet.
+func KnownScripts() []ScriptInfo {
+	out := make([]ScriptInfo, 0, len(scriptsBySHA))
+	for _, s := range scriptsBySHA {
+		out = append(out, ScriptInfo{SHA1: s.sha, Library: s.lib, Name: s.name, Text: s.text})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].SHA1 < out[j].SHA1 })
+	return out
+}
+
 func registerScript(lib, name, text string, run func(c *scriptRun)) {
 	sum := sha1.Sum([]byte(text))
 	s := &knownScript{sha: hex.EncodeToString(sum[:]), lib: lib, name: name, text: text, run: run}
