@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os/exec"
 	"regexp"
 	"sort"
 	"strconv"
@@ -223,24 +222,7 @@ var kvCompareScript = []string{
 // and compares every reply, in RESP2 and RESP3, then compares full SCAN walks.
 func TestKVMatchesRedisServer(t *testing.T) {
 	t.Parallel()
-	server, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skip("redis-server is not installed, so the counter commands are not compared with Redis; install it with: apt-get install -y redis-server")
-	}
-	redisAddr := loopback(freePort(t))
-	host, port, _ := strings.Cut(redisAddr, ":")
-	cmd := exec.Command(server, "--bind", host, "--port", port, "--save", "", "--appendonly", "no", "--dir", t.TempDir())
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start redis-server: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	deadline := time.Now().Add(10 * time.Second)
-	for !pingOnce(redisAddr, false) {
-		if time.Now().After(deadline) {
-			t.Fatal("redis-server did not answer PING within 10 s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	redisAddr := startRedisServer(t) // skips (fails under RATCHET_CI=1) without redis-server
 	p := start(t, "--data-dir", "")
 	ints := regexp.MustCompile(`:(\d{4,})\r\n`)
 	for _, proto := range []string{"2", "3"} {
