@@ -64,7 +64,9 @@ func replayScenarios() map[string][]replayStep {
 	// from v3.0.6, the client's (ARGV[3] epoch seconds) before.
 	for _, sha := range []string{"0ad5736ed1c04aae6ec194376c784b89b8c08a7a", "775635cca91092477cbcee85fd800accb6adc4b2",
 		"76a566c51f92d8f643d16e0ef0101663d5380dba"} {
-		keys := []string{"request_rate_limiter.{route.user}.tokens", "request_rate_limiter.{route.user}.timestamp"}
+		// Keys of their own: the scenarios run in parallel on the same two servers.
+		id := "request_rate_limiter.{route." + sha[:8] + "}"
+		keys := []string{id + ".tokens", id + ".timestamp"}
 		s := repeat(5, evalsha(sha, keys, "1", "3", "", "1"))
 		s = append(s, evalsha(sha, keys, "1", "3", "", "4"), cmd("GET", keys[0]), cmd("TTL", keys[0]))
 		sc["spring "+sha[:8]] = append(s, after(1100, evalsha(sha, keys, "1", "3", "", "1")))
