@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The drop-in commands beside the script they replace, one run, same machine, same
 # redis-benchmark settings (-c 50), at -P 1 and -P 16, on 100k random keys and one hot key:
-#   redis EVALSHA of go-redis/redis_rate's allowN (bench/redis_rate_allown.lua, the text the
-#     library sends, SHA1 f52a5b56...) | ratchet EVALSHA of the same SHA1 (run natively) |
+#   redis EVALSHA of go-redis/redis_rate's allowN (the text the library sends, SHA1
+#     f52a5b56..., printed by bench/scripttext) | ratchet EVALSHA of the same SHA1 (native) |
 #   ratchet CL.THROTTLE (redis-cell's command, GCRA like allowN)
 # Each is a GCRA of burst 1e9 and 1e7 requests per 60 s: never limited, every request
 # writes its key. Prints requests/s, p50 and p99 (ms), and the servers' CPU time per
@@ -37,8 +37,9 @@ pid_ratchet=$!
 waitport $P_REDIS
 waitport $P_RATCHET
 want=f52a5b566060d79fd321d695df55bc918339c4aa
+go run ./bench/scripttext $want >"$work/allown.lua"
 for p in $P_REDIS $P_RATCHET; do
-  got=$(redis-cli -p $p -x SCRIPT LOAD <bench/redis_rate_allown.lua)
+  got=$(redis-cli -p $p -x SCRIPT LOAD <"$work/allown.lua")
   [ "$got" = $want ] || { echo "SCRIPT LOAD on :$p answered '$got', want $want" >&2; exit 1; }
 done
 
