@@ -99,16 +99,7 @@ for space in rand hot; do
       all[$t,$space,$pipe]+="$out;"
     done
     done
-    for t in "${targets[@]}"; do
-      for col in 1 2 3 4 5; do
-        # shellcheck disable=SC2046
-        v=$(median $(tr ';' '\n' <<<"${all[$t,$space,$pipe]}" | awk -v c=$col 'NF { print $c }'))
-        case $col in
-        1) rps[$t,$space,$pipe]=$v ;; 2) p50[$t,$space,$pipe]=$v ;; 3) p99[$t,$space,$pipe]=$v ;;
-        4) cpu[$t,$space,$pipe]=$v ;; 5) ccpu[$t,$space,$pipe]=$v ;;
-        esac
-      done
-    done
+    medians "$space" "$pipe" "${targets[@]}"
   done
 done
 

@@ -45,7 +45,7 @@ done
 
 gcra=(1000000000 10000000 60) # burst, rate, period (s): 6 us per request, 6000 s of burst: never limited
 rounds=${BENCH_ROUNDS:-1}
-declare -A all rps p50 p99 cpu
+declare -A all rps p50 p99 cpu ccpu
 targets=(lua native throttle)
 for space in rand hot; do
   k="rate:__rand_int__"
@@ -61,15 +61,7 @@ for space in rand hot; do
         all[$t,$space,$pipe]+="$out;"
       done
     done
-    for t in "${targets[@]}"; do
-      for col in 1 2 3 4; do
-        # shellcheck disable=SC2046
-        v=$(median $(tr ';' '\n' <<<"${all[$t,$space,$pipe]}" | awk -v c=$col 'NF { print $c }'))
-        case $col in
-        1) rps[$t,$space,$pipe]=$v ;; 2) p50[$t,$space,$pipe]=$v ;; 3) p99[$t,$space,$pipe]=$v ;; 4) cpu[$t,$space,$pipe]=$v ;;
-        esac
-      done
-    done
+    medians "$space" "$pipe" "${targets[@]}"
   done
 done
 

@@ -33,6 +33,23 @@ run() {
 }
 # median VALUES... -> the middle value (the lower middle of an even count)
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+# medians SPACE PIPE TARGET... -> for each target, the median of each column of the runs
+# in the caller's all[target,space,pipe] ("rps p50 p99 cpu ccpu;" per run), into the
+# caller's associative arrays rps, p50, p99, cpu and ccpu.
+medians() {
+  local space=$1 pipe=$2 t col v
+  shift 2
+  for t in "$@"; do
+    for col in 1 2 3 4 5; do
+      # shellcheck disable=SC2046
+      v=$(median $(tr ';' '\n' <<<"${all[$t,$space,$pipe]}" | awk -v c=$col 'NF { print $c }'))
+      case $col in
+      1) rps[$t,$space,$pipe]=$v ;; 2) p50[$t,$space,$pipe]=$v ;; 3) p99[$t,$space,$pipe]=$v ;;
+      4) cpu[$t,$space,$pipe]=$v ;; 5) ccpu[$t,$space,$pipe]=$v ;;
+      esac
+    done
+  done
+}
 # ratio A B -> A/B with two decimals, "-" when B is 0 or missing
 ratio() { echo "${1:-0} ${2:-0}" | awk '{ if ($2 > 0) printf "%.2f", $1 / $2; else printf "-" }'; }
 # waitport PORT -> waits up to 10 s for PING to answer there
