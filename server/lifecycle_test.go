@@ -2,19 +2,14 @@ package server_test
 
 import (
 	"bufio"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"io"
-	"math/big"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ratchet/ratchet/internal/testcert"
 	"github.com/ratchet/ratchet/server"
 )
 
@@ -192,16 +187,9 @@ func TestHandshakeTimeout(t *testing.T) {
 // selfSigned returns a server TLS configuration with a fresh self-signed certificate.
 func selfSigned(t *testing.T) *tls.Config {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	cfg, err := testcert.ServerConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+	return cfg
 }
