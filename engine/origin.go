@@ -90,9 +90,13 @@ type nodeTable struct {
 	runs map[string]*runMarks // node run -> replay marks
 }
 
+// runMarks are one edge run's marks. A batch is applied under apply, and only then is
+// lastBatch raised (under nodeTable.mu): so every answer that reports Applied = N holds
+// counts read after batch N was applied, provided it reads lastBatch before the counts.
 type runMarks struct {
-	lastMs    int64
-	lastBatch uint64
+	apply     sync.Mutex // held while one batch of the run is checked and applied
+	lastMs    int64      // guarded by nodeTable.mu
+	lastBatch uint64     // written under apply and nodeTable.mu; read under either
 }
 
 // touch records that run was heard at nowMs and returns its replay marks.
@@ -156,13 +160,15 @@ func (e *Engine) readLocked(key []byte, seq int64) CellCounts {
 	return CellCounts{Seq: seq}
 }
 
-// ServeRead answers an edge's read of cells. node identifies the edge run.
+// ServeRead answers an edge's read of cells. node identifies the edge run. The counts are
+// read after the applied mark, so they include every batch up to it (and perhaps more).
 func (e *Engine) ServeRead(node string, items []ReadItem) ([]CellCounts, OriginMeta) {
+	meta := e.heard(node)
 	out := make([]CellCounts, len(items))
 	for i, it := range items {
 		out[i] = e.readLocked(it.Key, it.Seq)
 	}
-	return out, e.heard(node)
+	return out, meta
 }
 
 // Heard records that the edge run node is connected, so that it counts as active.
@@ -190,22 +196,31 @@ func nodeName(run string) string {
 // whose ID is not above the last one applied for its node is a re-delivery: it changes
 // nothing and gets the current counts. The cells of a replay are created even beyond
 // --max-memory: the cost was already accepted, and forgetting it would be worse.
+//
+// The batches of one run are applied one at a time, and a batch is marked applied only
+// once its items are in: a concurrent read or hand-off that sees Applied = N sees batch
+// N's cost, and a re-delivery that arrives while the first delivery is being applied (its
+// sender timed out) waits for it, so its answer includes the batch too.
 func (e *Engine) ServeReplay(b ReplayBatch) ([]CellCounts, OriginMeta) {
 	now := e.clock.NowMs()
 	e.nodes.mu.Lock()
 	st := e.nodes.touch(b.Node, now)
-	fresh := b.ID > st.lastBatch
-	if fresh {
-		st.lastBatch = b.ID
-	}
-	meta := OriginMeta{Edges: e.nodes.active(now), Applied: st.lastBatch}
 	e.nodes.mu.Unlock()
 
+	st.apply.Lock()
+	fresh := b.ID > st.lastBatch
 	if fresh {
 		for _, it := range b.Items {
 			e.applyReplay(it, now)
 		}
 	}
+	e.nodes.mu.Lock()
+	if fresh {
+		st.lastBatch = b.ID
+	}
+	meta := OriginMeta{Edges: e.nodes.active(now), Applied: st.lastBatch}
+	e.nodes.mu.Unlock()
+	st.apply.Unlock()
 	// Counts after the whole batch, so that an item sees the batch's other cells too.
 	out := make([]CellCounts, len(b.Items))
 	for i, it := range b.Items {
@@ -239,9 +254,12 @@ func (e *Engine) applyReplay(it ReplayItem, nowMs int64) {
 }
 
 // ServeDecide decides a request handed over by an edge, atomically, with the edge's
-// not-yet-replayed cost counted as used.
+// not-yet-replayed cost counted as used. The applied mark is read before the counts: when
+// it covers the in-flight batch the counts hold that batch; when it does not, the batch's
+// cost is added, and counted twice only if the batch lands in between (a denial too many,
+// never an admission too many).
 func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts, OriginMeta, error) {
-	meta := e.heard(node)
+	meta := e.heard(node) // before the counts: see ServeRead
 	t, err := ParseKey(r.Key)
 	if err != nil {
 		return Decision{}, CellCounts{}, meta, err
