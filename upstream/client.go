@@ -18,6 +18,7 @@ import (
 
 	"github.com/ratchet/ratchet/engine"
 	"github.com/ratchet/ratchet/resp"
+	"github.com/ratchet/ratchet/wire"
 )
 
 // Defaults of Config.
@@ -28,19 +29,21 @@ const (
 
 // Bounds of one call, so that no request the client sends is one the origin must refuse
 // with a protocol error (which would close the connection under every pipelined call). An
-// origin parses requests with resp.DefaultLimits: at most 8192 arguments, each at most
-// MaxBulk bytes, and at most MaxBuffer bytes per request.
+// origin parses requests with resp.DefaultLimits: at most wire.MaxArgs arguments, each at
+// most MaxBulk bytes, and at most MaxBuffer bytes per request.
 const (
 	// MaxReadItems is the most items of one Read: RL.INTERNAL.READ has 1+2n arguments.
-	MaxReadItems = (8192 - 1) / 2
+	MaxReadItems = wire.MaxReadItems
 	// MaxReplayItems is the most items of one Replay: RL.INTERNAL.REPLAY has 2+4n arguments.
-	MaxReplayItems = (8192 - 2) / 4
+	MaxReplayItems = wire.MaxReplayItems
+	// MaxForwardArgs is the most arguments of one Forward's payload.
+	MaxForwardArgs = wire.MaxForwardArgs
 	// MaxRequestBytes bounds the encoding of one request.
 	MaxRequestBytes = 1 << 20
 	// maxKeyBytes bounds one key (one bulk string).
 	maxKeyBytes = 512 << 10
-	// maxReplyInts bounds the integers of one reply: edges and up to 8192 counts groups.
-	maxReplyInts = 2 + 5*8192
+	// maxReplyInts bounds the integers of one reply.
+	maxReplyInts = wire.MaxReplyInts
 )
 
 // authRetryAfter is how long calls fail at once with the origin's refusal of the cluster
@@ -56,7 +59,7 @@ var (
 	// ErrAuth is returned when the origin refuses the cluster secret (-WRONGPASS).
 	ErrAuth = errors.New("upstream: origin refused the cluster secret")
 	// ErrTooLarge is returned, without sending anything, for a call beyond MaxReadItems,
-	// MaxReplayItems or MaxRequestBytes; the caller splits it.
+	// MaxReplayItems, MaxForwardArgs or MaxRequestBytes; the caller splits it.
 	ErrTooLarge = errors.New("upstream: request too large")
 	// ErrEmpty is returned, without sending anything, for a Replay of no items.
 	ErrEmpty = errors.New("upstream: request has no items")
@@ -207,7 +210,7 @@ func (c *Client) Read(ctx context.Context, items []engine.ReadItem) ([]engine.Ce
 	}
 	cl := c.getCall(opRead)
 	cl.counts = out
-	err := c.roundTrip(ctx, cl, func(b []byte) []byte { return appendRead(b, items) })
+	err := c.roundTrip(ctx, cl, func(b []byte) []byte { return wire.AppendRead(b, items) })
 	if err != nil {
 		return nil, engine.OriginMeta{}, c.wrap("read", err)
 	}
@@ -233,7 +236,7 @@ func (c *Client) Replay(ctx context.Context, b engine.ReplayBatch) ([]engine.Cel
 	}
 	cl := c.getCall(opReplay)
 	cl.counts = out
-	err := c.roundTrip(ctx, cl, func(buf []byte) []byte { return appendReplay(buf, b.ID, b.Items) })
+	err := c.roundTrip(ctx, cl, func(buf []byte) []byte { return wire.AppendReplay(buf, b.ID, b.Items) })
 	if err != nil {
 		return nil, engine.OriginMeta{}, c.wrap("replay", err)
 	}
@@ -250,7 +253,7 @@ func (c *Client) Decide(ctx context.Context, r engine.DecideRequest) (engine.Dec
 		return engine.Decision{}, engine.CellCounts{}, engine.OriginMeta{}, c.wrap("decide", ErrTooLarge)
 	}
 	cl := c.getCall(opDecide)
-	err := c.roundTrip(ctx, cl, func(b []byte) []byte { return appendDecide(b, r) })
+	err := c.roundTrip(ctx, cl, func(b []byte) []byte { return wire.AppendDecide(b, r) })
 	if err != nil {
 		return engine.Decision{}, engine.CellCounts{}, engine.OriginMeta{}, c.wrap("decide", err)
 	}
@@ -263,10 +266,14 @@ func (c *Client) Decide(ctx context.Context, r engine.DecideRequest) (engine.Dec
 // proto workspace arg...): a command whose state only the origin holds (the counter
 // keyspace, CL.THROTTLE, the limiter scripts). The result is the command's reply, encoded
 // in RESP proto, to be written to the client as it is; an error reply of the command is
-// in it too. The error is for the call: the origin unreachable, or refusing the call.
+// in it too. The error is for the call: the origin unreachable, or refusing the call. args
+// is the payload of wire.AppendForwardCmd, at most MaxForwardArgs arguments.
 func (c *Client) Forward(ctx context.Context, proto int, ws string, args [][]byte) ([]byte, error) {
+	if len(args) > MaxForwardArgs {
+		return nil, c.wrap("forward", ErrTooLarge)
+	}
 	cl := c.getCall(opForward)
-	err := c.roundTrip(ctx, cl, func(b []byte) []byte { return appendForward(b, proto, ws, args) })
+	err := c.roundTrip(ctx, cl, func(b []byte) []byte { return wire.AppendForward(b, proto, ws, args) })
 	if err != nil {
 		return nil, c.wrap("forward", err)
 	}
@@ -450,7 +457,7 @@ func (c *Client) hello(nc net.Conn) (*resp.ReplyReader, error) {
 	if err := nc.SetDeadline(time.Now().Add(c.dialTimeout)); err != nil {
 		return nil, fmt.Errorf("hello: %w", err)
 	}
-	if _, err := nc.Write(appendHello(nil, c.secret, c.nodeRun)); err != nil {
+	if _, err := nc.Write(wire.AppendHello(nil, c.secret, c.nodeRun)); err != nil {
 		return nil, fmt.Errorf("hello: %w", err)
 	}
 	rr := resp.NewReplyReader(nc, maxReplyInts)

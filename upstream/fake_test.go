@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"net"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/ratchet/ratchet/engine"
 	"github.com/ratchet/ratchet/resp"
+	"github.com/ratchet/ratchet/wire"
 )
 
 // answer is what the fake origin does with one request.
@@ -148,7 +151,7 @@ func (f *fakeOrigin) serve(nc net.Conn) {
 				args[i] = string(a)
 			}
 			if !authed {
-				if len(args) != 3 || args[0] != "RL.INTERNAL.HELLO" {
+				if len(args) != 3 || args[0] != wire.CmdHello {
 					f.t.Errorf("fake origin: first command %q, want RL.INTERNAL.HELLO", args)
 					return
 				}
@@ -196,7 +199,9 @@ func (f *fakeOrigin) serve(nc net.Conn) {
 	}
 }
 
-// canned answers every internal command with counts made from its arguments:
+// canned answers every internal command with counts made from its arguments, in the
+// replies of package wire. It reads its arguments leniently (tests send keys that are not
+// tuple keys, and costs beyond int64), so it does not use wire's request decoders:
 //
 //	READ   key seq       -> edges 3, applied 6, [seq, len(key), seq%7, 2*len(key), 1]
 //	REPLAY id key seq c limit -> edges 2, applied id, [seq, 100+c, id, 0, 9]
@@ -204,58 +209,42 @@ func (f *fakeOrigin) serve(nc net.Conn) {
 //	                        retry 0 or -1, reset 1234, [17, p, 2, 3, 4]
 func canned(args []string) answer {
 	var w resp.Writer
-	num := func(s string) int64 {
-		n, err := strconv.ParseInt(s, 10, 64)
+	num := func(s string) uint64 {
+		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
-			u, _ := strconv.ParseUint(s, 10, 64)
-			return int64(u % 1000)
+			i, _ := strconv.ParseInt(s, 10, 64)
+			return uint64(i)
+		}
+		if n > math.MaxInt64 {
+			return n % 1000
 		}
 		return n
 	}
 	switch args[0] {
-	case "RL.INTERNAL.READ":
-		n := (len(args) - 1) / 2
-		w.Array(2 + 5*n)
-		w.Int(3)
-		w.Int(6)
-		for i := range n {
+	case wire.CmdRead:
+		counts := make([]engine.CellCounts, (len(args)-1)/2)
+		for i := range counts {
 			key, seq := args[1+2*i], num(args[2+2*i])
-			for _, v := range []int64{seq, int64(len(key)), seq % 7, 2 * int64(len(key)), 1} {
-				w.Int(v)
-			}
+			counts[i] = engine.CellCounts{Seq: int64(seq), CurRegional: uint64(len(key)), CurImported: seq % 7,
+				PrevRegional: 2 * uint64(len(key)), PrevImported: 1}
 		}
-	case "RL.INTERNAL.REPLAY":
+		wire.WriteCountsReply(&w, engine.OriginMeta{Edges: 3, Applied: 6}, counts)
+	case wire.CmdReplay:
 		id := num(args[1])
-		n := (len(args) - 2) / 4
-		w.Array(2 + 5*n)
-		w.Int(2)
-		w.Int(id)
-		for i := range n {
+		counts := make([]engine.CellCounts, (len(args)-2)/4)
+		for i := range counts {
 			seq, cost := num(args[3+4*i]), num(args[4+4*i])
-			for _, v := range []int64{seq, 100 + cost, id, 0, 9} {
-				w.Int(v)
-			}
+			counts[i] = engine.CellCounts{Seq: int64(seq), CurRegional: 100 + cost, CurImported: id, PrevImported: 9}
 		}
-	case "RL.INTERNAL.DECIDE":
+		wire.WriteCountsReply(&w, engine.OriginMeta{Edges: 2, Applied: id}, counts)
+	case wire.CmdDecide:
 		limit, cost, extra := num(args[2]), num(args[3]), num(args[4])
-		w.Array(12)
-		w.Int(5)
-		w.Int(6)
-		if cost <= limit {
-			w.Int(1)
-			w.Int(limit)
-			w.Int(limit - cost)
-			w.Int(0)
-		} else {
-			w.Int(0)
-			w.Int(limit)
-			w.Int(0)
-			w.Int(-1)
+		dec := engine.Decision{Allowed: cost <= limit, Limit: limit, RetryAfterMs: -1, ResetAfterMs: 1234}
+		if dec.Allowed {
+			dec.Remaining, dec.RetryAfterMs = limit-cost, 0
 		}
-		w.Int(1234)
-		for _, v := range []int64{17, extra, 2, 3, 4} {
-			w.Int(v)
-		}
+		wire.WriteDecideReply(&w, dec, engine.CellCounts{Seq: 17, CurRegional: extra, CurImported: 2, PrevRegional: 3, PrevImported: 4},
+			engine.OriginMeta{Edges: 5, Applied: 6})
 	default:
 		w.Error("ERR unknown command '" + args[0] + "'")
 	}

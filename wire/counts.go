@@ -1,0 +1,158 @@
+package wire
+
+import (
+	"fmt"
+
+	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/resp"
+)
+
+// RL.INTERNAL.READ [key seq ...] and RL.INTERNAL.REPLAY batch-id key seq cost limit [...]
+// are both answered with [edges, applied, counts × n]: a counts group is seq,
+// cur_regional, cur_imported, prev_regional, prev_imported, one per item in order.
+
+// countsInts is the number of integers of one counts group.
+const countsInts = 5
+
+// AppendRead appends RL.INTERNAL.READ key seq ... to dst. No items is a heartbeat. The
+// caller keeps len(items) within MaxReadItems.
+func AppendRead(dst []byte, items []engine.ReadItem) []byte {
+	dst = resp.AppendArray(dst, 1+2*len(items))
+	dst = resp.AppendBulkString(dst, CmdRead)
+	for _, it := range items {
+		dst = resp.AppendBulk(dst, it.Key)
+		dst = resp.AppendBulkInt(dst, it.Seq)
+	}
+	return dst
+}
+
+// ParseRead decodes an RL.INTERNAL.READ request. Keys alias args.
+func ParseRead(args [][]byte) ([]engine.ReadItem, error) {
+	if len(args) < 1 || (len(args)-1)%2 != 0 {
+		return nil, fmt.Errorf("%w: %d arguments to READ", ErrSyntax, len(args))
+	}
+	rest := args[1:]
+	items := make([]engine.ReadItem, 0, len(rest)/2)
+	for i := 0; i < len(rest); i += 2 {
+		seq, ok := parseInt(rest[i+1])
+		if !validKey(rest[i]) || !ok {
+			return nil, fmt.Errorf("%w: item %d", ErrKey, i/2)
+		}
+		items = append(items, engine.ReadItem{Key: rest[i], Seq: seq})
+	}
+	return items, nil
+}
+
+// AppendReplay appends RL.INTERNAL.REPLAY id key seq cost limit ... to dst. The caller
+// keeps len(items) from 1 to MaxReplayItems.
+func AppendReplay(dst []byte, id uint64, items []engine.ReplayItem) []byte {
+	dst = resp.AppendArray(dst, 2+4*len(items))
+	dst = resp.AppendBulkString(dst, CmdReplay)
+	dst = resp.AppendBulkUint(dst, id)
+	for _, it := range items {
+		dst = resp.AppendBulk(dst, it.Key)
+		dst = resp.AppendBulkInt(dst, it.Seq)
+		dst = resp.AppendBulkUint(dst, it.Cost)
+		dst = resp.AppendBulkUint(dst, it.Limit)
+	}
+	return dst
+}
+
+// ParseReplay decodes an RL.INTERNAL.REPLAY request of at least one item. The batch's
+// Node is left empty: the origin knows the sender from its HELLO. Keys alias args.
+func ParseReplay(args [][]byte) (engine.ReplayBatch, error) {
+	if len(args) < 6 || (len(args)-2)%4 != 0 {
+		return engine.ReplayBatch{}, fmt.Errorf("%w: %d arguments to REPLAY", ErrSyntax, len(args))
+	}
+	id, ok := parseInt(args[1])
+	if !ok {
+		return engine.ReplayBatch{}, fmt.Errorf("%w: batch id", ErrSyntax)
+	}
+	rest := args[2:]
+	b := engine.ReplayBatch{ID: uint64(id), Items: make([]engine.ReplayItem, 0, len(rest)/4)}
+	for i := 0; i < len(rest); i += 4 {
+		if !validKey(rest[i]) {
+			return engine.ReplayBatch{}, fmt.Errorf("%w: item %d", ErrKey, i/4)
+		}
+		seq, ok1 := parseInt(rest[i+1])
+		cost, ok2 := parseInt(rest[i+2])
+		limit, ok3 := parseInt(rest[i+3])
+		if !ok1 || !ok2 || !ok3 {
+			return engine.ReplayBatch{}, fmt.Errorf("%w: item %d", ErrInt, i/4)
+		}
+		b.Items = append(b.Items, engine.ReplayItem{Key: rest[i], Seq: seq, Cost: uint64(cost), Limit: uint64(limit)})
+	}
+	return b, nil
+}
+
+// WriteCountsReply writes the reply to RL.INTERNAL.READ or RL.INTERNAL.REPLAY: meta, then
+// one counts group per item. Counts above math.MaxInt64 are written as math.MaxInt64.
+func WriteCountsReply(w *resp.Writer, meta engine.OriginMeta, counts []engine.CellCounts) {
+	w.Array(2 + countsInts*len(counts))
+	writeMeta(w, meta)
+	for _, c := range counts {
+		writeCellCounts(w, c)
+	}
+}
+
+// ParseCountsReply decodes the integers of a reply to RL.INTERNAL.READ or
+// RL.INTERNAL.REPLAY into counts, which holds one element per item of the request with
+// Seq set to the item's seq: a group for another seq does not fit.
+func ParseCountsReply(v []int64, counts []engine.CellCounts) (engine.OriginMeta, error) {
+	if len(v) != 2+countsInts*len(counts) {
+		return engine.OriginMeta{}, fmt.Errorf("%w: reply of %d integers to a request of %d items", ErrReply, len(v), len(counts))
+	}
+	meta, err := parseMeta(v[0], v[1])
+	if err != nil {
+		return engine.OriginMeta{}, err
+	}
+	for i := range counts {
+		g := v[2+countsInts*i : 2+countsInts*(i+1)]
+		if g[0] != counts[i].Seq {
+			return engine.OriginMeta{}, fmt.Errorf("%w: reply for seq %d to a request for seq %d", ErrReply, g[0], counts[i].Seq)
+		}
+		if err := parseCellCounts(g, &counts[i]); err != nil {
+			return engine.OriginMeta{}, err
+		}
+	}
+	return meta, nil
+}
+
+func writeMeta(w *resp.Writer, meta engine.OriginMeta) {
+	w.Int(int64(meta.Edges))
+	w.Int(clampInt(meta.Applied))
+}
+
+// parseMeta reads a reply's header: edges (at least 1 by the protocol; 0 is read as 1)
+// and the last replay batch the origin applied for this edge run.
+func parseMeta(edges, applied int64) (engine.OriginMeta, error) {
+	if edges < 0 || applied < 0 {
+		return engine.OriginMeta{}, fmt.Errorf("%w: negative edge count or batch id", ErrReply)
+	}
+	return engine.OriginMeta{Edges: int(max(edges, 1)), Applied: uint64(applied)}, nil
+}
+
+func writeCellCounts(w *resp.Writer, c engine.CellCounts) {
+	w.Int(c.Seq)
+	w.Int(clampInt(c.CurRegional))
+	w.Int(clampInt(c.CurImported))
+	w.Int(clampInt(c.PrevRegional))
+	w.Int(clampInt(c.PrevImported))
+}
+
+// parseCellCounts reads a counts group (countsInts integers).
+func parseCellCounts(g []int64, cc *engine.CellCounts) error {
+	for _, n := range g[1:countsInts] {
+		if n < 0 {
+			return fmt.Errorf("%w: negative count", ErrReply)
+		}
+	}
+	*cc = engine.CellCounts{Seq: g[0], CurRegional: uint64(g[1]), CurImported: uint64(g[2]),
+		PrevRegional: uint64(g[3]), PrevImported: uint64(g[4])}
+	return nil
+}
+
+func validKey(b []byte) bool {
+	_, err := engine.ParseKey(b)
+	return err == nil
+}

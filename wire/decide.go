@@ -1,0 +1,95 @@
+package wire
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/resp"
+)
+
+// RL.INTERNAL.DECIDE key limit cost pending inflight batch-id hands one decision to the
+// origin. The reply is [edges, applied, allowed, limit, remaining, retry_after_ms,
+// reset_after_ms, counts]: 12 integers.
+
+// decideReplyInts is the length of a reply to RL.INTERNAL.DECIDE.
+const decideReplyInts = 7 + countsInts
+
+// AppendDecide appends RL.INTERNAL.DECIDE for r to dst.
+func AppendDecide(dst []byte, r engine.DecideRequest) []byte {
+	dst = resp.AppendArray(dst, 7)
+	dst = resp.AppendBulkString(dst, CmdDecide)
+	dst = resp.AppendBulk(dst, r.Key)
+	dst = resp.AppendBulkUint(dst, r.Limit)
+	dst = resp.AppendBulkUint(dst, r.Cost)
+	dst = resp.AppendBulkUint(dst, r.Pending)
+	dst = resp.AppendBulkUint(dst, r.Inflight)
+	return resp.AppendBulkUint(dst, r.InflightBatch)
+}
+
+// ParseDecide decodes an RL.INTERNAL.DECIDE request. The key aliases args. Limit is from 1
+// to engine.MaxLimit (else ErrLimit), Cost to engine.MaxLimit and the others to
+// math.MaxInt64 (else ErrCost).
+func ParseDecide(args [][]byte) (engine.DecideRequest, error) {
+	if len(args) != 7 {
+		return engine.DecideRequest{}, fmt.Errorf("%w: %d arguments to DECIDE", ErrSyntax, len(args))
+	}
+	if !validKey(args[1]) {
+		return engine.DecideRequest{}, ErrKey
+	}
+	limit, ok1 := parseUint(args[2], engine.MaxLimit)
+	cost, ok2 := parseUint(args[3], engine.MaxLimit)
+	pending, ok3 := parseUint(args[4], math.MaxInt64)
+	inflight, ok4 := parseUint(args[5], math.MaxInt64)
+	batch, ok5 := parseUint(args[6], math.MaxInt64)
+	if !ok1 || limit == 0 {
+		return engine.DecideRequest{}, ErrLimit
+	}
+	if !ok2 || !ok3 || !ok4 || !ok5 {
+		return engine.DecideRequest{}, ErrCost
+	}
+	return engine.DecideRequest{Key: args[1], Limit: limit, Cost: cost, Pending: pending,
+		Inflight: inflight, InflightBatch: batch}, nil
+}
+
+// WriteDecideReply writes the reply to RL.INTERNAL.DECIDE.
+func WriteDecideReply(w *resp.Writer, dec engine.Decision, cc engine.CellCounts, meta engine.OriginMeta) {
+	w.Array(decideReplyInts)
+	writeMeta(w, meta)
+	allowed := int64(0)
+	if dec.Allowed {
+		allowed = 1
+	}
+	w.Int(allowed)
+	w.Int(clampInt(dec.Limit))
+	w.Int(clampInt(dec.Remaining))
+	w.Int(dec.RetryAfterMs)
+	w.Int(dec.ResetAfterMs)
+	writeCellCounts(w, cc)
+}
+
+// ParseDecideReply decodes the integers of a reply to RL.INTERNAL.DECIDE.
+func ParseDecideReply(v []int64) (engine.Decision, engine.CellCounts, engine.OriginMeta, error) {
+	var (
+		dec  engine.Decision
+		cc   engine.CellCounts
+		meta engine.OriginMeta
+	)
+	if len(v) != decideReplyInts {
+		return dec, cc, meta, fmt.Errorf("%w: decide reply of %d integers", ErrReply, len(v))
+	}
+	meta, err := parseMeta(v[0], v[1])
+	if err != nil {
+		return dec, cc, meta, err
+	}
+	allowed, limit, remaining, retry, reset := v[2], v[3], v[4], v[5], v[6]
+	if allowed < 0 || allowed > 1 || limit < 0 || remaining < 0 || retry < -1 || reset < 0 {
+		return dec, cc, meta, fmt.Errorf("%w: decide reply out of range", ErrReply)
+	}
+	if err := parseCellCounts(v[7:], &cc); err != nil {
+		return dec, cc, meta, err
+	}
+	dec = engine.Decision{Allowed: allowed == 1, Limit: uint64(limit), Remaining: uint64(remaining),
+		RetryAfterMs: retry, ResetAfterMs: reset}
+	return dec, cc, meta, nil
+}

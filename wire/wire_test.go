@@ -1,0 +1,349 @@
+package wire_test
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/resp"
+	"github.com/ratchet/ratchet/wire"
+)
+
+// key is a valid tuple key (engine.AppendKey) of 27 bytes.
+var key = engine.AppendKey(nil, engine.Tuple{Workspace: "ws", Namespace: "n\r\n", Key: []byte("login:alice"), WindowMs: 1000})
+
+// parse splits one encoded request into its arguments, as an origin's connection does.
+func parse(t testing.TB, b []byte) [][]byte {
+	t.Helper()
+	args, n, err := resp.Parse(b, nil, resp.DefaultLimits())
+	if err != nil || n != len(b) {
+		t.Fatalf("resp.Parse(%q) = %d of %d bytes, %v", b, n, len(b), err)
+	}
+	return args
+}
+
+// ints reads the one reply written to w as a sender does.
+func ints(t testing.TB, w *resp.Writer) []int64 {
+	t.Helper()
+	rep, err := resp.NewReplyReader(bytes.NewReader(w.Bytes()), wire.MaxReplyInts).Read(nil)
+	if err != nil || rep.Kind != resp.IntsReply {
+		t.Fatalf("reply %q: %v, kind %d", w.Bytes(), err, rep.Kind)
+	}
+	return rep.Ints
+}
+
+func strs(ss ...string) [][]byte {
+	out := make([][]byte, len(ss))
+	for i, s := range ss {
+		out[i] = []byte(s)
+	}
+	return out
+}
+
+func TestMaxArgsIsTheParsersBound(t *testing.T) {
+	if wire.MaxArgs != resp.DefaultLimits().MaxArgs {
+		t.Fatalf("wire.MaxArgs %d, resp.DefaultLimits().MaxArgs %d", wire.MaxArgs, resp.DefaultLimits().MaxArgs)
+	}
+}
+
+// TestGolden holds the encoders to the bytes the encoders they replaced (upstream,
+// replication, commands) wrote: both ends of a mixed-version pair must agree.
+func TestGolden(t *testing.T) {
+	k := "$" + strconv.Itoa(len(key)) + "\r\n" + string(key) // the key as a bulk string
+	var w resp.Writer
+	meta := engine.OriginMeta{Edges: 3, Applied: 1<<64 - 1}
+	cc := engine.CellCounts{Seq: 5, CurRegional: 1, CurImported: 2, PrevRegional: 3, PrevImported: 1<<64 - 1}
+	reply := func(f func(w *resp.Writer)) []byte { w.Reset(); f(&w); return append([]byte(nil), w.Bytes()...) }
+	cases := []struct {
+		name      string
+		got, want []byte
+	}{
+		{"hello", wire.AppendHello(nil, "sec", "edge/1"), []byte("*3\r\n$17\r\nRL.INTERNAL.HELLO\r\n$3\r\nsec\r\n$6\r\nedge/1\r\n")},
+		{"peer hello", wire.AppendHello(nil, "s", wire.PeerRun("eu")), []byte("*3\r\n$17\r\nRL.INTERNAL.HELLO\r\n$1\r\ns\r\n$7\r\npeer:eu\r\n")},
+		{"read", wire.AppendRead(nil, []engine.ReadItem{{Key: key, Seq: 29000001}, {Key: []byte("k2"), Seq: 0}, {Seq: -3}}),
+			[]byte("*7\r\n$16\r\nRL.INTERNAL.READ\r\n" + k + "\r\n$8\r\n29000001\r\n$2\r\nk2\r\n$1\r\n0\r\n$0\r\n\r\n$2\r\n-3\r\n")},
+		{"heartbeat", wire.AppendRead(nil, nil), []byte("*1\r\n$16\r\nRL.INTERNAL.READ\r\n")},
+		{"replay", wire.AppendReplay(nil, 1<<63+5, []engine.ReplayItem{{Key: key, Seq: 7, Cost: 3, Limit: 10}, {Key: []byte("k2"), Seq: 8, Cost: 1<<64 - 1}}),
+			[]byte("*10\r\n$18\r\nRL.INTERNAL.REPLAY\r\n$19\r\n9223372036854775813\r\n" + k + "\r\n$1\r\n7\r\n$1\r\n3\r\n$2\r\n10\r\n$2\r\nk2\r\n$1\r\n8\r\n$20\r\n18446744073709551615\r\n$1\r\n0\r\n")},
+		{"decide", wire.AppendDecide(nil, engine.DecideRequest{Key: key, Limit: 10, Cost: 2, Pending: 5, Inflight: 1<<64 - 1, InflightBatch: 9}),
+			[]byte("*7\r\n$18\r\nRL.INTERNAL.DECIDE\r\n" + k + "\r\n$2\r\n10\r\n$1\r\n2\r\n$1\r\n5\r\n$20\r\n18446744073709551615\r\n$1\r\n9\r\n")},
+		{"publish", wire.AppendPublish(nil, []engine.Component{{Key: []byte("\x01\x00\x00k"), Seq: 9, Region: "eu", Count: 1<<64 - 1}, {Key: []byte("x"), Seq: -2, Region: "us-east"}}),
+			[]byte("*9\r\n$19\r\nRL.INTERNAL.PUBLISH\r\n$4\r\n\x01\x00\x00k\r\n$1\r\n9\r\n$2\r\neu\r\n$20\r\n18446744073709551615\r\n$1\r\nx\r\n$2\r\n-2\r\n$7\r\nus-east\r\n$1\r\n0\r\n")},
+		{"forward", wire.AppendForward(nil, 3, "ws", wire.AppendForwardCmd(wire.AppendForwardCmd(nil, strs("INCR", "k")), strs("PING"))),
+			[]byte("*8\r\n$19\r\nRL.INTERNAL.FORWARD\r\n$1\r\n3\r\n$2\r\nws\r\n$1\r\n2\r\n$4\r\nINCR\r\n$1\r\nk\r\n$1\r\n1\r\n$4\r\nPING\r\n")},
+		{"counts reply", reply(func(w *resp.Writer) { wire.WriteCountsReply(w, meta, []engine.CellCounts{cc, {Seq: -1}}) }),
+			[]byte("*12\r\n:3\r\n:9223372036854775807\r\n:5\r\n:1\r\n:2\r\n:3\r\n:9223372036854775807\r\n:-1\r\n:0\r\n:0\r\n:0\r\n:0\r\n")},
+		{"decide reply", reply(func(w *resp.Writer) {
+			wire.WriteDecideReply(w, engine.Decision{Allowed: true, Limit: 10, Remaining: 7, RetryAfterMs: -1, ResetAfterMs: 1234}, cc, meta)
+		}), []byte("*12\r\n:3\r\n:9223372036854775807\r\n:1\r\n:10\r\n:7\r\n:-1\r\n:1234\r\n:5\r\n:1\r\n:2\r\n:3\r\n:9223372036854775807\r\n")},
+		{"publish reply", reply(func(w *resp.Writer) { wire.WritePublishReply(w, 42) }), []byte("*1\r\n:42\r\n")},
+	}
+	for _, c := range cases {
+		if !bytes.Equal(c.got, c.want) {
+			t.Errorf("%s:\n got %q\nwant %q", c.name, c.got, c.want)
+		}
+	}
+}
+
+func TestHelloRoundTrip(t *testing.T) {
+	for _, run := range []string{"edge-1/boot", wire.PeerRun("eu-west"), ""} {
+		h, err := wire.ParseHello(parse(t, wire.AppendHello(nil, "s3cret", run)))
+		if err != nil || string(h.Secret) != "s3cret" || h.NodeRun != run {
+			t.Errorf("%q: %+v, %v", run, h, err)
+		}
+	}
+	if region, ok := wire.PeerRegion(wire.PeerRun("eu")); !ok || region != "eu" {
+		t.Errorf("PeerRegion(PeerRun(eu)) = %q, %v", region, ok)
+	}
+	if _, ok := wire.PeerRegion("edge-1/boot"); ok {
+		t.Error("an edge's run read as a peer's")
+	}
+	if _, err := wire.ParseHello(strs("RL.INTERNAL.HELLO", "s")); !errors.Is(err, wire.ErrSyntax) {
+		t.Errorf("two arguments: %v", err)
+	}
+}
+
+func TestReadRoundTrip(t *testing.T) {
+	for _, items := range [][]engine.ReadItem{
+		{},
+		{{Key: key, Seq: 0}},
+		{{Key: key, Seq: math.MaxInt64}, {Key: engine.AppendKey(nil, engine.Tuple{Workspace: "default", Namespace: "default", WindowMs: 1}), Seq: 17}},
+	} {
+		got, err := wire.ParseRead(parse(t, wire.AppendRead(nil, items)))
+		if err != nil || len(got) != len(items) || (len(items) > 0 && !reflect.DeepEqual(got, items)) {
+			t.Errorf("%v: got %v, %v", items, got, err)
+		}
+	}
+}
+
+func TestReplayRoundTrip(t *testing.T) {
+	want := engine.ReplayBatch{ID: math.MaxInt64, Items: []engine.ReplayItem{
+		{Key: key, Seq: 7, Cost: 3, Limit: 10},
+		{Key: key, Seq: math.MaxInt64, Cost: math.MaxInt64, Limit: 0},
+	}}
+	got, err := wire.ParseReplay(parse(t, wire.AppendReplay(nil, want.ID, want.Items)))
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v, %v", got, err)
+	}
+}
+
+func TestDecideRoundTrip(t *testing.T) {
+	for _, want := range []engine.DecideRequest{
+		{Key: key, Limit: 1},
+		{Key: key, Limit: engine.MaxLimit, Cost: engine.MaxLimit, Pending: math.MaxInt64, Inflight: math.MaxInt64, InflightBatch: math.MaxInt64},
+	} {
+		got, err := wire.ParseDecide(parse(t, wire.AppendDecide(nil, want)))
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("got %+v, %v, want %+v", got, err, want)
+		}
+	}
+}
+
+func TestPublishRoundTrip(t *testing.T) {
+	want := []engine.Component{
+		{Key: key, Seq: 3, Region: "eu", Count: 0},
+		{Key: key, Seq: math.MaxInt64, Region: strings.Repeat("r", wire.MaxRegionLen), Count: math.MaxInt64},
+	}
+	got, err := wire.ParsePublish(parse(t, wire.AppendPublish(nil, want)))
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v, %v", got, err)
+	}
+	var w resp.Writer
+	wire.WritePublishReply(&w, 7)
+	if n, err := wire.ParsePublishReply(ints(t, &w)); n != 7 || err != nil {
+		t.Errorf("publish reply: %d, %v", n, err)
+	}
+}
+
+func TestForwardRoundTrip(t *testing.T) {
+	for _, want := range []wire.Forward{
+		{Proto: 2, Workspace: "default", Cmds: [][][]byte{strs("INCR", "k")}},
+		{Proto: 3, Workspace: "ws", Cmds: [][][]byte{strs("SET", "k", "1"), strs("PING"), strs("EVALSHA", "abc", "1", "k", "")}},
+	} {
+		var payload [][]byte
+		for _, c := range want.Cmds {
+			payload = wire.AppendForwardCmd(payload, c)
+		}
+		got, err := wire.ParseForward(parse(t, wire.AppendForward(nil, want.Proto, want.Workspace, payload)))
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("got %+v, %v, want %+v", got, err, want)
+		}
+	}
+}
+
+func TestCountsReplyRoundTrip(t *testing.T) {
+	meta := engine.OriginMeta{Edges: 4, Applied: 99}
+	want := []engine.CellCounts{{Seq: 12, CurRegional: 1, CurImported: 2, PrevRegional: 3, PrevImported: 4}, {Seq: 11}}
+	var w resp.Writer
+	wire.WriteCountsReply(&w, meta, want)
+	got := []engine.CellCounts{{Seq: 12}, {Seq: 11}}
+	m, err := wire.ParseCountsReply(ints(t, &w), got)
+	if err != nil || m != meta || !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v %+v, %v", m, got, err)
+	}
+	// Counts beyond int64 saturate; an origin that reports no edges counts as one.
+	w.Reset()
+	wire.WriteCountsReply(&w, engine.OriginMeta{}, []engine.CellCounts{{Seq: 1, CurRegional: 1<<64 - 1}})
+	got = []engine.CellCounts{{Seq: 1}}
+	m, err = wire.ParseCountsReply(ints(t, &w), got)
+	if err != nil || m.Edges != 1 || got[0].CurRegional != math.MaxInt64 {
+		t.Errorf("saturated: %+v %+v, %v", m, got, err)
+	}
+}
+
+func TestDecideReplyRoundTrip(t *testing.T) {
+	meta := engine.OriginMeta{Edges: 2, Applied: 5}
+	cc := engine.CellCounts{Seq: 8, CurRegional: 9, PrevImported: 1}
+	for _, dec := range []engine.Decision{
+		{Allowed: true, Limit: 10, Remaining: 7, RetryAfterMs: -1, ResetAfterMs: 1234},
+		{Limit: engine.MaxLimit, RetryAfterMs: 50, ResetAfterMs: math.MaxInt64},
+	} {
+		var w resp.Writer
+		wire.WriteDecideReply(&w, dec, cc, meta)
+		d, c, m, err := wire.ParseDecideReply(ints(t, &w))
+		if err != nil || d != dec || c != cc || m != meta {
+			t.Errorf("got %+v %+v %+v, %v", d, c, m, err)
+		}
+	}
+}
+
+// TestBounds checks that the largest requests the bounds allow are within the origin's
+// parser, and one more item is not.
+func TestBounds(t *testing.T) {
+	k := engine.AppendKey(nil, engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte("k"), WindowMs: 1})
+	lim := resp.DefaultLimits()
+	fits := func(b []byte) bool {
+		_, n, err := resp.Parse(b, nil, lim)
+		return err == nil && n == len(b)
+	}
+	reads := make([]engine.ReadItem, wire.MaxReadItems+1)
+	replays := make([]engine.ReplayItem, wire.MaxReplayItems+1)
+	comps := make([]engine.Component, wire.MaxPublishItems+1)
+	for i := range reads {
+		reads[i] = engine.ReadItem{Key: k, Seq: int64(i)}
+	}
+	for i := range replays {
+		replays[i] = engine.ReplayItem{Key: k, Seq: int64(i), Cost: 1}
+	}
+	for i := range comps {
+		comps[i] = engine.Component{Key: k, Seq: int64(i), Region: "eu", Count: 1}
+	}
+	payload := make([][]byte, wire.MaxForwardArgs+1)
+	for i := range payload {
+		payload[i] = []byte("x")
+	}
+	cases := []struct {
+		name      string
+		max, over []byte
+	}{
+		{"read", wire.AppendRead(nil, reads[:wire.MaxReadItems]), wire.AppendRead(nil, reads)},
+		{"replay", wire.AppendReplay(nil, 1, replays[:wire.MaxReplayItems]), wire.AppendReplay(nil, 1, replays)},
+		{"publish", wire.AppendPublish(nil, comps[:wire.MaxPublishItems]), wire.AppendPublish(nil, comps)},
+		{"forward", wire.AppendForward(nil, 2, "ws", payload[:wire.MaxForwardArgs]), wire.AppendForward(nil, 2, "ws", payload)},
+	}
+	for _, c := range cases {
+		if !fits(c.max) || fits(c.over) {
+			t.Errorf("%s: the bound does not match resp.DefaultLimits().MaxArgs %d", c.name, lim.MaxArgs)
+		}
+	}
+	if got, err := wire.ParseRead(parse(t, cases[0].max)); err != nil || len(got) != wire.MaxReadItems {
+		t.Errorf("largest read: %d items, %v", len(got), err)
+	}
+	// A reply to the largest read fits what a sender reads.
+	var w resp.Writer
+	wire.WriteCountsReply(&w, engine.OriginMeta{Edges: 1}, make([]engine.CellCounts, wire.MaxReadItems))
+	if got := ints(t, &w); len(got) != 2+5*wire.MaxReadItems {
+		t.Errorf("largest counts reply: %d integers", len(got))
+	}
+}
+
+func TestMalformedRequests(t *testing.T) {
+	k := string(key)
+	cases := []struct {
+		name  string
+		parse func([][]byte) error
+		args  []string
+		want  error
+	}{
+		{"read odd", read, []string{"RL.INTERNAL.READ", k}, wire.ErrSyntax},
+		{"read no name", read, nil, wire.ErrSyntax},
+		{"read bad key", read, []string{"RL.INTERNAL.READ", "garbage", "1"}, wire.ErrKey},
+		{"read bad seq", read, []string{"RL.INTERNAL.READ", k, "-1"}, wire.ErrKey},
+		{"read seq leading zero", read, []string{"RL.INTERNAL.READ", k, "01"}, wire.ErrKey},
+		{"read seq overflow", read, []string{"RL.INTERNAL.READ", k, "9223372036854775808"}, wire.ErrKey},
+		{"replay no items", replay, []string{"RL.INTERNAL.REPLAY", "1"}, wire.ErrSyntax},
+		{"replay short item", replay, []string{"RL.INTERNAL.REPLAY", "1", k, "1", "1"}, wire.ErrSyntax},
+		{"replay bad id", replay, []string{"RL.INTERNAL.REPLAY", "x", k, "1", "1", "1"}, wire.ErrSyntax},
+		{"replay bad key", replay, []string{"RL.INTERNAL.REPLAY", "1", "\x00", "1", "1", "1"}, wire.ErrKey},
+		{"replay bad cost", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1000", "x", "1"}, wire.ErrInt},
+		{"replay bad limit", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1000", "1", "+1"}, wire.ErrInt},
+		{"replay key error first", replay, []string{"RL.INTERNAL.REPLAY", "3", "", "x", "x", "x"}, wire.ErrKey},
+		{"decide arity", decide, []string{"RL.INTERNAL.DECIDE", k, "1", "1", "0", "0"}, wire.ErrSyntax},
+		{"decide bad key", decide, []string{"RL.INTERNAL.DECIDE", "", "0", "x", "0", "0", "0"}, wire.ErrKey},
+		{"decide zero limit", decide, []string{"RL.INTERNAL.DECIDE", k, "0", "1", "0", "0", "0"}, wire.ErrLimit},
+		{"decide limit over max", decide, []string{"RL.INTERNAL.DECIDE", k, "1125899906842625", "1", "0", "0", "0"}, wire.ErrLimit},
+		{"decide cost over max", decide, []string{"RL.INTERNAL.DECIDE", k, "1", "1125899906842625", "0", "0", "0"}, wire.ErrCost},
+		{"decide batch overflow", decide, []string{"RL.INTERNAL.DECIDE", k, "1", "1", "0", "0", "9223372036854775808"}, wire.ErrCost},
+		{"publish no rows", publish, []string{"RL.INTERNAL.PUBLISH"}, wire.ErrSyntax},
+		{"publish short row", publish, []string{"RL.INTERNAL.PUBLISH", k, "1", "eu"}, wire.ErrSyntax},
+		{"publish bad key", publish, []string{"RL.INTERNAL.PUBLISH", "zz", "1", "eu", "1"}, wire.ErrKey},
+		{"publish empty region", publish, []string{"RL.INTERNAL.PUBLISH", k, "1", "", "1"}, wire.ErrInt},
+		{"publish long region", publish, []string{"RL.INTERNAL.PUBLISH", k, "1", strings.Repeat("r", 256), "1"}, wire.ErrInt},
+		{"publish bad count", publish, []string{"RL.INTERNAL.PUBLISH", k, "1", "eu", "-1"}, wire.ErrInt},
+		{"forward short", forward, []string{"RL.INTERNAL.FORWARD", "2"}, wire.ErrSyntax},
+		{"forward proto", forward, []string{"RL.INTERNAL.FORWARD", "4", "ws", "1", "PING"}, wire.ErrSyntax},
+		{"forward no workspace", forward, []string{"RL.INTERNAL.FORWARD", "2", "", "1", "PING"}, wire.ErrSyntax},
+		{"forward no command", forward, []string{"RL.INTERNAL.FORWARD", "2", "ws"}, wire.ErrSyntax},
+		{"forward zero argc", forward, []string{"RL.INTERNAL.FORWARD", "2", "ws", "0", "PING"}, wire.ErrSyntax},
+		{"forward argc beyond", forward, []string{"RL.INTERNAL.FORWARD", "2", "ws", "1", "PING", "2", "GET"}, wire.ErrSyntax},
+		{"forward huge argc", forward, []string{"RL.INTERNAL.FORWARD", "2", "ws", "99999999999999999999", "PING"}, wire.ErrSyntax},
+	}
+	for _, c := range cases {
+		if err := c.parse(strs(c.args...)); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+}
+
+func read(a [][]byte) error    { _, err := wire.ParseRead(a); return err }
+func replay(a [][]byte) error  { _, err := wire.ParseReplay(a); return err }
+func decide(a [][]byte) error  { _, err := wire.ParseDecide(a); return err }
+func publish(a [][]byte) error { _, err := wire.ParsePublish(a); return err }
+func forward(a [][]byte) error { _, err := wire.ParseForward(a); return err }
+
+func TestMalformedReplies(t *testing.T) {
+	counts := func(v ...int64) error {
+		_, err := wire.ParseCountsReply(v, []engine.CellCounts{{Seq: 7}})
+		return err
+	}
+	decideReply := func(v ...int64) error { _, _, _, err := wire.ParseDecideReply(v); return err }
+	publishReply := func(v ...int64) error { _, err := wire.ParsePublishReply(v); return err }
+	cases := []struct {
+		name string
+		err  error
+	}{
+		{"counts short", counts(1, 0, 7, 0, 0, 0)},
+		{"counts long", counts(1, 0, 7, 0, 0, 0, 0, 0)},
+		{"counts other seq", counts(1, 0, 8, 0, 0, 0, 0)},
+		{"counts negative", counts(1, 0, 7, 0, -1, 0, 0)},
+		{"counts negative edges", counts(-1, 0, 7, 0, 0, 0, 0)},
+		{"counts negative applied", counts(1, -1, 7, 0, 0, 0, 0)},
+		{"decide short", decideReply(1, 0, 1, 1, 1, 0, 0, 1, 0, 0, 0)},
+		{"decide allowed 2", decideReply(1, 0, 2, 1, 1, 0, 0, 1, 0, 0, 0, 0)},
+		{"decide retry -2", decideReply(1, 0, 0, 1, 0, -2, 0, 1, 0, 0, 0, 0)},
+		{"decide negative reset", decideReply(1, 0, 0, 1, 0, 0, -1, 1, 0, 0, 0, 0)},
+		{"decide negative count", decideReply(1, 0, 1, 1, 1, 0, 0, 1, 0, -5, 0, 0)},
+		{"publish empty", publishReply()},
+		{"publish negative", publishReply(-1)},
+	}
+	for _, c := range cases {
+		if !errors.Is(c.err, wire.ErrReply) {
+			t.Errorf("%s: %v, want ErrReply", c.name, c.err)
+		}
+	}
+}
