@@ -25,6 +25,7 @@ import (
 
 	"github.com/ratchet/ratchet/engine"
 	"github.com/ratchet/ratchet/resp"
+	"github.com/ratchet/ratchet/wire"
 )
 
 // Store is what replication needs from the origin's engine.
@@ -51,13 +52,8 @@ type Config struct {
 	Logger    *slog.Logger
 }
 
-// MaxBatch is the most components in one RL.INTERNAL.PUBLISH (1 + 4n arguments within
-// the receiver's 8192).
-const MaxBatch = (8192 - 1) / 4
-
-// PeerPrefix starts the node-run a peer sends in RL.INTERNAL.HELLO: "peer:<region>". It
-// tells the receiver that the connection is another region's origin, not an edge.
-const PeerPrefix = "peer:"
+// MaxBatch is the most components in one RL.INTERNAL.PUBLISH (wire.MaxPublishItems).
+const MaxBatch = wire.MaxPublishItems
 
 // Replicator publishes this region's components to its peers.
 type Replicator struct {
@@ -195,7 +191,7 @@ func (r *Replicator) send(ctx context.Context, p *peer) {
 // session connects, syncs everything, then delivers queued batches until an error or
 // ctx ends (after which it delivers what is queued once more, bounded by Timeout).
 func (r *Replicator) session(ctx context.Context, p *peer) error {
-	c, err := dial(ctx, p.Addr, r.cfg.Secret, PeerPrefix+r.store.Region(), r.cfg.Timeout)
+	c, err := dial(ctx, p.Addr, r.cfg.Secret, wire.PeerRun(r.store.Region()), r.cfg.Timeout)
 	if err != nil {
 		return err
 	}
@@ -349,7 +345,7 @@ func dial(ctx context.Context, addr, secret, run string, timeout time.Duration) 
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
 	c := &conn{nc: nc, rd: resp.NewReplyReader(nc, 1)}
-	c.buf = resp.AppendCommand(c.buf[:0], "RL.INTERNAL.HELLO", secret, run)
+	c.buf = wire.AppendHello(c.buf[:0], secret, run)
 	if err := c.roundTrips(1, timeout); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("hello %s: %w", addr, err)
@@ -382,14 +378,7 @@ func (c *conn) publish(comps []engine.Component, timeout time.Duration) error {
 			}
 			part := comps[:rows]
 			comps = comps[rows:]
-			c.buf = resp.AppendArray(c.buf, 1+4*len(part))
-			c.buf = resp.AppendBulkString(c.buf, "RL.INTERNAL.PUBLISH")
-			for _, x := range part {
-				c.buf = resp.AppendBulk(c.buf, x.Key)
-				c.buf = resp.AppendBulkInt(c.buf, x.Seq)
-				c.buf = resp.AppendBulkString(c.buf, x.Region)
-				c.buf = resp.AppendBulkUint(c.buf, x.Count)
-			}
+			c.buf = wire.AppendPublish(c.buf, part)
 			n++
 		}
 		if err := c.roundTrips(n, timeout); err != nil {
