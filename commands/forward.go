@@ -1,9 +1,8 @@
 package commands
 
 import (
-	"strconv"
-
 	"github.com/ratchet/ratchet/resp"
+	"github.com/ratchet/ratchet/wire"
 )
 
 // Regional commands on an edge. The counter keyspace, CL.THROTTLE and the limiter scripts
@@ -12,9 +11,10 @@ import (
 // run them, with RL.INTERNAL.FORWARD, and writes the origin's reply as it is. A
 // transaction of such commands is forwarded whole and runs atomically on the origin.
 //
-// RL.INTERNAL.FORWARD proto workspace argc arg... [argc arg...]: one command runs as it
-// would for a client of that workspace and protocol; several run as MULTI ... EXEC. The
-// reply is one bulk string: the command's (or EXEC's) reply, encoded for the client.
+// RL.INTERNAL.FORWARD proto workspace argc arg... [argc arg...] (wire.AppendForward,
+// wire.ParseForward): one command runs as it would for a client of that workspace and
+// protocol; several run as MULTI ... EXEC. The reply is one bulk string: the command's (or
+// EXEC's) reply, encoded for the client.
 
 // Forward runs a payload of RL.INTERNAL.FORWARD on the origin of key (engine.Edge.Forward).
 type Forward func(ws string, key []byte, proto int, payload [][]byte) ([]byte, error)
@@ -22,13 +22,6 @@ type Forward func(ws string, key []byte, proto int, payload [][]byte) ([]byte, e
 // errMixedEdgeTx refuses, on an edge, a transaction with both RL commands (decided at the
 // edge) and regional commands (decided by the origin): they cannot run at one instant.
 const errMixedEdgeTx = "EXECABORT Transaction discarded: on an edge, RL commands and counter, CL.THROTTLE or script commands cannot share a transaction"
-
-// appendForwardCmd appends one command to a forward payload: its argument count, then its
-// arguments.
-func appendForwardCmd(payload [][]byte, args [][]byte) [][]byte {
-	payload = append(payload, strconv.AppendInt(nil, int64(len(args)), 10))
-	return append(payload, args...)
-}
 
 // forward has the origin run payload for s and writes its reply to w. On an event loop it
 // sets WouldBlock instead: the request waits on the network.
@@ -59,7 +52,7 @@ func (d *Dispatcher) forwardOne(s *Session, w *resp.Writer, upper string, r kvRe
 	if len(r.keys) > 0 {
 		key = r.keys[0]
 	}
-	d.forward(s, w, key, appendForwardCmd(nil, args))
+	d.forward(s, w, key, wire.AppendForwardCmd(nil, args))
 }
 
 // forwardExec serves EXEC on an edge for a queue that holds regional commands: the whole
@@ -97,7 +90,7 @@ func (d *Dispatcher) forwardExec(s *Session, w *resp.Writer) bool {
 	s.endTx()
 	var payload [][]byte
 	for _, q := range tx.cmds {
-		payload = appendForwardCmd(payload, q.args)
+		payload = wire.AppendForwardCmd(payload, q.args)
 	}
 	d.forward(s, w, key, payload)
 	return true
@@ -108,42 +101,28 @@ func cmdInternalForward(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte
 	if !internalReady(d, s, w) {
 		return
 	}
-	proto, ok1 := parseInt(args[1])
-	ws := string(args[2])
-	if !ok1 || (proto != 2 && proto != 3) || ws == "" {
-		w.Error(errSyntax.Error())
-		return
-	}
-	var cmds [][][]byte
-	for rest := args[3:]; len(rest) > 0; {
-		n, ok := parseInt(rest[0])
-		if !ok || n < 1 || n > int64(len(rest)-1) {
-			w.Error(errSyntax.Error())
-			return
-		}
-		cmds, rest = append(cmds, rest[1:1+n]), rest[1+n:]
-	}
-	if len(cmds) == 0 {
+	f, err := wire.ParseForward(args)
+	if err != nil {
 		w.Error(errSyntax.Error())
 		return
 	}
 	// The client's connection, as the origin sees it: authenticated, in its workspace.
 	cs := NewSession(s.ID, s.Addr, s.LocalAddr, s.lastMs.Load())
-	cs.Authed, cs.Workspace, cs.proto = true, ws, int(proto)
+	cs.Authed, cs.Workspace, cs.proto = true, f.Workspace, f.Proto
 	var out, scratch resp.Writer
-	out.SetProto(int(proto))
-	scratch.SetProto(int(proto))
-	for _, c := range cmds {
+	out.SetProto(f.Proto)
+	scratch.SetProto(f.Proto)
+	for _, c := range f.Cmds {
 		if cmd := d.lookup(cs, c[0]); cmd == nil || kvParsers[cmd.Name] == nil && !isTxCommand(cmd.Name) {
 			w.Error("ERR RL.INTERNAL.FORWARD runs counter, CL.THROTTLE and script commands only")
 			return
 		}
 	}
-	if len(cmds) == 1 {
-		d.Serve(cs, &out, cmds[0])
+	if len(f.Cmds) == 1 {
+		d.Serve(cs, &out, f.Cmds[0])
 	} else {
 		d.Serve(cs, &scratch, [][]byte{[]byte("MULTI")})
-		for _, c := range cmds {
+		for _, c := range f.Cmds {
 			d.Serve(cs, &scratch, c)
 		}
 		d.Serve(cs, &out, [][]byte{[]byte("EXEC")})
