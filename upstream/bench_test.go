@@ -15,7 +15,7 @@ func BenchmarkRead(b *testing.B) {
 	f.record = false
 	// The fake answers a canned reply without allocating, so that allocs/op are the client's.
 	f.raw = func(argv [][]byte, w *resp.Writer) {
-		w.Raw([]byte("*6\r\n:3\r\n:1\r\n:10\r\n:0\r\n:7\r\n:0\r\n"))
+		w.Raw([]byte("*7\r\n:3\r\n:0\r\n:1\r\n:10\r\n:0\r\n:7\r\n:0\r\n")) // edges, applied, counts
 	}
 	c := newClient(b, f.addr(), Config{Secret: "s"})
 	ctx := context.Background()

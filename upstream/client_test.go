@@ -743,6 +743,11 @@ func TestRequestBounds(t *testing.T) {
 	if _, _, _, err := c.Decide(ctx, engine.DecideRequest{Key: make([]byte, maxKeyBytes+1), Limit: 1}); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("Decide of a huge key: %v, want ErrTooLarge", err)
 	}
+	// A forwarded command past the origin's argument bound is refused unsent (sent, the
+	// origin would close the connection under every pipelined call).
+	if _, err := c.Forward(ctx, 2, "default", make([][]byte, MaxForwardArgs+1)); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Forward of %d arguments: %v, want ErrTooLarge", MaxForwardArgs+1, err)
+	}
 	// The largest allowed requests go through the origin's own parser.
 	counts, _, err := c.Read(ctx, items[:MaxReadItems])
 	if err != nil {
