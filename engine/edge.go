@@ -78,16 +78,17 @@ type localEntry struct {
 
 	mu          sync.Mutex // guards the fields below
 	cells       [2]edgeCell
-	freshUntil  int64   // ms; reads and acknowledged replays extend it
-	strictUntil int64   // ms; set by a denial, to the end of the next window
-	spent       uint64  // cost accepted here that the origin had not seen at the last refresh
-	refreshedMs int64   // when the origin last answered for this tuple
-	refSeq      int64   // the cell refTotal belongs to
-	refTotal    uint64  // that cell's count in the last answer
-	othersRate  float64 // other edges' growth of the cell, per ms, smoothed (a margin estimate)
-	rated       bool    // othersRate holds at least one observation
-	pinned      bool    // in link.pins (guarded by link.mu, read under mu)
-	pinIdx      int     // index in link.pins while pinned (guarded by link.mu)
+	freshUntil  int64       // ms; reads and acknowledged replays extend it
+	strictUntil int64       // ms; set by a denial, to the end of the next window
+	spent       uint64      // cost accepted here that the origin had not seen at the last refresh
+	refreshedMs int64       // when the origin last answered for this tuple
+	refSeq      int64       // the cell refTotal belongs to
+	refTotal    uint64      // that cell's count in the last answer
+	othersRate  float64     // other edges' growth of the cell, per ms, smoothed (a margin estimate)
+	rated       bool        // othersRate holds at least one observation
+	pinned      bool        // in link.pins (guarded by link.mu, read under mu)
+	pinIdx      int         // index in link.pins while pinned (guarded by link.mu)
+	sameHash    *localEntry // next pinned entry in link.byKey's chain of hash (guarded by link.mu)
 }
 
 func newLocalEntry(key string, hash uint64, window int64, link *originLink) *localEntry {
@@ -204,10 +205,11 @@ type originLink struct {
 
 	mu sync.Mutex // guards pins, byKey, cursor, batch, batchID
 	// pins holds every entry with unacknowledged cost: the replay set (each entry knows
-	// its index, so removal is a swap). byKey finds one of them by the hash of its tuple
-	// key for a lookup after the cache lost the entry; the lookup checks the key. Two
-	// entries of one key can exist (the cache evicted one while a request still held it);
-	// both stay in pins, and byKey holds one of them.
+	// its index, so removal is a swap). byKey finds them by the hash of their tuple key,
+	// for a lookup after the cache lost an entry: it holds a chain (through sameHash) of
+	// every pinned entry with that hash, and the lookup checks the key. Two entries of one
+	// key can exist (the cache evicted one while a request still held it); both stay in
+	// pins and in the chain, so either stays findable while it holds unacknowledged cost.
 	pins    []*localEntry
 	byKey   map[uint64]*localEntry
 	cursor  int           // where the next batch starts taking pins, so all get their turn
@@ -225,17 +227,24 @@ type pendingBatch struct {
 // usable reports whether a call to the origin may be made now; at most one caller gets
 // true while the origin is unreachable and its backoff has passed (the probe).
 func (l *originLink) usable(nowMs int64) bool {
+	ok, _ := l.use(nowMs)
+	return ok
+}
+
+// use is usable that also reports whether the caller took the probe slot: it then makes
+// its call, whose outcome frees the slot (succeeded, failed), or frees the slot itself.
+func (l *originLink) use(nowMs int64) (ok, probe bool) {
 	if l.reachable.Load() {
-		return true
+		return true, false
 	}
 	if nowMs < l.downUntil.Load() || !l.probing.CompareAndSwap(false, true) {
-		return false
+		return false, false
 	}
 	if nowMs < l.downUntil.Load() { // a probe failed between the two reads
 		l.probing.Store(false)
-		return false
+		return false, false
 	}
-	return true
+	return true, true
 }
 
 // inflightBatch returns the ID of the batch being delivered, or 0.
@@ -387,8 +396,11 @@ func (e *Edge) lookup(l *originLink, key []byte) *localEntry {
 	h := maphash.Bytes(e.seed, key)
 	l.mu.Lock()
 	le := l.byKey[h]
+	for le != nil && string(le.key) != string(key) {
+		le = le.sameHash
+	}
 	l.mu.Unlock()
-	if le == nil || string(le.key) != string(key) {
+	if le == nil {
 		return nil
 	}
 	e.remember(le)
@@ -629,9 +641,8 @@ func (e *Edge) account(l *originLink, le *localEntry, seq int64, cost, limit uin
 		}
 		le.pinIdx = len(l.pins)
 		l.pins = append(l.pins, le)
-		if _, ok := l.byKey[le.hash]; !ok {
-			l.byKey[le.hash] = le
-		}
+		le.sameHash = l.byKey[le.hash]
+		l.byKey[le.hash] = le
 		le.pinned = true
 		full := len(l.pins) >= e.cfg.MaxBatchItems
 		l.mu.Unlock()

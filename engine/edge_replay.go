@@ -71,7 +71,8 @@ func (e *Edge) heartbeat(l *originLink) {
 // is pending. It reports whether more may remain. final skips the backoff.
 func (e *Edge) flush(l *originLink, final bool) (more bool) {
 	now := e.clock.NowMs()
-	if !final && !l.usable(now) {
+	ok, probe := l.use(now)
+	if !ok && !final {
 		return true
 	}
 	l.mu.Lock()
@@ -80,7 +81,9 @@ func (e *Edge) flush(l *originLink, final bool) (more bool) {
 	if b == nil {
 		b = e.buildBatch(l, now)
 		if b == nil {
-			l.probing.Store(false) // nothing was sent: release a probe slot taken above
+			if probe { // nothing will be sent: free the probe slot this flush took (only)
+				l.probing.Store(false)
+			}
 			return false
 		}
 	} else {
@@ -186,9 +189,22 @@ func (e *Edge) unpinIfIdle(l *originLink, le *localEntry) {
 	l.pins[le.pinIdx], last.pinIdx = last, le.pinIdx
 	l.pins[len(l.pins)-1] = nil
 	l.pins = l.pins[:len(l.pins)-1]
-	if l.byKey[le.hash] == le {
-		delete(l.byKey, le.hash)
+	if head := l.byKey[le.hash]; head == le {
+		if le.sameHash != nil {
+			l.byKey[le.hash] = le.sameHash
+		} else {
+			delete(l.byKey, le.hash)
+		}
+	} else {
+		// A twin or a hash collision: chains are one or two entries long.
+		for p := head; p != nil; p = p.sameHash {
+			if p.sameHash == le {
+				p.sameHash = le.sameHash
+				break
+			}
+		}
 	}
+	le.sameHash = nil
 	l.mu.Unlock()
 	le.pinned = false
 	e.pinned.Add(-1)
