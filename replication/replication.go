@@ -50,6 +50,10 @@ type Config struct {
 	Timeout   time.Duration // dial and per-exchange bound; default 2s
 	MaxQueue  int           // batches queued per peer; default 64
 	Logger    *slog.Logger
+	// Clock times publications (LagMs) and exchanges (LastOKMs, ImportedMs); default the
+	// store's clock when it has one (an *engine.Engine does), else the system clock.
+	// Network deadlines and the publish interval are real time.
+	Clock engine.Clock
 }
 
 // MaxBatch is the most components in one RL.INTERNAL.PUBLISH (wire.MaxPublishItems).
@@ -104,6 +108,12 @@ func New(cfg Config, store Store) (*Replicator, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = engine.SystemClock{}
+		if c, ok := store.(interface{ Clock() engine.Clock }); ok {
+			cfg.Clock = c.Clock()
+		}
+	}
 	r := &Replicator{cfg: cfg, store: store, log: cfg.Logger}
 	seen := map[string]bool{store.Region(): true}
 	for _, p := range cfg.Peers {
@@ -143,7 +153,7 @@ func (r *Replicator) Run(ctx context.Context) {
 
 // publish queues this region's due components on every peer.
 func (r *Replicator) publish() {
-	now := time.Now().UnixMilli()
+	now := r.cfg.Clock.NowMs()
 	for range 64 { // bounded: 64 full batches a round
 		comps := r.store.Publishable(r.cfg.Threshold, MaxBatch)
 		if len(comps) == 0 {
@@ -220,7 +230,7 @@ func (r *Replicator) session(ctx context.Context, p *peer) error {
 			if err := c.roundTrips(1, r.cfg.Timeout); err != nil {
 				return fmt.Errorf("peer %s: heartbeat: %w", p.Region, err)
 			}
-			p.lastOKMs.Store(time.Now().UnixMilli())
+			p.lastOKMs.Store(r.cfg.Clock.NowMs())
 			continue
 		case b = <-p.queue:
 		}
@@ -271,7 +281,7 @@ func (r *Replicator) deliver(c *conn, p *peer, comps []engine.Component, sync bo
 	if err := c.publish(comps, r.cfg.Timeout); err != nil {
 		return fmt.Errorf("peer %s: %w", p.Region, err)
 	}
-	p.lastOKMs.Store(time.Now().UnixMilli())
+	p.lastOKMs.Store(r.cfg.Clock.NowMs())
 	if sync {
 		p.syncs.Add(1)
 	} else {
@@ -296,7 +306,7 @@ func (r *Replicator) Received(region string, rows int) {
 	for _, p := range r.peers {
 		if p.Region == region {
 			p.imported.Add(uint64(rows))
-			p.importedMs.Store(time.Now().UnixMilli())
+			p.importedMs.Store(r.cfg.Clock.NowMs())
 		}
 	}
 }
@@ -317,7 +327,7 @@ type PeerStats struct {
 
 // Stats returns every peer's state.
 func (r *Replicator) Stats() []PeerStats {
-	now := time.Now().UnixMilli()
+	now := r.cfg.Clock.NowMs()
 	out := make([]PeerStats, 0, len(r.peers))
 	for _, p := range r.peers {
 		s := PeerStats{Region: p.Region, Addr: p.Addr, Up: p.up.Load(), LastOKMs: p.lastOKMs.Load(),
