@@ -95,9 +95,16 @@ func TestAuthThrottled(t *testing.T) {
 			if limit := int64(100*elapsed.Seconds()) + 25; failed >= limit || failed+throttled != 10_000 {
 				t.Errorf("%d checked, %d refused in %v; want fewer than %d checked and 10,000 in all", failed, throttled, elapsed, limit)
 			}
-			// The right secret from the throttled connection is refused too (no oracle) ...
+			// The right secret from the throttled connection is refused too (no oracle). It
+			// goes in one write right after a wrong guess: whether that guess was refused
+			// unchecked or checked (then starting a new backoff), the connection is
+			// throttled when the right one is read, however slowly the guesses ran.
 			right := tc.right
-			if e := asError(t, c.do(right...)); !strings.HasPrefix(e, "WRONGPASS") {
+			c.write(append(encode(tc.mk("guess-secret-last")...), encode(right...)...))
+			if e := asError(t, c.read()); !strings.HasPrefix(e, "WRONGPASS") {
+				t.Errorf("last wrong guess: %q, want WRONGPASS", e)
+			}
+			if e := asError(t, c.read()); !strings.HasPrefix(e, "WRONGPASS") {
 				t.Errorf("right secret from the throttled connection: %q, want WRONGPASS", e)
 			}
 			// ... and accepted from another address.
