@@ -16,9 +16,12 @@ import (
 	"github.com/ratchet/ratchet/commands"
 )
 
-// replayStep is one request; afterMs is a pause before it (windows pass).
+// replayStep is one request; afterMs is a pause before it (windows pass); aligned waits
+// first for 50 ms past a whole second, so that steps on a whole-second clock (Spring's
+// TIME[1]) run on both servers within the same second.
 type replayStep struct {
 	afterMs int
+	aligned bool
 	args    []string
 }
 
@@ -68,6 +71,7 @@ func replayScenarios() map[string][]replayStep {
 		id := "request_rate_limiter.{route." + sha[:8] + "}"
 		keys := []string{id + ".tokens", id + ".timestamp"}
 		s := repeat(5, evalsha(sha, keys, "1", "3", "", "1"))
+		s[0].aligned = true
 		s = append(s, evalsha(sha, keys, "1", "3", "", "4"), cmd("GET", keys[0]), cmd("TTL", keys[0]))
 		sc["spring "+sha[:8]] = append(s, after(1100, evalsha(sha, keys, "1", "3", "", "1")))
 	}
@@ -114,6 +118,10 @@ func TestScriptWireReplay(t *testing.T) {
 				}
 			}
 			for i, st := range steps {
+				if st.aligned {
+					now := time.Now()
+					time.Sleep(now.Truncate(time.Second).Add(time.Second + 50*time.Millisecond).Sub(now))
+				}
 				time.Sleep(time.Duration(st.afterMs) * time.Millisecond)
 				rc.send(st.args...)
 				rt.send(st.args...)
