@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 )
 
 // This file is the seam between an edge and its origins: the Origin interface an edge
@@ -91,12 +92,12 @@ type nodeTable struct {
 }
 
 // runMarks are one edge run's marks. A batch is applied under apply, and only then is
-// lastBatch raised (under nodeTable.mu): so every answer that reports Applied = N holds
-// counts read after batch N was applied, provided it reads lastBatch before the counts.
+// lastBatch raised: so every answer that reports Applied = N holds counts read after
+// batch N was applied, provided it loads lastBatch before reading the counts.
 type runMarks struct {
-	apply     sync.Mutex // held while one batch of the run is checked and applied
-	lastMs    int64      // guarded by nodeTable.mu
-	lastBatch uint64     // written under apply and nodeTable.mu; read under either
+	apply     sync.Mutex    // held while one batch of the run is checked and applied
+	lastMs    int64         // guarded by nodeTable.mu
+	lastBatch atomic.Uint64 // stored under apply
 }
 
 // touch records that run was heard at nowMs and returns its replay marks.
@@ -179,7 +180,7 @@ func (e *Engine) heard(node string) OriginMeta {
 	e.nodes.mu.Lock()
 	defer e.nodes.mu.Unlock()
 	m := e.nodes.touch(node, now)
-	return OriginMeta{Edges: e.nodes.active(now), Applied: m.lastBatch}
+	return OriginMeta{Edges: e.nodes.active(now), Applied: m.lastBatch.Load()}
 }
 
 // nodeName strips the boot nonce ("node/nonce") so that a restarted edge counts once.
@@ -205,21 +206,17 @@ func (e *Engine) ServeReplay(b ReplayBatch) ([]CellCounts, OriginMeta) {
 	now := e.clock.NowMs()
 	e.nodes.mu.Lock()
 	st := e.nodes.touch(b.Node, now)
+	meta := OriginMeta{Edges: e.nodes.active(now)}
 	e.nodes.mu.Unlock()
 
 	st.apply.Lock()
-	fresh := b.ID > st.lastBatch
-	if fresh {
+	if b.ID > st.lastBatch.Load() {
 		for _, it := range b.Items {
 			e.applyReplay(it, now)
 		}
+		st.lastBatch.Store(b.ID)
 	}
-	e.nodes.mu.Lock()
-	if fresh {
-		st.lastBatch = b.ID
-	}
-	meta := OriginMeta{Edges: e.nodes.active(now), Applied: st.lastBatch}
-	e.nodes.mu.Unlock()
+	meta.Applied = st.lastBatch.Load()
 	st.apply.Unlock()
 	// Counts after the whole batch, so that an item sees the batch's other cells too.
 	out := make([]CellCounts, len(b.Items))
