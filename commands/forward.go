@@ -21,7 +21,35 @@ type Forward func(ws string, key []byte, proto int, payload [][]byte) ([]byte, e
 
 // errMixedEdgeTx refuses, on an edge, a transaction with both RL commands (decided at the
 // edge) and regional commands (decided by the origin): they cannot run at one instant.
-const errMixedEdgeTx = "EXECABORT Transaction discarded: on an edge, RL commands and counter, CL.THROTTLE or script commands cannot share a transaction"
+const errMixedEdgeTx = "EXECABORT Transaction discarded: on an edge, a transaction of counter, CL.THROTTLE or script commands may hold only PING, ECHO and TIME besides them (RL commands are decided at the edge)"
+
+// forwardable reports whether an origin runs the command name for an edge
+// (RL.INTERNAL.FORWARD): the regional commands, and in a transaction of them the few that
+// touch no state.
+func forwardable(name string) bool {
+	if kvParsers[name] != nil {
+		return true
+	}
+	switch name {
+	case "ping", "echo", "time":
+		return true
+	}
+	return false
+}
+
+// forwardState is what RL.INTERNAL.FORWARD reuses on one cluster connection: the session
+// the forwarded commands run in (the edge's client, as the origin sees it) and the
+// writers of their replies.
+type forwardState struct {
+	sess         *Session
+	out, scratch resp.Writer
+}
+
+// Requests a forwarded transaction is framed with; never written to.
+var (
+	argsMulti = [][]byte{[]byte("MULTI")}
+	argsExec  = [][]byte{[]byte("EXEC")}
+)
 
 // forward has the origin run payload for s and writes its reply to w. On an event loop it
 // sets WouldBlock instead: the request waits on the network.
@@ -78,10 +106,12 @@ func (d *Dispatcher) forwardExec(s *Session, w *resp.Writer) bool {
 	if !regional {
 		return false
 	}
-	if tx.hasRL {
-		s.endTx()
-		w.Error(errMixedEdgeTx)
-		return true
+	for _, q := range tx.cmds {
+		if tx.hasRL || !forwardable(q.cmd.Name) {
+			s.endTx()
+			w.Error(errMixedEdgeTx)
+			return true
+		}
 	}
 	if s.NoWait { // keep the queue for the EXEC served again where it may wait
 		s.WouldBlock = true
@@ -106,37 +136,36 @@ func cmdInternalForward(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte
 		w.Error(errSyntax.Error())
 		return
 	}
-	// The client's connection, as the origin sees it: authenticated, in its workspace.
-	cs := NewSession(s.ID, s.Addr, s.LocalAddr, s.lastMs.Load())
-	cs.Authed, cs.Workspace, cs.proto = true, f.Workspace, f.Proto
-	var out, scratch resp.Writer
-	out.SetProto(f.Proto)
-	scratch.SetProto(f.Proto)
+	fs := s.fwd
+	if fs == nil {
+		fs = &forwardState{sess: NewSession(s.ID, s.Addr, s.LocalAddr, s.lastMs.Load())}
+		fs.sess.Authed = true
+		s.fwd = fs
+	}
+	cs := fs.sess // the client's connection, as the origin sees it
 	for _, c := range f.Cmds {
-		if cmd := d.lookup(cs, c[0]); cmd == nil || kvParsers[cmd.Name] == nil && !isTxCommand(cmd.Name) {
+		if cmd := d.lookup(cs, c[0]); cmd == nil || !forwardable(cmd.Name) {
 			w.Error("ERR RL.INTERNAL.FORWARD runs counter, CL.THROTTLE and script commands only")
 			return
 		}
 	}
+	cs.Workspace = f.Workspace
+	cs.mu.Lock()
+	cs.proto = f.Proto
+	cs.mu.Unlock()
+	fs.out.Reset()
+	fs.out.SetProto(f.Proto)
 	if len(f.Cmds) == 1 {
-		d.Serve(cs, &out, f.Cmds[0])
+		d.Serve(cs, &fs.out, f.Cmds[0])
 	} else {
-		d.Serve(cs, &scratch, [][]byte{[]byte("MULTI")})
+		fs.scratch.Reset()
+		fs.scratch.SetProto(f.Proto)
+		d.Serve(cs, &fs.scratch, argsMulti)
 		for _, c := range f.Cmds {
-			d.Serve(cs, &scratch, c)
+			d.Serve(cs, &fs.scratch, c)
 		}
-		d.Serve(cs, &out, [][]byte{[]byte("EXEC")})
+		d.Serve(cs, &fs.out, argsExec)
 	}
-	cs.Close()
-	w.Bulk(out.Bytes())
-}
-
-// isTxCommand reports whether name is one of the commands a forwarded transaction may hold
-// besides the regional ones.
-func isTxCommand(name string) bool {
-	switch name {
-	case "ping", "echo", "time":
-		return true
-	}
-	return false
+	cs.Close() // nothing of a transaction outlives its forward
+	w.Bulk(fs.out.Bytes())
 }

@@ -87,6 +87,22 @@ func TestEdgeForwards(t *testing.T) {
 		t.Fatalf("on an event loop: %q, WouldBlock %v", got, s.WouldBlock)
 	}
 	s.NoWait, s.WouldBlock = false, false
+	// A transaction of them is forwarded whole, framed as argc groups ...
+	sent = nil
+	for _, c := range []string{"MULTI", "INCR k", "PING"} {
+		serve(strings.Fields(c)...)
+	}
+	if got := serve("EXEC"); got != ":42\r\n" || string(joinArgs(sent)) != "default k 2 2 INCR k 1 PING" {
+		t.Fatalf("forwarded transaction: %q, payload %q", got, joinArgs(sent))
+	}
+	// ... unless it holds a command the origin would not run for the edge.
+	sent = nil
+	for _, c := range []string{"MULTI", "INCR k", "CLIENT SETNAME n"} {
+		serve(strings.Fields(c)...)
+	}
+	if got := serve("EXEC"); !strings.HasPrefix(got, "-EXECABORT") || sent != nil {
+		t.Fatalf("transaction with CLIENT SETNAME: %q, sent %q", got, sent)
+	}
 	fail = errors.New("timeout")
 	if got := serve("GET", "k"); !strings.HasPrefix(got, "-TRYAGAIN the origin did not answer") {
 		t.Fatalf("origin down: %q", got)

@@ -47,9 +47,10 @@ type Session struct {
 	tracking tracking // CLIENT TRACKING's mode; no invalidation is ever sent
 
 	// Owned by the connection's goroutine, like Authed.
-	authFail failState  // consecutive failed AUTH/HELLO AUTH/RL.INTERNAL.HELLO (auth.go)
-	tx       *txQueue   // the open transaction; nil outside MULTI
-	txAcct   *txAccount // this session's share of the queued-bytes budget; nil before MULTI
+	authFail failState     // consecutive failed AUTH/HELLO AUTH/RL.INTERNAL.HELLO (auth.go)
+	tx       *txQueue      // the open transaction; nil outside MULTI
+	txAcct   *txAccount    // this session's share of the queued-bytes budget; nil before MULTI
+	fwd      *forwardState // a cluster connection's RL.INTERNAL.FORWARD state (forward.go)
 }
 
 // NewSession returns the state of a new connection, unauthenticated, in RESP2 and in

@@ -452,6 +452,9 @@ const (
 // slowly but steadily is never dropped; one that takes nothing is dropped after 1.25 to
 // 1.5 WriteTimeouts. The deadline is moved only when it is a quarter of WriteTimeout old.
 func (s *Server) writeAll(c *conn, nc net.Conn, b []byte, dl *deadline, now time.Time) error {
+	if len(b) == 0 {
+		return nil
+	}
 	wt := s.cfg.WriteTimeout
 	if now.Sub(dl.setAt) > wt/4 {
 		if err := nc.SetWriteDeadline(now.Add(wt + wt/4)); err != nil {
