@@ -71,13 +71,13 @@ var reasonText = [nReasons]string{
 // closeLog counts the connections closed by reason and rate-limits their log lines.
 type closeLog struct {
 	n   [nReasons]atomic.Uint64
-	lim [nReasons]ratelog.Limiter
+	lim [nReasons]*ratelog.Limiter
 }
 
 func newCloseLog() *closeLog {
 	cl := &closeLog{}
 	for i := range cl.lim {
-		cl.lim[i] = *ratelog.New(logEvery)
+		cl.lim[i] = ratelog.New(logEvery)
 	}
 	return cl
 }
