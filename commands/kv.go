@@ -686,62 +686,52 @@ func globOne(p []byte, c byte) (int, bool) {
 
 // cmdExecKV is EXEC: a queue holding counter commands runs inside one engine.KV.Do on all
 // their keys (and, on an origin, the RL commands of the queue in one engine.Transact
-// inside it: keyspace locks are always taken before cell-store locks). Any other queue
-// is cmdExec's.
+// inside it: keyspace locks are always taken before cell-store locks). Inside the Do, each
+// queued counter command is rebound to run on the Do's keys, and cmdExec runs the queue.
+// Any other queue is cmdExec's alone.
 func cmdExecKV(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	tx := s.tx
 	kv := d.kv()
 	if kv == nil && d.forwardExec(s, w) { // an edge: the origin runs it (forward.go)
 		return
 	}
-	if tx == nil || tx.dirty || kv == nil {
+	if tx == nil || tx.dirty || kv == nil || (tx.hasRL && d.waitFree != nil && s.NoWait) {
 		cmdExec(d, s, w, args)
 		return
 	}
-	reqs := make([]kvReq, len(tx.cmds))
+	var reqs []kvReq // by queue position; nil while the queue has no counter command
 	var keys [][]byte
-	any := false
 	for i, q := range tx.cmds {
-		if parse := kvParsers[q.cmd.Name]; parse != nil {
-			reqs[i] = parse(q.args)
-			if reqs[i].err != "" {
-				reqs[i].keys = nil // answered with its error; it touches nothing
-			}
-			keys = append(keys, reqs[i].keys...)
-			any = true
+		parse := kvParsers[q.cmd.Name]
+		if parse == nil {
+			continue
 		}
+		if reqs == nil {
+			reqs = make([]kvReq, len(tx.cmds))
+		}
+		reqs[i] = parse(q.args)
+		if reqs[i].err != "" {
+			reqs[i].keys = nil // answered with its error; it touches nothing
+		}
+		keys = append(keys, reqs[i].keys...)
 	}
-	if !any || (tx.hasRL && d.waitFree != nil && s.NoWait) {
+	if reqs == nil {
 		cmdExec(d, s, w, args)
 		return
 	}
-	s.endTx() // the queued commands run outside MULTI; tx keeps them until the end
 	_ = kv.Do(s.Workspace, keys, func(ktx *engine.KVTx) error {
-		cmds := make([]queuedCmd, len(tx.cmds))
 		base := 0
-		for i, q := range tx.cmds {
+		for i, q := range tx.cmds { // the queue is this EXEC's: cmdExec ends it
 			if kvParsers[q.cmd.Name] == nil {
-				cmds[i] = q
 				continue
 			}
 			r, b := &reqs[i], base
 			base += len(r.keys)
-			bound := &Command{Name: q.cmd.Name, Handler: func(_ *Dispatcher, _ *Session, w *resp.Writer, _ [][]byte) {
+			tx.cmds[i].cmd = &Command{Name: q.cmd.Name, Handler: func(_ *Dispatcher, _ *Session, w *resp.Writer, _ [][]byte) {
 				r.exec(ktx, b, w)
 			}}
-			cmds[i] = queuedCmd{cmd: bound, args: q.args}
 		}
-		w.Array(len(cmds))
-		switch {
-		case !tx.hasRL:
-			for _, q := range cmds {
-				q.cmd.Handler(d, s, w, q.args)
-			}
-		case d.transactor != nil:
-			d.execTransact(s, w, cmds)
-		default:
-			d.execSequential(s, w, cmds)
-		}
+		cmdExec(d, s, w, args)
 		return nil
 	})
 }
