@@ -46,7 +46,7 @@ type EdgeConfig struct {
 	MaxPinned      int           // bound on entries awaiting replay; default from MaxMemoryBytes
 	MaxBatchItems  int           // cells in one replay batch; default 1000
 	Logger         *slog.Logger
-	// Observe, when set, receives every origin call: kind (read, replay, decide), outcome
+	// Observe, when set, receives every origin call: kind (read, replay, decide, forward), outcome
 	// and latency. It must be cheap and safe for concurrent use.
 	Observe func(kind string, err error, d time.Duration)
 }

@@ -179,7 +179,7 @@ func New() *Metrics {
 		reg: prometheus.NewRegistry(),
 		originOps: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "ratchet_origin_op_duration_seconds",
-			Help:    "An edge's calls to its origins, by kind (read, replay, decide) and outcome (ok, error).",
+			Help:    "An edge's calls to its origins, by kind (read, replay, decide, forward) and outcome (ok, error).",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25},
 		}, []string{"kind", "outcome"}),
 	}
