@@ -42,7 +42,6 @@ var (
 	scriptsByText = map[string]*knownScript{}
 )
 
-// registerScript adds a known script; its SHA1 is computed from text.
 // ScriptInfo describes a limiter script Ratchet runs natively.
 type ScriptInfo struct {
 	SHA1    string // what EVALSHA names
@@ -62,6 +61,7 @@ func KnownScripts() []ScriptInfo {
 	return out
 }
 
+// registerScript adds a known script; its SHA1 is computed from text.
 func registerScript(lib, name, text string, run func(c *scriptRun)) {
 	sum := sha1.Sum([]byte(text))
 	s := &knownScript{sha: hex.EncodeToString(sum[:]), lib: lib, name: name, text: text, run: run}
@@ -152,7 +152,7 @@ func parseEval(bySHA, readOnly bool) func(args [][]byte) kvReq {
 		}
 		argv := args[3+n:]
 		return kvReq{keys: keys, run: func(tx *engine.KVTx, base int, w *resp.Writer) {
-			c := scriptRun{script: s, tx: tx, base: base, keys: len(keys), argv: argv, keyNames: keys, w: w, ro: readOnly}
+			c := scriptRun{script: s, tx: tx, base: base, argv: argv, keyNames: keys, w: w, ro: readOnly}
 			s.run(&c)
 		}}
 	}
@@ -211,9 +211,8 @@ type scriptRun struct {
 	script *knownScript
 	tx     *engine.KVTx
 	base   int
-	keys   int
 	argv   [][]byte
-	// keyNames are the KEYS as the request named them.
+	// keyNames are the KEYS as the request named them: KEYS[i] is key index base+i-1.
 	keyNames [][]byte
 	w        *resp.Writer
 	ro       bool // EVAL_RO, EVALSHA_RO: a write is an error
@@ -239,10 +238,20 @@ func (c *scriptRun) num(i int) (float64, bool) {
 // key returns the transaction's index of KEYS[i] (1-based), or false when the script was
 // given fewer keys (KEYS[i] is then nil, which redis.call refuses).
 func (c *scriptRun) key(i int) (int, bool) {
-	if i < 1 || i > c.keys {
+	if i < 1 || i > len(c.keyNames) {
 		return 0, false
 	}
 	return c.base + i - 1, true
+}
+
+// keyAt is key(i) for a redis.call at the line of marker: when KEYS[i] is nil it writes
+// the error redis.call gives and returns false.
+func (c *scriptRun) keyAt(i int, marker string) (int, bool) {
+	k, ok := c.key(i)
+	if !ok {
+		c.fail(marker, luaBadArgs)
+	}
+	return k, ok
 }
 
 // line returns the line of the script's text where marker first appears (1 if absent):

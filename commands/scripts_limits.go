@@ -94,14 +94,22 @@ func (c *scriptRun) sameKey(i, j int) bool {
 // keyName returns the name of key index i as the request gave it.
 func (c *scriptRun) keyName(i int) []byte { return c.keyNames[i-c.base] }
 
+// limitsExpiry is the sliding window scripts' local expiry = ARGV[i] * 1000: it writes
+// Lua's error and returns false when ARGV[i] is not a number.
+func limitsExpiry(c *scriptRun, i int) (float64, bool) {
+	secs, ok := c.num(i)
+	if !ok {
+		c.luaError("local expiry", luaArith)
+	}
+	return secs * 1000, ok
+}
+
 func limitsAcquireSliding(c *scriptRun) {
 	limit, okL := c.num(1)
-	expirySecs, okE := c.num(2)
-	if !okE {
-		c.luaError("local expiry", luaArith)
+	expiry, ok := limitsExpiry(c, 2)
+	if !ok {
 		return
 	}
-	expiry := expirySecs * 1000
 	amount, okA := c.num(3)
 	if !okL || !okA {
 		c.luaError("if amount > limit", luaCompare)
@@ -111,13 +119,12 @@ func limitsAcquireSliding(c *scriptRun) {
 		c.w.Null()
 		return
 	}
-	prev, ok1 := c.key(1)
-	cur, ok2 := c.key(2)
-	if !ok2 {
-		c.fail("local current_ttl", luaBadArgs)
+	cur, ok := c.keyAt(2, "local current_ttl")
+	if !ok {
 		return
 	}
-	if !ok1 {
+	prev, ok := c.key(1)
+	if !ok {
 		if ttl := float64(c.tx.PTTL(cur)); ttl > 0 && ttl < expiry {
 			c.fail("redis.call('rename'", luaBadArgs)
 		} else {
@@ -172,20 +179,16 @@ func (c *scriptRun) countOrZero(i int) float64 {
 }
 
 func limitsSliding(c *scriptRun) {
-	expirySecs, ok := c.num(1)
+	expiry, ok := limitsExpiry(c, 1)
 	if !ok {
-		c.luaError("local expiry", luaArith)
 		return
 	}
-	expiry := expirySecs * 1000
-	prev, ok1 := c.key(1)
-	cur, ok2 := c.key(2)
-	switch {
-	case !ok1:
-		c.fail("local previous_count", luaBadArgs)
+	prev, ok := c.keyAt(1, "local previous_count")
+	if !ok {
 		return
-	case !ok2:
-		c.fail("local current_count", luaBadArgs)
+	}
+	cur, ok := c.keyAt(2, "local current_count")
+	if !ok {
 		return
 	}
 	if !limitsShift(c, prev, cur, expiry) {

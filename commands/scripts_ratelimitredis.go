@@ -27,9 +27,8 @@ func init() {
 // reset: resetExpiryOnChange.
 func rlRedisIncrementAt(c *scriptRun, window int, reset bool) {
 	windowMs, hasWindow := c.num(window)
-	key, ok := c.key(1)
+	key, ok := c.keyAt(1, `redis.call("PTTL"`)
 	if !ok {
-		c.fail(`redis.call("PTTL"`, luaBadArgs)
 		return
 	}
 	if c.tx.PTTL(key) <= 0 {
@@ -81,9 +80,8 @@ func rlRedisReply(c *scriptRun, key int, hits int64, ttl float64, expire bool, w
 // rlRedisIncrementOld is the increment of v3.x–v4.2.2; zeroExpires: a PTTL of 0 also
 // sets the expiry (v3.x–v4.2.0).
 func rlRedisIncrementOld(c *scriptRun, zeroExpires bool) {
-	key, ok := c.key(1)
+	key, ok := c.keyAt(1, `redis.call("INCR"`)
 	if !ok {
-		c.fail(`redis.call("INCR"`, luaBadArgs)
 		return
 	}
 	hits, ok := c.incrByAt(`redis.call("INCR"`, key, []byte("1"))
@@ -96,9 +94,8 @@ func rlRedisIncrementOld(c *scriptRun, zeroExpires bool) {
 }
 
 func rlRedisGet(c *scriptRun) {
-	key, ok := c.key(1)
+	key, ok := c.keyAt(1, `redis.call("GET"`)
 	if !ok {
-		c.fail(`redis.call("GET"`, luaBadArgs)
 		return
 	}
 	v, found := c.tx.Get(key)

@@ -68,9 +68,8 @@ func redisRateParams(c *scriptRun) (emission, burst float64, burstOK bool, cost 
 // the maximum is taken later). It writes the error and returns false when KEYS[1] is
 // missing or the key does not hold a number.
 func redisRateTAT(c *scriptRun, v rrVersion) (key int, now, tat float64, ok bool) {
-	key, hasKey := c.key(1)
+	key, hasKey := c.keyAt(1, `redis.call("GET"`)
 	if !hasKey {
-		c.fail(`redis.call("GET"`, luaBadArgs)
 		return 0, 0, 0, false
 	}
 	now = redisRateNow(c.tx.Now())

@@ -51,14 +51,12 @@ func springTokenBucket(c *scriptRun, clock springClock) {
 	}
 	fillTime := capacity / rate
 	ttl := math.Floor(fillTime * 2)
-	tokensKey, ok1 := c.key(1)
-	if !ok1 {
-		c.fail(`local last_tokens`, luaBadArgs)
+	tokensKey, ok := c.keyAt(1, `local last_tokens`)
+	if !ok {
 		return
 	}
-	tsKey, ok2 := c.key(2)
-	if !ok2 {
-		c.fail(`local last_refreshed`, luaBadArgs)
+	tsKey, ok := c.keyAt(2, `local last_refreshed`)
+	if !ok {
 		return
 	}
 	lastTokens := capacity

@@ -52,9 +52,8 @@ func ululeIncr(c *scriptRun) {
 }
 
 func ululePeek(c *scriptRun) {
-	key, ok := c.key(1)
+	key, ok := c.keyAt(1, `redis.call("get"`)
 	if !ok {
-		c.fail(`redis.call("get"`, luaBadArgs)
 		return
 	}
 	v, found := c.tx.Get(key)
