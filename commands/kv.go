@@ -375,6 +375,13 @@ const (
 // parseExpire parses EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT key n [NX|XX|GT|LT] as Redis's
 // expireGenericCommand: options first, then the number; relative to now unless absolute.
 func parseExpire(seconds, absolute bool) func(args [][]byte) kvReq {
+	cmd := "expire"
+	if !seconds {
+		cmd = "p" + cmd
+	}
+	if absolute {
+		cmd += "at"
+	}
 	return func(args [][]byte) kvReq {
 		flags := 0
 		for _, a := range args[3:] {
@@ -400,13 +407,6 @@ func parseExpire(seconds, absolute bool) func(args [][]byte) kvReq {
 		when, ok := redisInt(args[2])
 		if !ok {
 			return kvReq{err: errNotInteger}
-		}
-		cmd := "expire"
-		if !seconds {
-			cmd = "p" + cmd
-		}
-		if absolute {
-			cmd += "at"
 		}
 		if seconds {
 			if when > math.MaxInt64/1000 || when < math.MinInt64/1000 {
