@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -169,7 +168,20 @@ func (s *Server) serveBatch(sess *commands.Session, w *resp.Writer, data []byte,
 
 // errQueryBudget closes a connection that holds the most request bytes when
 // MaxQueryBuffer is full.
-var errQueryBudget = errors.New("request buffers of all connections are at --max-query-buffer")
+var errQueryBudget = &resp.ProtocolError{Reason: "request buffers of all connections are at --max-query-buffer"}
+
+// countRefusal counts (and logs) a connection about to be closed with the protocol error
+// err: a malformed or oversized request, or no room in MaxQueryBuffer (a connection
+// evicted by another's growth was counted when it was chosen). Both owners then answer
+// err after the replies served so far and close the connection.
+func (s *Server) countRefusal(c *conn, err error) {
+	switch {
+	case err != errQueryBudget:
+		s.logClose(closeProtocol, c.sess.Addr, err)
+	case !c.evicted.Load():
+		s.logClose(closeQueryBuffer, c.sess.Addr, err)
+	}
+}
 
 // growRequest returns buf with room to read more of an incomplete request: twice its
 // capacity, at most Limits.MaxBuffer. It fails with resp.ErrTooBig when buf is at that

@@ -546,18 +546,10 @@ func (l *loop) sweep(now time.Time) {
 	}
 }
 
-// refuse closes c for err: after answering what was served so far and the error when err
-// is a protocol error, silently when c did not fit MaxQueryBuffer.
+// refuse closes c for the protocol error err, after answering what was served so far and
+// err.
 func (l *loop) refuse(c *loopConn, err error) {
-	if errors.Is(err, errQueryBudget) {
-		if !c.cn.evicted.Load() {
-			l.s.logClose(closeQueryBuffer, c.sess.Addr, err)
-		}
-		l.w.Reset()
-		l.close(c)
-		return
-	}
-	l.s.logClose(closeProtocol, c.sess.Addr, err)
+	l.s.countRefusal(c.cn, err)
 	l.w.Error("ERR " + err.Error())
 	if len(c.out) == 0 {
 		_, _ = writeFD(c.fd, l.w.Bytes())

@@ -396,16 +396,10 @@ func (s *Server) readFailed(c *conn, err error, partial bool) {
 	}
 }
 
-// refuse answers what was served so far and, for a protocol error, the error; the caller
-// then closes the connection.
+// refuse answers what was served so far and the protocol error err; the caller then
+// closes the connection.
 func (s *Server) refuse(c *conn, nc net.Conn, w *resp.Writer, err error) {
-	if errors.Is(err, errQueryBudget) {
-		if !c.evicted.Load() { // an evicted connection was counted when it was chosen
-			s.logClose(closeQueryBuffer, c.sess.Addr, err)
-		}
-		return
-	}
-	s.logClose(closeProtocol, c.sess.Addr, err)
+	s.countRefusal(c, err)
 	w.Error("ERR " + err.Error())
 	var wd deadline
 	_ = s.writeAll(c, nc, w.Bytes(), &wd, time.Now())
