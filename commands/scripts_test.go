@@ -7,7 +7,6 @@ import (
 
 	"github.com/ratchet/ratchet/commands"
 	"github.com/ratchet/ratchet/engine"
-	"github.com/ratchet/ratchet/resp"
 )
 
 // The SHA1s the libraries send (../shared/dropin/known_scripts.tsv).
@@ -315,24 +314,7 @@ func FuzzScripts(f *testing.F) {
 				req = append(req, []byte(a))
 			}
 		}
-		var w resp.Writer
-		d.Serve(s, &w, req)
-		checkOneReply(t, w.Bytes(), req)
-		w.Reset()
-		d.Serve(s, &w, [][]byte{[]byte("MULTI")})
-		d.Serve(s, &w, req)
-		d.Serve(s, &w, [][]byte{[]byte("EXEC")})
-		rest := w.Bytes()
-		for range 3 {
-			n := replyLen(rest)
-			if n < 0 {
-				t.Fatalf("%q in MULTI: replies %q are not RESP", req, w.Bytes())
-			}
-			rest = rest[n:]
-		}
-		if len(rest) != 0 {
-			t.Fatalf("%q in MULTI: extra bytes %q", req, rest)
-		}
+		checkServedAloneAndInMulti(t, d, s, req)
 		if st := eng.Stats(); st.MemoryBytes < 0 || st.MemoryBytes > st.MaxMemoryBytes+engine.MaxKVValue+4096 {
 			t.Fatalf("memory gauge %d of %d", st.MemoryBytes, st.MaxMemoryBytes)
 		}
