@@ -11,7 +11,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -21,7 +20,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +37,9 @@ func main() {
 	minWait := flag.Duration("min-wait", 3*time.Second, "shortest time counting before the kill")
 	maxWait := flag.Duration("max-wait", 8*time.Second, "longest time counting before the kill")
 	flag.Parse()
+	if *runs < 1 || *cells < 0 || *rate < 1 || *minWait < 0 || *maxWait < *minWait {
+		fail(fmt.Errorf("want -runs >= 1, -cells >= 0, -rate >= 1 and 0 <= -min-wait <= -max-wait"))
+	}
 
 	tmp, err := os.MkdirTemp("", "killloss-")
 	if err != nil {
@@ -187,9 +188,13 @@ func (r *run) start() (*exec.Cmd, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
+	// Ready once it answers PING through the client the counting uses.
+	c := redis.NewClient(&redis.Options{Addr: r.addr, MaxRetries: -1, PoolSize: 1,
+		DialTimeout: 500 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	defer c.Close()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		if ping(r.addr) {
+		if c.Ping(context.Background()).Err() == nil {
 			return cmd, nil
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -197,20 +202,6 @@ func (r *run) start() (*exec.Cmd, error) {
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	return nil, fmt.Errorf("%s did not answer PING in 60 s", r.bin)
-}
-
-func ping(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
-	if err != nil {
-		return false
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return false
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	return err == nil && strings.HasPrefix(line, "+PONG")
 }
 
 func freePort() (int, error) {
