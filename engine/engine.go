@@ -226,8 +226,9 @@ func (e *Engine) markDirty() {
 // the mark: a periodic snapshot that finds nothing changed need not be written again.
 func (e *Engine) Changed() bool { return e.dirty.Swap(false) }
 
-// Sweep drops the cells that can no longer matter and returns how many it dropped. It
-// also drops the counter keyspace's expired keys (KV.Sweep).
+// Sweep drops the cells that can no longer matter and returns how many cells it dropped.
+// It also drops the counter keyspace's expired keys (KV.Sweep; counted in Stats.KVExpired,
+// not in the result).
 func (e *Engine) Sweep() int64 {
 	e.kv.Sweep()
 	return e.store.sweep(e.clock.NowMs())
