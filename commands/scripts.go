@@ -372,27 +372,29 @@ func isRangeErr(err error) bool {
 	return ok && ne.Err == strconv.ErrRange
 }
 
-// luaToString formats f as Lua 5.1's tostring does (C's "%.14g").
-func luaToString(f float64) string { return cFormatG(f, 14) }
+// luaToString formats f as Lua 5.1's tostring does (C's "%.14g"). Its buffer is the
+// caller's (on the stack when the result does not outlive the call).
+func luaToString(f float64) []byte { return appendCFormatG(make([]byte, 0, 32), f, 14) }
 
 // redisArg formats f as Redis 7.0 passes a Lua number to a command (C's "%.17g"): the
-// text a script's SET stores.
-func redisArg(f float64) string { return cFormatG(f, 17) }
+// text a script's SET stores. Its buffer is the caller's, as luaToString's.
+func redisArg(f float64) []byte { return appendCFormatG(make([]byte, 0, 32), f, 17) }
 
-// cFormatG formats f as C's printf "%.<prec>g" (glibc's inf, nan and -nan).
-func cFormatG(f float64, prec int) string {
+// appendCFormatG appends f as C's printf "%.<prec>g" formats it (glibc's inf, nan and
+// -nan) to dst.
+func appendCFormatG(dst []byte, f float64, prec int) []byte {
 	switch {
 	case math.IsNaN(f):
 		if math.Signbit(f) {
-			return "-nan"
+			return append(dst, "-nan"...)
 		}
-		return "nan"
+		return append(dst, "nan"...)
 	case math.IsInf(f, 1):
-		return "inf"
+		return append(dst, "inf"...)
 	case math.IsInf(f, -1):
-		return "-inf"
+		return append(dst, "-inf"...)
 	}
-	return strconv.FormatFloat(f, 'g', prec, 64)
+	return strconv.AppendFloat(dst, f, 'g', prec, 64)
 }
 
 // luaInt converts a Lua number to the integer reply Redis gives for it: C's (long long)

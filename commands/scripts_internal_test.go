@@ -78,10 +78,10 @@ func TestLuaFormats(t *testing.T) {
 		{0.99952000379562, "0.99952000379562", "0.99952000379562"}, // values from C printf
 		{1e20, "1e+20", "1e+20"}, {1.5e-7, "1.5e-07", "1.4999999999999999e-07"}, {60000, "60000", "60000"},
 	} {
-		if got := luaToString(c.f); got != c.s14 {
+		if got := string(luaToString(c.f)); got != c.s14 {
 			t.Errorf("tostring(%v) = %q, want %q", c.f, got, c.s14)
 		}
-		if got := redisArg(c.f); got != c.s17 {
+		if got := string(redisArg(c.f)); got != c.s17 {
 			t.Errorf("%%.17g of %v = %q, want %q", c.f, got, c.s17)
 		}
 	}

@@ -38,7 +38,7 @@ func limitsIncrExpire(c *scriptRun) {
 	if !c.writable(at) {
 		return
 	}
-	cur, e := c.incrBy(key, []byte(redisArg(amount)))
+	cur, e := c.incrBy(key, redisArg(amount))
 	if e != "" {
 		c.fail(at, e)
 		return
@@ -79,7 +79,7 @@ func limitsShift(c *scriptRun, prev, cur int, expiry float64) bool {
 		}
 		c.tx.Del(cur)
 	}
-	if e := c.setEx(cur, []byte("0"), []byte(redisArg(ttl+expiry)), true, "set"); e != "" {
+	if e := c.setEx(cur, []byte("0"), redisArg(ttl+expiry), true, "set"); e != "" {
 		c.fail("redis.call('set', KEYS[2], 0", e)
 		return false
 	}
@@ -148,7 +148,7 @@ func limitsAcquireSliding(c *scriptRun) {
 		if !c.writable(at) {
 			return
 		}
-		if _, e := c.incrBy(cur, []byte(redisArg(amount))); e != "" {
+		if _, e := c.incrBy(cur, redisArg(amount)); e != "" {
 			c.fail(at, e)
 			return
 		}
@@ -157,7 +157,7 @@ func limitsAcquireSliding(c *scriptRun) {
 		if !c.writable(at) {
 			return
 		}
-		if e := c.setEx(cur, []byte(redisArg(amount)), []byte(redisArg(expiry*2)), true, "set"); e != "" {
+		if e := c.setEx(cur, redisArg(amount), redisArg(expiry*2), true, "set"); e != "" {
 			c.fail(at, e)
 			return
 		}

@@ -40,7 +40,7 @@ func rlRedisIncrementAt(c *scriptRun, window int, reset bool) {
 		if !c.writable(at) {
 			return
 		}
-		if e := c.setEx(key, []byte("1"), []byte(redisArg(windowMs)), true, "set"); e != "" {
+		if e := c.setEx(key, []byte("1"), redisArg(windowMs), true, "set"); e != "" {
 			c.fail(at, e)
 			return
 		}
@@ -66,7 +66,7 @@ func rlRedisReply(c *scriptRun, key int, hits int64, ttl float64, expire bool, w
 			c.fail(at, luaBadArgs)
 			return
 		}
-		if e := c.pexpire(key, []byte(redisArg(windowMs)), true, "pexpire"); e != "" {
+		if e := c.pexpire(key, redisArg(windowMs), true, "pexpire"); e != "" {
 			c.fail(at, e)
 			return
 		}

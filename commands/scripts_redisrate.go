@@ -98,7 +98,7 @@ func redisRateSet(c *scriptRun, v rrVersion, key int, newTAT, resetAfter float64
 	if !c.writable(marker) {
 		return false
 	}
-	if e := c.setEx(key, []byte(redisArg(newTAT)), []byte(redisArg(math.Ceil(resetAfter))), false, "set"); e != "" {
+	if e := c.setEx(key, redisArg(newTAT), redisArg(math.Ceil(resetAfter)), false, "set"); e != "" {
 		c.fail(marker, e)
 		return false
 	}
@@ -106,12 +106,12 @@ func redisRateSet(c *scriptRun, v rrVersion, key int, newTAT, resetAfter float64
 }
 
 // writeRedisRate writes the script's reply {n, remaining, tostring(retry), tostring(reset)}.
-func writeRedisRate(c *scriptRun, n, remaining float64, retry, reset string) {
+func writeRedisRate(c *scriptRun, n, remaining float64, retry, reset []byte) {
 	c.w.Array(4)
 	c.w.Int(luaInt(n))
 	c.w.Int(luaInt(remaining))
-	c.w.BulkString(retry)
-	c.w.BulkString(reset)
+	c.w.Bulk(retry)
+	c.w.Bulk(reset)
 }
 
 // redisRateAllowN is allowN (and v8's gcra): take cost tokens, or none.
@@ -155,10 +155,10 @@ func redisRateAllowN(c *scriptRun, v rrVersion) {
 		return
 	}
 	if v == rr8 {
-		writeRedisRate(c, 0, remaining, "-1", luaToString(resetAfter))
+		writeRedisRate(c, 0, remaining, []byte("-1"), luaToString(resetAfter))
 		return
 	}
-	writeRedisRate(c, cost, remaining, "-1", luaToString(resetAfter))
+	writeRedisRate(c, cost, remaining, []byte("-1"), luaToString(resetAfter))
 }
 
 // redisRateAllowAtMost is allowAtMost: take as many of cost tokens as there are, or none.
@@ -201,5 +201,5 @@ func redisRateAllowAtMost(c *scriptRun, v rrVersion) {
 	if !redisRateSet(c, v, key, newTAT, resetAfter) {
 		return
 	}
-	writeRedisRate(c, cost, remaining, "-1", luaToString(resetAfter))
+	writeRedisRate(c, cost, remaining, []byte("-1"), luaToString(resetAfter))
 }

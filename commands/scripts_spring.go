@@ -42,10 +42,10 @@ func springTokenBucket(c *scriptRun, clock springClock) {
 	}
 	// now, and the text SETEX stores for it: TIME[1] is a string, ARGV[3] a number.
 	now, hasNow := c.num(3)
-	var nowText string
+	var nowText []byte
 	if clock == springTime || (clock == springArgOrTime && !hasNow) {
 		secs := c.tx.Now() / 1000
-		now, hasNow, nowText = float64(secs), true, strconv.FormatInt(secs, 10)
+		now, hasNow, nowText = float64(secs), true, strconv.AppendInt(make([]byte, 0, 20), secs, 10)
 	} else {
 		nowText = redisArg(now)
 	}
@@ -86,12 +86,12 @@ func springTokenBucket(c *scriptRun, clock springClock) {
 		if !c.writable(at) {
 			return
 		}
-		ttlArg := []byte(redisArg(ttl))
-		if e := c.setEx(tokensKey, []byte(redisArg(newTokens)), ttlArg, false, "setex"); e != "" {
+		ttlArg := redisArg(ttl)
+		if e := c.setEx(tokensKey, redisArg(newTokens), ttlArg, false, "setex"); e != "" {
 			c.fail(at, e)
 			return
 		}
-		if e := c.setEx(tsKey, []byte(nowText), ttlArg, false, "setex"); e != "" {
+		if e := c.setEx(tsKey, nowText, ttlArg, false, "setex"); e != "" {
 			c.fail(`redis.call("setex", timestamp_key`, e)
 			return
 		}
