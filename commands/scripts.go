@@ -34,7 +34,9 @@ type knownScript struct {
 	lib  string // the library and versions that send it
 	name string // the script's name in the library
 	text string
-	run  func(c *scriptRun)
+	// run is the native equivalent. It takes its scriptRun by value so that the run stays
+	// on the caller's stack: a pointer passed to a function value escapes to the heap.
+	run func(c scriptRun)
 }
 
 var (
@@ -62,7 +64,7 @@ func KnownScripts() []ScriptInfo {
 }
 
 // registerScript adds a known script; its SHA1 is computed from text.
-func registerScript(lib, name, text string, run func(c *scriptRun)) {
+func registerScript(lib, name, text string, run func(c scriptRun)) {
 	sum := sha1.Sum([]byte(text))
 	s := &knownScript{sha: hex.EncodeToString(sum[:]), lib: lib, name: name, text: text, run: run}
 	scriptsBySHA[s.sha] = s
@@ -152,8 +154,7 @@ func parseEval(bySHA, readOnly bool) func(args [][]byte) kvReq {
 		}
 		argv := args[3+n:]
 		return kvReq{keys: keys, run: func(tx *engine.KVTx, base int, w *resp.Writer) {
-			c := scriptRun{script: s, tx: tx, base: base, argv: argv, keyNames: keys, w: w, ro: readOnly}
-			s.run(&c)
+			s.run(scriptRun{script: s, tx: tx, base: base, argv: argv, keyNames: keys, w: w, ro: readOnly})
 		}}
 	}
 }

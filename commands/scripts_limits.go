@@ -22,9 +22,9 @@ import (
 
 func init() {
 	const lib = "limits"
-	registerScript(lib+" 3.1.6–5.8", "incr_expire (fixed window)", textLimitsIncrExpire, limitsIncrExpire)
-	registerScript(lib+" 4.1–5.8", "acquire_sliding_window", textLimitsAcquireSliding, limitsAcquireSliding)
-	registerScript(lib+" 4.1–5.8", "sliding_window", textLimitsSliding, limitsSliding)
+	registerScript(lib+" 3.1.6–5.8", "incr_expire (fixed window)", textLimitsIncrExpire, func(c scriptRun) { limitsIncrExpire(&c) })
+	registerScript(lib+" 4.1–5.8", "acquire_sliding_window", textLimitsAcquireSliding, func(c scriptRun) { limitsAcquireSliding(&c) })
+	registerScript(lib+" 4.1–5.8", "sliding_window", textLimitsSliding, func(c scriptRun) { limitsSliding(&c) })
 }
 
 func limitsIncrExpire(c *scriptRun) {

@@ -13,14 +13,14 @@ package commands
 
 func init() {
 	const lib = "rate-limit-redis"
-	registerScript(lib+" v6.0.x", "increment", textRLRedisIncrement6, func(c *scriptRun) { rlRedisIncrementAt(c, 1, false) })
-	registerScript(lib+" v4.2.3–v5.0.0", "increment", textRLRedisIncrement, func(c *scriptRun) {
+	registerScript(lib+" v6.0.x", "increment", textRLRedisIncrement6, func(c scriptRun) { rlRedisIncrementAt(&c, 1, false) })
+	registerScript(lib+" v4.2.3–v5.0.0", "increment", textRLRedisIncrement, func(c scriptRun) {
 		flag, _ := c.arg(1)
-		rlRedisIncrementAt(c, 2, string(flag) == "1")
+		rlRedisIncrementAt(&c, 2, string(flag) == "1")
 	})
-	registerScript(lib+" v4.2.1–v4.2.2", "increment", textRLRedisIncrement421, func(c *scriptRun) { rlRedisIncrementOld(c, false) })
-	registerScript(lib+" v3.x–v4.2.0", "increment", textRLRedisIncrement3, func(c *scriptRun) { rlRedisIncrementOld(c, true) })
-	registerScript(lib+" v4.1.0–v5.0.0", "get", textRLRedisGet, rlRedisGet)
+	registerScript(lib+" v4.2.1–v4.2.2", "increment", textRLRedisIncrement421, func(c scriptRun) { rlRedisIncrementOld(&c, false) })
+	registerScript(lib+" v3.x–v4.2.0", "increment", textRLRedisIncrement3, func(c scriptRun) { rlRedisIncrementOld(&c, true) })
+	registerScript(lib+" v4.1.0–v5.0.0", "get", textRLRedisGet, func(c scriptRun) { rlRedisGet(&c) })
 }
 
 // rlRedisIncrementAt is the increment of v4.2.3 and later, windowMs being ARGV[window];

@@ -28,13 +28,13 @@ const (
 
 func init() {
 	const lib = "go-redis/redis_rate"
-	registerScript(lib+" v9.1.1–v10.0.1", "allowN", textRedisRateAllowN, func(c *scriptRun) { redisRateAllowN(c, rr911) })
-	registerScript(lib+" v9.1.1–v10.0.1", "allowAtMost", textRedisRateAllowAtMost, func(c *scriptRun) { redisRateAllowAtMost(c, rr911) })
-	registerScript(lib+" v9.1.0", "allowN", textRedisRateAllowN910, func(c *scriptRun) { redisRateAllowN(c, rr910) })
-	registerScript(lib+" v9.1.0", "allowAtMost", textRedisRateAllowAtMost910, func(c *scriptRun) { redisRateAllowAtMost(c, rr910) })
-	registerScript(lib+" v9.0.0–v9.0.2", "allowN", textRedisRateAllowN90, func(c *scriptRun) { redisRateAllowN(c, rr90) })
-	registerScript(lib+" v9.0.0–v9.0.2", "allowAtMost", textRedisRateAllowAtMost90, func(c *scriptRun) { redisRateAllowAtMost(c, rr90) })
-	registerScript(lib+" v8.0.0", "gcra", textRedisRateGCRA8, func(c *scriptRun) { redisRateAllowN(c, rr8) })
+	registerScript(lib+" v9.1.1–v10.0.1", "allowN", textRedisRateAllowN, func(c scriptRun) { redisRateAllowN(&c, rr911) })
+	registerScript(lib+" v9.1.1–v10.0.1", "allowAtMost", textRedisRateAllowAtMost, func(c scriptRun) { redisRateAllowAtMost(&c, rr911) })
+	registerScript(lib+" v9.1.0", "allowN", textRedisRateAllowN910, func(c scriptRun) { redisRateAllowN(&c, rr910) })
+	registerScript(lib+" v9.1.0", "allowAtMost", textRedisRateAllowAtMost910, func(c scriptRun) { redisRateAllowAtMost(&c, rr910) })
+	registerScript(lib+" v9.0.0–v9.0.2", "allowN", textRedisRateAllowN90, func(c scriptRun) { redisRateAllowN(&c, rr90) })
+	registerScript(lib+" v9.0.0–v9.0.2", "allowAtMost", textRedisRateAllowAtMost90, func(c scriptRun) { redisRateAllowAtMost(&c, rr90) })
+	registerScript(lib+" v8.0.0", "gcra", textRedisRateGCRA8, func(c scriptRun) { redisRateAllowN(&c, rr8) })
 }
 
 // jan2017 is the script's epoch, in Unix seconds.

@@ -11,7 +11,7 @@ package commands
 // and DEL, which the counter commands serve. The text is one line: every error names line 1.
 
 func init() {
-	registerScript("rate-limiter-flexible v2.0.0–v11.1.0", "RateLimiterRedis incrTtl", textRLFlexIncrTTL, rlFlexIncrTTL)
+	registerScript("rate-limiter-flexible v2.0.0–v11.1.0", "RateLimiterRedis incrTtl", textRLFlexIncrTTL, func(c scriptRun) { rlFlexIncrTTL(&c) })
 }
 
 func rlFlexIncrTTL(c *scriptRun) {

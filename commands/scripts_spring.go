@@ -26,10 +26,10 @@ const (
 
 func init() {
 	const lib = "Spring Cloud Gateway"
-	registerScript(lib+" v4.3.0–v5.x", "request_rate_limiter", textSpringTokenBucket, func(c *scriptRun) { springTokenBucket(c, springArgOrTime) })
-	registerScript(lib+" v4.0.x–v4.2.x", "request_rate_limiter", textSpringTokenBucket40, func(c *scriptRun) { springTokenBucket(c, springArgOrTime) })
-	registerScript(lib+" v3.0.6–v3.1.x", "request_rate_limiter", textSpringTokenBucket306, func(c *scriptRun) { springTokenBucket(c, springTime) })
-	registerScript(lib+" v2.2.x–v3.0.5", "request_rate_limiter", textSpringTokenBucket22, func(c *scriptRun) { springTokenBucket(c, springArg) })
+	registerScript(lib+" v4.3.0–v5.x", "request_rate_limiter", textSpringTokenBucket, func(c scriptRun) { springTokenBucket(&c, springArgOrTime) })
+	registerScript(lib+" v4.0.x–v4.2.x", "request_rate_limiter", textSpringTokenBucket40, func(c scriptRun) { springTokenBucket(&c, springArgOrTime) })
+	registerScript(lib+" v3.0.6–v3.1.x", "request_rate_limiter", textSpringTokenBucket306, func(c scriptRun) { springTokenBucket(&c, springTime) })
+	registerScript(lib+" v2.2.x–v3.0.5", "request_rate_limiter", textSpringTokenBucket22, func(c scriptRun) { springTokenBucket(&c, springArg) })
 }
 
 func springTokenBucket(c *scriptRun, clock springClock) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ratchet/ratchet/commands"
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/resp"
 )
 
 // The SHA1s the libraries send (../shared/dropin/known_scripts.tsv).
@@ -319,4 +320,35 @@ func FuzzScripts(f *testing.F) {
 			t.Fatalf("memory gauge %d of %d", st.MemoryBytes, st.MaxMemoryBytes)
 		}
 	})
+}
+
+// TestScriptWarmAllocations keeps a warm EVALSHA of each library at one allocation per
+// request: the kvReq's closure, as INCRBY's. (The scriptRun and the numbers a script
+// formats stay on the stack.) Not under -race: engine.KV.Do's sync.Pool then drops items.
+func TestScriptWarmAllocations(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("allocation counts")
+	}
+	r := newScriptRig()
+	for _, cmd := range []string{
+		"EVALSHA " + shaAllowN + " 1 rate:k 1000000 1000000 1 1",
+		"EVALSHA " + shaAllowAtMost + " 1 rate:m 1000000 1000000 1 1",
+		"EVALSHA " + shaSpring + " 2 t s 1000000 1000000 1795352399 1",
+		"EVALSHA " + shaRLFlex + " 1 rlflx:k 1 60 5 60",
+		"EVALSHA " + shaRLRedisIncr + " 1 rl:k 1 60000",
+		"EVALSHA " + shaLimitsFixed + " 1 LIMITS:k 60 1",
+		"EVALSHA " + shaLimitsSlide + " 2 LIMITS:{s}/-1 LIMITS:{s} 1000000 60 1",
+		"EVALSHA " + shaUluleIncr + " 1 limiter:k 1 60000",
+		"EVALSHA " + shaUlulePeek + " 1 limiter:k",
+	} {
+		var w resp.Writer
+		args := split(cmd)
+		r.d.Serve(r.s, &w, args)
+		if allocs := testing.AllocsPerRun(100, func() {
+			w.Reset()
+			r.d.Serve(r.s, &w, args)
+		}); allocs > 1 {
+			t.Errorf("%s: %v allocations per request, want at most 1", cmd, allocs)
+		}
+	}
 }

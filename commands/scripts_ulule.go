@@ -10,8 +10,8 @@ package commands
 
 func init() {
 	const lib = "ulule/limiter v3.7.0–v3.11.2"
-	registerScript(lib, "incr", textUluleIncr, ululeIncr)
-	registerScript(lib, "peek", textUlulePeek, ululePeek)
+	registerScript(lib, "incr", textUluleIncr, func(c scriptRun) { ululeIncr(&c) })
+	registerScript(lib, "peek", textUlulePeek, func(c scriptRun) { ululePeek(&c) })
 }
 
 func ululeIncr(c *scriptRun) {
