@@ -150,7 +150,7 @@ func (e *Engine) refusedFull() {
 	now := e.clock.NowMs()
 	last := e.lastFullLog.Load()
 	if now-last >= 10_000 && e.lastFullLog.CompareAndSwap(last, now) {
-		e.log.Warn("cell store is full; refusing new cells", "max_memory_bytes", e.store.maxBytes,
+		e.log.Warn("store is full (--max-memory); refusing new cells and counter keys", "max_memory_bytes", e.store.maxBytes,
 			"tuples", e.store.tuples.Load(), "refused_total", n)
 	}
 }

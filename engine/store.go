@@ -371,16 +371,9 @@ func (s *store) liveIn(sh *shard, nowMs int64, fn func(key string, ent *entry, i
 // request's turn on its thread (seen as scheduling delay in an event loop's trace). After
 // yieldingFor of tries it queues, so the pass still ends and spins no longer.
 func lockYielding(mu *sync.Mutex) {
-	if mu.TryLock() {
-		return
+	if !mu.TryLock() && !tryLockFor(mu, yieldingFor) { // no clock read when free
+		mu.Lock()
 	}
-	for start := time.Now(); time.Since(start) < yieldingFor; {
-		runtime.Gosched()
-		if mu.TryLock() {
-			return
-		}
-	}
-	mu.Lock()
 }
 
 // yieldingFor bounds lockYielding's tries: far longer than a request holds a shard.
