@@ -26,7 +26,8 @@ import (
 //
 // EVAL and EVALSHA are counter-keyspace requests (kvParsers): alone, one engine.KV.Do on
 // their KEYS at one instant; in a transaction, inside EXEC's KV.Do with the other queued
-// counter commands. On an edge they answer as the counter commands do (kvOnOrigin).
+// counter commands. On an edge they go, as the counter commands do, to the origin of their
+// first key (forwardOne; kvOnOrigin's error when the edge has no origin to forward to).
 
 // knownScript is one script text Ratchet runs natively.
 type knownScript struct {
