@@ -239,12 +239,12 @@ func TestErrFullLogIsRateLimited(t *testing.T) {
 			t.Fatalf("Limit: %v", err)
 		}
 	}
-	if n := bytes.Count(buf.Bytes(), []byte("cell store is full")); n != 1 {
+	if n := bytes.Count(buf.Bytes(), []byte("store is full (--max-memory)")); n != 1 {
 		t.Fatalf("%d log lines in the same second, want 1:\n%s", n, buf.String())
 	}
 	clock.Advance(10_000)
 	e.Limit(tup("late", 1000), 10, 1)
-	if n := bytes.Count(buf.Bytes(), []byte("cell store is full")); n != 2 {
+	if n := bytes.Count(buf.Bytes(), []byte("store is full (--max-memory)")); n != 2 {
 		t.Fatalf("%d log lines after 10 s, want 2", n)
 	}
 	if s := e.Stats(); s.RefusedFull != 101 {
