@@ -281,11 +281,10 @@ func (c *scriptRun) luaError(marker, msg string) {
 
 // Errors of Lua values a native equivalent reports with luaError or fail.
 const (
-	luaArith    = "attempt to perform arithmetic on a nil value"
-	luaCompare  = "attempt to compare number with nil"
-	luaBadArgs  = "ERR Lua redis lib command arguments must be strings or integers"
-	luaMaxNil   = "bad argument #1 to 'max' (number expected, got nil)"
-	errNotIntKV = "ERR value is not an integer or out of range"
+	luaArith   = "attempt to perform arithmetic on a nil value"
+	luaCompare = "attempt to compare number with nil"
+	luaBadArgs = "ERR Lua redis lib command arguments must be strings or integers"
+	luaMaxNil  = "bad argument #1 to 'max' (number expected, got nil)"
 )
 
 // writable reports whether the script may write now; under EVAL_RO it writes the error
@@ -302,15 +301,9 @@ func (c *scriptRun) writable(marker string) bool {
 // or ms when ms) as SET/SETEX/PSETEX do: a strict positive integer. It returns the error
 // reply's message, or "".
 func (c *scriptRun) setEx(i int, val []byte, expire []byte, ms bool, cmd string) string {
-	v, ok := redisInt(expire)
-	if !ok {
-		return errNotIntKV
-	}
-	if v <= 0 || (!ms && v > math.MaxInt64/1000) {
-		return errExpireTime(cmd)
-	}
-	if !ms {
-		v *= 1000
+	v, e := expireMs(expire, !ms, cmd)
+	if e != "" {
+		return e
 	}
 	at, ok := absoluteMs(v, true, c.tx.Now())
 	if !ok {
@@ -327,7 +320,7 @@ func (c *scriptRun) setEx(i int, val []byte, expire []byte, ms bool, cmd string)
 func (c *scriptRun) pexpire(i int, expire []byte, ms bool, cmd string) string {
 	v, ok := redisInt(expire)
 	if !ok {
-		return errNotIntKV
+		return errNotInteger
 	}
 	if !ms {
 		if v > math.MaxInt64/1000 || v < math.MinInt64/1000 {
@@ -429,7 +422,7 @@ func luaMin(a, b float64) float64 {
 func (c *scriptRun) incrBy(i int, delta []byte) (int64, string) {
 	d, ok := redisInt(delta)
 	if !ok {
-		return 0, errNotIntKV
+		return 0, errNotInteger
 	}
 	n, err := c.tx.IncrBy(i, d)
 	if err != nil {
