@@ -195,7 +195,7 @@ func (s *Store) Stats() Stats {
 // changed is not nil and reports that nothing changed since the last capture, nothing is
 // written (an idle origin does not rewrite the same snapshot) and it counts as a success:
 // the snapshot on disk is current. Run does not save when ctx ends: the caller writes the
-// final snapshot with Save once it has stopped taking writes. A non-positive interval
+// final snapshot with SaveAll once it has stopped taking writes. A non-positive interval
 // disables periodic saves and Run returns at once.
 func Run(ctx context.Context, s *Store, cells iter.Seq[engine.CellRecord], kv iter.Seq[engine.KVRecord], changed func() bool, interval time.Duration) {
 	if interval <= 0 {
