@@ -73,24 +73,7 @@ func FuzzKVArgs(f *testing.F) {
 		for _, a := range strings.Split(args, " ") {
 			req = append(req, []byte(a))
 		}
-		var w resp.Writer
-		d.Serve(s, &w, req)
-		checkOneReply(t, w.Bytes(), req)
-		w.Reset()
-		d.Serve(s, &w, [][]byte{[]byte("MULTI")})
-		d.Serve(s, &w, req)
-		d.Serve(s, &w, [][]byte{[]byte("EXEC")})
-		rest := w.Bytes()
-		for range 3 {
-			n := replyLen(rest)
-			if n <= 0 {
-				t.Fatalf("%q in MULTI: malformed replies %q", req, w.Bytes())
-			}
-			rest = rest[n:]
-		}
-		if len(rest) != 0 {
-			t.Fatalf("%q in MULTI: trailing bytes %q", req, rest)
-		}
+		checkServedAloneAndInMulti(t, d, s, req)
 		clock.Advance(int64(which))
 		if st := eng.Stats(); st.MemoryBytes < 0 || st.MemoryBytes > st.MaxMemoryBytes+engine.MaxKVValue+4096 {
 			t.Fatalf("memory gauge %d of %d", st.MemoryBytes, st.MaxMemoryBytes)
