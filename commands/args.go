@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/resp"
 )
 
 // Argument errors. Their text is the reply; each names the argument and its rule.
@@ -25,33 +26,8 @@ const (
 	DefaultNamespace = "default"
 )
 
-// parseUint reads a strict non-negative decimal integer: digits only, no sign, no spaces,
-// no leading zeros (except "0" itself), at most max. ok is false otherwise.
-func parseUint(b []byte, max uint64) (v uint64, ok bool) {
-	if len(b) == 0 || len(b) > 20 || (b[0] == '0' && len(b) > 1) {
-		return 0, false
-	}
-	if len(b) <= 19 { // below 10^19: no uint64 overflow, one comparison at the end
-		for _, c := range b {
-			if c < '0' || c > '9' {
-				return 0, false
-			}
-			v = v*10 + uint64(c-'0')
-		}
-		return v, v <= max
-	}
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		d := uint64(c - '0')
-		if v > (max-d)/10 {
-			return 0, false
-		}
-		v = v*10 + d
-	}
-	return v, true
-}
+// parseUint is resp.ParseUint: a strict non-negative decimal integer of at most max.
+func parseUint(b []byte, max uint64) (uint64, bool) { return resp.ParseUint(b, max) }
 
 // windowUnit splits a window into its digits and the milliseconds of its unit suffix
 // ("ms", "s", "m", "h", "d", any case; none: ms). A suffix needs at least one byte before

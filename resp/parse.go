@@ -177,3 +177,32 @@ func printable(c byte) byte {
 	}
 	return c
 }
+
+// ParseUint reads a strict non-negative decimal integer: digits only, no sign, no spaces,
+// no leading zeros (except "0" itself), at most max. ok is false otherwise. Commands'
+// arguments and the internal protocol's integers are read with it.
+func ParseUint(b []byte, max uint64) (v uint64, ok bool) {
+	if len(b) == 0 || len(b) > 20 || (b[0] == '0' && len(b) > 1) {
+		return 0, false
+	}
+	if len(b) <= 19 { // below 10^19: no uint64 overflow, one comparison at the end
+		for _, c := range b {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			v = v*10 + uint64(c-'0')
+		}
+		return v, v <= max
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if v > (max-d)/10 {
+			return 0, false
+		}
+		v = v*10 + d
+	}
+	return v, true
+}

@@ -16,6 +16,8 @@ package wire
 import (
 	"errors"
 	"math"
+
+	"github.com/ratchet/ratchet/resp"
 )
 
 // Command names, as senders spell them.
@@ -72,25 +74,8 @@ var (
 // ErrReply marks a reply that does not fit its request; the connection is out of step.
 var ErrReply = errors.New("wire: reply does not fit its request")
 
-// parseUint reads a strict non-negative decimal integer: digits only, no sign, no leading
-// zeros (except "0" itself), at most max.
-func parseUint(b []byte, max uint64) (uint64, bool) {
-	if len(b) == 0 || len(b) > 20 || (b[0] == '0' && len(b) > 1) {
-		return 0, false
-	}
-	var v uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		d := uint64(c - '0')
-		if d > max || v > (max-d)/10 {
-			return 0, false
-		}
-		v = v*10 + d
-	}
-	return v, true
-}
+// parseUint is resp.ParseUint: a strict non-negative decimal integer of at most max.
+func parseUint(b []byte, max uint64) (uint64, bool) { return resp.ParseUint(b, max) }
 
 // parseInt reads a strict non-negative decimal integer up to math.MaxInt64.
 func parseInt(b []byte) (int64, bool) {
