@@ -26,11 +26,11 @@ func internalCommands() []*Command {
 			Summary: "Authenticates a node-to-node connection with the cluster secret.", Handler: cmdInternalHello},
 		{Name: "rl.internal.read", Arity: -1, Flags: flagReadonly, Group: "ratchet",
 			Summary: "Reads cells for an edge.", Handler: cmdInternalRead},
-		{Name: "rl.internal.replay", Arity: -6, Flags: flagWrite, Group: "ratchet",
+		{Name: "rl.internal.replay", Arity: -9, Flags: flagWrite, Group: "ratchet",
 			Summary: "Applies a batch of an edge's accepted cost, once.", Handler: cmdInternalReplay},
 		{Name: "rl.internal.publish", Arity: -5, Flags: flagWrite, Group: "ratchet",
 			Summary: "Merges G-Counter components from another region's origin.", Handler: cmdInternalPublish},
-		{Name: "rl.internal.decide", Arity: 7, Flags: flagWrite, Group: "ratchet",
+		{Name: "rl.internal.decide", Arity: 8, Flags: flagWrite, Group: "ratchet",
 			Summary: "Decides a request handed over by an edge.", Handler: cmdInternalDecide},
 		{Name: "rl.internal.forward", Arity: -5, Flags: flagWrite, Group: "ratchet",
 			Summary: "Runs counter, CL.THROTTLE and script commands for an edge's client.", Handler: cmdInternalForward},
@@ -93,7 +93,7 @@ func internalError(err error) string {
 	return errSyntax.Error()
 }
 
-// cmdInternalRead serves RL.INTERNAL.READ key seq [key seq ...].
+// cmdInternalRead serves RL.INTERNAL.READ key seq limit want [...].
 func cmdInternalRead(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	if !internalReady(d, s, w) {
 		return
@@ -107,7 +107,7 @@ func cmdInternalRead(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	wire.WriteCountsReply(w, meta, counts)
 }
 
-// cmdInternalReplay serves RL.INTERNAL.REPLAY batch-id key seq cost limit [...].
+// cmdInternalReplay serves RL.INTERNAL.REPLAY batch-id key seq cost limit spent want return [...].
 func cmdInternalReplay(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	if !internalReady(d, s, w) {
 		return
@@ -153,7 +153,7 @@ func cmdInternalPublish(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte
 	wire.WritePublishReply(w, changed)
 }
 
-// cmdInternalDecide serves RL.INTERNAL.DECIDE key limit cost pending inflight batch-id.
+// cmdInternalDecide serves RL.INTERNAL.DECIDE key limit cost pending inflight batch-id want.
 func cmdInternalDecide(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	if !internalReady(d, s, w) {
 		return

@@ -24,11 +24,18 @@ import (
 // Lock order: entry mutex, then originLink.mu; the flusher copies the pin set under
 // originLink.mu and then locks entries one by one.
 //
+// Leases (lease.go has the origin's side): an edge accepts a request locally only within
+// the lease its origin granted it on the cell, so that the region never admits more than
+// the limit. Reads, replays and hand-offs ask for a lease sized by this edge's demand;
+// replays renew it; near the limit the origin grants nothing and every decision that may
+// be allowed is handed to the origin, which decides and counts atomically.
+//
 // Origin calls: reads of cold, stale or strict tuples are shared per tuple (flightGroup);
 // each origin has one flusher goroutine sending one replay batch at a time; a decision
-// whose cost would exceed this edge's share of the remaining budget is handed to the
-// origin. A failed call puts its origin in backoff, shared by all requests: while it
-// lasts nothing waits on that origin, and one probe at a time tests it afterwards.
+// that the lease does not cover is handed to the origin. A failed call puts its origin in
+// backoff, shared by all requests: while it lasts nothing waits on that origin, and one
+// probe at a time tests it afterwards; meanwhile the edge spends its unexpired leases,
+// then enforces limit x DegradedShare.
 
 // EdgeConfig configures an Edge.
 type EdgeConfig struct {
@@ -63,7 +70,34 @@ type edgeCell struct {
 	pending  uint64 // accepted here, not yet sent
 	inflight uint64 // accepted here, sent in the unacknowledged batch
 	minLimit uint64 // the lowest limit accepted against the cell here (replayed with it)
+
+	spent      uint64 // cumulative cost accepted here (pending, inflight and acknowledged)
+	handed     uint64 // cost handed to the origin since the last batch: demand
+	leaseG     uint64 // the lease: spent may grow up to it (lease.go)
+	leaseSeq   uint64
+	leaseUntil int64 // ms, this edge's clock: the lease ends
+	leaseBoot  int64 // the origin run that granted it
+	returnDue  bool  // give the lease back in the next batch (idle, and a large part of what is left)
 }
+
+// leaseLeft returns what the lease still lets this edge accept at now from origin run
+// boot.
+func (c *edgeCell) leaseLeft(now, boot int64) uint64 {
+	if c == nil || now >= c.leaseUntil || c.leaseBoot != boot || c.leaseG <= c.spent {
+		return 0
+	}
+	return c.leaseG - c.spent
+}
+
+// leaseWantFactor: an edge asks for this many times its recent demand (the cost it took
+// or handed off since its last batch), so that the lease lasts a few replay intervals.
+const leaseWantFactor = 4
+
+// leaseMinWant is the least an edge asks for: enough for a short burst on a cold tuple.
+const leaseMinWant = 16
+
+// leaseWant is what an edge asks for, given its recent demand.
+func leaseWant(demand uint64) uint64 { return max(leaseWantFactor*demand, leaseMinWant) }
 
 func (c *edgeCell) total() uint64 {
 	return satAdd(satAdd(c.regional, c.imported), satAdd(c.pending, c.inflight))
@@ -80,12 +114,6 @@ type localEntry struct {
 	cells       [2]edgeCell
 	freshUntil  int64       // ms; reads and acknowledged replays extend it
 	strictUntil int64       // ms; set by a denial, to the end of the next window
-	spent       uint64      // cost accepted here that the origin had not seen at the last refresh
-	refreshedMs int64       // when the origin last answered for this tuple
-	refSeq      int64       // the cell refTotal belongs to
-	refTotal    uint64      // that cell's count in the last answer
-	othersRate  float64     // other edges' growth of the cell, per ms, smoothed (a margin estimate)
-	rated       bool        // othersRate holds at least one observation
 	pinned      bool        // in link.pins (guarded by link.mu, read under mu)
 	pinIdx      int         // index in link.pins while pinned (guarded by link.mu)
 	sameHash    *localEntry // next pinned entry in link.byKey's chain of hash (guarded by link.mu)
@@ -139,11 +167,10 @@ func (le *localEntry) counts(seq int64) Counts {
 	return c
 }
 
-// merge takes an origin's counts with max and marks the entry fresh until freshUntil.
-// ownAcked is this edge's cost that the answer newly includes (a replay's items, or an
-// allowed hand-off), so that the growth left over is the other edges' and feeds their
-// observed rate.
-func (le *localEntry) merge(cc CellCounts, freshUntil, now int64, ownAcked uint64) {
+// merge takes an origin's counts with max, and its lease when newer than the one held,
+// and marks the entry fresh until freshUntil. sentMs is when the request was sent: the
+// lease lives meta.LeaseTTLMs from then.
+func (le *localEntry) merge(cc CellCounts, meta OriginMeta, sentMs, freshUntil int64) {
 	for _, part := range [2]struct {
 		seq      int64
 		reg, imp uint64
@@ -156,35 +183,18 @@ func (le *localEntry) merge(cc CellCounts, freshUntil, now int64, ownAcked uint6
 			c.imported = max(c.imported, capCount(part.imp))
 		}
 	}
-	total := satAdd(cc.CurRegional, cc.CurImported)
-	if le.refreshedMs > 0 && le.refSeq == cc.Seq && now > le.refreshedMs && total >= le.refTotal {
-		others := total - le.refTotal - min(ownAcked, total-le.refTotal)
-		rate := float64(others) / float64(now-le.refreshedMs)
-		if le.rated {
-			le.othersRate = (le.othersRate + rate) / 2
-		} else {
-			le.othersRate, le.rated = rate, true
+	if cc.LeaseSeq > 0 {
+		if c := le.slot(cc.Seq); c != nil && cc.LeaseSeq > c.leaseSeq {
+			c.leaseG, c.leaseSeq, c.leaseBoot = cc.LeaseG, cc.LeaseSeq, meta.Boot
+			c.leaseUntil = sentMs + meta.LeaseTTLMs
 		}
 	}
-	le.refSeq, le.refTotal, le.refreshedMs = cc.Seq, total, now
 	le.freshUntil = max(le.freshUntil, freshUntil)
-	// What the origin has not seen of ours still counts against this edge's share; so does
-	// what it has just acknowledged, for one more round: the other edges refresh at other
-	// times and may not have seen it yet, as this edge has not seen theirs.
-	le.spent = satAdd(le.unacked(max(le.cells[0].seq, le.cells[1].seq)), ownAcked)
-}
-
-// unacked returns cost accepted here that the origin may not have, for cell seq.
-func (le *localEntry) unacked(seq int64) uint64 {
-	if c := le.cell(seq); c != nil {
-		return satAdd(c.pending, c.inflight)
-	}
-	return 0
 }
 
 func (le *localEntry) idle() bool {
 	for _, c := range le.cells {
-		if c.seq != emptySeq && (c.pending > 0 || c.inflight > 0) {
+		if c.seq != emptySeq && (c.pending > 0 || c.inflight > 0 || c.returnDue) {
 			return false
 		}
 	}
@@ -202,6 +212,7 @@ type originLink struct {
 	lastOKMs  atomic.Int64
 	backoffMs atomic.Int64
 	edges     atomic.Int64 // active edges in the region, as the origin last said
+	boot      atomic.Int64 // the origin's run, as it last said: leases of another are void
 
 	mu sync.Mutex // guards pins, byKey, cursor, batch, batchID
 	// pins holds every entry with unacknowledged cost: the replay set (each entry knows
@@ -259,6 +270,7 @@ func (l *originLink) inflightBatch() uint64 {
 
 func (l *originLink) succeeded(nowMs int64, meta OriginMeta) {
 	l.edges.Store(int64(max(meta.Edges, 1)))
+	l.boot.Store(meta.Boot)
 	l.lastOKMs.Store(nowMs)
 	l.backoffMs.Store(0)
 	l.reachable.Store(true)
@@ -423,10 +435,7 @@ func (e *Edge) freshEntry(l *originLink, key []byte, now int64) *localEntry {
 		return nil
 	}
 	le.mu.Lock()
-	// Without an observed rate of the other edges, a view is only trusted for two replay
-	// intervals: they may have taken anything since.
-	if now < le.freshUntil && now >= le.strictUntil &&
-		(le.rated || l.edges.Load() == 1 || now-le.refreshedMs <= 2*e.cfg.ReplayInterval.Milliseconds()) {
+	if now < le.freshUntil && now >= le.strictUntil {
 		return le
 	}
 	le.mu.Unlock()
@@ -434,10 +443,10 @@ func (e *Edge) freshEntry(l *originLink, key []byte, now int64) *localEntry {
 }
 
 // refresh returns the entry of key after reading the origin (reads of one tuple are
-// shared by concurrent requests). It never returns nil; when the origin is in backoff or
-// fails, the entry is the local view (not fresh). readOK reports whether the origin
-// answered.
-func (e *Edge) refresh(l *originLink, key string, window, seq, now int64) (le *localEntry, readOK bool) {
+// shared by concurrent requests), asking for a lease of want units within limit (0, 0:
+// none). It never returns nil; when the origin is in backoff or fails, the entry is the
+// local view (not fresh). readOK reports whether the origin answered.
+func (e *Edge) refresh(l *originLink, key string, window, seq, now int64, limit, want uint64) (le *localEntry, readOK bool) {
 	if !l.usable(now) {
 		if le = e.lookup(l, []byte(key)); le == nil {
 			le = e.create(l, key, window)
@@ -452,7 +461,8 @@ func (e *Edge) refresh(l *originLink, key string, window, seq, now int64) (le *l
 		ctx, cancel := context.WithTimeout(context.Background(), e.cfg.OriginTimeout)
 		defer cancel()
 		start := time.Now()
-		counts, meta, err := l.client.Read(ctx, []ReadItem{{Key: []byte(key), Seq: seq}})
+		sent := e.clock.NowMs()
+		counts, meta, err := l.client.Read(ctx, []ReadItem{{Key: []byte(key), Seq: seq, Limit: limit, Want: want}})
 		e.observe("read", err, start)
 		e.reads.Add(1)
 		now := e.clock.NowMs()
@@ -465,7 +475,7 @@ func (e *Edge) refresh(l *originLink, key string, window, seq, now int64) (le *l
 		}
 		l.succeeded(now, meta)
 		le.mu.Lock()
-		e.mergeAnswer(l, le, counts[0], meta, now, 0)
+		e.mergeAnswer(l, le, counts[0], meta, sent, now)
 		le.mu.Unlock()
 		return le, nil
 	})
@@ -490,8 +500,8 @@ func (e *Edge) observe(kind string, err error, start time.Time) {
 }
 
 // Limit decides one request from local memory, reading the origin first when the tuple
-// is cold, stale or strict, and handing the decision to the origin when this edge's share
-// of the remaining budget would not cover it.
+// is cold, stale or strict, and handing the decision to the origin when this edge's lease
+// does not cover it.
 func (e *Edge) Limit(t Tuple, limit, cost uint64) (Decision, error) {
 	d, _, err := e.limit(t, limit, cost, true, e.clock.NowMs())
 	return d, err
@@ -517,7 +527,7 @@ func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool, now int64) (Deci
 			return Decision{}, false, nil
 		}
 		seq, _ := position(now, t.WindowMs)
-		le, _ = e.refresh(l, string(key), t.WindowMs, seq, now)
+		le, _ = e.refresh(l, string(key), t.WindowMs, seq, now, limit, leaseWant(cost))
 		now = e.clock.NowMs()
 		le.mu.Lock()
 	}
@@ -530,27 +540,35 @@ func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool, now int64) (Deci
 		return Decision{}, false, nil
 	}
 	counts := le.counts(seq)
-	d := e.decideLocal(l, counts, limit, cost, t.WindowMs, elapsed, now)
-	if d.Allowed && cost > 0 && l.reachable.Load() && !e.safeLocally(l, le, counts, d, limit, cost, t.WindowMs, elapsed, now) {
-		if !mayWait {
-			le.mu.Unlock()
-			return Decision{}, false, nil
-		}
-		req := DecideRequest{Key: le.key, Limit: limit, Cost: cost}
-		if c := le.cell(seq); c != nil {
-			req.Pending, req.Inflight = c.pending, c.inflight
-			if c.inflight > 0 {
-				req.InflightBatch = l.inflightBatch()
+	// The local view never holds more than the origin's, so a local denial is right; an
+	// admission is, within the lease.
+	d := Decide(counts, limit, cost, t.WindowMs, elapsed)
+	if d.Allowed && cost > 0 && le.cell(seq).leaseLeft(now, l.boot.Load()) < cost {
+		if l.reachable.Load() {
+			if !mayWait {
+				le.mu.Unlock()
+				return Decision{}, false, nil
 			}
+			req := DecideRequest{Key: le.key, Limit: limit, Cost: cost}
+			if c := le.slot(seq); c != nil {
+				req.Pending, req.Inflight = c.pending, c.inflight
+				if c.inflight > 0 {
+					req.InflightBatch = l.inflightBatch()
+				}
+				req.Want = leaseWant(satAdd(satAdd(c.pending, c.handed), cost))
+				c.handed = satAdd(c.handed, cost)
+			}
+			le.mu.Unlock()
+			if hd, ok := e.handOff(l, le, req); ok {
+				return hd, true, nil
+			}
+			// The origin failed just now: decide from local memory, degraded.
+			le.mu.Lock()
+			now = e.clock.NowMs()
+			seq, elapsed = position(now, t.WindowMs)
+			counts = le.counts(seq)
 		}
-		le.mu.Unlock()
-		if hd, ok := e.handOff(l, le, req); ok {
-			return hd, true, nil
-		}
-		// The origin failed just now: decide from local memory, degraded.
-		le.mu.Lock()
-		counts = le.counts(seq)
-		d = e.decideLocal(l, counts, limit, cost, t.WindowMs, elapsed, e.clock.NowMs())
+		d = e.degraded(l, counts, limit, cost, t.WindowMs, elapsed, now)
 	}
 	if d.Allowed && cost > 0 {
 		if err := e.account(l, le, seq, cost, limit); err != nil {
@@ -567,13 +585,10 @@ func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool, now int64) (Deci
 	return d, true, nil
 }
 
-// decideLocal decides from counts; while the origin is unreachable it enforces
-// limit x DegradedShare, and a request that only the reduced limit refuses may retry once
-// the origin's backoff has passed.
-func (e *Edge) decideLocal(l *originLink, counts Counts, limit, cost uint64, windowMs, elapsed, now int64) Decision {
-	if l.reachable.Load() {
-		return Decide(counts, limit, cost, windowMs, elapsed)
-	}
+// degraded decides from counts while the origin cannot be asked and the lease does not
+// cover the request: it enforces limit x DegradedShare, and a request that only the
+// reduced limit refuses may retry once the origin's backoff has passed.
+func (e *Edge) degraded(l *originLink, counts Counts, limit, cost uint64, windowMs, elapsed, now int64) Decision {
 	reduced := uint64(float64(limit) * e.cfg.DegradedShare)
 	d := Decide(counts, max(reduced, 1), cost, windowMs, elapsed)
 	if reduced == 0 && cost > 0 {
@@ -592,30 +607,6 @@ func (e *Edge) decideLocal(l *originLink, counts Counts, limit, cost uint64, win
 	return d
 }
 
-// safeLocally reports whether an allowed request may be counted here without the origin
-// (le.mu held). Two guards, both needed:
-//
-//   - the margin: what the other edges may have accepted unseen since this entry's last
-//     refresh, estimated from their observed rate over the time since then plus one replay
-//     interval, doubled; a request that would leave less than that (at least 1) goes to the
-//     origin. This keeps busy keys local until they near the limit.
-//   - the share: between two refreshes, an edge spends at most 1/edges of what was left,
-//     which bounds a simultaneous flood before any rate has been observed.
-func (e *Edge) safeLocally(l *originLink, le *localEntry, counts Counts, d Decision, limit, cost uint64, windowMs, elapsed, now int64) bool {
-	// A batch's instant may precede the last answer by a little: no negative horizon.
-	horizon := float64(max(now-le.refreshedMs, 0)) + float64(e.cfg.ReplayInterval.Milliseconds()) + 1
-	margin := uint64(marginFactor*le.othersRate*horizon) + 1
-	if d.Remaining < margin {
-		return false
-	}
-	return withinShare(counts, limit, le.spent, max(cost, minLocalShare), uint64(l.edges.Load()), windowMs, elapsed)
-}
-
-// minLocalShare: a request is counted locally only if this edge's share could take this
-// much. Small limits (5 logins per 15 minutes) thus always go to the origin, and are exact
-// across edges whatever the timing.
-const minLocalShare = 4
-
 func (e *Edge) count(le *localEntry, allowed bool) { e.decisions.add(le.hash, allowed) }
 
 // enterStrict records a denial (le.mu held): until the end of the next window, requests
@@ -633,51 +624,46 @@ func (e *Edge) enterStrict(le *localEntry, seq, window int64) {
 // account adds accepted cost to the entry (le.mu held) and makes sure the entry is in its
 // origin's replay set.
 func (e *Edge) account(l *originLink, le *localEntry, seq int64, cost, limit uint64) error {
-	if !le.pinned {
-		l.mu.Lock()
-		if len(l.pins) >= e.cfg.MaxPinned/len(e.links) {
-			l.mu.Unlock()
-			return ErrReplayFull
-		}
-		le.pinIdx = len(l.pins)
-		l.pins = append(l.pins, le)
-		le.sameHash = l.byKey[le.hash]
-		l.byKey[le.hash] = le
-		le.pinned = true
-		full := len(l.pins) >= e.cfg.MaxBatchItems
-		l.mu.Unlock()
-		e.pinned.Add(1)
-		if full {
-			select {
-			case l.kick <- struct{}{}:
-			default:
-			}
-		}
+	if err := e.pin(l, le); err != nil {
+		return err
 	}
 	c := le.slot(seq)
 	if c == nil {
 		return nil // a cell older than both held (the clock stepped back): nothing to keep
 	}
 	c.pending = satAdd(c.pending, cost)
+	c.spent = satAdd(c.spent, cost)
 	if c.minLimit == 0 || limit < c.minLimit {
 		c.minLimit = limit
 	}
-	le.spent = satAdd(le.spent, cost)
 	return nil
 }
 
-// withinShare reports whether this edge may accept cost locally: its spending since the
-// last refresh, with cost, stays within 1/edges of what was left at the refresh:
-// edges*(spent+cost) <= limit - (used - spent), in exact W-scaled integers.
-func withinShare(c Counts, limit, spent, cost, edges uint64, windowMs, elapsed int64) bool {
-	w := uint64(windowMs)
-	used := weightedUsed(capCount(c.Current), capCount(c.Previous), w, uint64(elapsed))
-	left := mul(limit, w).add(mul(spent, w)) // (limit + spent) * W
-	if used.greater(left) {
-		return false
+// pin puts le (le.mu held) in its origin's replay set, unless it is there.
+func (e *Edge) pin(l *originLink, le *localEntry) error {
+	if le.pinned {
+		return nil
 	}
-	need := mul(satAdd(spent, cost), w).mulSmall(max(edges, 1))
-	return !need.greater(left.sub(used))
+	l.mu.Lock()
+	if len(l.pins) >= e.cfg.MaxPinned/len(e.links) {
+		l.mu.Unlock()
+		return ErrReplayFull
+	}
+	le.pinIdx = len(l.pins)
+	l.pins = append(l.pins, le)
+	le.sameHash = l.byKey[le.hash]
+	l.byKey[le.hash] = le
+	le.pinned = true
+	full := len(l.pins) >= e.cfg.MaxBatchItems
+	l.mu.Unlock()
+	e.pinned.Add(1)
+	if full {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
+	return nil
 }
 
 // handOff asks the origin to decide and count atomically. ok is false when the origin
@@ -686,6 +672,7 @@ func (e *Edge) handOff(l *originLink, le *localEntry, req DecideRequest) (Decisi
 	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.OriginTimeout)
 	defer cancel()
 	start := time.Now()
+	sent := e.clock.NowMs()
 	d, cc, meta, err := l.client.Decide(ctx, req)
 	e.observe("decide", err, start)
 	now := e.clock.NowMs()
@@ -700,11 +687,7 @@ func (e *Edge) handOff(l *originLink, le *localEntry, req DecideRequest) (Decisi
 		e.originDenied.Add(1)
 	}
 	le.mu.Lock()
-	var own uint64
-	if d.Allowed {
-		own = req.Cost
-	}
-	e.mergeAnswer(l, le, cc, meta, now, own)
+	e.mergeAnswer(l, le, cc, meta, sent, now)
 	if !d.Allowed {
 		e.enterStrict(le, cc.Seq, le.window)
 	}
@@ -713,17 +696,17 @@ func (e *Edge) handOff(l *originLink, le *localEntry, req DecideRequest) (Decisi
 	return d, true
 }
 
-// mergeAnswer merges an origin's read or decide answer into le (le.mu held). When the
-// origin says it has applied the batch this edge has in flight, the counts include that
-// batch: its cost stops being added on top (it would count twice until the replay's own
-// answer arrives).
-func (e *Edge) mergeAnswer(l *originLink, le *localEntry, cc CellCounts, meta OriginMeta, now int64, own uint64) {
+// mergeAnswer merges an origin's read or decide answer into le (le.mu held); the request
+// was sent at sentMs. When the origin says it has applied the batch this edge has in
+// flight, the counts include that batch: its cost stops being added on top (it would
+// count twice until the replay's own answer arrives).
+func (e *Edge) mergeAnswer(l *originLink, le *localEntry, cc CellCounts, meta OriginMeta, sentMs, now int64) {
 	if id := l.inflightBatch(); id > 0 && meta.Applied >= id {
 		for i := range le.cells {
 			le.cells[i].inflight = 0
 		}
 	}
-	le.merge(cc, now+e.cfg.Freshness.Milliseconds(), now, own)
+	le.merge(cc, meta, sentMs, now+e.cfg.Freshness.Milliseconds())
 }
 
 // Status reads a tuple, refreshing from the origin first. Source says whether the origin
@@ -732,7 +715,7 @@ func (e *Edge) Status(t Tuple) Status {
 	key := string(AppendKey(nil, t))
 	now := e.clock.NowMs()
 	seq, _ := position(now, t.WindowMs)
-	le, fromOrigin := e.refresh(e.link([]byte(key)), key, t.WindowMs, seq, now)
+	le, fromOrigin := e.refresh(e.link([]byte(key)), key, t.WindowMs, seq, now, 0, 0)
 	now = e.clock.NowMs()
 	seq, elapsed := position(now, t.WindowMs)
 	st := Status{Sequence: seq, ElapsedMs: elapsed, WindowMs: t.WindowMs, Source: "local"}
@@ -753,7 +736,3 @@ func (e *Edge) Status(t Tuple) Status {
 	st.StrictMs = max(0, le.strictUntil-now)
 	return st
 }
-
-// marginFactor scales the other edges' observed rate into the margin kept for what they
-// may have accepted unseen: rates change, and replies are late under load.
-const marginFactor = 3

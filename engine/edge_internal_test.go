@@ -180,7 +180,7 @@ func TestEdgeTwinStaysFindable(t *testing.T) {
 		t.Fatal("the warm entry is neither cached nor pinned")
 	}
 	evict()
-	le2, ok := e.refresh(l, string(key), tp.WindowMs, seq, clock.NowMs()) // 2.
+	le2, ok := e.refresh(l, string(key), tp.WindowMs, seq, clock.NowMs(), 0, 0) // 2.
 	if !ok || le2 == le1 {
 		t.Fatalf("B's refresh: ok=%v, same entry=%v", ok, le2 == le1)
 	}

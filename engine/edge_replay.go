@@ -91,6 +91,7 @@ func (e *Edge) flush(l *originLink, final bool) (more bool) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.OriginTimeout)
 	start := time.Now()
+	sent := now
 	counts, meta, err := l.client.Replay(ctx, b.ReplayBatch)
 	cancel()
 	e.observe("replay", err, start)
@@ -110,7 +111,8 @@ func (e *Edge) flush(l *originLink, final bool) (more bool) {
 		if c := le.cell(it.Seq); c != nil {
 			c.inflight -= min(c.inflight, it.Cost)
 		}
-		le.merge(counts[i], fresh, now, it.Cost)
+		le.merge(counts[i], meta, sent, fresh)
+		e.markReturn(le, it.Seq, now, l.boot.Load())
 		e.unpinIfIdle(l, le)
 		le.mu.Unlock()
 	}
@@ -148,18 +150,27 @@ func (e *Edge) buildBatch(l *originLink, now int64) *pendingBatch {
 	b.entries = make([]*localEntry, 0, len(entries))
 	for _, le := range entries {
 		le.mu.Lock()
-		live := now/le.window - 1
+		cur := now / le.window
 		for i := range le.cells {
 			c := &le.cells[i]
-			if c.seq == emptySeq || c.pending == 0 {
+			if c.seq == emptySeq || (c.pending == 0 && !c.returnDue) {
 				continue
 			}
-			if c.seq < live {
+			if c.seq < cur-1 {
 				e.expired.Add(c.pending)
-				c.pending = 0
+				c.pending, c.returnDue = 0, false
 				continue
 			}
-			b.Items = append(b.Items, ReplayItem{Key: le.key, Seq: c.seq, Cost: c.pending, Limit: c.minLimit})
+			it := ReplayItem{Key: le.key, Seq: c.seq, Cost: c.pending, Limit: c.minLimit, Spent: c.spent}
+			switch {
+			case c.pending > 0 && c.seq == cur:
+				it.Want = leaseWant(satAdd(c.pending, c.handed)) // renew
+			case c.pending == 0:
+				// Give the idle lease back: accept no more under it from now on.
+				it.Return, c.leaseG = c.leaseSeq, min(c.leaseG, c.spent)
+			}
+			c.returnDue, c.handed = false, 0
+			b.Items = append(b.Items, it)
 			b.entries = append(b.entries, le)
 			c.inflight = satAdd(c.inflight, c.pending)
 			c.pending = 0
@@ -177,6 +188,28 @@ func (e *Edge) buildBatch(l *originLink, now int64) *pendingBatch {
 	l.mu.Unlock()
 	return b
 }
+
+// markReturn (le.mu held) decides, after a batch was acknowledged, whether the lease of
+// cell seq is to be given back: the cell is idle here (nothing pending or in flight) while
+// the lease is a large part of what is left of the limit, so that budget a quiet edge
+// holds goes back to the others. Far from the limit an idle lease is kept: it costs the
+// others nothing, and the next request here is decided without the network.
+func (e *Edge) markReturn(le *localEntry, seq, now, boot int64) {
+	c := le.cell(seq)
+	left := c.leaseLeft(now, boot)
+	if c == nil || left == 0 || c.pending > 0 || c.inflight > 0 || c.minLimit == 0 || seq != now/le.window {
+		return
+	}
+	_, elapsed := position(now, le.window)
+	used := Used(le.counts(seq), le.window, elapsed)
+	if c.minLimit <= used || returnFactor*left >= c.minLimit-used {
+		c.returnDue = true
+	}
+}
+
+// returnFactor: an idle lease is given back when it is more than 1/returnFactor of what
+// is left of the limit.
+const returnFactor = 8
 
 // unpinIfIdle removes le (le.mu held) from the replay set once it holds nothing
 // unacknowledged.

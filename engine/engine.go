@@ -22,6 +22,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Region is this origin's region: the one component of each cell it writes.
 	Region string
+	// LeaseTTL is how long a lease granted to an edge lives (lease.go); 0 means
+	// DefaultLeaseTTL.
+	LeaseTTL time.Duration
 }
 
 // DefaultMaxMemory is the cell store's bound when Config leaves it 0: 256 MiB.
@@ -46,6 +49,12 @@ type Engine struct {
 	lastFullLog atomic.Int64  // ms of the last "store full" log line
 
 	kv *KV // the counter keyspace (kv.go), within the same --max-memory
+
+	leaseTTLMs   int64
+	leaseSeq     atomic.Uint64 // the last lease sequence handed out; starts from the boot time
+	leaseSets    atomic.Int64  // tuples holding leases
+	maxLeaseSets int64
+	boot         int64 // ms at New: names this run of the origin in replies
 }
 
 // New returns an Engine reading time from clock.
@@ -60,7 +69,14 @@ func New(clock Clock, cfg Config) *Engine {
 	if cfg.Region == "" {
 		cfg.Region = "local"
 	}
-	e := &Engine{clock: clock, store: newStore(cfg.MaxMemoryBytes), log: log, region: cfg.Region}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
+	}
+	e := &Engine{clock: clock, store: newStore(cfg.MaxMemoryBytes), log: log, region: cfg.Region,
+		leaseTTLMs: max(cfg.LeaseTTL.Milliseconds(), 1), boot: clock.NowMs()}
+	e.maxLeaseSets = max(cfg.MaxMemoryBytes/8/leaseSetBytes, 1024)
+	// Lease sequences grow across restarts as long as fewer than 2^20 are made per ms.
+	e.leaseSeq.Store(uint64(max(e.boot, 0)) << 20)
 	e.kv = newKV(clock, &e.store.bytes, cfg.MaxMemoryBytes, e.refusedFull, e.markDirty)
 	return e
 }
@@ -231,7 +247,9 @@ func (e *Engine) Changed() bool { return e.dirty.Swap(false) }
 // not in the result).
 func (e *Engine) Sweep() int64 {
 	e.kv.Sweep()
-	return e.store.sweep(e.clock.NowMs())
+	now := e.clock.NowMs()
+	e.sweepLeases(now)
+	return e.store.sweep(now)
 }
 
 // RunSweeper calls Sweep every interval until ctx ends.

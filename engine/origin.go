@@ -17,6 +17,10 @@ type CellCounts struct {
 	CurImported  uint64
 	PrevRegional uint64
 	PrevImported uint64
+	// LeaseG and LeaseSeq are the asking edge run's lease on cell Seq (lease.go): the
+	// cumulative cost it may accept there, under lease sequence LeaseSeq. 0, 0: none.
+	LeaseG   uint64
+	LeaseSeq uint64
 }
 
 // OriginMeta travels with every origin reply.
@@ -27,21 +31,36 @@ type OriginMeta struct {
 	// Applied is the last replay batch the origin applied for the asking edge run: the
 	// counts in the reply include every batch up to it.
 	Applied uint64
+	// LeaseTTLMs is how long the leases in the reply live, from when the edge sent its
+	// request.
+	LeaseTTLMs int64
+	// Boot names this run of the origin (its start time, ms): an edge drops the leases of
+	// an origin that restarted, which knows nothing of them.
+	Boot int64
 }
 
-// ReadItem asks for a tuple's cells Seq and Seq-1. Key is made by AppendKey.
+// ReadItem asks for a tuple's cells Seq and Seq-1. Key is made by AppendKey. Want > 0
+// asks for a lease of that many units on cell Seq, within Limit.
 type ReadItem struct {
-	Key []byte
-	Seq int64
+	Key   []byte
+	Seq   int64
+	Limit uint64
+	Want  uint64
 }
 
 // ReplayItem is accepted cost of one cell, coalesced. Limit is the lowest limit the edge
-// saw used against the cell (it sets the cell's publication threshold).
+// saw used against the cell (it sets the cell's publication threshold). Spent is the
+// edge run's cumulative accepted cost in the cell, this item's included; Want > 0 renews
+// its lease with that many units; Return > 0 gives back the lease of that sequence
+// (lease.go). An item may carry no cost (a return).
 type ReplayItem struct {
-	Key   []byte
-	Seq   int64
-	Cost  uint64
-	Limit uint64
+	Key    []byte
+	Seq    int64
+	Cost   uint64
+	Limit  uint64
+	Spent  uint64
+	Want   uint64
+	Return uint64
 }
 
 // ReplayBatch is one delivery of replays. (Node, ID) identify it: an origin applies a
@@ -56,7 +75,8 @@ type ReplayBatch struct {
 // DecideRequest hands one decision to the origin, which decides and counts atomically.
 // Pending is the edge's accepted cost for the current cell not yet sent; Inflight is its
 // cost in replay batch InflightBatch, sent but not acknowledged. The origin counts Pending,
-// and Inflight unless it already applied that batch, as used, without adding them.
+// and Inflight unless it already applied that batch, as used, without adding them (or the
+// edge's lease, when that is more). Want > 0 asks for a lease too.
 type DecideRequest struct {
 	Key           []byte
 	Limit         uint64
@@ -64,6 +84,7 @@ type DecideRequest struct {
 	Pending       uint64
 	Inflight      uint64
 	InflightBatch uint64
+	Want          uint64
 }
 
 // Origin is what an edge needs from its region's origin. Every method may fail (the
@@ -151,36 +172,49 @@ func (ent *entry) cellCounts(seq int64) CellCounts {
 		PrevRegional: prev.regional, PrevImported: prev.imported}
 }
 
-func (e *Engine) readLocked(key []byte, seq int64) CellCounts {
+// serveCell answers one item of an edge run: key's cells around seq, after applying lr to
+// the run's lease (lease.go).
+func (e *Engine) serveCell(key []byte, seq int64, run *runMarks, lr LeaseRequest, meta OriginMeta, now int64) CellCounts {
 	sh, h := e.store.locate(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if ent := sh.lookup(h, key); ent != nil {
-		return ent.cellCounts(seq)
+	ent := sh.lookup(h, key)
+	cc := CellCounts{Seq: seq}
+	if ent != nil {
+		cc = ent.cellCounts(seq)
 	}
-	return CellCounts{Seq: seq}
+	if w := windowOfKey(string(key)); w > 0 && seq == now/w {
+		cc.LeaseG, cc.LeaseSeq = e.lease(sh, key, ent, run, lr, w, now, meta.Edges)
+	}
+	return cc
 }
 
 // ServeRead answers an edge's read of cells. node identifies the edge run. The counts are
 // read after the applied mark, so they include every batch up to it (and perhaps more).
 func (e *Engine) ServeRead(node string, items []ReadItem) ([]CellCounts, OriginMeta) {
-	meta := e.heard(node)
+	meta, run := e.heard(node)
 	out := make([]CellCounts, len(items))
+	now := e.clock.NowMs()
 	for i, it := range items {
-		out[i] = e.readLocked(it.Key, it.Seq)
+		out[i] = e.serveCell(it.Key, it.Seq, run, LeaseRequest{Limit: it.Limit, Want: it.Want}, meta, now)
 	}
 	return out, meta
 }
 
 // Heard records that the edge run node is connected, so that it counts as active.
-func (e *Engine) Heard(node string) { e.heard(node) }
+func (e *Engine) Heard(node string) { _, _ = e.heard(node) }
 
-func (e *Engine) heard(node string) OriginMeta {
+func (e *Engine) heard(node string) (OriginMeta, *runMarks) {
 	now := e.clock.NowMs()
 	e.nodes.mu.Lock()
 	defer e.nodes.mu.Unlock()
 	m := e.nodes.touch(node, now)
-	return OriginMeta{Edges: e.nodes.active(now), Applied: m.lastBatch.Load()}
+	return e.meta(now, m.lastBatch.Load()), m
+}
+
+// meta is the header of a reply to an edge (nodes.mu held).
+func (e *Engine) meta(now int64, applied uint64) OriginMeta {
+	return OriginMeta{Edges: e.nodes.active(now), Applied: applied, LeaseTTLMs: e.leaseTTLMs, Boot: e.boot}
 }
 
 // nodeName strips the boot nonce ("node/nonce") so that a restarted edge counts once.
@@ -206,7 +240,7 @@ func (e *Engine) ServeReplay(b ReplayBatch) ([]CellCounts, OriginMeta) {
 	now := e.clock.NowMs()
 	e.nodes.mu.Lock()
 	st := e.nodes.touch(b.Node, now)
-	meta := OriginMeta{Edges: e.nodes.active(now)}
+	meta := e.meta(now, 0)
 	e.nodes.mu.Unlock()
 
 	st.apply.Lock()
@@ -219,9 +253,11 @@ func (e *Engine) ServeReplay(b ReplayBatch) ([]CellCounts, OriginMeta) {
 	meta.Applied = st.lastBatch.Load()
 	st.apply.Unlock()
 	// Counts after the whole batch, so that an item sees the batch's other cells too.
+	// Lease requests are applied on every delivery: they are idempotent (lease.go).
 	out := make([]CellCounts, len(b.Items))
+	now = e.clock.NowMs()
 	for i, it := range b.Items {
-		out[i] = e.readLocked(it.Key, it.Seq)
+		out[i] = e.serveCell(it.Key, it.Seq, st, LeaseRequest{Limit: it.Limit, Want: it.Want, Spent: it.Spent, Return: it.Return}, meta, now)
 	}
 	e.replayed.Add(uint64(len(b.Items)))
 	return out, meta
@@ -256,7 +292,7 @@ func (e *Engine) applyReplay(it ReplayItem, nowMs int64) {
 // cost is added, and counted twice only if the batch lands in between (a denial too many,
 // never an admission too many).
 func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts, OriginMeta, error) {
-	meta := e.heard(node) // before the counts: see ServeRead
+	meta, run := e.heard(node) // before the counts: see ServeRead
 	t, err := ParseKey(r.Key)
 	if err != nil {
 		return Decision{}, CellCounts{}, meta, err
@@ -265,8 +301,27 @@ func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts
 	if r.InflightBatch > meta.Applied {
 		extra = satAdd(extra, r.Inflight) // that batch has not arrived: its cost is on its way
 	}
-	d, cc, err := e.decide(r.Key, t.WindowMs, r.Limit, r.Cost, extra, e.clock.NowMs())
-	return d, cc, meta, err
+	now := e.clock.NowMs()
+	seq, _ := position(now, t.WindowMs)
+	sh, h := e.store.locate(r.Key)
+	var d Decision
+	var cc CellCounts
+	sh.mu.Lock()
+	// Every lease counts as used: the other runs' may be spent at any moment, and this
+	// run's covers its cost not replayed yet (or Pending and Inflight do, when more).
+	others, own := e.leases(sh, r.Key, seq, false).reserved(run, now)
+	extra = satAdd(others, max(own, extra))
+	err = e.decideLocked(sh, h, r.Key, t.WindowMs, r.Limit, r.Cost, extra, now, &d, &cc)
+	if err == nil && cc.Seq == seq {
+		cc.LeaseG, cc.LeaseSeq = e.lease(sh, r.Key, sh.lookup(h, r.Key), run, LeaseRequest{Limit: r.Limit, Want: r.Want}, t.WindowMs, now, meta.Edges)
+	}
+	sh.mu.Unlock()
+	if err != nil {
+		e.refusedFull()
+		return Decision{}, CellCounts{}, meta, err
+	}
+	e.decisions.add(uint64(h), d.Allowed)
+	return d, cc, meta, nil
 }
 
 // LocalOrigin serves an Edge from an Engine in the same process: the in-memory Origin of

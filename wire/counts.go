@@ -7,46 +7,57 @@ import (
 	"github.com/ratchet/ratchet/resp"
 )
 
-// RL.INTERNAL.READ [key seq ...] and RL.INTERNAL.REPLAY batch-id key seq cost limit [...]
-// are both answered with [edges, applied, counts × n]: a counts group is seq,
-// cur_regional, cur_imported, prev_regional, prev_imported, one per item in order.
+// RL.INTERNAL.READ [key seq limit want ...] and RL.INTERNAL.REPLAY batch-id key seq cost
+// limit spent want return [...] are both answered with [meta, counts × n]: the meta is
+// edges, applied, lease_ttl_ms, boot; a counts group is seq, cur_regional, cur_imported,
+// prev_regional, prev_imported, lease_g, lease_seq, one per item in order.
 
-// countsInts is the number of integers of one counts group.
-const countsInts = 5
+// countsInts is the number of integers of one counts group; metaInts of the meta.
+const (
+	countsInts = 7
+	metaInts   = 4
+)
 
-// AppendRead appends RL.INTERNAL.READ key seq ... to dst. No items is a heartbeat. The
-// caller keeps len(items) within MaxReadItems.
+// AppendRead appends RL.INTERNAL.READ key seq limit want ... to dst. No items is a
+// heartbeat. The caller keeps len(items) within MaxReadItems.
 func AppendRead(dst []byte, items []engine.ReadItem) []byte {
-	dst = resp.AppendArray(dst, 1+2*len(items))
+	dst = resp.AppendArray(dst, 1+readArgs*len(items))
 	dst = resp.AppendBulkString(dst, CmdRead)
 	for _, it := range items {
 		dst = resp.AppendBulk(dst, it.Key)
 		dst = resp.AppendBulkInt(dst, it.Seq)
+		dst = resp.AppendBulkUint(dst, it.Limit)
+		dst = resp.AppendBulkUint(dst, it.Want)
 	}
 	return dst
 }
 
 // ParseRead decodes an RL.INTERNAL.READ request. Keys alias args.
 func ParseRead(args [][]byte) ([]engine.ReadItem, error) {
-	if len(args) < 1 || (len(args)-1)%2 != 0 {
+	if len(args) < 1 || (len(args)-1)%readArgs != 0 {
 		return nil, fmt.Errorf("%w: %d arguments to READ", ErrSyntax, len(args))
 	}
 	rest := args[1:]
-	items := make([]engine.ReadItem, 0, len(rest)/2)
-	for i := 0; i < len(rest); i += 2 {
+	items := make([]engine.ReadItem, 0, len(rest)/readArgs)
+	for i := 0; i < len(rest); i += readArgs {
 		seq, ok := parseInt(rest[i+1])
 		if !validKey(rest[i]) || !ok {
-			return nil, fmt.Errorf("%w: item %d", ErrKey, i/2)
+			return nil, fmt.Errorf("%w: item %d", ErrKey, i/readArgs)
 		}
-		items = append(items, engine.ReadItem{Key: rest[i], Seq: seq})
+		limit, ok1 := parseUint(rest[i+2], engine.MaxLimit)
+		want, ok2 := parseUint(rest[i+3], engine.MaxLimit)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("%w: item %d", ErrInt, i/readArgs)
+		}
+		items = append(items, engine.ReadItem{Key: rest[i], Seq: seq, Limit: limit, Want: want})
 	}
 	return items, nil
 }
 
-// AppendReplay appends RL.INTERNAL.REPLAY id key seq cost limit ... to dst. The caller
-// keeps len(items) from 1 to MaxReplayItems.
+// AppendReplay appends RL.INTERNAL.REPLAY id key seq cost limit spent want return ... to
+// dst. The caller keeps len(items) from 1 to MaxReplayItems.
 func AppendReplay(dst []byte, id uint64, items []engine.ReplayItem) []byte {
-	dst = resp.AppendArray(dst, 2+4*len(items))
+	dst = resp.AppendArray(dst, 2+replayArgs*len(items))
 	dst = resp.AppendBulkString(dst, CmdReplay)
 	dst = resp.AppendBulkUint(dst, id)
 	for _, it := range items {
@@ -54,6 +65,9 @@ func AppendReplay(dst []byte, id uint64, items []engine.ReplayItem) []byte {
 		dst = resp.AppendBulkInt(dst, it.Seq)
 		dst = resp.AppendBulkUint(dst, it.Cost)
 		dst = resp.AppendBulkUint(dst, it.Limit)
+		dst = resp.AppendBulkUint(dst, it.Spent)
+		dst = resp.AppendBulkUint(dst, it.Want)
+		dst = resp.AppendBulkUint(dst, it.Return)
 	}
 	return dst
 }
@@ -61,7 +75,7 @@ func AppendReplay(dst []byte, id uint64, items []engine.ReplayItem) []byte {
 // ParseReplay decodes an RL.INTERNAL.REPLAY request of at least one item. The batch's
 // Node is left empty: the origin knows the sender from its HELLO. Keys alias args.
 func ParseReplay(args [][]byte) (engine.ReplayBatch, error) {
-	if len(args) < 6 || (len(args)-2)%4 != 0 {
+	if len(args) < 2+replayArgs || (len(args)-2)%replayArgs != 0 {
 		return engine.ReplayBatch{}, fmt.Errorf("%w: %d arguments to REPLAY", ErrSyntax, len(args))
 	}
 	id, ok := parseInt(args[1])
@@ -69,18 +83,22 @@ func ParseReplay(args [][]byte) (engine.ReplayBatch, error) {
 		return engine.ReplayBatch{}, fmt.Errorf("%w: batch id", ErrSyntax)
 	}
 	rest := args[2:]
-	b := engine.ReplayBatch{ID: uint64(id), Items: make([]engine.ReplayItem, 0, len(rest)/4)}
-	for i := 0; i < len(rest); i += 4 {
+	b := engine.ReplayBatch{ID: uint64(id), Items: make([]engine.ReplayItem, 0, len(rest)/replayArgs)}
+	for i := 0; i < len(rest); i += replayArgs {
 		if !validKey(rest[i]) {
-			return engine.ReplayBatch{}, fmt.Errorf("%w: item %d", ErrKey, i/4)
+			return engine.ReplayBatch{}, fmt.Errorf("%w: item %d", ErrKey, i/replayArgs)
 		}
-		seq, ok1 := parseInt(rest[i+1])
-		cost, ok2 := parseInt(rest[i+2])
-		limit, ok3 := parseInt(rest[i+3])
-		if !ok1 || !ok2 || !ok3 {
-			return engine.ReplayBatch{}, fmt.Errorf("%w: item %d", ErrInt, i/4)
+		seq, ok := parseInt(rest[i+1])
+		var n [5]uint64 // cost, limit, spent, want, return
+		for j := range n {
+			v, okj := parseInt(rest[i+2+j])
+			n[j], ok = uint64(v), ok && okj
 		}
-		b.Items = append(b.Items, engine.ReplayItem{Key: rest[i], Seq: seq, Cost: uint64(cost), Limit: uint64(limit)})
+		if !ok {
+			return engine.ReplayBatch{}, fmt.Errorf("%w: item %d", ErrInt, i/replayArgs)
+		}
+		b.Items = append(b.Items, engine.ReplayItem{Key: rest[i], Seq: seq, Cost: n[0], Limit: n[1],
+			Spent: n[2], Want: n[3], Return: n[4]})
 	}
 	return b, nil
 }
@@ -88,7 +106,7 @@ func ParseReplay(args [][]byte) (engine.ReplayBatch, error) {
 // WriteCountsReply writes the reply to RL.INTERNAL.READ or RL.INTERNAL.REPLAY: meta, then
 // one counts group per item. Counts above math.MaxInt64 are written as math.MaxInt64.
 func WriteCountsReply(w *resp.Writer, meta engine.OriginMeta, counts []engine.CellCounts) {
-	w.Array(2 + countsInts*len(counts))
+	w.Array(metaInts + countsInts*len(counts))
 	writeMeta(w, meta)
 	for _, c := range counts {
 		writeCellCounts(w, c)
@@ -99,15 +117,15 @@ func WriteCountsReply(w *resp.Writer, meta engine.OriginMeta, counts []engine.Ce
 // RL.INTERNAL.REPLAY into counts, which holds one element per item of the request with
 // Seq set to the item's seq: a group for another seq does not fit.
 func ParseCountsReply(v []int64, counts []engine.CellCounts) (engine.OriginMeta, error) {
-	if len(v) != 2+countsInts*len(counts) {
+	if len(v) != metaInts+countsInts*len(counts) {
 		return engine.OriginMeta{}, fmt.Errorf("%w: reply of %d integers to a request of %d items", ErrReply, len(v), len(counts))
 	}
-	meta, err := parseMeta(v[0], v[1])
+	meta, err := parseMeta(v[:metaInts])
 	if err != nil {
 		return engine.OriginMeta{}, err
 	}
 	for i := range counts {
-		g := v[2+countsInts*i : 2+countsInts*(i+1)]
+		g := v[metaInts+countsInts*i : metaInts+countsInts*(i+1)]
 		if g[0] != counts[i].Seq {
 			return engine.OriginMeta{}, fmt.Errorf("%w: reply for seq %d to a request for seq %d", ErrReply, g[0], counts[i].Seq)
 		}
@@ -121,15 +139,19 @@ func ParseCountsReply(v []int64, counts []engine.CellCounts) (engine.OriginMeta,
 func writeMeta(w *resp.Writer, meta engine.OriginMeta) {
 	w.Int(int64(meta.Edges))
 	w.Int(clampInt(meta.Applied))
+	w.Int(meta.LeaseTTLMs)
+	w.Int(meta.Boot)
 }
 
-// parseMeta reads a reply's header: edges (at least 1 by the protocol; 0 is read as 1)
-// and the last replay batch the origin applied for this edge run.
-func parseMeta(edges, applied int64) (engine.OriginMeta, error) {
-	if edges < 0 || applied < 0 {
-		return engine.OriginMeta{}, fmt.Errorf("%w: negative edge count or batch id", ErrReply)
+// parseMeta reads a reply's header (metaInts integers): edges (at least 1 by the
+// protocol; 0 is read as 1), the last replay batch the origin applied for this edge run,
+// the leases' TTL and the origin's boot.
+func parseMeta(v []int64) (engine.OriginMeta, error) {
+	edges, applied, ttl, boot := v[0], v[1], v[2], v[3]
+	if edges < 0 || applied < 0 || ttl < 0 {
+		return engine.OriginMeta{}, fmt.Errorf("%w: negative edge count, batch id or lease TTL", ErrReply)
 	}
-	return engine.OriginMeta{Edges: int(max(edges, 1)), Applied: uint64(applied)}, nil
+	return engine.OriginMeta{Edges: int(max(edges, 1)), Applied: uint64(applied), LeaseTTLMs: ttl, Boot: boot}, nil
 }
 
 func writeCellCounts(w *resp.Writer, c engine.CellCounts) {
@@ -138,6 +160,8 @@ func writeCellCounts(w *resp.Writer, c engine.CellCounts) {
 	w.Int(clampInt(c.CurImported))
 	w.Int(clampInt(c.PrevRegional))
 	w.Int(clampInt(c.PrevImported))
+	w.Int(clampInt(c.LeaseG))
+	w.Int(clampInt(c.LeaseSeq))
 }
 
 // parseCellCounts reads a counts group (countsInts integers).
@@ -148,7 +172,7 @@ func parseCellCounts(g []int64, cc *engine.CellCounts) error {
 		}
 	}
 	*cc = engine.CellCounts{Seq: g[0], CurRegional: uint64(g[1]), CurImported: uint64(g[2]),
-		PrevRegional: uint64(g[3]), PrevImported: uint64(g[4])}
+		PrevRegional: uint64(g[3]), PrevImported: uint64(g[4]), LeaseG: uint64(g[5]), LeaseSeq: uint64(g[6])}
 	return nil
 }
 

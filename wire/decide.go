@@ -8,30 +8,31 @@ import (
 	"github.com/ratchet/ratchet/resp"
 )
 
-// RL.INTERNAL.DECIDE key limit cost pending inflight batch-id hands one decision to the
-// origin. The reply is [edges, applied, allowed, limit, remaining, retry_after_ms,
-// reset_after_ms, counts]: 12 integers.
+// RL.INTERNAL.DECIDE key limit cost pending inflight batch-id want hands one decision to
+// the origin. The reply is [meta, allowed, limit, remaining, retry_after_ms,
+// reset_after_ms, counts].
 
 // decideReplyInts is the length of a reply to RL.INTERNAL.DECIDE.
-const decideReplyInts = 7 + countsInts
+const decideReplyInts = metaInts + 5 + countsInts
 
 // AppendDecide appends RL.INTERNAL.DECIDE for r to dst.
 func AppendDecide(dst []byte, r engine.DecideRequest) []byte {
-	dst = resp.AppendArray(dst, 7)
+	dst = resp.AppendArray(dst, 8)
 	dst = resp.AppendBulkString(dst, CmdDecide)
 	dst = resp.AppendBulk(dst, r.Key)
 	dst = resp.AppendBulkUint(dst, r.Limit)
 	dst = resp.AppendBulkUint(dst, r.Cost)
 	dst = resp.AppendBulkUint(dst, r.Pending)
 	dst = resp.AppendBulkUint(dst, r.Inflight)
-	return resp.AppendBulkUint(dst, r.InflightBatch)
+	dst = resp.AppendBulkUint(dst, r.InflightBatch)
+	return resp.AppendBulkUint(dst, r.Want)
 }
 
 // ParseDecide decodes an RL.INTERNAL.DECIDE request. The key aliases args. Limit is from 1
 // to engine.MaxLimit (else ErrLimit), Cost to engine.MaxLimit and the others to
 // math.MaxInt64 (else ErrCost).
 func ParseDecide(args [][]byte) (engine.DecideRequest, error) {
-	if len(args) != 7 {
+	if len(args) != 8 {
 		return engine.DecideRequest{}, fmt.Errorf("%w: %d arguments to DECIDE", ErrSyntax, len(args))
 	}
 	if !validKey(args[1]) {
@@ -42,14 +43,15 @@ func ParseDecide(args [][]byte) (engine.DecideRequest, error) {
 	pending, ok3 := parseUint(args[4], math.MaxInt64)
 	inflight, ok4 := parseUint(args[5], math.MaxInt64)
 	batch, ok5 := parseUint(args[6], math.MaxInt64)
+	want, ok6 := parseUint(args[7], engine.MaxLimit)
 	if !ok1 || limit == 0 {
 		return engine.DecideRequest{}, ErrLimit
 	}
-	if !ok2 || !ok3 || !ok4 || !ok5 {
+	if !ok2 || !ok3 || !ok4 || !ok5 || !ok6 {
 		return engine.DecideRequest{}, ErrCost
 	}
 	return engine.DecideRequest{Key: args[1], Limit: limit, Cost: cost, Pending: pending,
-		Inflight: inflight, InflightBatch: batch}, nil
+		Inflight: inflight, InflightBatch: batch, Want: want}, nil
 }
 
 // WriteDecideReply writes the reply to RL.INTERNAL.DECIDE.
@@ -78,15 +80,16 @@ func ParseDecideReply(v []int64) (engine.Decision, engine.CellCounts, engine.Ori
 	if len(v) != decideReplyInts {
 		return dec, cc, meta, fmt.Errorf("%w: decide reply of %d integers", ErrReply, len(v))
 	}
-	meta, err := parseMeta(v[0], v[1])
+	meta, err := parseMeta(v[:metaInts])
 	if err != nil {
 		return dec, cc, meta, err
 	}
-	allowed, limit, remaining, retry, reset := v[2], v[3], v[4], v[5], v[6]
+	d := v[metaInts:]
+	allowed, limit, remaining, retry, reset := d[0], d[1], d[2], d[3], d[4]
 	if allowed < 0 || allowed > 1 || limit < 0 || remaining < 0 || retry < -1 || reset < 0 {
 		return dec, cc, meta, fmt.Errorf("%w: decide reply out of range", ErrReply)
 	}
-	if err := parseCellCounts(v[7:], &cc); err != nil {
+	if err := parseCellCounts(d[5:], &cc); err != nil {
 		return dec, cc, meta, err
 	}
 	dec = engine.Decision{Allowed: allowed == 1, Limit: uint64(limit), Remaining: uint64(remaining),

@@ -38,10 +38,10 @@ const MaxArgs = 8192
 
 // Bounds of one request, derived from MaxArgs.
 const (
-	// MaxReadItems is the most items of one RL.INTERNAL.READ: 1+2n arguments.
-	MaxReadItems = (MaxArgs - 1) / 2
-	// MaxReplayItems is the most items of one RL.INTERNAL.REPLAY: 2+4n arguments.
-	MaxReplayItems = (MaxArgs - 2) / 4
+	// MaxReadItems is the most items of one RL.INTERNAL.READ: 1+4n arguments.
+	MaxReadItems = (MaxArgs - 1) / readArgs
+	// MaxReplayItems is the most items of one RL.INTERNAL.REPLAY: 2+7n arguments.
+	MaxReplayItems = (MaxArgs - 2) / replayArgs
 	// MaxPublishItems is the most components of one RL.INTERNAL.PUBLISH: 1+4n arguments.
 	MaxPublishItems = (MaxArgs - 1) / 4
 	// MaxForwardArgs is the most payload arguments (argc groups included) of one
@@ -49,9 +49,15 @@ const (
 	MaxForwardArgs = MaxArgs - 3
 	// MaxReplyInts bounds the integers of one reply a sender reads: the header and up to
 	// MaxArgs counts groups, more than any request within MaxArgs can ask for.
-	MaxReplyInts = 2 + 5*MaxArgs
+	MaxReplyInts = metaInts + countsInts*MaxArgs
 	// MaxRegionLen is the longest region name in a component.
 	MaxRegionLen = 255
+)
+
+// Arguments of one item of RL.INTERNAL.READ and RL.INTERNAL.REPLAY.
+const (
+	readArgs   = 4
+	replayArgs = 7
 )
 
 // Errors of request decoders, wrapped with the field at fault.

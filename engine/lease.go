@@ -1,0 +1,228 @@
+package engine
+
+// Leases: how an origin lets edges decide locally and stay exact (the origin side; the
+// edge side is in edge.go).
+//
+// A lease is a slice of one cell's budget that the origin reserved for one edge run. The
+// origin keeps, per (cell, run), the cumulative cost it granted (g) and the cumulative
+// cost the run reported having accepted in the cell (spent, carried by every replay
+// item). The run's reservation is g - spent while the lease is alive: it covers what the
+// edge may still accept, and what it accepted but has not replayed yet. The origin grants
+// only while
+//
+//	used + reservations of all runs <= limit
+//
+// (used: the sliding-window count of SPEC section 2), and it decides a hand-off with the
+// other runs' reservations counted as used. An edge accepts locally only while its own
+// cumulative spent stays within g: so the region never admits more than the limit, however
+// the edges' requests interleave.
+//
+// Sizing: a run asks for what it expects to use over a few replay intervals (want); the
+// origin grants at most 1/(2 x active edges) of the unreserved room, so near the limit
+// leases shrink to nothing and decisions go to the origin, which decides and counts
+// atomically. At the fixed point the edges together hold under half of the room, so a
+// hand-off that fits the limit is admitted.
+//
+// Lifetime: a grant carries a lease sequence (monotonic across origin restarts: it starts
+// from the boot time) and lives for the origin's LeaseTTL. The edge stops spending it
+// LeaseTTL after it sent the request that got it (its own clock); the origin forgets it
+// leaseGraceMs later still, so that cost accepted under it just before the edge's expiry
+// has time to arrive. Replays renew a lease (extend it, grow it with demand); an edge
+// returns an idle lease when it is a large part of what is left (edge.go). Grants only
+// grow within a lease sequence chain: a return applies only if no newer grant was made, so
+// a lease is never shrunk under an edge that may be spending it. A restarted origin knows
+// no leases: it honours none, and grants anew from what replays report.
+
+import (
+	"time"
+)
+
+// DefaultLeaseTTL is how long a lease lives when Config.LeaseTTL is 0.
+const DefaultLeaseTTL = 10 * time.Second
+
+// leaseGraceMs is how much longer than the edge the origin keeps a lease.
+const leaseGraceMs = 1000
+
+// leaseSetBytes estimates the bytes of one leased tuple beyond its key (the set, its map
+// slot, a few grants). Leases may take up to 1/8 of --max-memory.
+const leaseSetBytes = 256
+
+// leaseGrant is one edge run's lease on one cell.
+type leaseGrant struct {
+	run   *runMarks
+	g     uint64 // cumulative cost the run may accept in the cell
+	spent uint64 // cumulative cost the run has replayed for the cell (its highest report)
+	seq   uint64 // lease sequence of the last grant
+	until int64  // origin ms after which the lease is dead
+}
+
+// held returns what the grant reserves at now.
+func (g *leaseGrant) held(now int64) uint64 {
+	if now >= g.until || g.g <= g.spent {
+		return 0
+	}
+	return g.g - g.spent
+}
+
+// leaseSet holds the leases of one tuple's current cell.
+type leaseSet struct {
+	seq    int64
+	grants []leaseGrant
+}
+
+// maxGrantsPerCell bounds one cell's leases (one per edge run).
+const maxGrantsPerCell = 64
+
+// LeaseRequest is what an edge asks of a cell's lease alongside a read, a replay item or
+// a hand-off: Want more units within Limit (0: none), and its cumulative Spent in the cell
+// when it knows the origin has all of it (replay items only; otherwise 0).
+type LeaseRequest struct {
+	Limit uint64
+	Want  uint64
+	Spent uint64
+	// Return, when non-zero, gives back the lease of that sequence: the edge will accept
+	// no more under it. It is ignored when a newer grant was made since.
+	Return uint64
+}
+
+// leases returns the lease set of key for cell seq (sh.mu held), creating it when create
+// is set and the lease budget allows, or nil. A set of an older cell is reset: leases are
+// of the current cell only.
+func (e *Engine) leases(sh *shard, key []byte, seq int64, create bool) *leaseSet {
+	ls := sh.leases[string(key)]
+	if ls != nil {
+		if seq < ls.seq {
+			return nil
+		}
+		if seq > ls.seq {
+			ls.seq, ls.grants = seq, ls.grants[:0]
+		}
+		return ls
+	}
+	if !create || e.leaseSets.Load() >= e.maxLeaseSets {
+		return nil
+	}
+	if sh.leases == nil {
+		sh.leases = make(map[string]*leaseSet)
+	}
+	ls = &leaseSet{seq: seq}
+	sh.leases[string(key)] = ls
+	e.leaseSets.Add(1)
+	return ls
+}
+
+// reserved returns what the leases of ls hold at now: the other runs' and run's own.
+func (ls *leaseSet) reserved(run *runMarks, now int64) (others, own uint64) {
+	if ls == nil {
+		return 0, 0
+	}
+	for i := range ls.grants {
+		if ls.grants[i].run == run {
+			own = ls.grants[i].held(now)
+		} else {
+			others = satAdd(others, ls.grants[i].held(now))
+		}
+	}
+	return others, own
+}
+
+// grantOf returns run's grant in ls, creating it when create is set (and there is room),
+// or nil. Dead grants are reused first.
+func (ls *leaseSet) grantOf(run *runMarks, now int64, create bool) *leaseGrant {
+	if ls == nil {
+		return nil
+	}
+	free := -1
+	for i := range ls.grants {
+		if ls.grants[i].run == run {
+			return &ls.grants[i]
+		}
+		if free < 0 && now >= ls.grants[i].until {
+			free = i
+		}
+	}
+	if !create {
+		return nil
+	}
+	if free < 0 {
+		if len(ls.grants) >= maxGrantsPerCell {
+			return nil
+		}
+		ls.grants = append(ls.grants, leaseGrant{})
+		free = len(ls.grants) - 1
+	}
+	ls.grants[free] = leaseGrant{run: run}
+	return &ls.grants[free]
+}
+
+// lease applies r to run's lease of key's cell seq (sh.mu held; ent may be nil) and
+// returns the lease as the edge should see it (0, 0 when it has none). used is the
+// sliding-window count at now, W-scaled (weightedUsed); edges is the number of active
+// edges.
+func (e *Engine) lease(sh *shard, key []byte, ent *entry, run *runMarks, r LeaseRequest, windowMs, now int64, edges int) (g, seq uint64) {
+	cellSeq, elapsed := position(now, windowMs)
+	want := r.Want > 0 && r.Limit > 0 && run != nil
+	ls := e.leases(sh, key, cellSeq, want)
+	gr := ls.grantOf(run, now, want)
+	if gr == nil {
+		return 0, 0
+	}
+	gr.spent = max(gr.spent, r.Spent)
+	if r.Return != 0 && r.Return == gr.seq {
+		// The edge accepts no more under this lease: what it spent is all it holds.
+		gr.g, gr.seq = gr.spent, e.nextLeaseSeq()
+	}
+	if want {
+		var cur, prev cell
+		if ent != nil {
+			cur, prev = ent.counts(cellSeq)
+		}
+		w := uint64(windowMs)
+		used := weightedUsed(capCount(cur.total()), capCount(prev.total()), w, uint64(elapsed))
+		others, _ := ls.reserved(run, now)
+		// room = floor((limit - others) - used/W): units that fit beside all the others.
+		var room uint64
+		if r.Limit > others {
+			if full := mul(r.Limit-others, w); full.greater(used) {
+				room = full.sub(used).div(w)
+			}
+		}
+		if target := min(r.Want, room/uint64(2*max(edges, 1))); target > 0 {
+			// Grow (never shrink: the edge may be spending it) and extend. A dead lease
+			// starts again from what the run has reported.
+			if now >= gr.until {
+				gr.g = gr.spent
+			}
+			gr.g = max(gr.g, satAdd(gr.spent, target))
+			gr.seq = e.nextLeaseSeq()
+			gr.until = now + e.leaseTTLMs + leaseGraceMs
+		}
+	}
+	if gr.held(now) == 0 {
+		return gr.spent, gr.seq
+	}
+	return gr.g, gr.seq
+}
+
+// nextLeaseSeq returns a new lease sequence number.
+func (e *Engine) nextLeaseSeq() uint64 { return e.leaseSeq.Add(1) }
+
+// sweepLeases drops lease sets whose cell is over or whose grants are all dead.
+func (e *Engine) sweepLeases(now int64) {
+	for i := range e.store.shards {
+		sh := &e.store.shards[i]
+		lockYielding(&sh.mu)
+		for k, ls := range sh.leases {
+			w := windowOfKey(k)
+			live := false
+			for j := range ls.grants {
+				live = live || now < ls.grants[j].until
+			}
+			if w <= 0 || ls.seq < now/w || !live {
+				delete(sh.leases, k)
+				e.leaseSets.Add(-1)
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
