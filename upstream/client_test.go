@@ -9,6 +9,7 @@ import (
 	"net"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,8 +21,12 @@ import (
 	"github.com/ratchet/ratchet/resp"
 )
 
-// A key as engine.AppendKey makes it, with bytes RESP must carry verbatim.
-var testKey = []byte("\x00\x00\x00\x00\x00\x00\x03\xe8\x02ws\x04n\r\n\x00login:alice")
+// Keys as engine.AppendKey makes them (the fake origin decodes them as an origin does),
+// the first with bytes RESP must carry verbatim.
+var (
+	testKey  = engine.AppendKey(nil, engine.Tuple{Workspace: "ws", Namespace: "n\r\n", Key: []byte("login:alice"), WindowMs: 1000})
+	testKey2 = engine.AppendKey(nil, engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte("k2"), WindowMs: 60000})
+)
 
 var _ engine.Origin = (*Client)(nil)
 
@@ -57,22 +62,26 @@ func TestEncoding(t *testing.T) {
 	f := newFake(t, "s")
 	c := newClient(t, f.addr(), Config{Secret: "s"})
 	ctx := context.Background()
-	if _, _, err := c.Read(ctx, []engine.ReadItem{{Key: testKey, Seq: 29000001}, {Key: []byte("k2"), Seq: 0}}); err != nil {
+	if _, _, err := c.Read(ctx, []engine.ReadItem{{Key: testKey, Seq: 29000001, Limit: 100, Want: 16}, {Key: testKey2, Seq: 0}}); err != nil {
 		t.Fatal(err)
 	}
-	batch := engine.ReplayBatch{Node: "not-sent/1", ID: 1<<64 - 1,
-		Items: []engine.ReplayItem{{Key: testKey, Seq: 7, Cost: 3, Limit: 10}, {Key: []byte("k2"), Seq: 8, Cost: 1<<64 - 1}}}
+	// The largest integers an origin takes (batch ids, costs and spent to 2^63-1).
+	batch := engine.ReplayBatch{Node: "not-sent/1", ID: 1<<63 - 1,
+		Items: []engine.ReplayItem{{Key: testKey, Seq: 7, Cost: 3, Limit: 10, Spent: 42, Want: 64, Return: 1 << 40},
+			{Key: testKey2, Seq: 8, Cost: 1<<63 - 1, Spent: 1<<63 - 1}}}
 	if _, _, err := c.Replay(ctx, batch); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := c.Decide(ctx, engine.DecideRequest{Key: testKey, Limit: 10, Cost: 2, Pending: 5, Inflight: 1, InflightBatch: 9}); err != nil {
+	if _, _, _, err := c.Decide(ctx, engine.DecideRequest{Key: testKey, Limit: 10, Cost: 2, Pending: 5, Inflight: 1, InflightBatch: 9,
+		Want: 24, Spent: 31, Return: 77}); err != nil {
 		t.Fatal(err)
 	}
-	k := string(testKey)
+	k, k2 := string(testKey), string(testKey2)
 	want := [][]string{
-		{"RL.INTERNAL.READ", k, "29000001", "k2", "0"},
-		{"RL.INTERNAL.REPLAY", "18446744073709551615", k, "7", "3", "10", "k2", "8", "18446744073709551615", "0"},
-		{"RL.INTERNAL.DECIDE", k, "10", "2", "5", "1", "9"},
+		{"RL.INTERNAL.READ", k, "29000001", "100", "16", k2, "0", "0", "0"},
+		{"RL.INTERNAL.REPLAY", "9223372036854775807", k, "7", "3", "10", "42", "64", "1099511627776",
+			k2, "8", "9223372036854775807", "0", "9223372036854775807", "0", "0"},
+		{"RL.INTERNAL.DECIDE", k, "10", "2", "5", "1", "9", "24", "31", "77"},
 	}
 	_, _, cmds := f.stats()
 	if len(cmds) != len(want) {
@@ -90,34 +99,37 @@ func TestDecoding(t *testing.T) {
 	c := newClient(t, f.addr(), Config{Secret: "s"})
 	ctx := context.Background()
 
-	counts, meta, err := c.Read(ctx, []engine.ReadItem{{Key: testKey, Seq: 12}, {Key: []byte("k2"), Seq: 3}})
+	counts, meta, err := c.Read(ctx, []engine.ReadItem{{Key: testKey, Seq: 12, Limit: 100, Want: 16}, {Key: testKey2, Seq: 3}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	n1, n2 := uint64(len(testKey)), uint64(len(testKey2))
 	wantCounts := []engine.CellCounts{
-		{Seq: 12, CurRegional: uint64(len(testKey)), CurImported: 5, PrevRegional: 2 * uint64(len(testKey)), PrevImported: 1},
-		{Seq: 3, CurRegional: 2, CurImported: 3, PrevRegional: 4, PrevImported: 1},
+		{Seq: 12, CurRegional: n1, CurImported: 5, PrevRegional: 2 * n1, PrevImported: 1, LeaseG: 16, LeaseSeq: 100},
+		{Seq: 3, CurRegional: n2, CurImported: 3, PrevRegional: 2 * n2, PrevImported: 1},
 	}
-	if !slices.Equal(counts, wantCounts) || meta.Edges != 3 {
-		t.Fatalf("Read = %+v %+v, want %+v edges 3", counts, meta, wantCounts)
+	if wantMeta := (engine.OriginMeta{Edges: 3, Applied: 6, LeaseTTLMs: 10000, Boot: cannedBoot}); !slices.Equal(counts, wantCounts) || meta != wantMeta {
+		t.Fatalf("Read = %+v %+v, want %+v %+v", counts, meta, wantCounts, wantMeta)
 	}
 
-	counts, meta, err = c.Replay(ctx, engine.ReplayBatch{ID: 77, Items: []engine.ReplayItem{{Key: testKey, Seq: 4, Cost: 6}}})
+	counts, meta, err = c.Replay(ctx, engine.ReplayBatch{ID: 77, Items: []engine.ReplayItem{{Key: testKey, Seq: 4, Cost: 6, Limit: 50, Spent: 20, Want: 32, Return: 11}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []engine.CellCounts{{Seq: 4, CurRegional: 106, CurImported: 77, PrevImported: 9}}; !slices.Equal(counts, want) || meta.Edges != 2 {
-		t.Fatalf("Replay = %+v %+v, want %+v edges 2", counts, meta, want)
+	want := []engine.CellCounts{{Seq: 4, CurRegional: 106, CurImported: 77, PrevRegional: 50, PrevImported: 9, LeaseG: 52, LeaseSeq: 11}}
+	if wantMeta := (engine.OriginMeta{Edges: 2, Applied: 77, LeaseTTLMs: 5000, Boot: cannedBoot}); !slices.Equal(counts, want) || meta != wantMeta {
+		t.Fatalf("Replay = %+v %+v, want %+v %+v", counts, meta, want, wantMeta)
 	}
 
-	d, cc, meta, err := c.Decide(ctx, engine.DecideRequest{Key: testKey, Limit: 10, Cost: 4, Pending: 8})
+	d, cc, meta, err := c.Decide(ctx, engine.DecideRequest{Key: testKey, Limit: 10, Cost: 4, Pending: 8, Inflight: 2, InflightBatch: 3,
+		Want: 16, Spent: 5, Return: 13})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantD := engine.Decision{Allowed: true, Limit: 10, Remaining: 6, RetryAfterMs: 0, ResetAfterMs: 1234}
-	wantCC := engine.CellCounts{Seq: 17, CurRegional: 8, CurImported: 2, PrevRegional: 3, PrevImported: 4}
-	if d != wantD || cc != wantCC || meta.Edges != 5 {
-		t.Fatalf("Decide = %+v %+v %+v, want %+v %+v edges 5", d, cc, meta, wantD, wantCC)
+	wantCC := engine.CellCounts{Seq: 17, CurRegional: 8, CurImported: 2, PrevRegional: 3, PrevImported: 5, LeaseG: 16, LeaseSeq: 13}
+	if wantMeta := (engine.OriginMeta{Edges: 5, Applied: 6, LeaseTTLMs: 7000, Boot: cannedBoot}); d != wantD || cc != wantCC || meta != wantMeta {
+		t.Fatalf("Decide = %+v %+v %+v, want %+v %+v %+v", d, cc, meta, wantD, wantCC, wantMeta)
 	}
 
 	d, _, _, err = c.Decide(ctx, engine.DecideRequest{Key: testKey, Limit: 1, Cost: 4})
@@ -130,15 +142,20 @@ func TestDecoding(t *testing.T) {
 }
 
 // Exact replies, decoded field by field, including the largest counts and edges 0 (read
-// as 1).
+// as 1). Integers in order: edges, applied, lease_ttl_ms, boot, then a counts group (seq,
+// cur_regional, cur_imported, prev_regional, prev_imported, lease_g, lease_seq), DECIDE's
+// five decision integers before it.
 func TestDecodingExactReplies(t *testing.T) {
 	f := newFake(t, "s")
 	f.setHandler(func(args []string) answer {
 		switch args[0] {
 		case "RL.INTERNAL.READ":
-			return answer{reply: "*7\r\n:0\r\n:42\r\n:5\r\n:4611686018427387904\r\n:1\r\n:9223372036854775807\r\n:0\r\n"}
+			return answer{reply: "*11\r\n:0\r\n:42\r\n:10000\r\n:1763898912000\r\n" +
+				":5\r\n:4611686018427387904\r\n:1\r\n:9223372036854775807\r\n:0\r\n:30\r\n:1849598113792\r\n"}
 		default:
-			return answer{reply: "*12\r\n:1\r\n:0\r\n:0\r\n:9\r\n:0\r\n:250\r\n:999\r\n:5\r\n:9\r\n:0\r\n:3\r\n:0\r\n"}
+			return answer{reply: "*16\r\n:1\r\n:0\r\n:2500\r\n:-3\r\n" +
+				":0\r\n:9\r\n:0\r\n:250\r\n:999\r\n" +
+				":5\r\n:9\r\n:0\r\n:3\r\n:0\r\n:12\r\n:13\r\n"}
 		}
 	})
 	c := newClient(t, f.addr(), Config{Secret: "s"})
@@ -146,19 +163,23 @@ func TestDecodingExactReplies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := engine.CellCounts{Seq: 5, CurRegional: 1 << 62, CurImported: 1, PrevRegional: 1<<63 - 1}
-	if len(counts) != 1 || counts[0] != want || meta.Edges != 1 || meta.Applied != 42 {
-		t.Fatalf("Read = %+v %+v, want %+v edges 1", counts, meta, want)
+	want := engine.CellCounts{Seq: 5, CurRegional: 1 << 62, CurImported: 1, PrevRegional: 1<<63 - 1, LeaseG: 30, LeaseSeq: 1849598113792}
+	wantMeta := engine.OriginMeta{Edges: 1, Applied: 42, LeaseTTLMs: 10000, Boot: 1763898912000}
+	if len(counts) != 1 || counts[0] != want || meta != wantMeta {
+		t.Fatalf("Read = %+v %+v, want %+v %+v", counts, meta, want, wantMeta)
 	}
-	d, cc, _, err := c.Decide(context.Background(), engine.DecideRequest{Key: testKey, Limit: 9, Cost: 1})
+	d, cc, meta, err := c.Decide(context.Background(), engine.DecideRequest{Key: testKey, Limit: 9, Cost: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := (engine.Decision{Limit: 9, RetryAfterMs: 250, ResetAfterMs: 999}); d != want {
 		t.Fatalf("Decide = %+v, want %+v", d, want)
 	}
-	if want := (engine.CellCounts{Seq: 5, CurRegional: 9, PrevRegional: 3}); cc != want {
+	if want := (engine.CellCounts{Seq: 5, CurRegional: 9, PrevRegional: 3, LeaseG: 12, LeaseSeq: 13}); cc != want {
 		t.Fatalf("Decide counts = %+v, want %+v", cc, want)
+	}
+	if want := (engine.OriginMeta{Edges: 1, LeaseTTLMs: 2500, Boot: -3}); meta != want {
+		t.Fatalf("Decide meta = %+v, want %+v", meta, want)
 	}
 }
 
@@ -166,10 +187,11 @@ func TestServerErrorIsPerCall(t *testing.T) {
 	f := newFake(t, "s")
 	gate := make(chan struct{})
 	f.setHandler(func(args []string) answer {
+		a := canned(args) // refuses the bad key as an origin does
 		if args[1] == "bad" {
-			return answer{reply: "-ERR internal: malformed tuple key\r\n", wait: gate}
+			a.wait = gate
 		}
-		return canned(args)
+		return a
 	})
 	c := newClient(t, f.addr(), Config{Secret: "s"})
 	ctx := context.Background()
@@ -197,7 +219,7 @@ func TestServerErrorIsPerCall(t *testing.T) {
 	close(gate)
 	wg.Wait()
 	var se *ServerError
-	if !errors.As(errs[0], &se) || se.Msg != "ERR internal: malformed tuple key" {
+	if !errors.As(errs[0], &se) || !strings.HasPrefix(se.Msg, "ERR internal: wire: malformed tuple key") {
 		t.Fatalf("bad call error = %v, want a ServerError", errs[0])
 	}
 	if !strings.HasPrefix(errs[0].Error(), "upstream "+f.addr()+": read: ") {
@@ -277,21 +299,22 @@ func TestPipelining(t *testing.T) {
 			seq := int64(1000 + i)
 			switch i % 3 {
 			case 0:
-				counts, meta, err := c.Read(ctx, []engine.ReadItem{{Key: testKey, Seq: seq}, {Key: []byte("x"), Seq: seq + 1}})
-				if err == nil && (len(counts) != 2 || counts[0].Seq != seq || counts[0].CurImported != uint64(seq%7) ||
-					counts[1].Seq != seq+1 || counts[1].CurRegional != 1 || meta.Edges != 3) {
+				counts, meta, err := c.Read(ctx, []engine.ReadItem{{Key: testKey, Seq: seq, Want: uint64(i)}, {Key: testKey2, Seq: seq + 1}})
+				if err == nil && (len(counts) != 2 || counts[0].Seq != seq || counts[0].CurImported != uint64(seq%7) || counts[0].LeaseG != uint64(i) ||
+					counts[1].Seq != seq+1 || counts[1].CurRegional != uint64(len(testKey2)) || meta.Edges != 3) {
 					err = fmt.Errorf("read %d: got %+v %+v", i, counts, meta)
 				}
 				errs <- err
 			case 1:
-				counts, _, err := c.Replay(ctx, engine.ReplayBatch{ID: uint64(i), Items: []engine.ReplayItem{{Key: testKey, Seq: seq, Cost: uint64(i)}}})
-				if err == nil && (len(counts) != 1 || counts[0] != engine.CellCounts{Seq: seq, CurRegional: uint64(100 + i), CurImported: uint64(i), PrevImported: 9}) {
+				counts, _, err := c.Replay(ctx, engine.ReplayBatch{ID: uint64(i), Items: []engine.ReplayItem{{Key: testKey, Seq: seq, Cost: uint64(i), Spent: uint64(2 * i), Return: uint64(i)}}})
+				if err == nil && (len(counts) != 1 || counts[0] != engine.CellCounts{Seq: seq, CurRegional: uint64(100 + i), CurImported: uint64(i), PrevImported: 9,
+					LeaseG: uint64(2 * i), LeaseSeq: uint64(i)}) {
 					err = fmt.Errorf("replay %d: got %+v", i, counts)
 				}
 				errs <- err
 			case 2:
-				_, cc, _, err := c.Decide(ctx, engine.DecideRequest{Key: testKey, Limit: 1000, Cost: 1, Pending: uint64(i)})
-				if err == nil && cc.CurRegional != uint64(i) {
+				_, cc, _, err := c.Decide(ctx, engine.DecideRequest{Key: testKey, Limit: 1000, Cost: 1, Pending: uint64(i), Want: uint64(i + 1)})
+				if err == nil && (cc.CurRegional != uint64(i) || cc.LeaseG != uint64(i+1)) {
 					err = fmt.Errorf("decide %d: got %+v", i, cc)
 				}
 				errs <- err
@@ -529,15 +552,27 @@ func TestServerClosesConnection(t *testing.T) {
 // A reply that does not fit its request puts the connection out of step: the call fails,
 // the connection closes, and the next call reconnects.
 func TestMismatchedReplyClosesConnection(t *testing.T) {
+	// A valid reply to the two-item read below, and each changed in one place: meta (edges
+	// applied lease_ttl_ms boot), then per item seq cur_regional cur_imported prev_regional
+	// prev_imported lease_g lease_seq.
+	good := []int64{1, 0, 10000, cannedBoot, 1, 0, 0, 0, 0, 16, 5, 2, 0, 0, 0, 0, 0, 0}
+	set := func(i int, n int64) string { v := slices.Clone(good); v[i] = n; return ints(v...) }
 	for _, tc := range []struct{ name, reply string }{
-		{"too few groups", "*6\r\n:1\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
-		{"wrong seq", "*12\r\n:1\r\n:0\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:3\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
-		{"negative count", "*12\r\n:1\r\n:0\r\n:1\r\n:-5\r\n:0\r\n:0\r\n:0\r\n:2\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
-		{"negative edges", "*12\r\n:-1\r\n:0\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:2\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
-		{"negative batch id", "*12\r\n:1\r\n:-1\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:2\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
+		{"too few groups", ints(good[:11]...)},
+		{"one integer short", ints(good[:17]...)},
+		{"one integer more", ints(append(slices.Clone(good), 0)...)},
+		{"old format", ints(1, 0, 1, 0, 0, 0, 0, 2, 0, 0, 0, 0)},
+		{"wrong seq", set(11, 3)},
+		{"negative count", set(5, -5)},
+		{"negative lease_g", set(16, -1)},
+		{"negative lease_seq", set(17, -1)},
+		{"negative edges", set(0, -1)},
+		{"negative batch id", set(1, -1)},
+		{"negative lease ttl", set(2, -1)},
 		{"simple string", "+OK\r\n"},
 		{"bulk string", "$2\r\nhi\r\n"},
-		{"oversized", "*40963\r\n"},
+		{"oversized", "*" + strconv.Itoa(maxReplyInts+1) + "\r\n"},
+		{"valid", ints(good...)}, // the control: answered, the connection kept
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake(t, "s")
@@ -549,14 +584,20 @@ func TestMismatchedReplyClosesConnection(t *testing.T) {
 			})
 			c := newClient(t, f.addr(), Config{Secret: "s"})
 			_, _, err := c.Read(context.Background(), []engine.ReadItem{{Key: testKey, Seq: 1}, {Key: testKey, Seq: 2}})
-			if err == nil || !strings.Contains(err.Error(), "connection lost") {
+			wantConns := 2
+			if tc.name == "valid" {
+				wantConns = 1
+				if err != nil {
+					t.Fatal(err)
+				}
+			} else if err == nil || !strings.Contains(err.Error(), "connection lost") {
 				t.Fatalf("error = %v, want a connection error", err)
 			}
 			if _, _, err := c.Read(context.Background(), []engine.ReadItem{{Key: testKey, Seq: 5}}); err != nil {
 				t.Fatal(err)
 			}
-			if conns, _, _ := f.stats(); conns != 2 {
-				t.Fatalf("%d connections, want 2", conns)
+			if conns, _, _ := f.stats(); conns != wantConns {
+				t.Fatalf("%d connections, want %d", conns, wantConns)
 			}
 		})
 	}
@@ -565,7 +606,8 @@ func TestMismatchedReplyClosesConnection(t *testing.T) {
 func TestDecideReplyOutOfRange(t *testing.T) {
 	f := newFake(t, "s")
 	f.setHandler(func([]string) answer {
-		return answer{reply: "*12\r\n:1\r\n:0\r\n:2\r\n:1\r\n:0\r\n:0\r\n:0\r\n:2\r\n:0\r\n:0\r\n:0\r\n:0\r\n"} // allowed = 2
+		// meta, allowed = 2, limit remaining retry reset, counts
+		return answer{reply: ints(1, 0, 10000, cannedBoot, 2, 1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0)}
 	})
 	c := newClient(t, f.addr(), Config{Secret: "s"})
 	_, _, _, err := c.Decide(context.Background(), engine.DecideRequest{Key: testKey, Limit: 1, Cost: 1})
@@ -703,16 +745,17 @@ func TestMaxInFlight(t *testing.T) {
 
 func TestRequestBounds(t *testing.T) {
 	lim := resp.DefaultLimits()
-	if 1+2*MaxReadItems > lim.MaxArgs || 1+2*(MaxReadItems+1) <= lim.MaxArgs {
+	// READ has 1+4n arguments, REPLAY 2+7n.
+	if 1+4*MaxReadItems > lim.MaxArgs || 1+4*(MaxReadItems+1) <= lim.MaxArgs {
 		t.Errorf("MaxReadItems %d does not match MaxArgs %d", MaxReadItems, lim.MaxArgs)
 	}
-	if 2+4*MaxReplayItems > lim.MaxArgs || 2+4*(MaxReplayItems+1) <= lim.MaxArgs {
+	if 2+7*MaxReplayItems > lim.MaxArgs || 2+7*(MaxReplayItems+1) <= lim.MaxArgs {
 		t.Errorf("MaxReplayItems %d does not match MaxArgs %d", MaxReplayItems, lim.MaxArgs)
 	}
 	if MaxRequestBytes > lim.MaxBuffer || maxKeyBytes > lim.MaxBulk {
 		t.Errorf("byte bounds beyond resp.DefaultLimits")
 	}
-	if 2+5*max(MaxReadItems, MaxReplayItems) > maxReplyInts {
+	if 4+7*max(MaxReadItems, MaxReplayItems) > maxReplyInts {
 		t.Errorf("replies to the largest requests exceed maxReplyInts")
 	}
 
@@ -721,7 +764,7 @@ func TestRequestBounds(t *testing.T) {
 	ctx := context.Background()
 	items := make([]engine.ReadItem, MaxReadItems+1)
 	for i := range items {
-		items[i] = engine.ReadItem{Key: testKey, Seq: int64(i)}
+		items[i] = engine.ReadItem{Key: testKey, Seq: int64(i), Limit: engine.MaxLimit, Want: engine.MaxLimit}
 	}
 	if _, _, err := c.Read(ctx, items); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("Read of %d items: %v, want ErrTooLarge", len(items), err)
@@ -753,15 +796,16 @@ func TestRequestBounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(counts) != MaxReadItems || counts[MaxReadItems-1].Seq != MaxReadItems-1 {
+	if len(counts) != MaxReadItems || counts[MaxReadItems-1] != (engine.CellCounts{Seq: MaxReadItems - 1, CurRegional: uint64(len(testKey)),
+		CurImported: (MaxReadItems - 1) % 7, PrevRegional: 2 * uint64(len(testKey)), PrevImported: 1, LeaseG: engine.MaxLimit, LeaseSeq: engine.MaxLimit}) {
 		t.Fatalf("got %d counts", len(counts))
 	}
 	small := engine.ReplayBatch{ID: 2, Items: big.Items[:MaxReplayItems]}
 	for i := range small.Items {
-		small.Items[i].Key = testKey
+		small.Items[i] = engine.ReplayItem{Key: testKey, Seq: int64(i), Cost: 1<<63 - 1, Limit: 1<<63 - 1, Spent: 1<<63 - 1, Want: 1<<63 - 1, Return: 1<<63 - 1}
 	}
-	if _, _, err := c.Replay(ctx, small); err != nil {
-		t.Fatal(err)
+	if counts, _, err := c.Replay(ctx, small); err != nil || len(counts) != MaxReplayItems || counts[MaxReplayItems-1].LeaseSeq != 1<<63-1 {
+		t.Fatalf("Replay of %d items: %v", MaxReplayItems, err)
 	}
 	if conns, _, cmds := f.stats(); conns != 1 || len(cmds) != 3 {
 		t.Fatalf("%d connections, %d commands; want 1, 3 (the heartbeat, the two within bounds; refused calls send nothing)", conns, len(cmds))

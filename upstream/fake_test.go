@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math"
 	"net"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -151,15 +149,16 @@ func (f *fakeOrigin) serve(nc net.Conn) {
 				args[i] = string(a)
 			}
 			if !authed {
-				if len(args) != 3 || args[0] != wire.CmdHello {
-					f.t.Errorf("fake origin: first command %q, want RL.INTERNAL.HELLO", args)
+				h, err := wire.ParseHello(argv)
+				if err != nil || args[0] != wire.CmdHello {
+					f.t.Errorf("fake origin: first command %q, want RL.INTERNAL.HELLO: %v", args, err)
 					return
 				}
 				f.mu.Lock()
 				f.hellos = append(f.hellos, args)
 				f.mu.Unlock()
 				f.wait(f.helloWait)
-				if args[1] != f.secret {
+				if string(h.Secret) != f.secret {
 					w.Error("WRONGPASS invalid cluster secret")
 				} else {
 					authed = true
@@ -199,56 +198,85 @@ func (f *fakeOrigin) serve(nc net.Conn) {
 	}
 }
 
-// canned answers every internal command with counts made from its arguments, in the
-// replies of package wire. It reads its arguments leniently (tests send keys that are not
-// tuple keys, and costs beyond int64), so it does not use wire's request decoders:
+// cannedBoot is the origin boot canned replies carry.
+const cannedBoot = 1763898912000
+
+// canned answers every internal command as an origin does: it decodes the request with
+// package wire's Parse* (a malformed one gets an error reply, "ERR internal: " and wire's
+// error) and answers with wire's Write*Reply, every integer of the reply made from the
+// request so that a field decoded into the wrong place shows:
 //
-//	READ   key seq       -> edges 3, applied 6, [seq, len(key), seq%7, 2*len(key), 1]
-//	REPLAY id key seq c limit -> edges 2, applied id, [seq, 100+c, id, 0, 9]
-//	DECIDE key l c p i b -> edges 5, applied 6, allowed c<=l, limit l, remaining l-c or 0,
-//	                        retry 0 or -1, reset 1234, [17, p, 2, 3, 4]
+//	READ   key seq limit want          -> meta 3, 6, 10000, cannedBoot; per item
+//	                                      [seq, len(key), seq%7, 2*len(key), 1, want, limit]
+//	REPLAY id key seq cost limit spent want return
+//	                                   -> meta 2, id, 5000, cannedBoot; per item
+//	                                      [seq, 100+cost, id, limit, 9, spent+want, return]
+//	DECIDE key limit cost pending inflight batch want spent return
+//	                                   -> meta 5, 6, 7000, cannedBoot; allowed cost<=limit,
+//	                                      limit, remaining limit-cost or 0, retry 0 or -1,
+//	                                      reset 1234, [17, pending, inflight, batch, spent,
+//	                                      want, return]
 func canned(args []string) answer {
 	var w resp.Writer
-	num := func(s string) uint64 {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			i, _ := strconv.ParseInt(s, 10, 64)
-			return uint64(i)
-		}
-		if n > math.MaxInt64 {
-			return n % 1000
-		}
-		return n
+	argv := make([][]byte, len(args))
+	for i, a := range args {
+		argv[i] = []byte(a)
 	}
+	var err error
 	switch args[0] {
 	case wire.CmdRead:
-		counts := make([]engine.CellCounts, (len(args)-1)/2)
-		for i := range counts {
-			key, seq := args[1+2*i], num(args[2+2*i])
-			counts[i] = engine.CellCounts{Seq: int64(seq), CurRegional: uint64(len(key)), CurImported: seq % 7,
-				PrevRegional: 2 * uint64(len(key)), PrevImported: 1}
+		var items []engine.ReadItem
+		if items, err = wire.ParseRead(argv); err != nil {
+			break
 		}
-		wire.WriteCountsReply(&w, engine.OriginMeta{Edges: 3, Applied: 6}, counts)
+		counts := make([]engine.CellCounts, len(items))
+		for i, it := range items {
+			n := uint64(len(it.Key))
+			counts[i] = engine.CellCounts{Seq: it.Seq, CurRegional: n, CurImported: uint64(it.Seq % 7),
+				PrevRegional: 2 * n, PrevImported: 1, LeaseG: it.Want, LeaseSeq: it.Limit}
+		}
+		wire.WriteCountsReply(&w, engine.OriginMeta{Edges: 3, Applied: 6, LeaseTTLMs: 10000, Boot: cannedBoot}, counts)
 	case wire.CmdReplay:
-		id := num(args[1])
-		counts := make([]engine.CellCounts, (len(args)-2)/4)
-		for i := range counts {
-			seq, cost := num(args[3+4*i]), num(args[4+4*i])
-			counts[i] = engine.CellCounts{Seq: int64(seq), CurRegional: 100 + cost, CurImported: id, PrevImported: 9}
+		var b engine.ReplayBatch
+		if b, err = wire.ParseReplay(argv); err != nil {
+			break
 		}
-		wire.WriteCountsReply(&w, engine.OriginMeta{Edges: 2, Applied: id}, counts)
+		counts := make([]engine.CellCounts, len(b.Items))
+		for i, it := range b.Items {
+			counts[i] = engine.CellCounts{Seq: it.Seq, CurRegional: 100 + it.Cost, CurImported: b.ID, PrevRegional: it.Limit,
+				PrevImported: 9, LeaseG: it.Spent + it.Want, LeaseSeq: it.Return}
+		}
+		wire.WriteCountsReply(&w, engine.OriginMeta{Edges: 2, Applied: b.ID, LeaseTTLMs: 5000, Boot: cannedBoot}, counts)
 	case wire.CmdDecide:
-		limit, cost, extra := num(args[2]), num(args[3]), num(args[4])
-		dec := engine.Decision{Allowed: cost <= limit, Limit: limit, RetryAfterMs: -1, ResetAfterMs: 1234}
-		if dec.Allowed {
-			dec.Remaining, dec.RetryAfterMs = limit-cost, 0
+		var r engine.DecideRequest
+		if r, err = wire.ParseDecide(argv); err != nil {
+			break
 		}
-		wire.WriteDecideReply(&w, dec, engine.CellCounts{Seq: 17, CurRegional: extra, CurImported: 2, PrevRegional: 3, PrevImported: 4},
-			engine.OriginMeta{Edges: 5, Applied: 6})
+		dec := engine.Decision{Allowed: r.Cost <= r.Limit, Limit: r.Limit, RetryAfterMs: -1, ResetAfterMs: 1234}
+		if dec.Allowed {
+			dec.Remaining, dec.RetryAfterMs = r.Limit-r.Cost, 0
+		}
+		wire.WriteDecideReply(&w, dec, engine.CellCounts{Seq: 17, CurRegional: r.Pending, CurImported: r.Inflight,
+			PrevRegional: r.InflightBatch, PrevImported: r.Spent, LeaseG: r.Want, LeaseSeq: r.Return},
+			engine.OriginMeta{Edges: 5, Applied: 6, LeaseTTLMs: 7000, Boot: cannedBoot})
 	default:
 		w.Error("ERR unknown command '" + args[0] + "'")
 	}
+	if err != nil {
+		w.Reset()
+		w.Error("ERR internal: " + err.Error())
+	}
 	return answer{reply: string(w.Bytes())}
+}
+
+// ints is the RESP array of v, as an origin writes a reply of integers.
+func ints(v ...int64) string {
+	var w resp.Writer
+	w.Array(len(v))
+	for _, n := range v {
+		w.Int(n)
+	}
+	return string(w.Bytes())
 }
 
 // newClient returns a client of addr that logs nowhere, closed at the end of the test.

@@ -2,6 +2,7 @@ package wire_test
 
 import (
 	"bytes"
+	"math"
 	"reflect"
 	"testing"
 
@@ -34,15 +35,20 @@ func requestSeeds() [][]byte {
 	k2 := engine.AppendKey(nil, engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte("k"), WindowMs: 60000})
 	return [][]byte{
 		wire.AppendHello(nil, "s", "edge/1"),
-		wire.AppendRead(nil, []engine.ReadItem{{Key: key, Seq: 3}, {Key: k2, Seq: 0}}),
+		wire.AppendRead(nil, []engine.ReadItem{{Key: key, Seq: 3, Limit: 100, Want: 16}, {Key: k2, Seq: 0}}),
 		wire.AppendRead(nil, nil),
-		wire.AppendReplay(nil, 9, []engine.ReplayItem{{Key: key, Seq: 3, Cost: 2, Limit: 100}}),
-		wire.AppendDecide(nil, engine.DecideRequest{Key: key, Limit: 10, Cost: 1, Pending: 2, Inflight: 3, InflightBatch: 4}),
+		wire.AppendReplay(nil, 9, []engine.ReplayItem{{Key: key, Seq: 3, Cost: 2, Limit: 100, Spent: 7, Want: 16, Return: 5},
+			{Key: k2, Seq: 4, Limit: 10, Spent: 3, Return: 1 << 40}}),
+		wire.AppendDecide(nil, engine.DecideRequest{Key: key, Limit: 10, Cost: 1, Pending: 2, Inflight: 3, InflightBatch: 4,
+			Want: 16, Spent: 5, Return: 6}),
 		wire.AppendPublish(nil, []engine.Component{{Key: k2, Seq: 5, Region: "eu", Count: 7}}),
 		wire.AppendForward(nil, 2, "ws", wire.AppendForwardCmd(wire.AppendForwardCmd(nil, strs("INCR", "k")), strs("PING"))),
 		[]byte("*4\r\n$19\r\nRL.INTERNAL.FORWARD\r\n$1\r\n3\r\n$2\r\nws\r\n$1\r\n9\r\n"),
 		[]byte("*3\r\n$16\r\nRL.INTERNAL.READ\r\n$1\r\n\x00\r\n$2\r\n01\r\n"),
+		[]byte("*5\r\n$16\r\nRL.INTERNAL.READ\r\n$1\r\n\x00\r\n$1\r\n1\r\n$1\r\n0\r\n$3\r\n016\r\n"),
+		[]byte("RL.INTERNAL.REPLAY 1 k 1 2 3 4 5 6\r\n"),
 		[]byte("RL.INTERNAL.DECIDE k 1 1 0 0 0\r\n"),
+		[]byte("RL.INTERNAL.DECIDE k 1 1 0 0 0 16 0 0\r\n"),
 	}
 }
 
@@ -64,6 +70,11 @@ func FuzzParseRead(f *testing.F) {
 		items, err := wire.ParseRead(args)
 		if err != nil {
 			return
+		}
+		for _, it := range items {
+			if it.Limit > engine.MaxLimit {
+				t.Fatalf("accepted out of range: %+v", it)
+			}
 		}
 		again, err := wire.ParseRead(parse(t, wire.AppendRead(nil, items)))
 		if err != nil || len(again) != len(items) || (len(items) > 0 && !reflect.DeepEqual(again, items)) {
@@ -91,7 +102,7 @@ func FuzzParseDecide(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if r.Limit == 0 || r.Limit > engine.MaxLimit || r.Cost > engine.MaxLimit {
+		if r.Limit == 0 || r.Limit > engine.MaxLimit || r.Cost > engine.MaxLimit || r.Spent > math.MaxInt64 || r.Return > math.MaxInt64 {
 			t.Fatalf("accepted out of range: %+v", r)
 		}
 		again, err := wire.ParseDecide(parse(t, wire.AppendDecide(nil, r)))
@@ -137,14 +148,16 @@ func FuzzParseForward(f *testing.F) {
 // fuzzReply runs check on the integers of the first reply in data, if it is one.
 func fuzzReply(f *testing.F, check func(t *testing.T, v []int64)) {
 	var w resp.Writer
-	wire.WriteCountsReply(&w, engine.OriginMeta{Edges: 2, Applied: 3}, []engine.CellCounts{{Seq: 4, CurRegional: 5}, {Seq: 9}})
+	meta := engine.OriginMeta{Edges: 2, Applied: 3, LeaseTTLMs: 10000, Boot: 1763898912000}
+	wire.WriteCountsReply(&w, meta, []engine.CellCounts{{Seq: 4, CurRegional: 5, LeaseG: 6, LeaseSeq: 7}, {Seq: 9}})
 	f.Add(append([]byte(nil), w.Bytes()...))
 	w.Reset()
 	wire.WriteDecideReply(&w, engine.Decision{Allowed: true, Limit: 10, Remaining: 3, RetryAfterMs: -1, ResetAfterMs: 5},
-		engine.CellCounts{Seq: 4, CurRegional: 7}, engine.OriginMeta{Edges: 1})
+		engine.CellCounts{Seq: 4, CurRegional: 7, LeaseG: 8, LeaseSeq: 9}, meta)
 	f.Add(append([]byte(nil), w.Bytes()...))
 	f.Add([]byte("*1\r\n:0\r\n"))
-	f.Add([]byte("*7\r\n:0\r\n:0\r\n:1\r\n:-1\r\n:0\r\n:0\r\n:0\r\n"))
+	f.Add([]byte("*7\r\n:0\r\n:0\r\n:1\r\n:-1\r\n:0\r\n:0\r\n:0\r\n")) // the old counts reply
+	f.Add([]byte("*11\r\n:1\r\n:0\r\n:-1\r\n:5\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rep, err := resp.NewReplyReader(bytes.NewReader(data), wire.MaxReplyInts).Read(nil)
 		if err != nil || rep.Kind != resp.IntsReply {
@@ -157,9 +170,10 @@ func fuzzReply(f *testing.F, check func(t *testing.T, v []int64)) {
 func FuzzParseCountsReply(f *testing.F) {
 	fuzzReply(f, func(t *testing.T, v []int64) {
 		// The request it answers asked for the seqs the reply holds, when it has groups.
-		counts := make([]engine.CellCounts, max(len(v)-2, 0)/5)
+		// A reply is the meta (4 integers), then 7 per item.
+		counts := make([]engine.CellCounts, max(len(v)-4, 0)/7)
 		for i := range counts {
-			counts[i].Seq = v[2+5*i]
+			counts[i].Seq = v[4+7*i]
 		}
 		meta, err := wire.ParseCountsReply(v, counts)
 		if err != nil {
