@@ -30,7 +30,7 @@ func internalCommands() []*Command {
 			Summary: "Applies a batch of an edge's accepted cost, once.", Handler: cmdInternalReplay},
 		{Name: "rl.internal.publish", Arity: -5, Flags: flagWrite, Group: "ratchet",
 			Summary: "Merges G-Counter components from another region's origin.", Handler: cmdInternalPublish},
-		{Name: "rl.internal.decide", Arity: 8, Flags: flagWrite, Group: "ratchet",
+		{Name: "rl.internal.decide", Arity: 10, Flags: flagWrite, Group: "ratchet",
 			Summary: "Decides a request handed over by an edge.", Handler: cmdInternalDecide},
 		{Name: "rl.internal.forward", Arity: -5, Flags: flagWrite, Group: "ratchet",
 			Summary: "Runs counter, CL.THROTTLE and script commands for an edge's client.", Handler: cmdInternalForward},
@@ -153,7 +153,8 @@ func cmdInternalPublish(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte
 	wire.WritePublishReply(w, changed)
 }
 
-// cmdInternalDecide serves RL.INTERNAL.DECIDE key limit cost pending inflight batch-id want.
+// cmdInternalDecide serves RL.INTERNAL.DECIDE key limit cost pending inflight batch-id want
+// spent return.
 func cmdInternalDecide(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	if !internalReady(d, s, w) {
 		return

@@ -97,7 +97,13 @@ const leaseWantFactor = 4
 const leaseMinWant = 16
 
 // leaseWant is what an edge asks for, given its recent demand.
-func leaseWant(demand uint64) uint64 { return max(leaseWantFactor*demand, leaseMinWant) }
+// It is at most MaxLimit, as the origin requires.
+func leaseWant(demand uint64) uint64 {
+	if demand > MaxLimit/leaseWantFactor {
+		return MaxLimit
+	}
+	return max(leaseWantFactor*demand, leaseMinWant)
+}
 
 func (c *edgeCell) total() uint64 {
 	return satAdd(satAdd(c.regional, c.imported), satAdd(c.pending, c.inflight))
@@ -213,6 +219,8 @@ type originLink struct {
 	backoffMs atomic.Int64
 	edges     atomic.Int64 // active edges in the region, as the origin last said
 	boot      atomic.Int64 // the origin's run, as it last said: leases of another are void
+	slowSince atomic.Int64 // ms of the first timeout since the last success; 0: none
+	hardDown  atomic.Bool  // a call failed otherwise than by timing out since the last success
 
 	mu sync.Mutex // guards pins, byKey, cursor, batch, batchID
 	// pins holds every entry with unacknowledged cost: the replay set (each entry knows
@@ -258,6 +266,22 @@ func (l *originLink) use(nowMs int64) (ok, probe bool) {
 	return true, true
 }
 
+// degradedShare returns the share of a limit an edge may admit beyond its leases at now:
+// share once the origin is down (a call failed otherwise than by timing out, or calls have
+// timed out for slowForMs), 0 before that. An origin that is only slow, e.g. overloaded,
+// is not down: if every edge admitted the limit on its own whenever one call timed out, a
+// flood that slows the origin would pass several times the limit.
+func (l *originLink) degradedShare(nowMs int64, share float64) float64 {
+	if since := l.slowSince.Load(); l.hardDown.Load() || (since > 0 && nowMs-since >= slowForMs) {
+		return share
+	}
+	return 0
+}
+
+// slowForMs is how long calls to an origin must have timed out before the edge treats
+// it as down.
+const slowForMs = 1000
+
 // inflightBatch returns the ID of the batch being delivered, or 0.
 func (l *originLink) inflightBatch() uint64 {
 	l.mu.Lock()
@@ -273,11 +297,18 @@ func (l *originLink) succeeded(nowMs int64, meta OriginMeta) {
 	l.boot.Store(meta.Boot)
 	l.lastOKMs.Store(nowMs)
 	l.backoffMs.Store(0)
+	l.slowSince.Store(0)
+	l.hardDown.Store(false)
 	l.reachable.Store(true)
 	l.probing.Store(false)
 }
 
-func (l *originLink) failed(nowMs int64) {
+func (l *originLink) failed(nowMs int64, err error) {
+	if errors.Is(err, context.DeadlineExceeded) {
+		l.slowSince.CompareAndSwap(0, nowMs)
+	} else {
+		l.hardDown.Store(true)
+	}
 	b := min(max(2*l.backoffMs.Load(), 10), 1000)
 	l.backoffMs.Store(b)
 	l.downUntil.Store(nowMs + b)
@@ -470,7 +501,7 @@ func (e *Edge) refresh(l *originLink, key string, window, seq, now int64, limit,
 			err = fmt.Errorf("origin %s: read answered %d cells for 1", l.id, len(counts))
 		}
 		if err != nil {
-			l.failed(now)
+			l.failed(now, err)
 			return le, err
 		}
 		l.succeeded(now, meta)
@@ -557,18 +588,25 @@ func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool, now int64) (Deci
 				}
 				req.Want = leaseWant(satAdd(satAdd(c.pending, c.handed), cost))
 				c.handed = satAdd(c.handed, cost)
+				if c.leaseSeq != 0 && c.leaseG > c.spent {
+					// Give the rest of the lease back with the hand-off: it would otherwise
+					// count against this very request. Nothing more is spent under it.
+					req.Spent, req.Return, c.leaseG = c.spent, c.leaseSeq, c.spent
+				}
 			}
 			le.mu.Unlock()
 			if hd, ok := e.handOff(l, le, req); ok {
 				return hd, true, nil
 			}
-			// The origin failed just now: decide from local memory, degraded.
+			// The hand-off failed: the origin may have counted it all the same, so it is
+			// not counted here; the request is refused until the origin answers again.
 			le.mu.Lock()
 			now = e.clock.NowMs()
 			seq, elapsed = position(now, t.WindowMs)
-			counts = le.counts(seq)
+			d = e.degraded(l, le.counts(seq), limit, cost, t.WindowMs, elapsed, now, 0)
+		} else {
+			d = e.degraded(l, counts, limit, cost, t.WindowMs, elapsed, now, l.degradedShare(now, e.cfg.DegradedShare))
 		}
-		d = e.degraded(l, counts, limit, cost, t.WindowMs, elapsed, now)
 	}
 	if d.Allowed && cost > 0 {
 		if err := e.account(l, le, seq, cost, limit); err != nil {
@@ -586,10 +624,10 @@ func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool, now int64) (Deci
 }
 
 // degraded decides from counts while the origin cannot be asked and the lease does not
-// cover the request: it enforces limit x DegradedShare, and a request that only the
-// reduced limit refuses may retry once the origin's backoff has passed.
-func (e *Edge) degraded(l *originLink, counts Counts, limit, cost uint64, windowMs, elapsed, now int64) Decision {
-	reduced := uint64(float64(limit) * e.cfg.DegradedShare)
+// cover the request: it enforces limit x share, and a request that only the reduced limit
+// refuses may retry once the origin's backoff has passed.
+func (e *Edge) degraded(l *originLink, counts Counts, limit, cost uint64, windowMs, elapsed, now int64, share float64) Decision {
+	reduced := uint64(float64(limit) * share)
 	d := Decide(counts, max(reduced, 1), cost, windowMs, elapsed)
 	if reduced == 0 && cost > 0 {
 		d.Allowed, d.Remaining = false, 0
@@ -677,7 +715,7 @@ func (e *Edge) handOff(l *originLink, le *localEntry, req DecideRequest) (Decisi
 	e.observe("decide", err, start)
 	now := e.clock.NowMs()
 	if err != nil {
-		l.failed(now)
+		l.failed(now, err)
 		return Decision{}, false
 	}
 	l.succeeded(now, meta)

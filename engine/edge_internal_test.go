@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"hash/maphash"
 	"testing"
 )
@@ -118,7 +119,7 @@ func internalTuple(e *Edge, clock Clock, name string) (Tuple, []byte, int64, *or
 func TestEdgeFlushKeepsAnothersProbe(t *testing.T) {
 	e, _, clock := newInternalEdge(t)
 	l := e.links[0]
-	l.failed(clock.NowMs())
+	l.failed(clock.NowMs(), errors.New("test: down"))
 	clock.Advance(2 * l.backoffMs.Load())
 	if !l.usable(clock.NowMs()) {
 		t.Fatal("the backoff has passed: the first caller should get the probe")

@@ -61,7 +61,7 @@ func (e *Edge) heartbeat(l *originLink) {
 	defer cancel()
 	_, meta, err := l.client.Read(ctx, nil)
 	if err != nil {
-		l.failed(e.clock.NowMs())
+		l.failed(e.clock.NowMs(), err)
 		return
 	}
 	l.succeeded(e.clock.NowMs(), meta)
@@ -100,7 +100,7 @@ func (e *Edge) flush(l *originLink, final bool) (more bool) {
 		err = errShortReply
 	}
 	if err != nil {
-		l.failed(now)
+		l.failed(now, err)
 		return true
 	}
 	l.succeeded(now, meta)

@@ -58,7 +58,7 @@ type leaseGrant struct {
 
 // held returns what the grant reserves at now.
 func (g *leaseGrant) held(now int64) uint64 {
-	if now >= g.until || g.g <= g.spent {
+	if now >= g.until || g.g <= g.spent || g.run.superseded.Load() {
 		return 0
 	}
 	return g.g - g.spent

@@ -76,7 +76,10 @@ type ReplayBatch struct {
 // Pending is the edge's accepted cost for the current cell not yet sent; Inflight is its
 // cost in replay batch InflightBatch, sent but not acknowledged. The origin counts Pending,
 // and Inflight unless it already applied that batch, as used, without adding them (or the
-// edge's lease, when that is more). Want > 0 asks for a lease too.
+// edge's lease, when that is more). Want > 0 asks for a lease too. Return gives back the
+// unspent part of the edge's lease of that sequence, Spent being the edge's cumulative
+// accepted cost in the cell (unreplayed cost included): the edge stopped spending it when
+// it handed the decision over, so that its own lease does not count against it.
 type DecideRequest struct {
 	Key           []byte
 	Limit         uint64
@@ -85,6 +88,8 @@ type DecideRequest struct {
 	Inflight      uint64
 	InflightBatch uint64
 	Want          uint64
+	Spent         uint64
+	Return        uint64
 }
 
 // Origin is what an edge needs from its region's origin. Every method may fail (the
@@ -119,6 +124,9 @@ type runMarks struct {
 	apply     sync.Mutex    // held while one batch of the run is checked and applied
 	lastMs    int64         // guarded by nodeTable.mu
 	lastBatch atomic.Uint64 // stored under apply
+	// superseded: a later run of the same node was heard, so this run has ended (node ids
+	// are unique in a region) and its leases hold nothing.
+	superseded atomic.Bool
 }
 
 // touch records that run was heard at nowMs and returns its replay marks.
@@ -137,6 +145,11 @@ func (t *nodeTable) touch(run string, nowMs int64) *runMarks {
 			delete(t.runs, oldest(t.runs, func(m *runMarks) int64 { return m.lastMs }))
 		}
 		m = &runMarks{}
+		for other, om := range t.runs { // a new run is rare: an edge (re)started
+			if nodeName(other) == node {
+				om.superseded.Store(true)
+			}
+		}
 		t.runs[run] = m
 	}
 	m.lastMs = max(m.lastMs, nowMs)
@@ -307,9 +320,14 @@ func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts
 	var d Decision
 	var cc CellCounts
 	sh.mu.Lock()
+	ls := e.leases(sh, r.Key, seq, false)
+	if gr := ls.grantOf(run, now, false); gr != nil && r.Return != 0 && r.Return == gr.seq {
+		// What the edge gave back: it holds only what it spent and has not replayed.
+		gr.g = max(gr.spent, min(gr.g, r.Spent))
+	}
 	// Every lease counts as used: the other runs' may be spent at any moment, and this
 	// run's covers its cost not replayed yet (or Pending and Inflight do, when more).
-	others, own := e.leases(sh, r.Key, seq, false).reserved(run, now)
+	others, own := ls.reserved(run, now)
 	extra = satAdd(others, max(own, extra))
 	err = e.decideLocked(sh, h, r.Key, t.WindowMs, r.Limit, r.Cost, extra, now, &d, &cc)
 	if err == nil && cc.Seq == seq {

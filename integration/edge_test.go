@@ -611,9 +611,9 @@ func TestEdgeInternalAuth(t *testing.T) {
 	ctx := context.Background()
 	internal := [][]any{
 		{"RL.INTERNAL.READ"},
-		{"RL.INTERNAL.READ", "k", "0"},
-		{"RL.INTERNAL.REPLAY", "1", "k", "0", "1", "0"},
-		{"RL.INTERNAL.DECIDE", "k", "10", "1", "0", "0", "0"},
+		{"RL.INTERNAL.READ", "k", "0", "0", "0"},
+		{"RL.INTERNAL.REPLAY", "1", "k", "0", "1", "0", "1", "0", "0"},
+		{"RL.INTERNAL.DECIDE", "k", "10", "1", "0", "0", "0", "0", "0", "0"},
 	}
 	refused := func(t *testing.T, c *redis.Client) {
 		t.Helper()
@@ -643,8 +643,8 @@ func TestEdgeInternalAuth(t *testing.T) {
 			t.Fatalf("RL.INTERNAL.HELLO with the secret: %v", err)
 		}
 		v, err := c.Do(ctx, "RL.INTERNAL.READ").Result()
-		if arr, ok := v.([]any); err != nil || !ok || len(arr) != 2 {
-			t.Errorf("RL.INTERNAL.READ after HELLO = %#v, %v; want [edges, applied]", v, err)
+		if arr, ok := v.([]any); err != nil || !ok || len(arr) != 4 {
+			t.Errorf("RL.INTERNAL.READ after HELLO = %#v, %v; want [edges, applied, lease_ttl_ms, boot]", v, err)
 		}
 		refused(t, withSecret.client(t, &redis.Options{PoolSize: 1}))
 	})
@@ -833,7 +833,9 @@ func TestEdgeMetrics(t *testing.T) {
 
 // An origin that hangs (SIGSTOP: its sockets stay open, nothing answers) costs the edges
 // no latency beyond the first calls that time out; when it continues, the batches it
-// received twice (sent, timed out, sent again) are counted once.
+// received twice (sent, timed out, sent again) are counted once. Calls must have timed out
+// for a second before an edge treats the origin as down (a slow origin is not down), and
+// admits beyond its leases.
 func TestEdgeOriginHung(t *testing.T) {
 	t.Parallel()
 	origin := startOrigin(t)
@@ -852,7 +854,14 @@ func TestEdgeOriginHung(t *testing.T) {
 		heavy.Lock()
 		defer heavy.Unlock()
 		origin.Pause()
-		time.Sleep(100 * time.Millisecond)
+		for e, c := range ec {
+			// A cold key times out: it is refused (the origin may only be slow), and the
+			// edge starts counting the time its origin has not answered.
+			if r := limitReply(t, c, fmt.Sprintf("hung-first:%d", e), 1000, window); r[0] != 0 || r[3] <= 0 {
+				t.Errorf("edge %d: first request on a cold key with the origin hung = %v, want refused with a retry_after", e, r)
+			}
+		}
+		time.Sleep(1100 * time.Millisecond)
 		for e, c := range ec {
 			lat := make([]time.Duration, 0, 200)
 			for i := range 200 {
@@ -942,8 +951,12 @@ func TestEdgeDegradedShare(t *testing.T) {
 			}
 		}
 	}
-	if got, replies := allowed("deg-known", 5); got != 2 {
-		t.Errorf("key with 3 counted before the outage, limit 10, --degraded-share 0.5: %d more allowed, want 2: %v", got, replies)
+	// The edge may still hold a lease on deg-known from before the outage: 6 of 10 (of
+	// the 7 left, one edge is granted at most half, 3, beyond the 3 it spent), unless it
+	// gave it back already (idle, and a large part of what is left). It spends the lease,
+	// which the origin reserved for it; the degraded limit (5) refuses beyond that.
+	if got, replies := allowed("deg-known", 5); got != 2 && got != 3 {
+		t.Errorf("key with 3 counted before the outage, limit 10, --degraded-share 0.5: %d more allowed, want 2 (the degraded limit) or 3 (the lease): %v", got, replies)
 	}
 
 	origin.Restart()

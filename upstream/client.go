@@ -32,9 +32,9 @@ const (
 // origin parses requests with resp.DefaultLimits: at most wire.MaxArgs arguments, each at
 // most MaxBulk bytes, and at most MaxBuffer bytes per request.
 const (
-	// MaxReadItems is the most items of one Read: RL.INTERNAL.READ has 1+2n arguments.
+	// MaxReadItems is the most items of one Read: RL.INTERNAL.READ has 1+4n arguments.
 	MaxReadItems = wire.MaxReadItems
-	// MaxReplayItems is the most items of one Replay: RL.INTERNAL.REPLAY has 2+4n arguments.
+	// MaxReplayItems is the most items of one Replay: RL.INTERNAL.REPLAY has 2+7n arguments.
 	MaxReplayItems = wire.MaxReplayItems
 	// MaxForwardArgs is the most arguments of one Forward's payload.
 	MaxForwardArgs = wire.MaxForwardArgs
