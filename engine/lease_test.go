@@ -1,0 +1,224 @@
+package engine_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ratchet/ratchet/engine"
+)
+
+// leaseRig is an origin Engine and a tuple to lease, at a fixed instant in a fresh cell.
+type leaseRig struct {
+	t     *testing.T
+	o     *engine.Engine
+	clock *engine.ManualClock
+	tp    engine.Tuple
+	key   []byte
+	seq   int64
+}
+
+func newLeaseRig(t *testing.T) *leaseRig {
+	const w = 60_000
+	clock := engine.NewManualClock(t0 / w * w) // the start of a cell: nothing of the previous one weighs
+	o := engine.New(clock, engine.Config{LeaseTTL: time.Second})
+	tp := tup("leased", w)
+	return &leaseRig{t: t, o: o, clock: clock, tp: tp, key: engine.AppendKey(nil, tp), seq: clock.NowMs() / w}
+}
+
+// read asks for a lease of want within limit for run and returns the cell's answer.
+func (r *leaseRig) read(run string, limit, want uint64) engine.CellCounts {
+	r.t.Helper()
+	cc, meta := r.o.ServeRead(run, []engine.ReadItem{{Key: r.key, Seq: r.seq, Limit: limit, Want: want}})
+	if meta.LeaseTTLMs != 1000 || meta.Boot == 0 {
+		r.t.Fatalf("meta %+v: want the lease TTL and the origin's boot", meta)
+	}
+	return cc[0]
+}
+
+func (r *leaseRig) replay(run string, id uint64, it engine.ReplayItem) engine.CellCounts {
+	r.t.Helper()
+	it.Key, it.Seq = r.key, r.seq
+	cc, _ := r.o.ServeReplay(engine.ReplayBatch{Node: run, ID: id, Items: []engine.ReplayItem{it}})
+	return cc[0]
+}
+
+func (r *leaseRig) decide(run string, req engine.DecideRequest) engine.Decision {
+	r.t.Helper()
+	req.Key = r.key
+	d, _, _, err := r.o.ServeDecide(run, req)
+	if err != nil {
+		r.t.Fatalf("ServeDecide: %v", err)
+	}
+	return d
+}
+
+// TestLeaseGrantsWithinRoom: each run is granted at most 1/(2 x edges) of the room its
+// grant leaves beside the others' leases, never more than it asked for, so that used and
+// every lease together stay within the limit; grants only grow, and a hand-off counts the
+// other runs' leases as used.
+func TestLeaseGrantsWithinRoom(t *testing.T) {
+	r := newLeaseRig(t)
+	runs := []string{"e1/a", "e2/a", "e3/a"}
+	for _, run := range runs { // three active edges
+		r.o.Heard(run)
+	}
+	for i, tc := range []struct {
+		run         string
+		want, grant uint64
+	}{
+		{"e1/a", 1000, 16},   // 100 / 6
+		{"e2/a", 1000, 14},   // (100-16) / 6
+		{"e3/a", 5, 5},       // asked for less than the room allows
+		{"e1/a", 1000, 16},   // its own lease is not counted against it: (100-19)/6 = 13 < 16: kept
+		{"e3/a", 1000, 11},   // (100-30)/6
+		{"e2/a", 10_000, 14}, // (100-27)/6 = 12 < 14: kept
+	} {
+		cc := r.read(tc.run, 100, tc.want)
+		if cc.LeaseG != tc.grant || cc.LeaseSeq == 0 {
+			t.Fatalf("step %d: %s asked %d: lease %d (seq %d), want %d", i, tc.run, tc.want, cc.LeaseG, cc.LeaseSeq, tc.grant)
+		}
+	}
+	// The others hold 14 + 11 = 25: a hand-off of e1's may take 100 - 25 - 16 (its own
+	// lease, unspent and not given back) = 59.
+	if d := r.decide("e1/a", engine.DecideRequest{Limit: 100, Cost: 60}); d.Allowed {
+		t.Fatalf("a hand-off of 60 beside leases of 16+14+11 was allowed: %+v", d)
+	}
+	if d := r.decide("e1/a", engine.DecideRequest{Limit: 100, Cost: 59}); !d.Allowed {
+		t.Fatalf("a hand-off of 59 beside leases of 16+14+11 was refused: %+v", d)
+	}
+	// Little is left (100 - 59 - 16 - 11 = 14, of which 2 for one of three edges): e2's
+	// lease is not shrunk to that.
+	if cc := r.read("e2/a", 100, 16); cc.LeaseG != 14 {
+		t.Fatalf("e2 asked again with little room: lease %d, want its 14 kept", cc.LeaseG)
+	}
+}
+
+// TestLeaseReturnAndSpent: a replay reports what the run spent, which stops holding
+// budget; a return gives back the rest, but only when no newer grant was made since.
+func TestLeaseReturnAndSpent(t *testing.T) {
+	r := newLeaseRig(t)
+	first := r.read("e1/a", 1000, 100)
+	if first.LeaseG != 100 {
+		t.Fatalf("lease %d, want 100", first.LeaseG)
+	}
+	// 40 spent and replayed, 30 more wanted: 40 + 30 is less than the lease, which never
+	// shrinks: it stays 100 (60 still held).
+	cc := r.replay("e1/a", 1, engine.ReplayItem{Cost: 40, Limit: 1000, Spent: 40, Want: 30})
+	if cc.CurRegional != 40 || cc.LeaseG != 100 {
+		t.Fatalf("after a replay of 40: %+v, want regional 40 and the lease kept at 100", cc)
+	}
+	// A return of an older sequence is ignored: the edge may spend the newer grant.
+	cc = r.replay("e1/a", 2, engine.ReplayItem{Limit: 1000, Spent: 40, Return: first.LeaseSeq})
+	if cc.LeaseG != 100 {
+		t.Fatalf("a stale return shrank the lease: %+v", cc)
+	}
+	cc = r.replay("e1/a", 3, engine.ReplayItem{Limit: 1000, Spent: 40, Return: cc.LeaseSeq})
+	if cc.LeaseG != 40 {
+		t.Fatalf("after the return: lease %d, want 40 (what was spent)", cc.LeaseG)
+	}
+	// All of the room but 40 is free again for another run, one of two: (1000-40)/4.
+	if cc := r.read("e2/a", 1000, 10_000); cc.LeaseG != 240 {
+		t.Fatalf("another run after the return: lease %d, want 240", cc.LeaseG)
+	}
+}
+
+// TestLeaseLapsesAndSupersedes: a lease stops holding budget after its TTL and the grace,
+// or once a later run of the same node was heard (the edge restarted).
+func TestLeaseLapsesAndSupersedes(t *testing.T) {
+	r := newLeaseRig(t)
+	if cc := r.read("e1/a", 10, 1000); cc.LeaseG != 5 {
+		t.Fatalf("lease %d, want 5 (half of 10)", cc.LeaseG)
+	}
+	if d := r.decide("e2/a", engine.DecideRequest{Limit: 10, Cost: 6}); d.Allowed {
+		t.Fatal("a hand-off took budget leased to another run")
+	}
+	r.clock.Advance(1000 + 1000) // the TTL and the grace
+	if d := r.decide("e2/a", engine.DecideRequest{Limit: 10, Cost: 6}); !d.Allowed {
+		t.Fatalf("the lapsed lease still holds budget: %+v", d)
+	}
+
+	r2 := newLeaseRig(t)
+	if cc := r2.read("e1/a", 10, 1000); cc.LeaseG != 5 {
+		t.Fatalf("lease %d, want 5", cc.LeaseG)
+	}
+	r2.o.Heard("e1/b") // e1 restarted
+	if d := r2.decide("e2/a", engine.DecideRequest{Limit: 10, Cost: 10}); !d.Allowed {
+		t.Fatalf("the lease of a run that ended still holds budget: %+v", d)
+	}
+}
+
+// TestLeaseHandOffGivesBack: a hand-off that gives the rest of the run's lease back is not
+// refused by that lease; its unreplayed spent still counts.
+func TestLeaseHandOffGivesBack(t *testing.T) {
+	r := newLeaseRig(t)
+	cc := r.read("e1/a", 10, 1000)
+	if cc.LeaseG != 5 {
+		t.Fatalf("lease %d, want 5", cc.LeaseG)
+	}
+	// 2 spent (not replayed), 3 unspent given back: 2 + 8 = 10 fits; 9 would not.
+	if d := r.decide("e1/a", engine.DecideRequest{Limit: 10, Cost: 9, Pending: 2, Spent: 2, Return: cc.LeaseSeq}); d.Allowed {
+		t.Fatalf("a hand-off of 9 beside 2 unreplayed was allowed: %+v", d)
+	}
+	if d := r.decide("e1/a", engine.DecideRequest{Limit: 10, Cost: 8, Pending: 2, Spent: 2, Return: cc.LeaseSeq}); !d.Allowed {
+		t.Fatalf("a hand-off of 8 beside 2 unreplayed, the lease given back, was refused: %+v", d)
+	}
+}
+
+// TestEdgeSpendsOnlyItsLease: an edge decides locally within its lease, hands over what
+// the lease does not cover, and never spends a lease past its TTL or of another origin
+// run.
+func TestEdgeSpendsOnlyItsLease(t *testing.T) {
+	r := newEdgeRig(t, t0/60_000*60_000, 2, engine.EdgeConfig{})
+	a, b := r.edges[0], r.edges[1]
+	tp := tup("lease", 60_000)
+	// Two edges are active: a's first read is granted (100)/4 = 25 at most, 16 asked.
+	r.origin.Heard("edge-2/boot")
+	for i := range 16 {
+		if d := edgeLimit(t, a, tp, 100, 1); !d.Allowed {
+			t.Fatalf("request %d within the lease refused: %+v", i, d)
+		}
+	}
+	if n := handed(a); n != 0 {
+		t.Fatalf("%d hand-offs within the lease, want 0", n)
+	}
+	if d := edgeLimit(t, a, tp, 100, 1); !d.Allowed || handed(a) != 1 {
+		t.Fatalf("the 17th request: %+v, %d hand-offs; want allowed by the origin", d, handed(a))
+	}
+	flushAll(t, a)
+	// b floods: together they never pass the limit.
+	admitted := 17
+	for range 200 {
+		if d := edgeLimit(t, b, tp, 100, 1); d.Allowed {
+			admitted++
+		}
+		if d := edgeLimit(t, a, tp, 100, 1); d.Allowed {
+			admitted++
+		}
+	}
+	flushAll(t, a)
+	flushAll(t, b)
+	if admitted != 100 || originCount(r.origin, tp) != 100 {
+		t.Fatalf("admitted %d, origin counts %d; want exactly the limit, 100", admitted, originCount(r.origin, tp))
+	}
+
+}
+
+// TestEdgeLeaseNotPastTTL: with its origin down, an edge spends its lease, and not
+// past the lease's TTL (the degraded limit here admits nothing).
+func TestEdgeLeaseNotPastTTL(t *testing.T) {
+	r := newEdgeRig(t, t0/60_000*60_000, 1, engine.EdgeConfig{DegradedShare: 0.0001})
+	e := r.edges[0]
+	tp := tup("lease-ttl", 60_000)
+	edgeLimit(t, e, tp, 1000, 1) // a lease of 16
+	flushAll(t, e)
+	r.fakes[0].down.Store(true)
+	for i := range 5 {
+		if d := edgeLimit(t, e, tp, 1000, 1); !d.Allowed {
+			t.Fatalf("request %d within the lease, origin down: %+v", i, d)
+		}
+	}
+	r.clock.Advance(engine.DefaultLeaseTTL.Milliseconds())
+	if d := edgeLimit(t, e, tp, 1000, 1); d.Allowed {
+		t.Fatalf("after the lease's TTL, origin down: %+v; want refused by the degraded limit", d)
+	}
+}
