@@ -854,6 +854,7 @@ func TestEdgeOriginHung(t *testing.T) {
 		heavy.Lock()
 		defer heavy.Unlock()
 		origin.Pause()
+		time.Sleep(100 * time.Millisecond) // the signal is delivered
 		for e, c := range ec {
 			// A cold key times out: it is refused (the origin may only be slow), and the
 			// edge starts counting the time its origin has not answered.
