@@ -1,10 +1,14 @@
 // Command accuracy measures how exactly Ratchet keeps a limit.
 //
-// Edge mode (-regions 0 or 1, the default): it starts one origin and N edges on loopback,
-// floods one key from all edges inside one fresh window cell and prints admitted/limit;
-// then sends 0.9x the limit and prints the share admitted (which should be all of it).
+// Edge mode (-regions 0 or 1, the default): it starts one origin and N edges on loopback
+// and, for every limit of -limits, runs -rounds rounds on the same processes. A round
+// floods a fresh key with -load x the limit from all edges inside one window cell, then
+// sends 0.9x the limit on another fresh key. It prints one line per round and, at the end,
+// a markdown table of the worst admitted/limit under the flood and the worst share
+// admitted at 0.9x (see edges.go).
 //
-//	go run ./bench/accuracy -edges 3 -limit 1000
+//	go run ./bench/accuracy                      # limits 20,100,300,1000, 3 edges, 5 rounds
+//	go run ./bench/accuracy -limit 1000 -rounds 10
 //
 // Region mode (-regions R, R >= 2): it starts R origins r0..rR-1 on loopback, each peered
 // with all the others, and for every window of -windows sends -load x the limit, paced
@@ -24,7 +28,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,13 +36,16 @@ import (
 )
 
 func main() {
-	edges := flag.Int("edges", 3, "edge processes")
-	limit := flag.Int("limit", 1000, "the limit of the flooded key")
-	window := flag.Duration("window", 10*time.Second, "the window")
+	var ef edgeFlags
+	flag.IntVar(&ef.edges, "edges", 3, "edge processes")
+	limit := flag.Int("limit", 1000, "the limit of the flooded key (edge mode: a shortcut for -limits N)")
+	limits := flag.String("limits", "20,100,300,1000", "edge mode: limits to measure, comma separated")
+	flag.IntVar(&ef.rounds, "rounds", 5, "edge mode: rounds per limit (the table shows the worst)")
+	flag.DurationVar(&ef.window, "window", 10*time.Second, "the window")
 	load := flag.Float64("load", 3, "flood size as a multiple of the limit")
 	clients := flag.Int("clients", 16, "concurrent clients per edge (region mode: per region)")
-	replay := flag.String("replay-interval", "5ms", "edges' --replay-interval")
-	freshness := flag.String("freshness", "1s", "edges' --freshness")
+	flag.StringVar(&ef.replay, "replay-interval", "5ms", "edges' --replay-interval")
+	flag.StringVar(&ef.freshness, "freshness", "1s", "edges' --freshness")
 	bin := flag.String("bin", "", "ratchet binary (default: go build ./cmd/ratchet)")
 	var rf regionFlags
 	flag.IntVar(&rf.regions, "regions", 0, "region mode: origins r0..rN-1 peered with each other (0 or 1: edge mode)")
@@ -58,81 +64,27 @@ func main() {
 		}
 		return
 	}
-	if err := run(*edges, *limit, *window, *load, *clients, *replay, *freshness, *bin); err != nil {
+	ef.load, ef.clients, ef.bin = *load, *clients, *bin
+	var err error
+	if ef.limits, err = parseLimits(*limits); err != nil {
+		fmt.Fprintln(os.Stderr, "accuracy:", err)
+		os.Exit(2)
+	}
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name == "limit" {
+			ef.limits = []int{*limit}
+		}
+	})
+	if err := runEdges(ef); err != nil {
 		fmt.Fprintln(os.Stderr, "accuracy:", err)
 		os.Exit(1)
 	}
 }
 
-func run(nEdges, limit int, window time.Duration, load float64, clients int, replay, freshness, bin string) error {
-	dir, err := os.MkdirTemp("", "ratchet-accuracy-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	if bin == "" {
-		bin = filepath.Join(dir, "ratchet")
-		if out, err := exec.Command("go", "build", "-o", bin, "./cmd/ratchet").CombinedOutput(); err != nil {
-			return fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	}
-	originAddr := freeAddr()
-	procs := []*exec.Cmd{start(bin, "--listen", originAddr, "--data-dir", "", "--metrics-listen", "", "--cluster-secret", "bench")}
-	defer func() {
-		for _, p := range procs {
-			_ = p.Process.Kill()
-			_ = p.Wait()
-		}
-	}()
-	var edgeClients []*redis.Client
-	for i := 0; i < nEdges; i++ {
-		addr := freeAddr()
-		procs = append(procs, start(bin, "--role", "edge", "--listen", addr, "--origin", originAddr, "--cluster-secret", "bench",
-			"--metrics-listen", "", "--node-id", fmt.Sprintf("edge%d", i), "--replay-interval", replay, "--freshness", freshness))
-		c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: clients, Protocol: 2})
-		defer c.Close()
-		edgeClients = append(edgeClients, c)
-	}
-	for _, c := range append(edgeClients, redis.NewClient(&redis.Options{Addr: originAddr})) {
-		if err := waitPing(c); err != nil {
-			return err
-		}
-	}
-	w := fmt.Sprintf("%dms", window.Milliseconds())
-	fmt.Printf("origin 1, edges %d, limit %d, window %s, replay-interval %s, freshness %s, %d clients per edge\n",
-		nEdges, limit, window, replay, freshness, clients)
-
-	// Flood: load x limit requests spread over the edges, inside one fresh cell.
-	waitFreshCell(window)
-	key := fmt.Sprintf("flood:%d", time.Now().UnixNano())
-	sent := int(load * float64(limit))
-	admitted, took := fire(edgeClients, clients, key, limit, w, sent)
-	fmt.Printf("flood %.1fx: sent %d, admitted %d, admitted/limit = %.4f (%s)\n",
-		load, sent, admitted, float64(admitted)/float64(limit), took.Round(time.Millisecond))
-	if took > window {
-		fmt.Println("warning: the flood outlasted the window; use a longer -window")
-	}
-	if os.Getenv("ACCURACY_DEBUG") != "" {
-		for i, c := range edgeClients {
-			info, _ := c.Info(context.Background(), "ratchet").Result()
-			fmt.Printf("edge%d: %s\n", i, info)
-		}
-	}
-
-	// Under the limit: 0.9 x limit, everything should pass.
-	waitFreshCell(window)
-	key = fmt.Sprintf("under:%d", time.Now().UnixNano())
-	sent = int(0.9 * float64(limit))
-	admitted, took = fire(edgeClients, clients, key, limit, w, sent)
-	fmt.Printf("load 0.9x: sent %d, admitted %d, share admitted = %.2f%% (%s)\n",
-		sent, admitted, 100*float64(admitted)/float64(sent), took.Round(time.Millisecond))
-	return nil
-}
-
 // fire sends total requests for key, round-robin over the edges, with clients concurrent
-// senders per edge, and returns how many were admitted.
-func fire(edges []*redis.Client, clients int, key string, limit int, window string, total int) (int64, time.Duration) {
-	var next, admitted atomic.Int64
+// senders per edge, and returns how many were admitted and how many failed.
+func fire(edges []*redis.Client, clients int, key string, limit int, window string, total int) (admitted, failed int64, took time.Duration) {
+	var next, ok, errs atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
 	for range len(edges) * clients {
@@ -145,14 +97,17 @@ func fire(edges []*redis.Client, clients int, key string, limit int, window stri
 					return
 				}
 				res, err := edges[n%int64(len(edges))].Do(context.Background(), "RL.LIMIT", key, limit, window).Int64Slice()
-				if err == nil && len(res) == 5 && res[0] == 1 {
-					admitted.Add(1)
+				switch {
+				case err != nil || len(res) != 5:
+					errs.Add(1)
+				case res[0] == 1:
+					ok.Add(1)
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	return admitted.Load(), time.Since(start)
+	return ok.Load(), errs.Load(), time.Since(start)
 }
 
 // waitFreshCell sleeps until just after the start of the next cell of window, so that a
