@@ -45,25 +45,38 @@ func TestInternalCommands(t *testing.T) {
 		args []string
 		want string
 	}{
-		// Replies start with the meta: edges, applied batch, lease TTL, the origin's boot.
-		{[]string{"RL.INTERNAL.READ", key, "1000", "0", "0"}, "*11\r\n:1\r\n:0\r\n:10000\r\n:1000000\r\n:1000\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
-		{[]string{"RL.INTERNAL.REPLAY", "1", key, "1000", "3", "10", "3", "0", "0"}, "*11\r\n:1\r\n:1\r\n:10000\r\n:1000000\r\n:1000\r\n:3\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
+		// Replies start with the meta: edges, applied batch, lease TTL, the origin's boot
+		// and its clock (both 1000000 here).
+		{[]string{"RL.INTERNAL.READ", key, "1000", "0", "0"}, "*12\r\n:1\r\n:0\r\n:10000\r\n:1000000\r\n:1000000\r\n:1000\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
+		{[]string{"RL.INTERNAL.REPLAY", "1", key, "1000", "3", "10", "3", "0", "0"}, "*12\r\n:1\r\n:1\r\n:10000\r\n:1000000\r\n:1000000\r\n:1000\r\n:3\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
 		// The same batch again: applied once.
-		{[]string{"RL.INTERNAL.REPLAY", "1", key, "1000", "3", "10", "3", "0", "0"}, "*11\r\n:1\r\n:1\r\n:10000\r\n:1000000\r\n:1000\r\n:3\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
-		{[]string{"RL.INTERNAL.REPLAY", "2", key, "1000", "2", "10", "5", "0", "0", key, "999", "4", "0", "4", "0", "0"}, "*18\r\n:1\r\n:2\r\n:10000\r\n:1000000\r\n:1000\r\n:5\r\n:0\r\n:4\r\n:0\r\n:0\r\n:0\r\n:999\r\n:4\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
+		{[]string{"RL.INTERNAL.REPLAY", "1", key, "1000", "3", "10", "3", "0", "0"}, "*12\r\n:1\r\n:1\r\n:10000\r\n:1000000\r\n:1000000\r\n:1000\r\n:3\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
+		{[]string{"RL.INTERNAL.REPLAY", "2", key, "1000", "2", "10", "5", "0", "0", key, "999", "4", "0", "4", "0", "0"}, "*19\r\n:1\r\n:2\r\n:10000\r\n:1000000\r\n:1000000\r\n:1000\r\n:5\r\n:0\r\n:4\r\n:0\r\n:0\r\n:0\r\n:999\r\n:4\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
 		// limit 10, used 5 + 4 + pending 1 = 10: cost 1 is denied.
-		{[]string{"RL.INTERNAL.DECIDE", key, "10", "1", "1", "0", "0", "0", "0", "0"}, "*16\r\n:1\r\n:2\r\n:10000\r\n:1000000\r\n:0\r\n:10\r\n:0\r\n"},
+		{[]string{"RL.INTERNAL.DECIDE", key, "10", "1", "1", "0", "0", "0", "0", "0", "0"}, "*17\r\n:1\r\n:2\r\n:10000\r\n:1000000\r\n:1000000\r\n:0\r\n:10\r\n:0\r\n"},
 		// In flight in batch 2, which was applied: not counted again. Batch 3 was not: counted.
-		{[]string{"RL.INTERNAL.DECIDE", key, "10", "1", "0", "5", "2", "0", "0", "0"}, "*16\r\n:1\r\n:2\r\n:10000\r\n:1000000\r\n:1\r\n:10\r\n:0\r\n"},
-		{[]string{"RL.INTERNAL.DECIDE", key, "11", "1", "0", "1", "3", "0", "0", "0"}, "*16\r\n:1\r\n:2\r\n:10000\r\n:1000000\r\n:0\r\n:11\r\n:0\r\n"},
+		{[]string{"RL.INTERNAL.DECIDE", key, "10", "1", "0", "5", "2", "0", "0", "0", "0"}, "*17\r\n:1\r\n:2\r\n:10000\r\n:1000000\r\n:1000000\r\n:1\r\n:10\r\n:0\r\n"},
+		{[]string{"RL.INTERNAL.DECIDE", key, "11", "1", "0", "1", "3", "0", "0", "0", "0"}, "*17\r\n:1\r\n:2\r\n:10000\r\n:1000000\r\n:1000000\r\n:0\r\n:11\r\n:0\r\n"},
 		// A lease: used 6 + 4 of limit 100 leaves 90; one edge may hold half of it, and
 		// asks for 16. The lease sequence starts from the boot time.
-		{[]string{"RL.INTERNAL.READ", key, "1000", "100", "16"}, "*11\r\n:1\r\n:2\r\n:10000\r\n:1000000\r\n:1000\r\n:6\r\n:0\r\n:4\r\n:0\r\n:16\r\n:1048576000001\r\n"},
+		{[]string{"RL.INTERNAL.READ", key, "1000", "100", "16"}, "*12\r\n:1\r\n:2\r\n:10000\r\n:1000000\r\n:1000000\r\n:1000\r\n:6\r\n:0\r\n:4\r\n:0\r\n:16\r\n:1048576000001\r\n"},
 		// The lease counts as used in a hand-off: 10 + 16 + 75 > 100.
-		{[]string{"RL.INTERNAL.DECIDE", key, "100", "75", "0", "0", "0", "0", "0", "0"}, "*16\r\n:1\r\n:2\r\n:10000\r\n:1000000\r\n:0\r\n"},
-		{[]string{"RL.INTERNAL.DECIDE", key, "100", "74", "0", "0", "0", "0", "0", "0"}, "*16\r\n:1\r\n:2\r\n:10000\r\n:1000000\r\n:1\r\n"},
+		{[]string{"RL.INTERNAL.DECIDE", key, "100", "75", "0", "0", "0", "0", "0", "0", "0"}, "*17\r\n:1\r\n:2\r\n:10000\r\n:1000000\r\n:1000000\r\n:0\r\n"},
+		{[]string{"RL.INTERNAL.DECIDE", key, "100", "74", "0", "0", "0", "0", "0", "0", "0"}, "*17\r\n:1\r\n:2\r\n:10000\r\n:1000000\r\n:1000000\r\n:1\r\n"},
 		// Given back (the run reports it spent nothing): the lease holds nothing more.
-		{[]string{"RL.INTERNAL.REPLAY", "3", key, "1000", "0", "100", "0", "0", "1048576000001"}, "*11\r\n:1\r\n:3\r\n:10000\r\n:1000000\r\n:1000\r\n:80\r\n:0\r\n:4\r\n:0\r\n:0\r\n:1048576000002\r\n"},
+		{[]string{"RL.INTERNAL.REPLAY", "3", key, "1000", "0", "100", "0", "0", "1048576000001"}, "*12\r\n:1\r\n:3\r\n:10000\r\n:1000000\r\n:1000000\r\n:1000\r\n:80\r\n:0\r\n:4\r\n:0\r\n:0\r\n:1048576000002\r\n"},
+		// A hand-off whose deadline has passed (the clock is at 1000000): the edge no longer
+		// waits for it, so the origin denies it and counts nothing, whatever the room.
+		{[]string{"RL.INTERNAL.DECIDE", key, "100", "1", "0", "0", "0", "0", "0", "0", "999999"},
+			"*17\r\n:1\r\n:3\r\n:10000\r\n:1000000\r\n:1000000\r\n:0\r\n:100\r\n:0\r\n:1\r\n:1000\r\n" +
+				":1000\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
+		{[]string{"RL.INTERNAL.READ", key, "1000", "0", "0"}, "*12\r\n:1\r\n:3\r\n:10000\r\n:1000000\r\n:1000000\r\n:1000\r\n:80\r\n:0\r\n:4\r\n:0\r\n"},
+		// At its deadline it is still decided, and counted.
+		{[]string{"RL.INTERNAL.DECIDE", key, "100", "1", "0", "0", "0", "0", "0", "0", "1000000"}, "*17\r\n:1\r\n:3\r\n:10000\r\n:1000000\r\n:1000000\r\n:1\r\n:100\r\n"},
+		{[]string{"RL.INTERNAL.READ", key, "1000", "0", "0"}, "*12\r\n:1\r\n:3\r\n:10000\r\n:1000000\r\n:1000000\r\n:1000\r\n:81\r\n:0\r\n:4\r\n:0\r\n"},
+		// A malformed deadline gets DECIDE's error for its integers other than the limit.
+		{[]string{"RL.INTERNAL.DECIDE", key, "100", "1", "0", "0", "0", "0", "0", "0", "-1"}, "-ERR cost must be"},
+		{[]string{"RL.INTERNAL.DECIDE", key, "100", "1", "0", "0", "0", "0", "0", "0"}, "-ERR wrong number of arguments"},
 		{[]string{"RL.INTERNAL.READ", "garbage", "1", "0", "0"}, "-ERR internal: malformed tuple key"},
 		{[]string{"RL.INTERNAL.REPLAY", "4", key, "1000", "1"}, "-ERR wrong number of arguments"},
 		{[]string{"RL.INTERNAL.REPLAY", "4", key, "1000", "x", "1", "1", "0", "0"}, "-ERR internal: malformed integer"},

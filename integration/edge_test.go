@@ -613,7 +613,7 @@ func TestEdgeInternalAuth(t *testing.T) {
 		{"RL.INTERNAL.READ"},
 		{"RL.INTERNAL.READ", "k", "0", "0", "0"},
 		{"RL.INTERNAL.REPLAY", "1", "k", "0", "1", "0", "1", "0", "0"},
-		{"RL.INTERNAL.DECIDE", "k", "10", "1", "0", "0", "0", "0", "0", "0"},
+		{"RL.INTERNAL.DECIDE", "k", "10", "1", "0", "0", "0", "0", "0", "0", "0"},
 	}
 	refused := func(t *testing.T, c *redis.Client) {
 		t.Helper()
@@ -642,9 +642,14 @@ func TestEdgeInternalAuth(t *testing.T) {
 		if err := c.Do(ctx, "RL.INTERNAL.HELLO", clusterSecret, "test/1").Err(); err != nil {
 			t.Fatalf("RL.INTERNAL.HELLO with the secret: %v", err)
 		}
+		before := time.Now().UnixMilli()
 		v, err := c.Do(ctx, "RL.INTERNAL.READ").Result()
-		if arr, ok := v.([]any); err != nil || !ok || len(arr) != 4 {
-			t.Errorf("RL.INTERNAL.READ after HELLO = %#v, %v; want [edges, applied, lease_ttl_ms, boot]", v, err)
+		after := time.Now().UnixMilli()
+		if arr, ok := v.([]any); err != nil || !ok || len(arr) != 5 {
+			t.Errorf("RL.INTERNAL.READ after HELLO = %#v, %v; want [edges, applied, lease_ttl_ms, boot, now]", v, err)
+		} else if now, ok := arr[4].(int64); !ok || now < before || now > after {
+			// The origin's clock is this machine's.
+			t.Errorf("RL.INTERNAL.READ after HELLO: now = %v, want from %d to %d", arr[4], before, after)
 		}
 		refused(t, withSecret.client(t, &redis.Options{PoolSize: 1}))
 	})

@@ -15,8 +15,8 @@ func BenchmarkRead(b *testing.B) {
 	f.record = false
 	// The fake answers a canned reply without allocating, so that allocs/op are the client's.
 	f.raw = func(argv [][]byte, w *resp.Writer) {
-		// meta (edges, applied, lease_ttl_ms, boot), counts (seq 1, a lease of 16)
-		w.Raw([]byte("*11\r\n:3\r\n:0\r\n:10000\r\n:1763898912000\r\n:1\r\n:10\r\n:0\r\n:7\r\n:0\r\n:16\r\n:5\r\n"))
+		// meta (edges, applied, lease_ttl_ms, boot, now), counts (seq 1, a lease of 16)
+		w.Raw([]byte("*12\r\n:3\r\n:0\r\n:10000\r\n:1763898912000\r\n:1763898913234\r\n:1\r\n:10\r\n:0\r\n:7\r\n:0\r\n:16\r\n:5\r\n"))
 	}
 	c := newClient(b, f.addr(), Config{Secret: "s"})
 	ctx := context.Background()

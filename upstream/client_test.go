@@ -73,7 +73,10 @@ func TestEncoding(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, _, _, err := c.Decide(ctx, engine.DecideRequest{Key: testKey, Limit: 10, Cost: 2, Pending: 5, Inflight: 1, InflightBatch: 9,
-		Want: 24, Spent: 31, Return: 77}); err != nil {
+		Want: 24, Spent: 31, Return: 77, Deadline: 1763898913750}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := c.Decide(ctx, engine.DecideRequest{Key: testKey2, Limit: 1, Deadline: 1<<63 - 1}); err != nil {
 		t.Fatal(err)
 	}
 	k, k2 := string(testKey), string(testKey2)
@@ -81,7 +84,8 @@ func TestEncoding(t *testing.T) {
 		{"RL.INTERNAL.READ", k, "29000001", "100", "16", k2, "0", "0", "0"},
 		{"RL.INTERNAL.REPLAY", "9223372036854775807", k, "7", "3", "10", "42", "64", "1099511627776",
 			k2, "8", "9223372036854775807", "0", "9223372036854775807", "0", "0"},
-		{"RL.INTERNAL.DECIDE", k, "10", "2", "5", "1", "9", "24", "31", "77"},
+		{"RL.INTERNAL.DECIDE", k, "10", "2", "5", "1", "9", "24", "31", "77", "1763898913750"},
+		{"RL.INTERNAL.DECIDE", k2, "1", "0", "0", "0", "0", "0", "0", "0", "9223372036854775807"},
 	}
 	_, _, cmds := f.stats()
 	if len(cmds) != len(want) {
@@ -108,7 +112,7 @@ func TestDecoding(t *testing.T) {
 		{Seq: 12, CurRegional: n1, CurImported: 5, PrevRegional: 2 * n1, PrevImported: 1, LeaseG: 16, LeaseSeq: 100},
 		{Seq: 3, CurRegional: n2, CurImported: 3, PrevRegional: 2 * n2, PrevImported: 1},
 	}
-	if wantMeta := (engine.OriginMeta{Edges: 3, Applied: 6, LeaseTTLMs: 10000, Boot: cannedBoot}); !slices.Equal(counts, wantCounts) || meta != wantMeta {
+	if wantMeta := (engine.OriginMeta{Edges: 3, Applied: 6, LeaseTTLMs: 10000, Boot: cannedBoot, Now: cannedNow}); !slices.Equal(counts, wantCounts) || meta != wantMeta {
 		t.Fatalf("Read = %+v %+v, want %+v %+v", counts, meta, wantCounts, wantMeta)
 	}
 
@@ -117,18 +121,18 @@ func TestDecoding(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []engine.CellCounts{{Seq: 4, CurRegional: 106, CurImported: 77, PrevRegional: 50, PrevImported: 9, LeaseG: 52, LeaseSeq: 11}}
-	if wantMeta := (engine.OriginMeta{Edges: 2, Applied: 77, LeaseTTLMs: 5000, Boot: cannedBoot}); !slices.Equal(counts, want) || meta != wantMeta {
+	if wantMeta := (engine.OriginMeta{Edges: 2, Applied: 77, LeaseTTLMs: 5000, Boot: cannedBoot, Now: cannedNow}); !slices.Equal(counts, want) || meta != wantMeta {
 		t.Fatalf("Replay = %+v %+v, want %+v %+v", counts, meta, want, wantMeta)
 	}
 
 	d, cc, meta, err := c.Decide(ctx, engine.DecideRequest{Key: testKey, Limit: 10, Cost: 4, Pending: 8, Inflight: 2, InflightBatch: 3,
-		Want: 16, Spent: 5, Return: 13})
+		Want: 16, Spent: 5, Return: 13, Deadline: 1763898913750})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantD := engine.Decision{Allowed: true, Limit: 10, Remaining: 6, RetryAfterMs: 0, ResetAfterMs: 1234}
 	wantCC := engine.CellCounts{Seq: 17, CurRegional: 8, CurImported: 2, PrevRegional: 3, PrevImported: 5, LeaseG: 16, LeaseSeq: 13}
-	if wantMeta := (engine.OriginMeta{Edges: 5, Applied: 6, LeaseTTLMs: 7000, Boot: cannedBoot}); d != wantD || cc != wantCC || meta != wantMeta {
+	if wantMeta := (engine.OriginMeta{Edges: 5, Applied: 6, LeaseTTLMs: 7000, Boot: cannedBoot, Now: 1763898913750}); d != wantD || cc != wantCC || meta != wantMeta {
 		t.Fatalf("Decide = %+v %+v %+v, want %+v %+v %+v", d, cc, meta, wantD, wantCC, wantMeta)
 	}
 
@@ -142,7 +146,7 @@ func TestDecoding(t *testing.T) {
 }
 
 // Exact replies, decoded field by field, including the largest counts and edges 0 (read
-// as 1). Integers in order: edges, applied, lease_ttl_ms, boot, then a counts group (seq,
+// as 1). Integers in order: edges, applied, lease_ttl_ms, boot, now, then a counts group (seq,
 // cur_regional, cur_imported, prev_regional, prev_imported, lease_g, lease_seq), DECIDE's
 // five decision integers before it.
 func TestDecodingExactReplies(t *testing.T) {
@@ -150,10 +154,10 @@ func TestDecodingExactReplies(t *testing.T) {
 	f.setHandler(func(args []string) answer {
 		switch args[0] {
 		case "RL.INTERNAL.READ":
-			return answer{reply: "*11\r\n:0\r\n:42\r\n:10000\r\n:1763898912000\r\n" +
+			return answer{reply: "*12\r\n:0\r\n:42\r\n:10000\r\n:1763898912000\r\n:1763898913234\r\n" +
 				":5\r\n:4611686018427387904\r\n:1\r\n:9223372036854775807\r\n:0\r\n:30\r\n:1849598113792\r\n"}
 		default:
-			return answer{reply: "*16\r\n:1\r\n:0\r\n:2500\r\n:-3\r\n" +
+			return answer{reply: "*17\r\n:1\r\n:0\r\n:2500\r\n:-3\r\n:-4\r\n" +
 				":0\r\n:9\r\n:0\r\n:250\r\n:999\r\n" +
 				":5\r\n:9\r\n:0\r\n:3\r\n:0\r\n:12\r\n:13\r\n"}
 		}
@@ -164,7 +168,7 @@ func TestDecodingExactReplies(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := engine.CellCounts{Seq: 5, CurRegional: 1 << 62, CurImported: 1, PrevRegional: 1<<63 - 1, LeaseG: 30, LeaseSeq: 1849598113792}
-	wantMeta := engine.OriginMeta{Edges: 1, Applied: 42, LeaseTTLMs: 10000, Boot: 1763898912000}
+	wantMeta := engine.OriginMeta{Edges: 1, Applied: 42, LeaseTTLMs: 10000, Boot: 1763898912000, Now: 1763898913234}
 	if len(counts) != 1 || counts[0] != want || meta != wantMeta {
 		t.Fatalf("Read = %+v %+v, want %+v %+v", counts, meta, want, wantMeta)
 	}
@@ -178,7 +182,7 @@ func TestDecodingExactReplies(t *testing.T) {
 	if want := (engine.CellCounts{Seq: 5, CurRegional: 9, PrevRegional: 3, LeaseG: 12, LeaseSeq: 13}); cc != want {
 		t.Fatalf("Decide counts = %+v, want %+v", cc, want)
 	}
-	if want := (engine.OriginMeta{Edges: 1, LeaseTTLMs: 2500, Boot: -3}); meta != want {
+	if want := (engine.OriginMeta{Edges: 1, LeaseTTLMs: 2500, Boot: -3, Now: -4}); meta != want {
 		t.Fatalf("Decide meta = %+v, want %+v", meta, want)
 	}
 }
@@ -553,19 +557,20 @@ func TestServerClosesConnection(t *testing.T) {
 // the connection closes, and the next call reconnects.
 func TestMismatchedReplyClosesConnection(t *testing.T) {
 	// A valid reply to the two-item read below, and each changed in one place: meta (edges
-	// applied lease_ttl_ms boot), then per item seq cur_regional cur_imported prev_regional
-	// prev_imported lease_g lease_seq.
-	good := []int64{1, 0, 10000, cannedBoot, 1, 0, 0, 0, 0, 16, 5, 2, 0, 0, 0, 0, 0, 0}
+	// applied lease_ttl_ms boot now), then per item seq cur_regional cur_imported
+	// prev_regional prev_imported lease_g lease_seq.
+	good := []int64{1, 0, 10000, cannedBoot, cannedNow, 1, 0, 0, 0, 0, 16, 5, 2, 0, 0, 0, 0, 0, 0}
 	set := func(i int, n int64) string { v := slices.Clone(good); v[i] = n; return ints(v...) }
 	for _, tc := range []struct{ name, reply string }{
-		{"too few groups", ints(good[:11]...)},
-		{"one integer short", ints(good[:17]...)},
+		{"too few groups", ints(good[:12]...)},
+		{"one integer short", ints(good[:18]...)},
 		{"one integer more", ints(append(slices.Clone(good), 0)...)},
 		{"old format", ints(1, 0, 1, 0, 0, 0, 0, 2, 0, 0, 0, 0)},
-		{"wrong seq", set(11, 3)},
-		{"negative count", set(5, -5)},
-		{"negative lease_g", set(16, -1)},
-		{"negative lease_seq", set(17, -1)},
+		{"meta without now", ints(slices.Concat(good[:4], good[5:])...)},
+		{"wrong seq", set(12, 3)},
+		{"negative count", set(6, -5)},
+		{"negative lease_g", set(17, -1)},
+		{"negative lease_seq", set(18, -1)},
 		{"negative edges", set(0, -1)},
 		{"negative batch id", set(1, -1)},
 		{"negative lease ttl", set(2, -1)},
@@ -607,7 +612,7 @@ func TestDecideReplyOutOfRange(t *testing.T) {
 	f := newFake(t, "s")
 	f.setHandler(func([]string) answer {
 		// meta, allowed = 2, limit remaining retry reset, counts
-		return answer{reply: ints(1, 0, 10000, cannedBoot, 2, 1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0)}
+		return answer{reply: ints(1, 0, 10000, cannedBoot, cannedNow, 2, 1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0)}
 	})
 	c := newClient(t, f.addr(), Config{Secret: "s"})
 	_, _, _, err := c.Decide(context.Background(), engine.DecideRequest{Key: testKey, Limit: 1, Cost: 1})

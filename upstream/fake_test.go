@@ -198,21 +198,25 @@ func (f *fakeOrigin) serve(nc net.Conn) {
 	}
 }
 
-// cannedBoot is the origin boot canned replies carry.
-const cannedBoot = 1763898912000
+// cannedBoot is the origin boot canned replies carry; cannedNow the origin's clock in
+// those to READ and REPLAY.
+const (
+	cannedBoot = 1763898912000
+	cannedNow  = 1763898913234
+)
 
 // canned answers every internal command as an origin does: it decodes the request with
 // package wire's Parse* (a malformed one gets an error reply, "ERR internal: " and wire's
 // error) and answers with wire's Write*Reply, every integer of the reply made from the
 // request so that a field decoded into the wrong place shows:
 //
-//	READ   key seq limit want          -> meta 3, 6, 10000, cannedBoot; per item
+//	READ   key seq limit want          -> meta 3, 6, 10000, cannedBoot, cannedNow; per item
 //	                                      [seq, len(key), seq%7, 2*len(key), 1, want, limit]
 //	REPLAY id key seq cost limit spent want return
-//	                                   -> meta 2, id, 5000, cannedBoot; per item
+//	                                   -> meta 2, id, 5000, cannedBoot, cannedNow; per item
 //	                                      [seq, 100+cost, id, limit, 9, spent+want, return]
-//	DECIDE key limit cost pending inflight batch want spent return
-//	                                   -> meta 5, 6, 7000, cannedBoot; allowed cost<=limit,
+//	DECIDE key limit cost pending inflight batch want spent return deadline
+//	                                   -> meta 5, 6, 7000, cannedBoot, deadline; allowed cost<=limit,
 //	                                      limit, remaining limit-cost or 0, retry 0 or -1,
 //	                                      reset 1234, [17, pending, inflight, batch, spent,
 //	                                      want, return]
@@ -235,7 +239,7 @@ func canned(args []string) answer {
 			counts[i] = engine.CellCounts{Seq: it.Seq, CurRegional: n, CurImported: uint64(it.Seq % 7),
 				PrevRegional: 2 * n, PrevImported: 1, LeaseG: it.Want, LeaseSeq: it.Limit}
 		}
-		wire.WriteCountsReply(&w, engine.OriginMeta{Edges: 3, Applied: 6, LeaseTTLMs: 10000, Boot: cannedBoot}, counts)
+		wire.WriteCountsReply(&w, engine.OriginMeta{Edges: 3, Applied: 6, LeaseTTLMs: 10000, Boot: cannedBoot, Now: cannedNow}, counts)
 	case wire.CmdReplay:
 		var b engine.ReplayBatch
 		if b, err = wire.ParseReplay(argv); err != nil {
@@ -246,7 +250,7 @@ func canned(args []string) answer {
 			counts[i] = engine.CellCounts{Seq: it.Seq, CurRegional: 100 + it.Cost, CurImported: b.ID, PrevRegional: it.Limit,
 				PrevImported: 9, LeaseG: it.Spent + it.Want, LeaseSeq: it.Return}
 		}
-		wire.WriteCountsReply(&w, engine.OriginMeta{Edges: 2, Applied: b.ID, LeaseTTLMs: 5000, Boot: cannedBoot}, counts)
+		wire.WriteCountsReply(&w, engine.OriginMeta{Edges: 2, Applied: b.ID, LeaseTTLMs: 5000, Boot: cannedBoot, Now: cannedNow}, counts)
 	case wire.CmdDecide:
 		var r engine.DecideRequest
 		if r, err = wire.ParseDecide(argv); err != nil {
@@ -258,7 +262,7 @@ func canned(args []string) answer {
 		}
 		wire.WriteDecideReply(&w, dec, engine.CellCounts{Seq: 17, CurRegional: r.Pending, CurImported: r.Inflight,
 			PrevRegional: r.InflightBatch, PrevImported: r.Spent, LeaseG: r.Want, LeaseSeq: r.Return},
-			engine.OriginMeta{Edges: 5, Applied: 6, LeaseTTLMs: 7000, Boot: cannedBoot})
+			engine.OriginMeta{Edges: 5, Applied: 6, LeaseTTLMs: 7000, Boot: cannedBoot, Now: r.Deadline})
 	default:
 		w.Error("ERR unknown command '" + args[0] + "'")
 	}

@@ -40,7 +40,7 @@ func requestSeeds() [][]byte {
 		wire.AppendReplay(nil, 9, []engine.ReplayItem{{Key: key, Seq: 3, Cost: 2, Limit: 100, Spent: 7, Want: 16, Return: 5},
 			{Key: k2, Seq: 4, Limit: 10, Spent: 3, Return: 1 << 40}}),
 		wire.AppendDecide(nil, engine.DecideRequest{Key: key, Limit: 10, Cost: 1, Pending: 2, Inflight: 3, InflightBatch: 4,
-			Want: 16, Spent: 5, Return: 6}),
+			Want: 16, Spent: 5, Return: 6, Deadline: 1763898913750}),
 		wire.AppendPublish(nil, []engine.Component{{Key: k2, Seq: 5, Region: "eu", Count: 7}}),
 		wire.AppendForward(nil, 2, "ws", wire.AppendForwardCmd(wire.AppendForwardCmd(nil, strs("INCR", "k")), strs("PING"))),
 		[]byte("*4\r\n$19\r\nRL.INTERNAL.FORWARD\r\n$1\r\n3\r\n$2\r\nws\r\n$1\r\n9\r\n"),
@@ -49,6 +49,8 @@ func requestSeeds() [][]byte {
 		[]byte("RL.INTERNAL.REPLAY 1 k 1 2 3 4 5 6\r\n"),
 		[]byte("RL.INTERNAL.DECIDE k 1 1 0 0 0\r\n"),
 		[]byte("RL.INTERNAL.DECIDE k 1 1 0 0 0 16 0 0\r\n"),
+		[]byte("RL.INTERNAL.DECIDE k 1 1 0 0 0 16 0 0 0\r\n"),
+		[]byte("RL.INTERNAL.DECIDE k 1 1 0 0 0 16 0 0 -1\r\n"),
 	}
 }
 
@@ -102,7 +104,8 @@ func FuzzParseDecide(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if r.Limit == 0 || r.Limit > engine.MaxLimit || r.Cost > engine.MaxLimit || r.Spent > math.MaxInt64 || r.Return > math.MaxInt64 {
+		if r.Limit == 0 || r.Limit > engine.MaxLimit || r.Cost > engine.MaxLimit || r.Spent > math.MaxInt64 || r.Return > math.MaxInt64 ||
+			r.Deadline < 0 {
 			t.Fatalf("accepted out of range: %+v", r)
 		}
 		again, err := wire.ParseDecide(parse(t, wire.AppendDecide(nil, r)))
@@ -148,7 +151,7 @@ func FuzzParseForward(f *testing.F) {
 // fuzzReply runs check on the integers of the first reply in data, if it is one.
 func fuzzReply(f *testing.F, check func(t *testing.T, v []int64)) {
 	var w resp.Writer
-	meta := engine.OriginMeta{Edges: 2, Applied: 3, LeaseTTLMs: 10000, Boot: 1763898912000}
+	meta := engine.OriginMeta{Edges: 2, Applied: 3, LeaseTTLMs: 10000, Boot: 1763898912000, Now: 1763898913234}
 	wire.WriteCountsReply(&w, meta, []engine.CellCounts{{Seq: 4, CurRegional: 5, LeaseG: 6, LeaseSeq: 7}, {Seq: 9}})
 	f.Add(append([]byte(nil), w.Bytes()...))
 	w.Reset()
@@ -158,6 +161,8 @@ func fuzzReply(f *testing.F, check func(t *testing.T, v []int64)) {
 	f.Add([]byte("*1\r\n:0\r\n"))
 	f.Add([]byte("*7\r\n:0\r\n:0\r\n:1\r\n:-1\r\n:0\r\n:0\r\n:0\r\n")) // the old counts reply
 	f.Add([]byte("*11\r\n:1\r\n:0\r\n:-1\r\n:5\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n"))
+	f.Add([]byte("*11\r\n:1\r\n:0\r\n:10000\r\n:5\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n")) // a meta without now
+	f.Add([]byte("*12\r\n:0\r\n:0\r\n:0\r\n:5\r\n:-9\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rep, err := resp.NewReplyReader(bytes.NewReader(data), wire.MaxReplyInts).Read(nil)
 		if err != nil || rep.Kind != resp.IntsReply {
@@ -170,10 +175,10 @@ func fuzzReply(f *testing.F, check func(t *testing.T, v []int64)) {
 func FuzzParseCountsReply(f *testing.F) {
 	fuzzReply(f, func(t *testing.T, v []int64) {
 		// The request it answers asked for the seqs the reply holds, when it has groups.
-		// A reply is the meta (4 integers), then 7 per item.
-		counts := make([]engine.CellCounts, max(len(v)-4, 0)/7)
+		// A reply is the meta (5 integers), then 7 per item.
+		counts := make([]engine.CellCounts, max(len(v)-5, 0)/7)
 		for i := range counts {
-			counts[i].Seq = v[4+7*i]
+			counts[i].Seq = v[5+7*i]
 		}
 		meta, err := wire.ParseCountsReply(v, counts)
 		if err != nil {

@@ -58,7 +58,7 @@ func TestMaxArgsIsTheParsersBound(t *testing.T) {
 func TestGolden(t *testing.T) {
 	k := "$" + strconv.Itoa(len(key)) + "\r\n" + string(key) // the key as a bulk string
 	var w resp.Writer
-	meta := engine.OriginMeta{Edges: 3, Applied: 1<<64 - 1, LeaseTTLMs: 10000, Boot: 1763898912000}
+	meta := engine.OriginMeta{Edges: 3, Applied: 1<<64 - 1, LeaseTTLMs: 10000, Boot: 1763898912000, Now: 1763898913234}
 	cc := engine.CellCounts{Seq: 5, CurRegional: 1, CurImported: 2, PrevRegional: 3, PrevImported: 1<<64 - 1,
 		LeaseG: 40, LeaseSeq: 1849598113792}
 	reply := func(f func(w *resp.Writer)) []byte { w.Reset(); f(&w); return append([]byte(nil), w.Bytes()...) }
@@ -83,28 +83,31 @@ func TestGolden(t *testing.T) {
 			[]byte("*16\r\n$18\r\nRL.INTERNAL.REPLAY\r\n$19\r\n9223372036854775813\r\n" +
 				k + "\r\n$1\r\n7\r\n$1\r\n3\r\n$2\r\n10\r\n$2\r\n42\r\n$2\r\n64\r\n$13\r\n1099511627776\r\n" +
 				"$2\r\nk2\r\n$1\r\n8\r\n$20\r\n18446744073709551615\r\n$1\r\n0\r\n$1\r\n0\r\n$1\r\n0\r\n$1\r\n0\r\n")},
-		// key limit cost pending inflight batch-id want spent return.
+		// key limit cost pending inflight batch-id want spent return deadline.
 		{"decide", wire.AppendDecide(nil, engine.DecideRequest{Key: key, Limit: 10, Cost: 2, Pending: 5, Inflight: 1<<64 - 1, InflightBatch: 9,
-			Want: 24, Spent: 31, Return: 1 << 40}),
-			[]byte("*10\r\n$18\r\nRL.INTERNAL.DECIDE\r\n" + k + "\r\n$2\r\n10\r\n$1\r\n2\r\n$1\r\n5\r\n$20\r\n18446744073709551615\r\n$1\r\n9\r\n" +
-				"$2\r\n24\r\n$2\r\n31\r\n$13\r\n1099511627776\r\n")},
+			Want: 24, Spent: 31, Return: 1 << 40, Deadline: 1763898913750}),
+			[]byte("*11\r\n$18\r\nRL.INTERNAL.DECIDE\r\n" + k + "\r\n$2\r\n10\r\n$1\r\n2\r\n$1\r\n5\r\n$20\r\n18446744073709551615\r\n$1\r\n9\r\n" +
+				"$2\r\n24\r\n$2\r\n31\r\n$13\r\n1099511627776\r\n$13\r\n1763898913750\r\n")},
+		{"decide, deadline 0 (none)", wire.AppendDecide(nil, engine.DecideRequest{Key: []byte("k"), Limit: 1}),
+			[]byte("*11\r\n$18\r\nRL.INTERNAL.DECIDE\r\n$1\r\nk\r\n$1\r\n1\r\n$1\r\n0\r\n$1\r\n0\r\n$1\r\n0\r\n$1\r\n0\r\n" +
+				"$1\r\n0\r\n$1\r\n0\r\n$1\r\n0\r\n$1\r\n0\r\n")},
 		{"publish", wire.AppendPublish(nil, []engine.Component{{Key: []byte("\x01\x00\x00k"), Seq: 9, Region: "eu", Count: 1<<64 - 1}, {Key: []byte("x"), Seq: -2, Region: "us-east"}}),
 			[]byte("*9\r\n$19\r\nRL.INTERNAL.PUBLISH\r\n$4\r\n\x01\x00\x00k\r\n$1\r\n9\r\n$2\r\neu\r\n$20\r\n18446744073709551615\r\n$1\r\nx\r\n$2\r\n-2\r\n$7\r\nus-east\r\n$1\r\n0\r\n")},
 		{"forward", wire.AppendForward(nil, 3, "ws", wire.AppendForwardCmd(wire.AppendForwardCmd(nil, strs("INCR", "k")), strs("PING"))),
 			[]byte("*8\r\n$19\r\nRL.INTERNAL.FORWARD\r\n$1\r\n3\r\n$2\r\nws\r\n$1\r\n2\r\n$4\r\nINCR\r\n$1\r\nk\r\n$1\r\n1\r\n$4\r\nPING\r\n")},
-		// meta (edges applied lease_ttl_ms boot), then per item seq cur_regional cur_imported
-		// prev_regional prev_imported lease_g lease_seq.
+		// meta (edges applied lease_ttl_ms boot now), then per item seq cur_regional
+		// cur_imported prev_regional prev_imported lease_g lease_seq.
 		{"counts reply", reply(func(w *resp.Writer) { wire.WriteCountsReply(w, meta, []engine.CellCounts{cc, {Seq: -1}}) }),
-			[]byte("*18\r\n:3\r\n:9223372036854775807\r\n:10000\r\n:1763898912000\r\n" +
+			[]byte("*19\r\n:3\r\n:9223372036854775807\r\n:10000\r\n:1763898912000\r\n:1763898913234\r\n" +
 				":5\r\n:1\r\n:2\r\n:3\r\n:9223372036854775807\r\n:40\r\n:1849598113792\r\n" +
 				":-1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n")},
 		{"saturated lease", reply(func(w *resp.Writer) {
 			wire.WriteCountsReply(w, engine.OriginMeta{Edges: 1}, []engine.CellCounts{{Seq: 2, LeaseG: 1<<64 - 1, LeaseSeq: 1 << 63}})
-		}), []byte("*11\r\n:1\r\n:0\r\n:0\r\n:0\r\n:2\r\n:0\r\n:0\r\n:0\r\n:0\r\n:9223372036854775807\r\n:9223372036854775807\r\n")},
+		}), []byte("*12\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:2\r\n:0\r\n:0\r\n:0\r\n:0\r\n:9223372036854775807\r\n:9223372036854775807\r\n")},
 		// meta, allowed limit remaining retry_after_ms reset_after_ms, counts.
 		{"decide reply", reply(func(w *resp.Writer) {
 			wire.WriteDecideReply(w, engine.Decision{Allowed: true, Limit: 10, Remaining: 7, RetryAfterMs: -1, ResetAfterMs: 1234}, cc, meta)
-		}), []byte("*16\r\n:3\r\n:9223372036854775807\r\n:10000\r\n:1763898912000\r\n" +
+		}), []byte("*17\r\n:3\r\n:9223372036854775807\r\n:10000\r\n:1763898912000\r\n:1763898913234\r\n" +
 			":1\r\n:10\r\n:7\r\n:-1\r\n:1234\r\n" +
 			":5\r\n:1\r\n:2\r\n:3\r\n:9223372036854775807\r\n:40\r\n:1849598113792\r\n")},
 		{"publish reply", reply(func(w *resp.Writer) { wire.WritePublishReply(w, 42) }), []byte("*1\r\n:42\r\n")},
@@ -164,9 +167,9 @@ func TestReplayRoundTrip(t *testing.T) {
 func TestDecideRoundTrip(t *testing.T) {
 	for _, want := range []engine.DecideRequest{
 		{Key: key, Limit: 1},
-		{Key: key, Limit: 10, Cost: 2, Pending: 3, Inflight: 4, InflightBatch: 5, Want: 16, Spent: 6, Return: 7},
+		{Key: key, Limit: 10, Cost: 2, Pending: 3, Inflight: 4, InflightBatch: 5, Want: 16, Spent: 6, Return: 7, Deadline: 1763898913750},
 		{Key: key, Limit: engine.MaxLimit, Cost: engine.MaxLimit, Pending: math.MaxInt64, Inflight: math.MaxInt64, InflightBatch: math.MaxInt64,
-			Want: engine.MaxLimit, Spent: math.MaxInt64, Return: math.MaxInt64},
+			Want: engine.MaxLimit, Spent: math.MaxInt64, Return: math.MaxInt64, Deadline: math.MaxInt64},
 	} {
 		got, err := wire.ParseDecide(parse(t, wire.AppendDecide(nil, want)))
 		if err != nil || !reflect.DeepEqual(got, want) {
@@ -208,7 +211,7 @@ func TestForwardRoundTrip(t *testing.T) {
 }
 
 func TestCountsReplyRoundTrip(t *testing.T) {
-	meta := engine.OriginMeta{Edges: 4, Applied: 99, LeaseTTLMs: 10000, Boot: 1763898912000}
+	meta := engine.OriginMeta{Edges: 4, Applied: 99, LeaseTTLMs: 10000, Boot: 1763898912000, Now: 1763898913001}
 	want := []engine.CellCounts{{Seq: 12, CurRegional: 1, CurImported: 2, PrevRegional: 3, PrevImported: 4, LeaseG: 5, LeaseSeq: 6}, {Seq: 11}}
 	var w resp.Writer
 	wire.WriteCountsReply(&w, meta, want)
@@ -218,19 +221,19 @@ func TestCountsReplyRoundTrip(t *testing.T) {
 		t.Errorf("got %+v %+v, %v", m, got, err)
 	}
 	// Counts and leases beyond int64 saturate; an origin that reports no edges counts as
-	// one; a boot before 1970 is still a boot.
+	// one; a boot or a clock before 1970 is still read as it is.
 	w.Reset()
-	wire.WriteCountsReply(&w, engine.OriginMeta{Boot: -7}, []engine.CellCounts{{Seq: 1, CurRegional: 1<<64 - 1, LeaseG: 1<<64 - 1, LeaseSeq: 1 << 63}})
+	wire.WriteCountsReply(&w, engine.OriginMeta{Boot: -7, Now: -5}, []engine.CellCounts{{Seq: 1, CurRegional: 1<<64 - 1, LeaseG: 1<<64 - 1, LeaseSeq: 1 << 63}})
 	got = []engine.CellCounts{{Seq: 1}}
 	m, err = wire.ParseCountsReply(ints(t, &w), got)
-	if err != nil || m != (engine.OriginMeta{Edges: 1, Boot: -7}) ||
+	if err != nil || m != (engine.OriginMeta{Edges: 1, Boot: -7, Now: -5}) ||
 		got[0] != (engine.CellCounts{Seq: 1, CurRegional: math.MaxInt64, LeaseG: math.MaxInt64, LeaseSeq: math.MaxInt64}) {
 		t.Errorf("saturated: %+v %+v, %v", m, got, err)
 	}
 }
 
 func TestDecideReplyRoundTrip(t *testing.T) {
-	meta := engine.OriginMeta{Edges: 2, Applied: 5, LeaseTTLMs: 2500, Boot: 1763898912000}
+	meta := engine.OriginMeta{Edges: 2, Applied: 5, LeaseTTLMs: 2500, Boot: 1763898912000, Now: math.MaxInt64}
 	cc := engine.CellCounts{Seq: 8, CurRegional: 9, PrevImported: 1, LeaseG: 30, LeaseSeq: math.MaxInt64}
 	for _, dec := range []engine.Decision{
 		{Allowed: true, Limit: 10, Remaining: 7, RetryAfterMs: -1, ResetAfterMs: 1234},
@@ -301,7 +304,7 @@ func TestBounds(t *testing.T) {
 	// sender reads, and decode.
 	full := engine.CellCounts{CurRegional: math.MaxInt64, CurImported: math.MaxInt64, PrevRegional: math.MaxInt64,
 		PrevImported: math.MaxInt64, LeaseG: math.MaxInt64, LeaseSeq: math.MaxInt64}
-	meta := engine.OriginMeta{Edges: math.MaxInt64, Applied: math.MaxInt64, LeaseTTLMs: math.MaxInt64, Boot: math.MinInt64}
+	meta := engine.OriginMeta{Edges: math.MaxInt64, Applied: math.MaxInt64, LeaseTTLMs: math.MaxInt64, Boot: math.MinInt64, Now: math.MinInt64}
 	for _, n := range []int{wire.MaxReadItems, wire.MaxReplayItems} {
 		counts := make([]engine.CellCounts, n)
 		asked := make([]engine.CellCounts, n)
@@ -312,7 +315,7 @@ func TestBounds(t *testing.T) {
 		var w resp.Writer
 		wire.WriteCountsReply(&w, meta, counts)
 		v := ints(t, &w)
-		if len(v) != 4+7*n || len(v) > wire.MaxReplyInts {
+		if len(v) != 5+7*n || len(v) > wire.MaxReplyInts {
 			t.Errorf("counts reply to %d items: %d integers, MaxReplyInts %d", n, len(v), wire.MaxReplyInts)
 		}
 		if m, err := wire.ParseCountsReply(v, asked); err != nil || m != meta || !reflect.DeepEqual(asked, counts) {
@@ -375,25 +378,32 @@ func TestMalformedRequests(t *testing.T) {
 		{"replay bad return in second item", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1", "2", "10", "5", "16", "7", k, "2", "0", "0", "0", "0", "x"}, wire.ErrInt},
 		{"replay key error first", replay, []string{"RL.INTERNAL.REPLAY", "3", "", "x", "x", "x", "x", "x", "x"}, wire.ErrKey},
 
-		{"decide valid", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "5", "7"}, nil},
+		{"decide valid", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "5", "7", "1763898913750"}, nil},
 		{"decide old format", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0"}, wire.ErrSyntax},
 		{"decide without spent and return", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16"}, wire.ErrSyntax},
-		{"decide extra argument", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "5", "7", "0"}, wire.ErrSyntax},
-		{"decide bad key", decide, []string{"RL.INTERNAL.DECIDE", "", "0", "x", "0", "0", "0", "x", "x", "x"}, wire.ErrKey},
-		{"decide zero limit", decide, []string{"RL.INTERNAL.DECIDE", k, "0", "1", "0", "0", "0", "16", "5", "7"}, wire.ErrLimit},
-		{"decide limit over max", decide, []string{"RL.INTERNAL.DECIDE", k, over, "1", "0", "0", "0", "16", "5", "7"}, wire.ErrLimit},
-		{"decide cost over max", decide, []string{"RL.INTERNAL.DECIDE", k, "10", over, "0", "0", "0", "16", "5", "7"}, wire.ErrCost},
-		{"decide bad pending", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "-1", "0", "0", "16", "5", "7"}, wire.ErrCost},
-		{"decide inflight overflow", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", beyond, "0", "16", "5", "7"}, wire.ErrCost},
-		{"decide batch overflow", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", beyond, "16", "5", "7"}, wire.ErrCost},
-		{"decide bad want", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "x", "5", "7"}, wire.ErrCost},
-		{"decide negative want", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "-16", "5", "7"}, wire.ErrCost},
-		{"decide want overflow", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", beyond, "5", "7"}, wire.ErrCost},
-		{"decide bad spent", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "05", "7"}, wire.ErrCost},
-		{"decide spent overflow", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", beyond, "7"}, wire.ErrCost},
-		{"decide bad return", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "5", ""}, wire.ErrCost},
-		{"decide return overflow", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "5", beyond}, wire.ErrCost},
-		{"decide limit error before want", decide, []string{"RL.INTERNAL.DECIDE", k, "0", "1", "0", "0", "0", "x", "5", "7"}, wire.ErrLimit},
+		{"decide without deadline", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "5", "7"}, wire.ErrSyntax},
+		{"decide extra argument", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "5", "7", "0", "0"}, wire.ErrSyntax},
+		{"decide bad key", decide, []string{"RL.INTERNAL.DECIDE", "", "0", "x", "0", "0", "0", "x", "x", "x", "x"}, wire.ErrKey},
+		{"decide zero limit", decide, []string{"RL.INTERNAL.DECIDE", k, "0", "1", "0", "0", "0", "16", "5", "7", "0"}, wire.ErrLimit},
+		{"decide limit over max", decide, []string{"RL.INTERNAL.DECIDE", k, over, "1", "0", "0", "0", "16", "5", "7", "0"}, wire.ErrLimit},
+		{"decide cost over max", decide, []string{"RL.INTERNAL.DECIDE", k, "10", over, "0", "0", "0", "16", "5", "7", "0"}, wire.ErrCost},
+		{"decide bad pending", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "-1", "0", "0", "16", "5", "7", "0"}, wire.ErrCost},
+		{"decide inflight overflow", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", beyond, "0", "16", "5", "7", "0"}, wire.ErrCost},
+		{"decide batch overflow", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", beyond, "16", "5", "7", "0"}, wire.ErrCost},
+		{"decide bad want", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "x", "5", "7", "0"}, wire.ErrCost},
+		{"decide negative want", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "-16", "5", "7", "0"}, wire.ErrCost},
+		{"decide want overflow", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", beyond, "5", "7", "0"}, wire.ErrCost},
+		{"decide bad spent", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "05", "7", "0"}, wire.ErrCost},
+		{"decide spent overflow", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", beyond, "7", "0"}, wire.ErrCost},
+		{"decide bad return", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "5", "", "0"}, wire.ErrCost},
+		{"decide return overflow", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "5", beyond, "0"}, wire.ErrCost},
+		{"decide largest deadline", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "5", "7", "9223372036854775807"}, nil},
+		{"decide bad deadline", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "5", "7", "soon"}, wire.ErrCost},
+		{"decide empty deadline", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "5", "7", ""}, wire.ErrCost},
+		{"decide negative deadline", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "5", "7", "-1763898913750"}, wire.ErrCost},
+		{"decide deadline leading zero", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "5", "7", "01763898913750"}, wire.ErrCost},
+		{"decide deadline overflow", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "5", "7", beyond}, wire.ErrCost},
+		{"decide limit error before want", decide, []string{"RL.INTERNAL.DECIDE", k, "0", "1", "0", "0", "0", "x", "5", "7", "0"}, wire.ErrLimit},
 
 		{"publish no rows", publish, []string{"RL.INTERNAL.PUBLISH"}, wire.ErrSyntax},
 		{"publish short row", publish, []string{"RL.INTERNAL.PUBLISH", k, "1", "eu"}, wire.ErrSyntax},
@@ -430,8 +440,8 @@ func TestMalformedReplies(t *testing.T) {
 	decideReply := func(v []int64) error { _, _, _, err := wire.ParseDecideReply(v); return err }
 	publishReply := func(v ...int64) error { _, err := wire.ParsePublishReply(v); return err }
 	// Valid replies (checked below), and each changed in one place.
-	meta := []int64{1, 0, 10000, 1763898912000} // edges applied lease_ttl_ms boot
-	group := []int64{7, 0, 0, 0, 0, 30, 99}     // seq cur_regional cur_imported prev_regional prev_imported lease_g lease_seq
+	meta := []int64{1, 0, 10000, 1763898912000, 1763898913234} // edges applied lease_ttl_ms boot now
+	group := []int64{7, 0, 0, 0, 0, 30, 99}                    // seq cur_regional cur_imported prev_regional prev_imported lease_g lease_seq
 	cr := slices.Concat(meta, group)
 	dr := slices.Concat(meta, []int64{1, 10, 9, 0, 500}, group) // allowed limit remaining retry reset
 	set := func(v []int64, i int, n int64) []int64 { v = slices.Clone(v); v[i] = n; return v }
@@ -448,23 +458,26 @@ func TestMalformedReplies(t *testing.T) {
 		{"counts short", counts(cr[:len(cr)-1])},
 		{"counts long", counts(append(slices.Clone(cr), 0))},
 		{"counts old format", counts([]int64{1, 0, 7, 0, 0, 0, 0})},
-		{"counts other seq", counts(set(cr, 4, 8))},
-		{"counts negative cur_regional", counts(set(cr, 5, -1))},
-		{"counts negative prev_imported", counts(set(cr, 8, -1))},
-		{"counts negative lease_g", counts(set(cr, 9, -1))},
-		{"counts negative lease_seq", counts(set(cr, 10, -1))},
+		{"counts meta without now", counts(slices.Concat(meta[:4], group))},
+		{"counts other seq", counts(set(cr, 5, 8))},
+		{"counts negative cur_regional", counts(set(cr, 6, -1))},
+		{"counts negative prev_imported", counts(set(cr, 9, -1))},
+		{"counts negative lease_g", counts(set(cr, 10, -1))},
+		{"counts negative lease_seq", counts(set(cr, 11, -1))},
 		{"counts negative edges", counts(set(cr, 0, -1))},
 		{"counts negative applied", counts(set(cr, 1, -1))},
 		{"counts negative lease ttl", counts(set(cr, 2, -1))},
 		{"decide short", decideReply(dr[:len(dr)-1])},
+		{"decide long", decideReply(append(slices.Clone(dr), 0))},
 		{"decide old format", decideReply([]int64{1, 0, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0})},
+		{"decide meta without now", decideReply(slices.Concat(meta[:4], dr[5:]))},
 		{"decide negative lease ttl", decideReply(set(dr, 2, -1))},
-		{"decide allowed 2", decideReply(set(dr, 4, 2))},
-		{"decide retry -2", decideReply(set(dr, 7, -2))},
-		{"decide negative reset", decideReply(set(dr, 8, -1))},
-		{"decide negative count", decideReply(set(dr, 10, -5))},
-		{"decide negative lease_g", decideReply(set(dr, 14, -1))},
-		{"decide negative lease_seq", decideReply(set(dr, 15, -1))},
+		{"decide allowed 2", decideReply(set(dr, 5, 2))},
+		{"decide retry -2", decideReply(set(dr, 8, -2))},
+		{"decide negative reset", decideReply(set(dr, 9, -1))},
+		{"decide negative count", decideReply(set(dr, 11, -5))},
+		{"decide negative lease_g", decideReply(set(dr, 15, -1))},
+		{"decide negative lease_seq", decideReply(set(dr, 16, -1))},
 		{"publish empty", publishReply()},
 		{"publish negative", publishReply(-1)},
 	}
