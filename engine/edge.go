@@ -219,6 +219,7 @@ type originLink struct {
 	backoffMs atomic.Int64
 	edges     atomic.Int64 // active edges in the region, as the origin last said
 	boot      atomic.Int64 // the origin's run, as it last said: leases of another are void
+	offset    atomic.Int64 // the origin's clock minus this edge's, as last seen (reply latency included)
 	slowSince atomic.Int64 // ms of the first timeout since the last success; 0: none
 	hardDown  atomic.Bool  // a call failed otherwise than by timing out since the last success
 
@@ -292,9 +293,16 @@ func (l *originLink) inflightBatch() uint64 {
 	return l.batch.ID
 }
 
-func (l *originLink) succeeded(nowMs int64, meta OriginMeta) {
+// succeeded records an answer to a call sent at sentMs.
+func (l *originLink) succeeded(sentMs, nowMs int64, meta OriginMeta) {
 	l.edges.Store(int64(max(meta.Edges, 1)))
 	l.boot.Store(meta.Boot)
+	if meta.Now > 0 {
+		// From the send time: the request's latency makes the origin's clock seem ahead,
+		// so deadlines err late (a refused client counted) rather than early (a hand-off
+		// the edge still waits for dropped).
+		l.offset.Store(meta.Now - sentMs)
+	}
 	l.lastOKMs.Store(nowMs)
 	l.backoffMs.Store(0)
 	l.slowSince.Store(0)
@@ -504,7 +512,7 @@ func (e *Edge) refresh(l *originLink, key string, window, seq, now int64, limit,
 			l.failed(now, err)
 			return le, err
 		}
-		l.succeeded(now, meta)
+		l.succeeded(sent, now, meta)
 		le.mu.Lock()
 		e.mergeAnswer(l, le, counts[0], meta, sent, now)
 		le.mu.Unlock()
@@ -580,7 +588,11 @@ func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool, now int64) (Deci
 				le.mu.Unlock()
 				return Decision{}, false, nil
 			}
+			// The origin drops the request once this edge has stopped waiting.
 			req := DecideRequest{Key: le.key, Limit: limit, Cost: cost}
+			if l.lastOKMs.Load() > 0 {
+				req.Deadline = now + l.offset.Load() + e.cfg.OriginTimeout.Milliseconds()
+			}
 			if c := le.slot(seq); c != nil {
 				req.Pending, req.Inflight = c.pending, c.inflight
 				if c.inflight > 0 {
@@ -718,7 +730,7 @@ func (e *Edge) handOff(l *originLink, le *localEntry, req DecideRequest) (Decisi
 		l.failed(now, err)
 		return Decision{}, false
 	}
-	l.succeeded(now, meta)
+	l.succeeded(sent, now, meta)
 	if d.Allowed {
 		e.originAllowed.Add(1)
 	} else {

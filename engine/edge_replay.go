@@ -64,7 +64,7 @@ func (e *Edge) heartbeat(l *originLink) {
 		l.failed(e.clock.NowMs(), err)
 		return
 	}
-	l.succeeded(e.clock.NowMs(), meta)
+	l.succeeded(now, e.clock.NowMs(), meta)
 }
 
 // flush delivers the pending batch of l, building one first from the replay set when none
@@ -103,7 +103,7 @@ func (e *Edge) flush(l *originLink, final bool) (more bool) {
 		l.failed(now, err)
 		return true
 	}
-	l.succeeded(now, meta)
+	l.succeeded(sent, now, meta)
 	fresh := now + e.cfg.Freshness.Milliseconds()
 	for i, it := range b.Items {
 		le := b.entries[i]

@@ -37,6 +37,9 @@ type OriginMeta struct {
 	// Boot names this run of the origin (its start time, ms): an edge drops the leases of
 	// an origin that restarted, which knows nothing of them.
 	Boot int64
+	// Now is the origin's clock when it answered (ms): an edge estimates from it the
+	// offset of the origin's clock, to give a hand-off a deadline in the origin's time.
+	Now int64
 }
 
 // ReadItem asks for a tuple's cells Seq and Seq-1. Key is made by AppendKey. Want > 0
@@ -90,6 +93,10 @@ type DecideRequest struct {
 	Want          uint64
 	Spent         uint64
 	Return        uint64
+	// Deadline, when not 0, is the origin's time (ms) after which the edge no longer waits
+	// for the answer: the origin then neither decides nor counts the request, so that a
+	// client that was refused meanwhile is not counted.
+	Deadline int64
 }
 
 // Origin is what an edge needs from its region's origin. Every method may fail (the
@@ -227,7 +234,7 @@ func (e *Engine) heard(node string) (OriginMeta, *runMarks) {
 
 // meta is the header of a reply to an edge (nodes.mu held).
 func (e *Engine) meta(now int64, applied uint64) OriginMeta {
-	return OriginMeta{Edges: e.nodes.active(now), Applied: applied, LeaseTTLMs: e.leaseTTLMs, Boot: e.boot}
+	return OriginMeta{Edges: e.nodes.active(now), Applied: applied, LeaseTTLMs: e.leaseTTLMs, Boot: e.boot, Now: now}
 }
 
 // nodeName strips the boot nonce ("node/nonce") so that a restarted edge counts once.
@@ -315,7 +322,7 @@ func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts
 		extra = satAdd(extra, r.Inflight) // that batch has not arrived: its cost is on its way
 	}
 	now := e.clock.NowMs()
-	seq, _ := position(now, t.WindowMs)
+	seq, elapsed := position(now, t.WindowMs)
 	sh, h := e.store.locate(r.Key)
 	var d Decision
 	var cc CellCounts
@@ -324,6 +331,11 @@ func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts
 	if gr := ls.grantOf(run, now, false); gr != nil && r.Return != 0 && r.Return == gr.seq {
 		// What the edge gave back: it holds only what it spent and has not replayed.
 		gr.g = max(gr.spent, min(gr.g, r.Spent))
+	}
+	if r.Deadline > 0 && now > r.Deadline {
+		// The edge gave up on this answer (it has refused the request): count nothing.
+		sh.mu.Unlock()
+		return Decision{Limit: r.Limit, RetryAfterMs: 1, ResetAfterMs: t.WindowMs - elapsed}, CellCounts{Seq: seq}, meta, nil
 	}
 	// Every lease counts as used: the other runs' may be spent at any moment, and this
 	// run's covers its cost not replayed yet (or Pending and Inflight do, when more).

@@ -119,20 +119,26 @@ type simScenario struct {
 	loadLo, loadHi float64 // requests: limit × U(loadLo, loadHi); loadHi 0: floor(limit × loadLo)
 	checkLimit     bool    // admitted <= floor(1.02 limit) + lost + forgotten
 	checkAll       bool    // every request admitted
+	// open, when set, says why the scenario still fails (issue 12): it runs only with
+	// RATCHET_SIM=1.
+	open string
 }
 
 var simAllFaults = simFaults{delay: 0.2, drop: 0.03, lostReply: 0.03, late: 0.03, dup: 0.03,
 	partitions: 3, restarts: 1, lossy: 1, kills: 2}
 
 var simScenarios = []simScenario{
-	{name: "flood", faults: simAllFaults, loadLo: 1.5, loadHi: 4, checkLimit: true},
-	{name: "flood-delays-only", faults: simFaults{delay: 0.2}, loadLo: 1.5, loadHi: 4, checkLimit: true},
+	{name: "flood", faults: simAllFaults, loadLo: 1.5, loadHi: 4, checkLimit: true,
+		open: "hand-offs whose reply was lost are counted by the origin but refused to the client; replay marks do not survive an origin restart"},
+	{name: "flood-delays-only", faults: simFaults{delay: 0.2}, loadLo: 1.5, loadHi: 4, checkLimit: true,
+		open: "in the failing seeds no replay reached the origin during the flood (seed 266: none before 20.5 s of sim time), and the origin dropped the edges' leases after their TTL and grace while their cost under them was unreplayed"},
 	{name: "under-limit", faults: simFaults{delay: 0.2}, degradedShare: 1, loadLo: 0.9, checkAll: true},
 	// Faults after which no call was applied unseen: today's code should converge exactly.
 	{name: "quiescence-clean", degradedShare: 1, loadLo: 1.5, loadHi: 4,
 		faults: simFaults{delay: 0.2, drop: 0.05, dup: 0.05, partitions: 3, restarts: 2, kills: 2}},
 	// Timed-out calls that were applied (lost replies, late deliveries) and lossy restarts.
-	{name: "quiescence-timeouts", faults: simAllFaults, degradedShare: 1, loadLo: 1.5, loadHi: 4},
+	{name: "quiescence-timeouts", faults: simAllFaults, degradedShare: 1, loadLo: 1.5, loadHi: 4,
+		open: "hand-offs whose reply was lost are counted by the origin but refused to the client; replay marks do not survive an origin restart"},
 }
 
 // simParams are one seed's draws.
@@ -720,9 +726,6 @@ func runSim(sc simScenario, seed uint64, trace func(string, ...any)) simResult {
 // ---- tests ----
 
 func TestSim(t *testing.T) {
-	if os.Getenv("RATCHET_SIM") == "" {
-		t.Skip("set RATCHET_SIM=1: gated until origin-granted leases land (today's edges over-admit)")
-	}
 	defer debug.SetGCPercent(debug.SetGCPercent(400)) // a run makes short-lived garbage: a third faster
 	runs := uint64(simDefaultRuns)
 	if simRaceEnabled() {
@@ -745,6 +748,9 @@ func TestSim(t *testing.T) {
 	}
 	for _, sc := range simScenarios {
 		t.Run(sc.name, func(t *testing.T) {
+			if sc.open != "" && os.Getenv("RATCHET_SIM") == "" {
+				t.Skipf("still open (set RATCHET_SIM=1 to run it): %s", sc.open)
+			}
 			var trace func(string, ...any)
 			if first == last && os.Getenv("RATCHET_SIM_TRACE") != "" {
 				trace = t.Logf
