@@ -191,7 +191,10 @@ func (le *localEntry) merge(cc CellCounts, meta OriginMeta, sentMs, freshUntil i
 	}
 	if cc.LeaseSeq > 0 {
 		if c := le.slot(cc.Seq); c != nil && cc.LeaseSeq > c.leaseSeq {
-			c.leaseG, c.leaseSeq, c.leaseBoot = cc.LeaseG, cc.LeaseSeq, meta.Boot
+			// The origin's left is beyond the replays it applied: what this entry accepted
+			// and has not had applied (pending, in flight) comes out of it.
+			base := c.spent - min(c.spent, satAdd(c.pending, c.inflight))
+			c.leaseG, c.leaseSeq, c.leaseBoot = satAdd(base, cc.LeaseLeft), cc.LeaseSeq, meta.Boot
 			c.leaseUntil = sentMs + meta.LeaseTTLMs
 		}
 	}

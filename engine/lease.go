@@ -51,18 +51,26 @@ const leaseSetBytes = 256
 type leaseGrant struct {
 	run   *runMarks
 	g     uint64 // cumulative cost the run may accept in the cell
-	spent uint64 // cumulative cost the run has replayed for the cell (its highest report)
+	spent uint64 // cumulative cost of the run's replays applied to the cell since the grant began
 	seq   uint64 // lease sequence of the last grant
 	until int64  // origin ms after which the lease is dead
 }
 
-// held returns what the grant reserves at now.
+// held returns what the grant reserves at now. A lease past its end still holds what the
+// run may have accepted under it and not replayed, until the run replays again or is
+// gone: silent since the lease ended, or superseded by a later run of its node.
 func (g *leaseGrant) held(now int64) uint64 {
-	if now >= g.until || g.g <= g.spent || g.run.superseded.Load() {
+	if g.g <= g.spent || g.run.superseded.Load() {
+		return 0
+	}
+	if now >= g.until && (g.run.replayMs.Load() > g.until || g.run.heardMs.Load() < g.until) {
 		return 0
 	}
 	return g.g - g.spent
 }
+
+// dead reports whether the grant has ended and holds nothing: its slot may be reused.
+func (g *leaseGrant) dead(now int64) bool { return now >= g.until && g.held(now) == 0 }
 
 // leaseSet holds the leases of one tuple's current cell.
 type leaseSet struct {
@@ -137,7 +145,7 @@ func (ls *leaseSet) grantOf(run *runMarks, now int64, create bool) *leaseGrant {
 		if ls.grants[i].run == run {
 			return &ls.grants[i]
 		}
-		if free < 0 && now >= ls.grants[i].until {
+		if free < 0 && ls.grants[i].dead(now) {
 			free = i
 		}
 	}
@@ -167,7 +175,6 @@ func (e *Engine) lease(sh *shard, key []byte, ent *entry, run *runMarks, r Lease
 	if gr == nil {
 		return 0, 0
 	}
-	gr.spent = max(gr.spent, r.Spent)
 	if r.Return != 0 && r.Return == gr.seq {
 		// The edge accepts no more under this lease: what it spent is all it holds.
 		gr.g, gr.seq = gr.spent, e.nextLeaseSeq()
@@ -188,9 +195,9 @@ func (e *Engine) lease(sh *shard, key []byte, ent *entry, run *runMarks, r Lease
 			}
 		}
 		if target := min(r.Want, room/uint64(2*max(edges, 1))); target > 0 {
-			// Grow (never shrink: the edge may be spending it) and extend. A dead lease
-			// starts again from what the run has reported.
-			if now >= gr.until {
+			// Grow (never shrink: the edge may be spending it) and extend. A lease that
+			// holds nothing starts again from what the run's replays brought.
+			if gr.held(now) == 0 {
 				gr.g = gr.spent
 			}
 			gr.g = max(gr.g, satAdd(gr.spent, target))
@@ -198,10 +205,7 @@ func (e *Engine) lease(sh *shard, key []byte, ent *entry, run *runMarks, r Lease
 			gr.until = now + e.leaseTTLMs + leaseGraceMs
 		}
 	}
-	if gr.held(now) == 0 {
-		return gr.spent, gr.seq
-	}
-	return gr.g, gr.seq
+	return gr.held(now), gr.seq
 }
 
 // nextLeaseSeq returns a new lease sequence number.
@@ -216,7 +220,7 @@ func (e *Engine) sweepLeases(now int64) {
 			w := windowOfKey(k)
 			live := false
 			for j := range ls.grants {
-				live = live || now < ls.grants[j].until
+				live = live || !ls.grants[j].dead(now)
 			}
 			if w <= 0 || ls.seq < now/w || !live {
 				delete(sh.leases, k)

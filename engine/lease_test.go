@@ -74,8 +74,8 @@ func TestLeaseGrantsWithinRoom(t *testing.T) {
 		{"e2/a", 10_000, 14}, // (100-27)/6 = 12 < 14: kept
 	} {
 		cc := r.read(tc.run, 100, tc.want)
-		if cc.LeaseG != tc.grant || cc.LeaseSeq == 0 {
-			t.Fatalf("step %d: %s asked %d: lease %d (seq %d), want %d", i, tc.run, tc.want, cc.LeaseG, cc.LeaseSeq, tc.grant)
+		if cc.LeaseLeft != tc.grant || cc.LeaseSeq == 0 {
+			t.Fatalf("step %d: %s asked %d: lease %d (seq %d), want %d", i, tc.run, tc.want, cc.LeaseLeft, cc.LeaseSeq, tc.grant)
 		}
 	}
 	// The others hold 14 + 11 = 25: a hand-off of e1's may take 100 - 25 - 16 (its own
@@ -88,8 +88,8 @@ func TestLeaseGrantsWithinRoom(t *testing.T) {
 	}
 	// Little is left (100 - 59 - 16 - 11 = 14, of which 2 for one of three edges): e2's
 	// lease is not shrunk to that.
-	if cc := r.read("e2/a", 100, 16); cc.LeaseG != 14 {
-		t.Fatalf("e2 asked again with little room: lease %d, want its 14 kept", cc.LeaseG)
+	if cc := r.read("e2/a", 100, 16); cc.LeaseLeft != 14 {
+		t.Fatalf("e2 asked again with little room: lease %d, want its 14 kept", cc.LeaseLeft)
 	}
 }
 
@@ -98,27 +98,27 @@ func TestLeaseGrantsWithinRoom(t *testing.T) {
 func TestLeaseReturnAndSpent(t *testing.T) {
 	r := newLeaseRig(t)
 	first := r.read("e1/a", 1000, 100)
-	if first.LeaseG != 100 {
-		t.Fatalf("lease %d, want 100", first.LeaseG)
+	if first.LeaseLeft != 100 {
+		t.Fatalf("lease %d, want 100", first.LeaseLeft)
 	}
 	// 40 spent and replayed, 30 more wanted: 40 + 30 is less than the lease, which never
-	// shrinks: it stays 100 (60 still held).
+	// shrinks: 60 is left.
 	cc := r.replay("e1/a", 1, engine.ReplayItem{Cost: 40, Limit: 1000, Spent: 40, Want: 30})
-	if cc.CurRegional != 40 || cc.LeaseG != 100 {
-		t.Fatalf("after a replay of 40: %+v, want regional 40 and the lease kept at 100", cc)
+	if cc.CurRegional != 40 || cc.LeaseLeft != 60 {
+		t.Fatalf("after a replay of 40: %+v, want regional 40 and 60 left of the lease", cc)
 	}
 	// A return of an older sequence is ignored: the edge may spend the newer grant.
 	cc = r.replay("e1/a", 2, engine.ReplayItem{Limit: 1000, Spent: 40, Return: first.LeaseSeq})
-	if cc.LeaseG != 100 {
+	if cc.LeaseLeft != 60 {
 		t.Fatalf("a stale return shrank the lease: %+v", cc)
 	}
 	cc = r.replay("e1/a", 3, engine.ReplayItem{Limit: 1000, Spent: 40, Return: cc.LeaseSeq})
-	if cc.LeaseG != 40 {
-		t.Fatalf("after the return: lease %d, want 40 (what was spent)", cc.LeaseG)
+	if cc.LeaseLeft != 0 {
+		t.Fatalf("after the return: %d left, want 0", cc.LeaseLeft)
 	}
 	// All of the room but 40 is free again for another run, one of two: (1000-40)/4.
-	if cc := r.read("e2/a", 1000, 10_000); cc.LeaseG != 240 {
-		t.Fatalf("another run after the return: lease %d, want 240", cc.LeaseG)
+	if cc := r.read("e2/a", 1000, 10_000); cc.LeaseLeft != 240 {
+		t.Fatalf("another run after the return: lease %d, want 240", cc.LeaseLeft)
 	}
 }
 
@@ -126,8 +126,8 @@ func TestLeaseReturnAndSpent(t *testing.T) {
 // or once a later run of the same node was heard (the edge restarted).
 func TestLeaseLapsesAndSupersedes(t *testing.T) {
 	r := newLeaseRig(t)
-	if cc := r.read("e1/a", 10, 1000); cc.LeaseG != 5 {
-		t.Fatalf("lease %d, want 5 (half of 10)", cc.LeaseG)
+	if cc := r.read("e1/a", 10, 1000); cc.LeaseLeft != 5 {
+		t.Fatalf("lease %d, want 5 (half of 10)", cc.LeaseLeft)
 	}
 	if d := r.decide("e2/a", engine.DecideRequest{Limit: 10, Cost: 6}); d.Allowed {
 		t.Fatal("a hand-off took budget leased to another run")
@@ -137,9 +137,26 @@ func TestLeaseLapsesAndSupersedes(t *testing.T) {
 		t.Fatalf("the lapsed lease still holds budget: %+v", d)
 	}
 
+	// A run that is still heard and has not replayed since its lease ended may have
+	// accepted under it what it has not replayed: the lease holds until a replay comes.
+	r3 := newLeaseRig(t)
+	if cc := r3.read("e1/a", 10, 1000); cc.LeaseLeft != 5 {
+		t.Fatalf("lease %d, want 5", cc.LeaseLeft)
+	}
+	r3.clock.Advance(1000 + 1000)
+	r3.o.Heard("e1/a")
+	if d := r3.decide("e2/a", engine.DecideRequest{Limit: 10, Cost: 6}); d.Allowed {
+		t.Fatal("the ended lease of a run heard since, with no replay since, no longer holds budget")
+	}
+	r3.clock.Advance(1)
+	r3.replay("e1/a", 1, engine.ReplayItem{Cost: 1, Limit: 10})
+	if d := r3.decide("e2/a", engine.DecideRequest{Limit: 10, Cost: 6}); !d.Allowed {
+		t.Fatalf("the ended lease still holds budget after the run replayed: %+v", d)
+	}
+
 	r2 := newLeaseRig(t)
-	if cc := r2.read("e1/a", 10, 1000); cc.LeaseG != 5 {
-		t.Fatalf("lease %d, want 5", cc.LeaseG)
+	if cc := r2.read("e1/a", 10, 1000); cc.LeaseLeft != 5 {
+		t.Fatalf("lease %d, want 5", cc.LeaseLeft)
 	}
 	r2.o.Heard("e1/b") // e1 restarted
 	if d := r2.decide("e2/a", engine.DecideRequest{Limit: 10, Cost: 10}); !d.Allowed {
@@ -152,8 +169,8 @@ func TestLeaseLapsesAndSupersedes(t *testing.T) {
 func TestLeaseHandOffGivesBack(t *testing.T) {
 	r := newLeaseRig(t)
 	cc := r.read("e1/a", 10, 1000)
-	if cc.LeaseG != 5 {
-		t.Fatalf("lease %d, want 5", cc.LeaseG)
+	if cc.LeaseLeft != 5 {
+		t.Fatalf("lease %d, want 5", cc.LeaseLeft)
 	}
 	// 2 spent (not replayed), 3 unspent given back: 2 + 8 = 10 fits; 9 would not.
 	if d := r.decide("e1/a", engine.DecideRequest{Limit: 10, Cost: 9, Pending: 2, Spent: 2, Return: cc.LeaseSeq}); d.Allowed {

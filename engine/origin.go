@@ -17,9 +17,10 @@ type CellCounts struct {
 	CurImported  uint64
 	PrevRegional uint64
 	PrevImported uint64
-	// LeaseG and LeaseSeq are the asking edge run's lease on cell Seq (lease.go): the
-	// cumulative cost it may accept there, under lease sequence LeaseSeq. 0, 0: none.
-	LeaseG   uint64
+	// LeaseLeft and LeaseSeq are the asking edge run's lease on cell Seq (lease.go): the
+	// cost it may accept there beyond the cost of its replays the origin has applied,
+	// under lease sequence LeaseSeq. 0, 0: none.
+	LeaseLeft   uint64
 	LeaseSeq uint64
 }
 
@@ -131,6 +132,8 @@ type runMarks struct {
 	apply     sync.Mutex    // held while one batch of the run is checked and applied
 	lastMs    int64         // guarded by nodeTable.mu
 	lastBatch atomic.Uint64 // stored under apply
+	heardMs   atomic.Int64  // lastMs, for readers without nodeTable.mu (leases)
+	replayMs  atomic.Int64  // when a replay batch of the run was last served
 	// superseded: a later run of the same node was heard, so this run has ended (node ids
 	// are unique in a region) and its leases hold nothing.
 	superseded atomic.Bool
@@ -160,6 +163,7 @@ func (t *nodeTable) touch(run string, nowMs int64) *runMarks {
 		t.runs[run] = m
 	}
 	m.lastMs = max(m.lastMs, nowMs)
+	m.heardMs.Store(m.lastMs)
 	return m
 }
 
@@ -204,7 +208,7 @@ func (e *Engine) serveCell(key []byte, seq int64, run *runMarks, lr LeaseRequest
 		cc = ent.cellCounts(seq)
 	}
 	if w := windowOfKey(string(key)); w > 0 && seq == now/w {
-		cc.LeaseG, cc.LeaseSeq = e.lease(sh, key, ent, run, lr, w, now, meta.Edges)
+		cc.LeaseLeft, cc.LeaseSeq = e.lease(sh, key, ent, run, lr, w, now, meta.Edges)
 	}
 	return cc
 }
@@ -264,9 +268,10 @@ func (e *Engine) ServeReplay(b ReplayBatch) ([]CellCounts, OriginMeta) {
 	e.nodes.mu.Unlock()
 
 	st.apply.Lock()
+	st.replayMs.Store(now)
 	if b.ID > st.lastBatch.Load() {
 		for _, it := range b.Items {
-			e.applyReplay(it, now)
+			e.applyReplay(it, st, now)
 		}
 		st.lastBatch.Store(b.ID)
 	}
@@ -284,7 +289,7 @@ func (e *Engine) ServeReplay(b ReplayBatch) ([]CellCounts, OriginMeta) {
 }
 
 // applyReplay adds one replayed cost to its cell, unless the cell is dead.
-func (e *Engine) applyReplay(it ReplayItem, nowMs int64) {
+func (e *Engine) applyReplay(it ReplayItem, run *runMarks, nowMs int64) {
 	w := windowOfKey(string(it.Key))
 	if w <= 0 || it.Seq < nowMs/w-1 || it.Cost == 0 {
 		return
@@ -304,6 +309,9 @@ func (e *Engine) applyReplay(it ReplayItem, nowMs int64) {
 	c.regional = satAdd(c.regional, it.Cost)
 	e.markDirty()
 	c.seeLimit(it.Limit)
+	if gr := e.leases(sh, it.Key, it.Seq, false).grantOf(run, nowMs, false); gr != nil {
+		gr.spent = satAdd(gr.spent, it.Cost) // the run's cost now counted: no longer reserved
+	}
 }
 
 // ServeDecide decides a request handed over by an edge, atomically, with the edge's
@@ -329,8 +337,8 @@ func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts
 	sh.mu.Lock()
 	ls := e.leases(sh, r.Key, seq, false)
 	if gr := ls.grantOf(run, now, false); gr != nil && r.Return != 0 && r.Return == gr.seq {
-		// What the edge gave back: it holds only what it spent and has not replayed.
-		gr.g = max(gr.spent, min(gr.g, r.Spent))
+		// What the edge gave back: it holds only what it accepted and has not replayed.
+		gr.g = max(gr.spent, min(gr.g, satAdd(gr.spent, extra)))
 	}
 	if r.Deadline > 0 && now > r.Deadline {
 		// The edge gave up on this answer (it has refused the request): count nothing.
@@ -343,7 +351,7 @@ func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts
 	extra = satAdd(others, max(own, extra))
 	err = e.decideLocked(sh, h, r.Key, t.WindowMs, r.Limit, r.Cost, extra, now, &d, &cc)
 	if err == nil && cc.Seq == seq {
-		cc.LeaseG, cc.LeaseSeq = e.lease(sh, r.Key, sh.lookup(h, r.Key), run, LeaseRequest{Limit: r.Limit, Want: r.Want}, t.WindowMs, now, meta.Edges)
+		cc.LeaseLeft, cc.LeaseSeq = e.lease(sh, r.Key, sh.lookup(h, r.Key), run, LeaseRequest{Limit: r.Limit, Want: r.Want}, t.WindowMs, now, meta.Edges)
 	}
 	sh.mu.Unlock()
 	if err != nil {

@@ -129,16 +129,15 @@ var simAllFaults = simFaults{delay: 0.2, drop: 0.03, lostReply: 0.03, late: 0.03
 
 var simScenarios = []simScenario{
 	{name: "flood", faults: simAllFaults, loadLo: 1.5, loadHi: 4, checkLimit: true,
-		open: "hand-offs whose reply was lost are counted by the origin but refused to the client; replay marks do not survive an origin restart"},
-	{name: "flood-delays-only", faults: simFaults{delay: 0.2}, loadLo: 1.5, loadHi: 4, checkLimit: true,
-		open: "in the failing seeds no replay reached the origin during the flood (seed 266: none before 20.5 s of sim time), and the origin dropped the edges' leases after their TTL and grace while their cost under them was unreplayed"},
+		open: "an edge cut off while its origin restarts spends the lease the restarted origin no longer knows (seed 210: 1.10x); and the quiescence check of quiescence-timeouts"},
+	{name: "flood-delays-only", faults: simFaults{delay: 0.2}, loadLo: 1.5, loadHi: 4, checkLimit: true},
 	{name: "under-limit", faults: simFaults{delay: 0.2}, degradedShare: 1, loadLo: 0.9, checkAll: true},
 	// Faults after which no call was applied unseen: today's code should converge exactly.
 	{name: "quiescence-clean", degradedShare: 1, loadLo: 1.5, loadHi: 4,
 		faults: simFaults{delay: 0.2, drop: 0.05, dup: 0.05, partitions: 3, restarts: 2, kills: 2}},
 	// Timed-out calls that were applied (lost replies, late deliveries) and lossy restarts.
 	{name: "quiescence-timeouts", faults: simAllFaults, degradedShare: 1, loadLo: 1.5, loadHi: 4,
-		open: "hand-offs whose reply was lost are counted by the origin but refused to the client; replay marks do not survive an origin restart"},
+		open: "a hand-off whose reply was lost is counted by the origin though its client was refused (seed 3: 2 units over), and replay marks do not survive an origin restart (a batch re-sent after it is applied again)"},
 }
 
 // simParams are one seed's draws.
@@ -470,6 +469,14 @@ func (s *simRun) push(at int64, kind int, do func()) {
 
 func (s *simRun) pop() *simEvent {
 	ev := heap.Pop(&s.queue).(*simEvent)
+	for now := s.clock.NowMs(); ev.at < now; ev = heap.Pop(&s.queue).(*simEvent) {
+		// Late: the calls before it took the time (a delayed call holds the clock). It
+		// runs now, in random order with everything else due now, flushers' ticks
+		// included, as concurrent work would; otherwise a burst of requests would starve
+		// the flushers for as long as its calls' delays add up to.
+		ev.at, ev.tie = now, s.rng.Uint64()
+		heap.Push(&s.queue, ev)
+	}
 	if ev.at > s.clock.NowMs() {
 		s.clock.Set(ev.at)
 	}

@@ -9,13 +9,13 @@ import (
 
 // RL.INTERNAL.READ [key seq limit want ...] and RL.INTERNAL.REPLAY batch-id key seq cost
 // limit spent want return [...] are both answered with [meta, counts × n]: the meta is
-// edges, applied, lease_ttl_ms, boot; a counts group is seq, cur_regional, cur_imported,
-// prev_regional, prev_imported, lease_g, lease_seq, one per item in order.
+// edges, applied, lease_ttl_ms, boot, now; a counts group is seq, cur_regional, cur_imported,
+// prev_regional, prev_imported, lease_left, lease_seq, one per item in order.
 
 // countsInts is the number of integers of one counts group; metaInts of the meta.
 const (
 	countsInts = 7
-	metaInts   = 4
+	metaInts   = 5
 )
 
 // AppendRead appends RL.INTERNAL.READ key seq limit want ... to dst. No items is a
@@ -141,17 +141,18 @@ func writeMeta(w *resp.Writer, meta engine.OriginMeta) {
 	w.Int(clampInt(meta.Applied))
 	w.Int(meta.LeaseTTLMs)
 	w.Int(meta.Boot)
+	w.Int(meta.Now)
 }
 
 // parseMeta reads a reply's header (metaInts integers): edges (at least 1 by the
 // protocol; 0 is read as 1), the last replay batch the origin applied for this edge run,
-// the leases' TTL and the origin's boot.
+// the leases' TTL, the origin's boot and its clock.
 func parseMeta(v []int64) (engine.OriginMeta, error) {
-	edges, applied, ttl, boot := v[0], v[1], v[2], v[3]
+	edges, applied, ttl, boot, now := v[0], v[1], v[2], v[3], v[4]
 	if edges < 0 || applied < 0 || ttl < 0 {
 		return engine.OriginMeta{}, fmt.Errorf("%w: negative edge count, batch id or lease TTL", ErrReply)
 	}
-	return engine.OriginMeta{Edges: int(max(edges, 1)), Applied: uint64(applied), LeaseTTLMs: ttl, Boot: boot}, nil
+	return engine.OriginMeta{Edges: int(max(edges, 1)), Applied: uint64(applied), LeaseTTLMs: ttl, Boot: boot, Now: now}, nil
 }
 
 func writeCellCounts(w *resp.Writer, c engine.CellCounts) {
@@ -160,7 +161,7 @@ func writeCellCounts(w *resp.Writer, c engine.CellCounts) {
 	w.Int(clampInt(c.CurImported))
 	w.Int(clampInt(c.PrevRegional))
 	w.Int(clampInt(c.PrevImported))
-	w.Int(clampInt(c.LeaseG))
+	w.Int(clampInt(c.LeaseLeft))
 	w.Int(clampInt(c.LeaseSeq))
 }
 
@@ -172,7 +173,7 @@ func parseCellCounts(g []int64, cc *engine.CellCounts) error {
 		}
 	}
 	*cc = engine.CellCounts{Seq: g[0], CurRegional: uint64(g[1]), CurImported: uint64(g[2]),
-		PrevRegional: uint64(g[3]), PrevImported: uint64(g[4]), LeaseG: uint64(g[5]), LeaseSeq: uint64(g[6])}
+		PrevRegional: uint64(g[3]), PrevImported: uint64(g[4]), LeaseLeft: uint64(g[5]), LeaseSeq: uint64(g[6])}
 	return nil
 }
 

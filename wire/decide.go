@@ -8,8 +8,8 @@ import (
 	"github.com/ratchet/ratchet/resp"
 )
 
-// RL.INTERNAL.DECIDE key limit cost pending inflight batch-id want spent return hands one
-// decision to the origin. The reply is [meta, allowed, limit, remaining, retry_after_ms,
+// RL.INTERNAL.DECIDE key limit cost pending inflight batch-id want spent return deadline
+// hands one decision to the origin. The reply is [meta, allowed, limit, remaining, retry_after_ms,
 // reset_after_ms, counts].
 
 // decideReplyInts is the length of a reply to RL.INTERNAL.DECIDE.
@@ -17,7 +17,7 @@ const decideReplyInts = metaInts + 5 + countsInts
 
 // AppendDecide appends RL.INTERNAL.DECIDE for r to dst.
 func AppendDecide(dst []byte, r engine.DecideRequest) []byte {
-	dst = resp.AppendArray(dst, 10)
+	dst = resp.AppendArray(dst, 11)
 	dst = resp.AppendBulkString(dst, CmdDecide)
 	dst = resp.AppendBulk(dst, r.Key)
 	dst = resp.AppendBulkUint(dst, r.Limit)
@@ -27,14 +27,15 @@ func AppendDecide(dst []byte, r engine.DecideRequest) []byte {
 	dst = resp.AppendBulkUint(dst, r.InflightBatch)
 	dst = resp.AppendBulkUint(dst, r.Want)
 	dst = resp.AppendBulkUint(dst, r.Spent)
-	return resp.AppendBulkUint(dst, r.Return)
+	dst = resp.AppendBulkUint(dst, r.Return)
+	return resp.AppendBulkInt(dst, r.Deadline)
 }
 
 // ParseDecide decodes an RL.INTERNAL.DECIDE request. The key aliases args. Limit is from 1
 // to engine.MaxLimit (else ErrLimit), Cost and Want to engine.MaxLimit and the others to
 // math.MaxInt64 (else ErrCost).
 func ParseDecide(args [][]byte) (engine.DecideRequest, error) {
-	if len(args) != 10 {
+	if len(args) != 11 {
 		return engine.DecideRequest{}, fmt.Errorf("%w: %d arguments to DECIDE", ErrSyntax, len(args))
 	}
 	if !validKey(args[1]) {
@@ -48,14 +49,15 @@ func ParseDecide(args [][]byte) (engine.DecideRequest, error) {
 	want, ok6 := parseUint(args[7], engine.MaxLimit)
 	spent, ok7 := parseUint(args[8], math.MaxInt64)
 	ret, ok8 := parseUint(args[9], math.MaxInt64)
+	deadline, ok9 := parseInt(args[10])
 	if !ok1 || limit == 0 {
 		return engine.DecideRequest{}, ErrLimit
 	}
-	if !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || !ok7 || !ok8 {
+	if !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || !ok7 || !ok8 || !ok9 {
 		return engine.DecideRequest{}, ErrCost
 	}
 	return engine.DecideRequest{Key: args[1], Limit: limit, Cost: cost, Pending: pending,
-		Inflight: inflight, InflightBatch: batch, Want: want, Spent: spent, Return: ret}, nil
+		Inflight: inflight, InflightBatch: batch, Want: want, Spent: spent, Return: ret, Deadline: deadline}, nil
 }
 
 // WriteDecideReply writes the reply to RL.INTERNAL.DECIDE.

@@ -152,11 +152,11 @@ func FuzzParseForward(f *testing.F) {
 func fuzzReply(f *testing.F, check func(t *testing.T, v []int64)) {
 	var w resp.Writer
 	meta := engine.OriginMeta{Edges: 2, Applied: 3, LeaseTTLMs: 10000, Boot: 1763898912000, Now: 1763898913234}
-	wire.WriteCountsReply(&w, meta, []engine.CellCounts{{Seq: 4, CurRegional: 5, LeaseG: 6, LeaseSeq: 7}, {Seq: 9}})
+	wire.WriteCountsReply(&w, meta, []engine.CellCounts{{Seq: 4, CurRegional: 5, LeaseLeft: 6, LeaseSeq: 7}, {Seq: 9}})
 	f.Add(append([]byte(nil), w.Bytes()...))
 	w.Reset()
 	wire.WriteDecideReply(&w, engine.Decision{Allowed: true, Limit: 10, Remaining: 3, RetryAfterMs: -1, ResetAfterMs: 5},
-		engine.CellCounts{Seq: 4, CurRegional: 7, LeaseG: 8, LeaseSeq: 9}, meta)
+		engine.CellCounts{Seq: 4, CurRegional: 7, LeaseLeft: 8, LeaseSeq: 9}, meta)
 	f.Add(append([]byte(nil), w.Bytes()...))
 	f.Add([]byte("*1\r\n:0\r\n"))
 	f.Add([]byte("*7\r\n:0\r\n:0\r\n:1\r\n:-1\r\n:0\r\n:0\r\n:0\r\n")) // the old counts reply

@@ -60,7 +60,7 @@ func TestGolden(t *testing.T) {
 	var w resp.Writer
 	meta := engine.OriginMeta{Edges: 3, Applied: 1<<64 - 1, LeaseTTLMs: 10000, Boot: 1763898912000, Now: 1763898913234}
 	cc := engine.CellCounts{Seq: 5, CurRegional: 1, CurImported: 2, PrevRegional: 3, PrevImported: 1<<64 - 1,
-		LeaseG: 40, LeaseSeq: 1849598113792}
+		LeaseLeft: 40, LeaseSeq: 1849598113792}
 	reply := func(f func(w *resp.Writer)) []byte { w.Reset(); f(&w); return append([]byte(nil), w.Bytes()...) }
 	cases := []struct {
 		name      string
@@ -96,13 +96,13 @@ func TestGolden(t *testing.T) {
 		{"forward", wire.AppendForward(nil, 3, "ws", wire.AppendForwardCmd(wire.AppendForwardCmd(nil, strs("INCR", "k")), strs("PING"))),
 			[]byte("*8\r\n$19\r\nRL.INTERNAL.FORWARD\r\n$1\r\n3\r\n$2\r\nws\r\n$1\r\n2\r\n$4\r\nINCR\r\n$1\r\nk\r\n$1\r\n1\r\n$4\r\nPING\r\n")},
 		// meta (edges applied lease_ttl_ms boot now), then per item seq cur_regional
-		// cur_imported prev_regional prev_imported lease_g lease_seq.
+		// cur_imported prev_regional prev_imported lease_left lease_seq.
 		{"counts reply", reply(func(w *resp.Writer) { wire.WriteCountsReply(w, meta, []engine.CellCounts{cc, {Seq: -1}}) }),
 			[]byte("*19\r\n:3\r\n:9223372036854775807\r\n:10000\r\n:1763898912000\r\n:1763898913234\r\n" +
 				":5\r\n:1\r\n:2\r\n:3\r\n:9223372036854775807\r\n:40\r\n:1849598113792\r\n" +
 				":-1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n")},
 		{"saturated lease", reply(func(w *resp.Writer) {
-			wire.WriteCountsReply(w, engine.OriginMeta{Edges: 1}, []engine.CellCounts{{Seq: 2, LeaseG: 1<<64 - 1, LeaseSeq: 1 << 63}})
+			wire.WriteCountsReply(w, engine.OriginMeta{Edges: 1}, []engine.CellCounts{{Seq: 2, LeaseLeft: 1<<64 - 1, LeaseSeq: 1 << 63}})
 		}), []byte("*12\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:2\r\n:0\r\n:0\r\n:0\r\n:0\r\n:9223372036854775807\r\n:9223372036854775807\r\n")},
 		// meta, allowed limit remaining retry_after_ms reset_after_ms, counts.
 		{"decide reply", reply(func(w *resp.Writer) {
@@ -212,7 +212,7 @@ func TestForwardRoundTrip(t *testing.T) {
 
 func TestCountsReplyRoundTrip(t *testing.T) {
 	meta := engine.OriginMeta{Edges: 4, Applied: 99, LeaseTTLMs: 10000, Boot: 1763898912000, Now: 1763898913001}
-	want := []engine.CellCounts{{Seq: 12, CurRegional: 1, CurImported: 2, PrevRegional: 3, PrevImported: 4, LeaseG: 5, LeaseSeq: 6}, {Seq: 11}}
+	want := []engine.CellCounts{{Seq: 12, CurRegional: 1, CurImported: 2, PrevRegional: 3, PrevImported: 4, LeaseLeft: 5, LeaseSeq: 6}, {Seq: 11}}
 	var w resp.Writer
 	wire.WriteCountsReply(&w, meta, want)
 	got := []engine.CellCounts{{Seq: 12}, {Seq: 11}}
@@ -223,18 +223,18 @@ func TestCountsReplyRoundTrip(t *testing.T) {
 	// Counts and leases beyond int64 saturate; an origin that reports no edges counts as
 	// one; a boot or a clock before 1970 is still read as it is.
 	w.Reset()
-	wire.WriteCountsReply(&w, engine.OriginMeta{Boot: -7, Now: -5}, []engine.CellCounts{{Seq: 1, CurRegional: 1<<64 - 1, LeaseG: 1<<64 - 1, LeaseSeq: 1 << 63}})
+	wire.WriteCountsReply(&w, engine.OriginMeta{Boot: -7, Now: -5}, []engine.CellCounts{{Seq: 1, CurRegional: 1<<64 - 1, LeaseLeft: 1<<64 - 1, LeaseSeq: 1 << 63}})
 	got = []engine.CellCounts{{Seq: 1}}
 	m, err = wire.ParseCountsReply(ints(t, &w), got)
 	if err != nil || m != (engine.OriginMeta{Edges: 1, Boot: -7, Now: -5}) ||
-		got[0] != (engine.CellCounts{Seq: 1, CurRegional: math.MaxInt64, LeaseG: math.MaxInt64, LeaseSeq: math.MaxInt64}) {
+		got[0] != (engine.CellCounts{Seq: 1, CurRegional: math.MaxInt64, LeaseLeft: math.MaxInt64, LeaseSeq: math.MaxInt64}) {
 		t.Errorf("saturated: %+v %+v, %v", m, got, err)
 	}
 }
 
 func TestDecideReplyRoundTrip(t *testing.T) {
 	meta := engine.OriginMeta{Edges: 2, Applied: 5, LeaseTTLMs: 2500, Boot: 1763898912000, Now: math.MaxInt64}
-	cc := engine.CellCounts{Seq: 8, CurRegional: 9, PrevImported: 1, LeaseG: 30, LeaseSeq: math.MaxInt64}
+	cc := engine.CellCounts{Seq: 8, CurRegional: 9, PrevImported: 1, LeaseLeft: 30, LeaseSeq: math.MaxInt64}
 	for _, dec := range []engine.Decision{
 		{Allowed: true, Limit: 10, Remaining: 7, RetryAfterMs: -1, ResetAfterMs: 1234},
 		{Limit: engine.MaxLimit, RetryAfterMs: 50, ResetAfterMs: math.MaxInt64},
@@ -303,7 +303,7 @@ func TestBounds(t *testing.T) {
 	// The replies to the largest read and replay, every integer at its longest, fit what a
 	// sender reads, and decode.
 	full := engine.CellCounts{CurRegional: math.MaxInt64, CurImported: math.MaxInt64, PrevRegional: math.MaxInt64,
-		PrevImported: math.MaxInt64, LeaseG: math.MaxInt64, LeaseSeq: math.MaxInt64}
+		PrevImported: math.MaxInt64, LeaseLeft: math.MaxInt64, LeaseSeq: math.MaxInt64}
 	meta := engine.OriginMeta{Edges: math.MaxInt64, Applied: math.MaxInt64, LeaseTTLMs: math.MaxInt64, Boot: math.MinInt64, Now: math.MinInt64}
 	for _, n := range []int{wire.MaxReadItems, wire.MaxReplayItems} {
 		counts := make([]engine.CellCounts, n)
@@ -441,7 +441,7 @@ func TestMalformedReplies(t *testing.T) {
 	publishReply := func(v ...int64) error { _, err := wire.ParsePublishReply(v); return err }
 	// Valid replies (checked below), and each changed in one place.
 	meta := []int64{1, 0, 10000, 1763898912000, 1763898913234} // edges applied lease_ttl_ms boot now
-	group := []int64{7, 0, 0, 0, 0, 30, 99}                    // seq cur_regional cur_imported prev_regional prev_imported lease_g lease_seq
+	group := []int64{7, 0, 0, 0, 0, 30, 99}                    // seq cur_regional cur_imported prev_regional prev_imported lease_left lease_seq
 	cr := slices.Concat(meta, group)
 	dr := slices.Concat(meta, []int64{1, 10, 9, 0, 500}, group) // allowed limit remaining retry reset
 	set := func(v []int64, i int, n int64) []int64 { v = slices.Clone(v); v[i] = n; return v }
@@ -462,7 +462,7 @@ func TestMalformedReplies(t *testing.T) {
 		{"counts other seq", counts(set(cr, 5, 8))},
 		{"counts negative cur_regional", counts(set(cr, 6, -1))},
 		{"counts negative prev_imported", counts(set(cr, 9, -1))},
-		{"counts negative lease_g", counts(set(cr, 10, -1))},
+		{"counts negative lease_left", counts(set(cr, 10, -1))},
 		{"counts negative lease_seq", counts(set(cr, 11, -1))},
 		{"counts negative edges", counts(set(cr, 0, -1))},
 		{"counts negative applied", counts(set(cr, 1, -1))},
@@ -476,7 +476,7 @@ func TestMalformedReplies(t *testing.T) {
 		{"decide retry -2", decideReply(set(dr, 8, -2))},
 		{"decide negative reset", decideReply(set(dr, 9, -1))},
 		{"decide negative count", decideReply(set(dr, 11, -5))},
-		{"decide negative lease_g", decideReply(set(dr, 15, -1))},
+		{"decide negative lease_left", decideReply(set(dr, 15, -1))},
 		{"decide negative lease_seq", decideReply(set(dr, 16, -1))},
 		{"publish empty", publishReply()},
 		{"publish negative", publishReply(-1)},
