@@ -20,8 +20,8 @@ type CellCounts struct {
 	// LeaseLeft and LeaseSeq are the asking edge run's lease on cell Seq (lease.go): the
 	// cost it may accept there beyond the cost of its replays the origin has applied,
 	// under lease sequence LeaseSeq. 0, 0: none.
-	LeaseLeft   uint64
-	LeaseSeq uint64
+	LeaseLeft uint64
+	LeaseSeq  uint64
 }
 
 // OriginMeta travels with every origin reply.
