@@ -606,7 +606,7 @@ func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool, now int64) (Deci
 				if c.leaseSeq != 0 && c.leaseG > c.spent {
 					// Give the rest of the lease back with the hand-off: it would otherwise
 					// count against this very request. Nothing more is spent under it.
-					req.Spent, req.Return, c.leaseG = c.spent, c.leaseSeq, c.spent
+					req.Return, c.leaseG = c.leaseSeq, c.spent
 				}
 			}
 			le.mu.Unlock()

@@ -161,7 +161,7 @@ func (e *Edge) buildBatch(l *originLink, now int64) *pendingBatch {
 				c.pending, c.returnDue = 0, false
 				continue
 			}
-			it := ReplayItem{Key: le.key, Seq: c.seq, Cost: c.pending, Limit: c.minLimit, Spent: c.spent}
+			it := ReplayItem{Key: le.key, Seq: c.seq, Cost: c.pending, Limit: c.minLimit}
 			switch {
 			case c.pending > 0 && c.seq == cur:
 				it.Want = leaseWant(satAdd(c.pending, c.handed)) // renew

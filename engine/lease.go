@@ -81,13 +81,11 @@ type leaseSet struct {
 // maxGrantsPerCell bounds one cell's leases (one per edge run).
 const maxGrantsPerCell = 64
 
-// LeaseRequest is what an edge asks of a cell's lease alongside a read, a replay item or
-// a hand-off: Want more units within Limit (0: none), and its cumulative Spent in the cell
-// when it knows the origin has all of it (replay items only; otherwise 0).
+// LeaseRequest is what an edge asks of a cell's lease alongside a read or a replay item:
+// Want more units within Limit (0: none).
 type LeaseRequest struct {
 	Limit uint64
 	Want  uint64
-	Spent uint64
 	// Return, when non-zero, gives back the lease of that sequence: the edge will accept
 	// no more under it. It is ignored when a newer grant was made since.
 	Return uint64

@@ -103,16 +103,16 @@ func TestLeaseReturnAndSpent(t *testing.T) {
 	}
 	// 40 spent and replayed, 30 more wanted: 40 + 30 is less than the lease, which never
 	// shrinks: 60 is left.
-	cc := r.replay("e1/a", 1, engine.ReplayItem{Cost: 40, Limit: 1000, Spent: 40, Want: 30})
+	cc := r.replay("e1/a", 1, engine.ReplayItem{Cost: 40, Limit: 1000, Want: 30})
 	if cc.CurRegional != 40 || cc.LeaseLeft != 60 {
 		t.Fatalf("after a replay of 40: %+v, want regional 40 and 60 left of the lease", cc)
 	}
 	// A return of an older sequence is ignored: the edge may spend the newer grant.
-	cc = r.replay("e1/a", 2, engine.ReplayItem{Limit: 1000, Spent: 40, Return: first.LeaseSeq})
+	cc = r.replay("e1/a", 2, engine.ReplayItem{Limit: 1000, Return: first.LeaseSeq})
 	if cc.LeaseLeft != 60 {
 		t.Fatalf("a stale return shrank the lease: %+v", cc)
 	}
-	cc = r.replay("e1/a", 3, engine.ReplayItem{Limit: 1000, Spent: 40, Return: cc.LeaseSeq})
+	cc = r.replay("e1/a", 3, engine.ReplayItem{Limit: 1000, Return: cc.LeaseSeq})
 	if cc.LeaseLeft != 0 {
 		t.Fatalf("after the return: %d left, want 0", cc.LeaseLeft)
 	}
@@ -173,10 +173,10 @@ func TestLeaseHandOffGivesBack(t *testing.T) {
 		t.Fatalf("lease %d, want 5", cc.LeaseLeft)
 	}
 	// 2 spent (not replayed), 3 unspent given back: 2 + 8 = 10 fits; 9 would not.
-	if d := r.decide("e1/a", engine.DecideRequest{Limit: 10, Cost: 9, Pending: 2, Spent: 2, Return: cc.LeaseSeq}); d.Allowed {
+	if d := r.decide("e1/a", engine.DecideRequest{Limit: 10, Cost: 9, Pending: 2, Return: cc.LeaseSeq}); d.Allowed {
 		t.Fatalf("a hand-off of 9 beside 2 unreplayed was allowed: %+v", d)
 	}
-	if d := r.decide("e1/a", engine.DecideRequest{Limit: 10, Cost: 8, Pending: 2, Spent: 2, Return: cc.LeaseSeq}); !d.Allowed {
+	if d := r.decide("e1/a", engine.DecideRequest{Limit: 10, Cost: 8, Pending: 2, Return: cc.LeaseSeq}); !d.Allowed {
 		t.Fatalf("a hand-off of 8 beside 2 unreplayed, the lease given back, was refused: %+v", d)
 	}
 }

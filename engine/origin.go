@@ -53,16 +53,15 @@ type ReadItem struct {
 }
 
 // ReplayItem is accepted cost of one cell, coalesced. Limit is the lowest limit the edge
-// saw used against the cell (it sets the cell's publication threshold). Spent is the
-// edge run's cumulative accepted cost in the cell, this item's included; Want > 0 renews
-// its lease with that many units; Return > 0 gives back the lease of that sequence
-// (lease.go). An item may carry no cost (a return).
+// saw used against the cell (it sets the cell's publication threshold). Want > 0 renews
+// the run's lease with that many units; Return > 0 gives back the lease of that sequence
+// (lease.go): the edge accepts no more under it, and this batch carries all it accepted.
+// An item may carry no cost (a return).
 type ReplayItem struct {
 	Key    []byte
 	Seq    int64
 	Cost   uint64
 	Limit  uint64
-	Spent  uint64
 	Want   uint64
 	Return uint64
 }
@@ -81,9 +80,9 @@ type ReplayBatch struct {
 // cost in replay batch InflightBatch, sent but not acknowledged. The origin counts Pending,
 // and Inflight unless it already applied that batch, as used, without adding them (or the
 // edge's lease, when that is more). Want > 0 asks for a lease too. Return gives back the
-// unspent part of the edge's lease of that sequence, Spent being the edge's cumulative
-// accepted cost in the cell (unreplayed cost included): the edge stopped spending it when
-// it handed the decision over, so that its own lease does not count against it.
+// unspent part of the edge's lease of that sequence (the lease then holds only Pending and
+// the unapplied Inflight): the edge stopped spending it when it handed the decision over,
+// so that its own lease does not count against it.
 type DecideRequest struct {
 	Key           []byte
 	Limit         uint64
@@ -92,7 +91,6 @@ type DecideRequest struct {
 	Inflight      uint64
 	InflightBatch uint64
 	Want          uint64
-	Spent         uint64
 	Return        uint64
 	// Deadline, when not 0, is the origin's time (ms) after which the edge no longer waits
 	// for the answer: the origin then neither decides nor counts the request, so that a
@@ -282,7 +280,7 @@ func (e *Engine) ServeReplay(b ReplayBatch) ([]CellCounts, OriginMeta) {
 	out := make([]CellCounts, len(b.Items))
 	now = e.clock.NowMs()
 	for i, it := range b.Items {
-		out[i] = e.serveCell(it.Key, it.Seq, st, LeaseRequest{Limit: it.Limit, Want: it.Want, Spent: it.Spent, Return: it.Return}, meta, now)
+		out[i] = e.serveCell(it.Key, it.Seq, st, LeaseRequest{Limit: it.Limit, Want: it.Want, Return: it.Return}, meta, now)
 	}
 	e.replayed.Add(uint64(len(b.Items)))
 	return out, meta

@@ -34,7 +34,7 @@ const (
 const (
 	// MaxReadItems is the most items of one Read: RL.INTERNAL.READ has 1+4n arguments.
 	MaxReadItems = wire.MaxReadItems
-	// MaxReplayItems is the most items of one Replay: RL.INTERNAL.REPLAY has 2+7n arguments.
+	// MaxReplayItems is the most items of one Replay: RL.INTERNAL.REPLAY has 2+6n arguments.
 	MaxReplayItems = wire.MaxReplayItems
 	// MaxForwardArgs is the most arguments of one Forward's payload.
 	MaxForwardArgs = wire.MaxForwardArgs

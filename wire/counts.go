@@ -8,7 +8,7 @@ import (
 )
 
 // RL.INTERNAL.READ [key seq limit want ...] and RL.INTERNAL.REPLAY batch-id key seq cost
-// limit spent want return [...] are both answered with [meta, counts × n]: the meta is
+// limit want return [...] are both answered with [meta, counts × n]: the meta is
 // edges, applied, lease_ttl_ms, boot, now; a counts group is seq, cur_regional, cur_imported,
 // prev_regional, prev_imported, lease_left, lease_seq, one per item in order.
 
@@ -54,7 +54,7 @@ func ParseRead(args [][]byte) ([]engine.ReadItem, error) {
 	return items, nil
 }
 
-// AppendReplay appends RL.INTERNAL.REPLAY id key seq cost limit spent want return ... to
+// AppendReplay appends RL.INTERNAL.REPLAY id key seq cost limit want return ... to
 // dst. The caller keeps len(items) from 1 to MaxReplayItems.
 func AppendReplay(dst []byte, id uint64, items []engine.ReplayItem) []byte {
 	dst = resp.AppendArray(dst, 2+replayArgs*len(items))
@@ -65,7 +65,6 @@ func AppendReplay(dst []byte, id uint64, items []engine.ReplayItem) []byte {
 		dst = resp.AppendBulkInt(dst, it.Seq)
 		dst = resp.AppendBulkUint(dst, it.Cost)
 		dst = resp.AppendBulkUint(dst, it.Limit)
-		dst = resp.AppendBulkUint(dst, it.Spent)
 		dst = resp.AppendBulkUint(dst, it.Want)
 		dst = resp.AppendBulkUint(dst, it.Return)
 	}
@@ -89,7 +88,7 @@ func ParseReplay(args [][]byte) (engine.ReplayBatch, error) {
 			return engine.ReplayBatch{}, fmt.Errorf("%w: item %d", ErrKey, i/replayArgs)
 		}
 		seq, ok := parseInt(rest[i+1])
-		var n [5]uint64 // cost, limit, spent, want, return
+		var n [4]uint64 // cost, limit, want, return
 		for j := range n {
 			v, okj := parseInt(rest[i+2+j])
 			n[j], ok = uint64(v), ok && okj
@@ -98,7 +97,7 @@ func ParseReplay(args [][]byte) (engine.ReplayBatch, error) {
 			return engine.ReplayBatch{}, fmt.Errorf("%w: item %d", ErrInt, i/replayArgs)
 		}
 		b.Items = append(b.Items, engine.ReplayItem{Key: rest[i], Seq: seq, Cost: n[0], Limit: n[1],
-			Spent: n[2], Want: n[3], Return: n[4]})
+			Want: n[2], Return: n[3]})
 	}
 	return b, nil
 }

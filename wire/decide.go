@@ -8,7 +8,7 @@ import (
 	"github.com/ratchet/ratchet/resp"
 )
 
-// RL.INTERNAL.DECIDE key limit cost pending inflight batch-id want spent return deadline
+// RL.INTERNAL.DECIDE key limit cost pending inflight batch-id want return deadline
 // hands one decision to the origin. The reply is [meta, allowed, limit, remaining, retry_after_ms,
 // reset_after_ms, counts].
 
@@ -17,7 +17,7 @@ const decideReplyInts = metaInts + 5 + countsInts
 
 // AppendDecide appends RL.INTERNAL.DECIDE for r to dst.
 func AppendDecide(dst []byte, r engine.DecideRequest) []byte {
-	dst = resp.AppendArray(dst, 11)
+	dst = resp.AppendArray(dst, 10)
 	dst = resp.AppendBulkString(dst, CmdDecide)
 	dst = resp.AppendBulk(dst, r.Key)
 	dst = resp.AppendBulkUint(dst, r.Limit)
@@ -26,7 +26,6 @@ func AppendDecide(dst []byte, r engine.DecideRequest) []byte {
 	dst = resp.AppendBulkUint(dst, r.Inflight)
 	dst = resp.AppendBulkUint(dst, r.InflightBatch)
 	dst = resp.AppendBulkUint(dst, r.Want)
-	dst = resp.AppendBulkUint(dst, r.Spent)
 	dst = resp.AppendBulkUint(dst, r.Return)
 	return resp.AppendBulkInt(dst, r.Deadline)
 }
@@ -35,7 +34,7 @@ func AppendDecide(dst []byte, r engine.DecideRequest) []byte {
 // to engine.MaxLimit (else ErrLimit), Cost and Want to engine.MaxLimit and the others to
 // math.MaxInt64 (else ErrCost).
 func ParseDecide(args [][]byte) (engine.DecideRequest, error) {
-	if len(args) != 11 {
+	if len(args) != 10 {
 		return engine.DecideRequest{}, fmt.Errorf("%w: %d arguments to DECIDE", ErrSyntax, len(args))
 	}
 	if !validKey(args[1]) {
@@ -47,17 +46,16 @@ func ParseDecide(args [][]byte) (engine.DecideRequest, error) {
 	inflight, ok4 := parseUint(args[5], math.MaxInt64)
 	batch, ok5 := parseUint(args[6], math.MaxInt64)
 	want, ok6 := parseUint(args[7], engine.MaxLimit)
-	spent, ok7 := parseUint(args[8], math.MaxInt64)
-	ret, ok8 := parseUint(args[9], math.MaxInt64)
-	deadline, ok9 := parseInt(args[10])
+	ret, ok7 := parseUint(args[8], math.MaxInt64)
+	deadline, ok8 := parseInt(args[9])
 	if !ok1 || limit == 0 {
 		return engine.DecideRequest{}, ErrLimit
 	}
-	if !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || !ok7 || !ok8 || !ok9 {
+	if !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || !ok7 || !ok8 {
 		return engine.DecideRequest{}, ErrCost
 	}
 	return engine.DecideRequest{Key: args[1], Limit: limit, Cost: cost, Pending: pending,
-		Inflight: inflight, InflightBatch: batch, Want: want, Spent: spent, Return: ret, Deadline: deadline}, nil
+		Inflight: inflight, InflightBatch: batch, Want: want, Return: ret, Deadline: deadline}, nil
 }
 
 // WriteDecideReply writes the reply to RL.INTERNAL.DECIDE.

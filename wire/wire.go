@@ -40,7 +40,7 @@ const MaxArgs = 8192
 const (
 	// MaxReadItems is the most items of one RL.INTERNAL.READ: 1+4n arguments.
 	MaxReadItems = (MaxArgs - 1) / readArgs
-	// MaxReplayItems is the most items of one RL.INTERNAL.REPLAY: 2+7n arguments.
+	// MaxReplayItems is the most items of one RL.INTERNAL.REPLAY: 2+6n arguments.
 	MaxReplayItems = (MaxArgs - 2) / replayArgs
 	// MaxPublishItems is the most components of one RL.INTERNAL.PUBLISH: 1+4n arguments.
 	MaxPublishItems = (MaxArgs - 1) / 4
@@ -57,7 +57,7 @@ const (
 // Arguments of one item of RL.INTERNAL.READ and RL.INTERNAL.REPLAY.
 const (
 	readArgs   = 4
-	replayArgs = 7
+	replayArgs = 6
 )
 
 // Errors of request decoders, wrapped with the field at fault.
