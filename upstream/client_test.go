@@ -65,15 +65,15 @@ func TestEncoding(t *testing.T) {
 	if _, _, err := c.Read(ctx, []engine.ReadItem{{Key: testKey, Seq: 29000001, Limit: 100, Want: 16}, {Key: testKey2, Seq: 0}}); err != nil {
 		t.Fatal(err)
 	}
-	// The largest integers an origin takes (batch ids, costs and spent to 2^63-1).
+	// The largest integers an origin takes (batch ids, costs and returns to 2^63-1).
 	batch := engine.ReplayBatch{Node: "not-sent/1", ID: 1<<63 - 1,
-		Items: []engine.ReplayItem{{Key: testKey, Seq: 7, Cost: 3, Limit: 10, Spent: 42, Want: 64, Return: 1 << 40},
-			{Key: testKey2, Seq: 8, Cost: 1<<63 - 1, Spent: 1<<63 - 1}}}
+		Items: []engine.ReplayItem{{Key: testKey, Seq: 7, Cost: 3, Limit: 10, Want: 64, Return: 1 << 40},
+			{Key: testKey2, Seq: 8, Cost: 1<<63 - 1, Return: 1<<63 - 1}}}
 	if _, _, err := c.Replay(ctx, batch); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, _, err := c.Decide(ctx, engine.DecideRequest{Key: testKey, Limit: 10, Cost: 2, Pending: 5, Inflight: 1, InflightBatch: 9,
-		Want: 24, Spent: 31, Return: 77, Deadline: 1763898913750}); err != nil {
+		Want: 24, Return: 77, Deadline: 1763898913750}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, _, err := c.Decide(ctx, engine.DecideRequest{Key: testKey2, Limit: 1, Deadline: 1<<63 - 1}); err != nil {
@@ -82,10 +82,10 @@ func TestEncoding(t *testing.T) {
 	k, k2 := string(testKey), string(testKey2)
 	want := [][]string{
 		{"RL.INTERNAL.READ", k, "29000001", "100", "16", k2, "0", "0", "0"},
-		{"RL.INTERNAL.REPLAY", "9223372036854775807", k, "7", "3", "10", "42", "64", "1099511627776",
-			k2, "8", "9223372036854775807", "0", "9223372036854775807", "0", "0"},
-		{"RL.INTERNAL.DECIDE", k, "10", "2", "5", "1", "9", "24", "31", "77", "1763898913750"},
-		{"RL.INTERNAL.DECIDE", k2, "1", "0", "0", "0", "0", "0", "0", "0", "9223372036854775807"},
+		{"RL.INTERNAL.REPLAY", "9223372036854775807", k, "7", "3", "10", "64", "1099511627776",
+			k2, "8", "9223372036854775807", "0", "0", "9223372036854775807"},
+		{"RL.INTERNAL.DECIDE", k, "10", "2", "5", "1", "9", "24", "77", "1763898913750"},
+		{"RL.INTERNAL.DECIDE", k2, "1", "0", "0", "0", "0", "0", "0", "9223372036854775807"},
 	}
 	_, _, cmds := f.stats()
 	if len(cmds) != len(want) {
@@ -109,29 +109,29 @@ func TestDecoding(t *testing.T) {
 	}
 	n1, n2 := uint64(len(testKey)), uint64(len(testKey2))
 	wantCounts := []engine.CellCounts{
-		{Seq: 12, CurRegional: n1, CurImported: 5, PrevRegional: 2 * n1, PrevImported: 1, LeaseG: 16, LeaseSeq: 100},
+		{Seq: 12, CurRegional: n1, CurImported: 5, PrevRegional: 2 * n1, PrevImported: 1, LeaseLeft: 16, LeaseSeq: 100},
 		{Seq: 3, CurRegional: n2, CurImported: 3, PrevRegional: 2 * n2, PrevImported: 1},
 	}
 	if wantMeta := (engine.OriginMeta{Edges: 3, Applied: 6, LeaseTTLMs: 10000, Boot: cannedBoot, Now: cannedNow}); !slices.Equal(counts, wantCounts) || meta != wantMeta {
 		t.Fatalf("Read = %+v %+v, want %+v %+v", counts, meta, wantCounts, wantMeta)
 	}
 
-	counts, meta, err = c.Replay(ctx, engine.ReplayBatch{ID: 77, Items: []engine.ReplayItem{{Key: testKey, Seq: 4, Cost: 6, Limit: 50, Spent: 20, Want: 32, Return: 11}}})
+	counts, meta, err = c.Replay(ctx, engine.ReplayBatch{ID: 77, Items: []engine.ReplayItem{{Key: testKey, Seq: 4, Cost: 6, Limit: 50, Want: 32, Return: 11}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []engine.CellCounts{{Seq: 4, CurRegional: 106, CurImported: 77, PrevRegional: 50, PrevImported: 9, LeaseG: 52, LeaseSeq: 11}}
+	want := []engine.CellCounts{{Seq: 4, CurRegional: 106, CurImported: 77, PrevRegional: 50, PrevImported: 9, LeaseLeft: 32, LeaseSeq: 11}}
 	if wantMeta := (engine.OriginMeta{Edges: 2, Applied: 77, LeaseTTLMs: 5000, Boot: cannedBoot, Now: cannedNow}); !slices.Equal(counts, want) || meta != wantMeta {
 		t.Fatalf("Replay = %+v %+v, want %+v %+v", counts, meta, want, wantMeta)
 	}
 
 	d, cc, meta, err := c.Decide(ctx, engine.DecideRequest{Key: testKey, Limit: 10, Cost: 4, Pending: 8, Inflight: 2, InflightBatch: 3,
-		Want: 16, Spent: 5, Return: 13, Deadline: 1763898913750})
+		Want: 16, Return: 13, Deadline: 1763898913750})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantD := engine.Decision{Allowed: true, Limit: 10, Remaining: 6, RetryAfterMs: 0, ResetAfterMs: 1234}
-	wantCC := engine.CellCounts{Seq: 17, CurRegional: 8, CurImported: 2, PrevRegional: 3, PrevImported: 5, LeaseG: 16, LeaseSeq: 13}
+	wantCC := engine.CellCounts{Seq: 17, CurRegional: 8, CurImported: 2, PrevRegional: 3, PrevImported: 4, LeaseLeft: 16, LeaseSeq: 13}
 	if wantMeta := (engine.OriginMeta{Edges: 5, Applied: 6, LeaseTTLMs: 7000, Boot: cannedBoot, Now: 1763898913750}); d != wantD || cc != wantCC || meta != wantMeta {
 		t.Fatalf("Decide = %+v %+v %+v, want %+v %+v %+v", d, cc, meta, wantD, wantCC, wantMeta)
 	}
@@ -147,7 +147,7 @@ func TestDecoding(t *testing.T) {
 
 // Exact replies, decoded field by field, including the largest counts and edges 0 (read
 // as 1). Integers in order: edges, applied, lease_ttl_ms, boot, now, then a counts group (seq,
-// cur_regional, cur_imported, prev_regional, prev_imported, lease_g, lease_seq), DECIDE's
+// cur_regional, cur_imported, prev_regional, prev_imported, lease_left, lease_seq), DECIDE's
 // five decision integers before it.
 func TestDecodingExactReplies(t *testing.T) {
 	f := newFake(t, "s")
@@ -167,7 +167,7 @@ func TestDecodingExactReplies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := engine.CellCounts{Seq: 5, CurRegional: 1 << 62, CurImported: 1, PrevRegional: 1<<63 - 1, LeaseG: 30, LeaseSeq: 1849598113792}
+	want := engine.CellCounts{Seq: 5, CurRegional: 1 << 62, CurImported: 1, PrevRegional: 1<<63 - 1, LeaseLeft: 30, LeaseSeq: 1849598113792}
 	wantMeta := engine.OriginMeta{Edges: 1, Applied: 42, LeaseTTLMs: 10000, Boot: 1763898912000, Now: 1763898913234}
 	if len(counts) != 1 || counts[0] != want || meta != wantMeta {
 		t.Fatalf("Read = %+v %+v, want %+v %+v", counts, meta, want, wantMeta)
@@ -179,7 +179,7 @@ func TestDecodingExactReplies(t *testing.T) {
 	if want := (engine.Decision{Limit: 9, RetryAfterMs: 250, ResetAfterMs: 999}); d != want {
 		t.Fatalf("Decide = %+v, want %+v", d, want)
 	}
-	if want := (engine.CellCounts{Seq: 5, CurRegional: 9, PrevRegional: 3, LeaseG: 12, LeaseSeq: 13}); cc != want {
+	if want := (engine.CellCounts{Seq: 5, CurRegional: 9, PrevRegional: 3, LeaseLeft: 12, LeaseSeq: 13}); cc != want {
 		t.Fatalf("Decide counts = %+v, want %+v", cc, want)
 	}
 	if want := (engine.OriginMeta{Edges: 1, LeaseTTLMs: 2500, Boot: -3, Now: -4}); meta != want {
@@ -304,21 +304,21 @@ func TestPipelining(t *testing.T) {
 			switch i % 3 {
 			case 0:
 				counts, meta, err := c.Read(ctx, []engine.ReadItem{{Key: testKey, Seq: seq, Want: uint64(i)}, {Key: testKey2, Seq: seq + 1}})
-				if err == nil && (len(counts) != 2 || counts[0].Seq != seq || counts[0].CurImported != uint64(seq%7) || counts[0].LeaseG != uint64(i) ||
+				if err == nil && (len(counts) != 2 || counts[0].Seq != seq || counts[0].CurImported != uint64(seq%7) || counts[0].LeaseLeft != uint64(i) ||
 					counts[1].Seq != seq+1 || counts[1].CurRegional != uint64(len(testKey2)) || meta.Edges != 3) {
 					err = fmt.Errorf("read %d: got %+v %+v", i, counts, meta)
 				}
 				errs <- err
 			case 1:
-				counts, _, err := c.Replay(ctx, engine.ReplayBatch{ID: uint64(i), Items: []engine.ReplayItem{{Key: testKey, Seq: seq, Cost: uint64(i), Spent: uint64(2 * i), Return: uint64(i)}}})
+				counts, _, err := c.Replay(ctx, engine.ReplayBatch{ID: uint64(i), Items: []engine.ReplayItem{{Key: testKey, Seq: seq, Cost: uint64(i), Want: uint64(2 * i), Return: uint64(i)}}})
 				if err == nil && (len(counts) != 1 || counts[0] != engine.CellCounts{Seq: seq, CurRegional: uint64(100 + i), CurImported: uint64(i), PrevImported: 9,
-					LeaseG: uint64(2 * i), LeaseSeq: uint64(i)}) {
+					LeaseLeft: uint64(2 * i), LeaseSeq: uint64(i)}) {
 					err = fmt.Errorf("replay %d: got %+v", i, counts)
 				}
 				errs <- err
 			case 2:
 				_, cc, _, err := c.Decide(ctx, engine.DecideRequest{Key: testKey, Limit: 1000, Cost: 1, Pending: uint64(i), Want: uint64(i + 1)})
-				if err == nil && (cc.CurRegional != uint64(i) || cc.LeaseG != uint64(i+1)) {
+				if err == nil && (cc.CurRegional != uint64(i) || cc.LeaseLeft != uint64(i+1)) {
 					err = fmt.Errorf("decide %d: got %+v", i, cc)
 				}
 				errs <- err
@@ -558,7 +558,7 @@ func TestServerClosesConnection(t *testing.T) {
 func TestMismatchedReplyClosesConnection(t *testing.T) {
 	// A valid reply to the two-item read below, and each changed in one place: meta (edges
 	// applied lease_ttl_ms boot now), then per item seq cur_regional cur_imported
-	// prev_regional prev_imported lease_g lease_seq.
+	// prev_regional prev_imported lease_left lease_seq.
 	good := []int64{1, 0, 10000, cannedBoot, cannedNow, 1, 0, 0, 0, 0, 16, 5, 2, 0, 0, 0, 0, 0, 0}
 	set := func(i int, n int64) string { v := slices.Clone(good); v[i] = n; return ints(v...) }
 	for _, tc := range []struct{ name, reply string }{
@@ -569,7 +569,7 @@ func TestMismatchedReplyClosesConnection(t *testing.T) {
 		{"meta without now", ints(slices.Concat(good[:4], good[5:])...)},
 		{"wrong seq", set(12, 3)},
 		{"negative count", set(6, -5)},
-		{"negative lease_g", set(17, -1)},
+		{"negative lease_left", set(17, -1)},
 		{"negative lease_seq", set(18, -1)},
 		{"negative edges", set(0, -1)},
 		{"negative batch id", set(1, -1)},
@@ -750,17 +750,17 @@ func TestMaxInFlight(t *testing.T) {
 
 func TestRequestBounds(t *testing.T) {
 	lim := resp.DefaultLimits()
-	// READ has 1+4n arguments, REPLAY 2+7n.
+	// READ has 1+4n arguments, REPLAY 2+6n.
 	if 1+4*MaxReadItems > lim.MaxArgs || 1+4*(MaxReadItems+1) <= lim.MaxArgs {
 		t.Errorf("MaxReadItems %d does not match MaxArgs %d", MaxReadItems, lim.MaxArgs)
 	}
-	if 2+7*MaxReplayItems > lim.MaxArgs || 2+7*(MaxReplayItems+1) <= lim.MaxArgs {
+	if 2+6*MaxReplayItems > lim.MaxArgs || 2+6*(MaxReplayItems+1) <= lim.MaxArgs {
 		t.Errorf("MaxReplayItems %d does not match MaxArgs %d", MaxReplayItems, lim.MaxArgs)
 	}
 	if MaxRequestBytes > lim.MaxBuffer || maxKeyBytes > lim.MaxBulk {
 		t.Errorf("byte bounds beyond resp.DefaultLimits")
 	}
-	if 4+7*max(MaxReadItems, MaxReplayItems) > maxReplyInts {
+	if 5+7*max(MaxReadItems, MaxReplayItems) > maxReplyInts {
 		t.Errorf("replies to the largest requests exceed maxReplyInts")
 	}
 
@@ -802,12 +802,12 @@ func TestRequestBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(counts) != MaxReadItems || counts[MaxReadItems-1] != (engine.CellCounts{Seq: MaxReadItems - 1, CurRegional: uint64(len(testKey)),
-		CurImported: (MaxReadItems - 1) % 7, PrevRegional: 2 * uint64(len(testKey)), PrevImported: 1, LeaseG: engine.MaxLimit, LeaseSeq: engine.MaxLimit}) {
+		CurImported: (MaxReadItems - 1) % 7, PrevRegional: 2 * uint64(len(testKey)), PrevImported: 1, LeaseLeft: engine.MaxLimit, LeaseSeq: engine.MaxLimit}) {
 		t.Fatalf("got %d counts", len(counts))
 	}
 	small := engine.ReplayBatch{ID: 2, Items: big.Items[:MaxReplayItems]}
 	for i := range small.Items {
-		small.Items[i] = engine.ReplayItem{Key: testKey, Seq: int64(i), Cost: 1<<63 - 1, Limit: 1<<63 - 1, Spent: 1<<63 - 1, Want: 1<<63 - 1, Return: 1<<63 - 1}
+		small.Items[i] = engine.ReplayItem{Key: testKey, Seq: int64(i), Cost: 1<<63 - 1, Limit: 1<<63 - 1, Want: 1<<63 - 1, Return: 1<<63 - 1}
 	}
 	if counts, _, err := c.Replay(ctx, small); err != nil || len(counts) != MaxReplayItems || counts[MaxReplayItems-1].LeaseSeq != 1<<63-1 {
 		t.Fatalf("Replay of %d items: %v", MaxReplayItems, err)

@@ -212,13 +212,13 @@ const (
 //
 //	READ   key seq limit want          -> meta 3, 6, 10000, cannedBoot, cannedNow; per item
 //	                                      [seq, len(key), seq%7, 2*len(key), 1, want, limit]
-//	REPLAY id key seq cost limit spent want return
+//	REPLAY id key seq cost limit want return
 //	                                   -> meta 2, id, 5000, cannedBoot, cannedNow; per item
-//	                                      [seq, 100+cost, id, limit, 9, spent+want, return]
-//	DECIDE key limit cost pending inflight batch want spent return deadline
+//	                                      [seq, 100+cost, id, limit, 9, want, return]
+//	DECIDE key limit cost pending inflight batch want return deadline
 //	                                   -> meta 5, 6, 7000, cannedBoot, deadline; allowed cost<=limit,
 //	                                      limit, remaining limit-cost or 0, retry 0 or -1,
-//	                                      reset 1234, [17, pending, inflight, batch, spent,
+//	                                      reset 1234, [17, pending, inflight, batch, cost,
 //	                                      want, return]
 func canned(args []string) answer {
 	var w resp.Writer
@@ -237,7 +237,7 @@ func canned(args []string) answer {
 		for i, it := range items {
 			n := uint64(len(it.Key))
 			counts[i] = engine.CellCounts{Seq: it.Seq, CurRegional: n, CurImported: uint64(it.Seq % 7),
-				PrevRegional: 2 * n, PrevImported: 1, LeaseG: it.Want, LeaseSeq: it.Limit}
+				PrevRegional: 2 * n, PrevImported: 1, LeaseLeft: it.Want, LeaseSeq: it.Limit}
 		}
 		wire.WriteCountsReply(&w, engine.OriginMeta{Edges: 3, Applied: 6, LeaseTTLMs: 10000, Boot: cannedBoot, Now: cannedNow}, counts)
 	case wire.CmdReplay:
@@ -248,7 +248,7 @@ func canned(args []string) answer {
 		counts := make([]engine.CellCounts, len(b.Items))
 		for i, it := range b.Items {
 			counts[i] = engine.CellCounts{Seq: it.Seq, CurRegional: 100 + it.Cost, CurImported: b.ID, PrevRegional: it.Limit,
-				PrevImported: 9, LeaseG: it.Spent + it.Want, LeaseSeq: it.Return}
+				PrevImported: 9, LeaseLeft: it.Want, LeaseSeq: it.Return}
 		}
 		wire.WriteCountsReply(&w, engine.OriginMeta{Edges: 2, Applied: b.ID, LeaseTTLMs: 5000, Boot: cannedBoot, Now: cannedNow}, counts)
 	case wire.CmdDecide:
@@ -261,7 +261,7 @@ func canned(args []string) answer {
 			dec.Remaining, dec.RetryAfterMs = r.Limit-r.Cost, 0
 		}
 		wire.WriteDecideReply(&w, dec, engine.CellCounts{Seq: 17, CurRegional: r.Pending, CurImported: r.Inflight,
-			PrevRegional: r.InflightBatch, PrevImported: r.Spent, LeaseG: r.Want, LeaseSeq: r.Return},
+			PrevRegional: r.InflightBatch, PrevImported: r.Cost, LeaseLeft: r.Want, LeaseSeq: r.Return},
 			engine.OriginMeta{Edges: 5, Applied: 6, LeaseTTLMs: 7000, Boot: cannedBoot, Now: r.Deadline})
 	default:
 		w.Error("ERR unknown command '" + args[0] + "'")

@@ -37,20 +37,22 @@ func requestSeeds() [][]byte {
 		wire.AppendHello(nil, "s", "edge/1"),
 		wire.AppendRead(nil, []engine.ReadItem{{Key: key, Seq: 3, Limit: 100, Want: 16}, {Key: k2, Seq: 0}}),
 		wire.AppendRead(nil, nil),
-		wire.AppendReplay(nil, 9, []engine.ReplayItem{{Key: key, Seq: 3, Cost: 2, Limit: 100, Spent: 7, Want: 16, Return: 5},
-			{Key: k2, Seq: 4, Limit: 10, Spent: 3, Return: 1 << 40}}),
+		wire.AppendReplay(nil, 9, []engine.ReplayItem{{Key: key, Seq: 3, Cost: 2, Limit: 100, Want: 16, Return: 5},
+			{Key: k2, Seq: 4, Limit: 10, Return: 1 << 40}}),
 		wire.AppendDecide(nil, engine.DecideRequest{Key: key, Limit: 10, Cost: 1, Pending: 2, Inflight: 3, InflightBatch: 4,
-			Want: 16, Spent: 5, Return: 6, Deadline: 1763898913750}),
+			Want: 16, Return: 6, Deadline: 1763898913750}),
 		wire.AppendPublish(nil, []engine.Component{{Key: k2, Seq: 5, Region: "eu", Count: 7}}),
 		wire.AppendForward(nil, 2, "ws", wire.AppendForwardCmd(wire.AppendForwardCmd(nil, strs("INCR", "k")), strs("PING"))),
 		[]byte("*4\r\n$19\r\nRL.INTERNAL.FORWARD\r\n$1\r\n3\r\n$2\r\nws\r\n$1\r\n9\r\n"),
 		[]byte("*3\r\n$16\r\nRL.INTERNAL.READ\r\n$1\r\n\x00\r\n$2\r\n01\r\n"),
 		[]byte("*5\r\n$16\r\nRL.INTERNAL.READ\r\n$1\r\n\x00\r\n$1\r\n1\r\n$1\r\n0\r\n$3\r\n016\r\n"),
-		[]byte("RL.INTERNAL.REPLAY 1 k 1 2 3 4 5 6\r\n"),
+		[]byte("RL.INTERNAL.REPLAY 1 k 1 2 3 4 5\r\n"),
+		[]byte("RL.INTERNAL.REPLAY 1 k 1 2 3 4 5 6\r\n"), // an item with spent
 		[]byte("RL.INTERNAL.DECIDE k 1 1 0 0 0\r\n"),
+		[]byte("RL.INTERNAL.DECIDE k 1 1 0 0 0 16 0\r\n"),
 		[]byte("RL.INTERNAL.DECIDE k 1 1 0 0 0 16 0 0\r\n"),
-		[]byte("RL.INTERNAL.DECIDE k 1 1 0 0 0 16 0 0 0\r\n"),
-		[]byte("RL.INTERNAL.DECIDE k 1 1 0 0 0 16 0 0 -1\r\n"),
+		[]byte("RL.INTERNAL.DECIDE k 1 1 0 0 0 16 0 0 0\r\n"), // with spent
+		[]byte("RL.INTERNAL.DECIDE k 1 1 0 0 0 16 0 -1\r\n"),
 	}
 }
 
@@ -104,7 +106,7 @@ func FuzzParseDecide(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if r.Limit == 0 || r.Limit > engine.MaxLimit || r.Cost > engine.MaxLimit || r.Spent > math.MaxInt64 || r.Return > math.MaxInt64 ||
+		if r.Limit == 0 || r.Limit > engine.MaxLimit || r.Cost > engine.MaxLimit || r.Inflight > math.MaxInt64 || r.Return > math.MaxInt64 ||
 			r.Deadline < 0 {
 			t.Fatalf("accepted out of range: %+v", r)
 		}

@@ -76,21 +76,21 @@ func TestGolden(t *testing.T) {
 				"$2\r\nk2\r\n$1\r\n0\r\n$16\r\n1125899906842624\r\n$1\r\n0\r\n" +
 				"$0\r\n\r\n$2\r\n-3\r\n$1\r\n0\r\n$2\r\n16\r\n")},
 		{"heartbeat", wire.AppendRead(nil, nil), []byte("*1\r\n$16\r\nRL.INTERNAL.READ\r\n")},
-		// batch-id, then key seq cost limit spent want return per item.
+		// batch-id, then key seq cost limit want return per item.
 		{"replay", wire.AppendReplay(nil, 1<<63+5, []engine.ReplayItem{
-			{Key: key, Seq: 7, Cost: 3, Limit: 10, Spent: 42, Want: 64, Return: 1 << 40},
+			{Key: key, Seq: 7, Cost: 3, Limit: 10, Want: 64, Return: 1 << 40},
 			{Key: []byte("k2"), Seq: 8, Cost: 1<<64 - 1}}),
-			[]byte("*16\r\n$18\r\nRL.INTERNAL.REPLAY\r\n$19\r\n9223372036854775813\r\n" +
-				k + "\r\n$1\r\n7\r\n$1\r\n3\r\n$2\r\n10\r\n$2\r\n42\r\n$2\r\n64\r\n$13\r\n1099511627776\r\n" +
-				"$2\r\nk2\r\n$1\r\n8\r\n$20\r\n18446744073709551615\r\n$1\r\n0\r\n$1\r\n0\r\n$1\r\n0\r\n$1\r\n0\r\n")},
-		// key limit cost pending inflight batch-id want spent return deadline.
+			[]byte("*14\r\n$18\r\nRL.INTERNAL.REPLAY\r\n$19\r\n9223372036854775813\r\n" +
+				k + "\r\n$1\r\n7\r\n$1\r\n3\r\n$2\r\n10\r\n$2\r\n64\r\n$13\r\n1099511627776\r\n" +
+				"$2\r\nk2\r\n$1\r\n8\r\n$20\r\n18446744073709551615\r\n$1\r\n0\r\n$1\r\n0\r\n$1\r\n0\r\n")},
+		// key limit cost pending inflight batch-id want return deadline.
 		{"decide", wire.AppendDecide(nil, engine.DecideRequest{Key: key, Limit: 10, Cost: 2, Pending: 5, Inflight: 1<<64 - 1, InflightBatch: 9,
-			Want: 24, Spent: 31, Return: 1 << 40, Deadline: 1763898913750}),
-			[]byte("*11\r\n$18\r\nRL.INTERNAL.DECIDE\r\n" + k + "\r\n$2\r\n10\r\n$1\r\n2\r\n$1\r\n5\r\n$20\r\n18446744073709551615\r\n$1\r\n9\r\n" +
-				"$2\r\n24\r\n$2\r\n31\r\n$13\r\n1099511627776\r\n$13\r\n1763898913750\r\n")},
+			Want: 24, Return: 1 << 40, Deadline: 1763898913750}),
+			[]byte("*10\r\n$18\r\nRL.INTERNAL.DECIDE\r\n" + k + "\r\n$2\r\n10\r\n$1\r\n2\r\n$1\r\n5\r\n$20\r\n18446744073709551615\r\n$1\r\n9\r\n" +
+				"$2\r\n24\r\n$13\r\n1099511627776\r\n$13\r\n1763898913750\r\n")},
 		{"decide, deadline 0 (none)", wire.AppendDecide(nil, engine.DecideRequest{Key: []byte("k"), Limit: 1}),
-			[]byte("*11\r\n$18\r\nRL.INTERNAL.DECIDE\r\n$1\r\nk\r\n$1\r\n1\r\n$1\r\n0\r\n$1\r\n0\r\n$1\r\n0\r\n$1\r\n0\r\n" +
-				"$1\r\n0\r\n$1\r\n0\r\n$1\r\n0\r\n$1\r\n0\r\n")},
+			[]byte("*10\r\n$18\r\nRL.INTERNAL.DECIDE\r\n$1\r\nk\r\n$1\r\n1\r\n$1\r\n0\r\n$1\r\n0\r\n$1\r\n0\r\n$1\r\n0\r\n" +
+				"$1\r\n0\r\n$1\r\n0\r\n$1\r\n0\r\n")},
 		{"publish", wire.AppendPublish(nil, []engine.Component{{Key: []byte("\x01\x00\x00k"), Seq: 9, Region: "eu", Count: 1<<64 - 1}, {Key: []byte("x"), Seq: -2, Region: "us-east"}}),
 			[]byte("*9\r\n$19\r\nRL.INTERNAL.PUBLISH\r\n$4\r\n\x01\x00\x00k\r\n$1\r\n9\r\n$2\r\neu\r\n$20\r\n18446744073709551615\r\n$1\r\nx\r\n$2\r\n-2\r\n$7\r\nus-east\r\n$1\r\n0\r\n")},
 		{"forward", wire.AppendForward(nil, 3, "ws", wire.AppendForwardCmd(wire.AppendForwardCmd(nil, strs("INCR", "k")), strs("PING"))),
@@ -154,9 +154,9 @@ func TestReadRoundTrip(t *testing.T) {
 
 func TestReplayRoundTrip(t *testing.T) {
 	want := engine.ReplayBatch{ID: math.MaxInt64, Items: []engine.ReplayItem{
-		{Key: key, Seq: 7, Cost: 3, Limit: 10, Spent: 12, Want: 64, Return: 1 << 40},
-		{Key: key, Seq: math.MaxInt64, Cost: math.MaxInt64, Limit: 0, Spent: math.MaxInt64, Want: math.MaxInt64, Return: math.MaxInt64},
-		{Key: key, Seq: 8, Limit: 5, Spent: 4, Return: 9}, // a return alone: no cost
+		{Key: key, Seq: 7, Cost: 3, Limit: 10, Want: 64, Return: 1 << 40},
+		{Key: key, Seq: math.MaxInt64, Cost: math.MaxInt64, Limit: 0, Want: math.MaxInt64, Return: math.MaxInt64},
+		{Key: key, Seq: 8, Limit: 5, Return: 9}, // a return alone: no cost
 	}}
 	got, err := wire.ParseReplay(parse(t, wire.AppendReplay(nil, want.ID, want.Items)))
 	if err != nil || !reflect.DeepEqual(got, want) {
@@ -167,9 +167,9 @@ func TestReplayRoundTrip(t *testing.T) {
 func TestDecideRoundTrip(t *testing.T) {
 	for _, want := range []engine.DecideRequest{
 		{Key: key, Limit: 1},
-		{Key: key, Limit: 10, Cost: 2, Pending: 3, Inflight: 4, InflightBatch: 5, Want: 16, Spent: 6, Return: 7, Deadline: 1763898913750},
+		{Key: key, Limit: 10, Cost: 2, Pending: 3, Inflight: 4, InflightBatch: 5, Want: 16, Return: 7, Deadline: 1763898913750},
 		{Key: key, Limit: engine.MaxLimit, Cost: engine.MaxLimit, Pending: math.MaxInt64, Inflight: math.MaxInt64, InflightBatch: math.MaxInt64,
-			Want: engine.MaxLimit, Spent: math.MaxInt64, Return: math.MaxInt64, Deadline: math.MaxInt64},
+			Want: engine.MaxLimit, Return: math.MaxInt64, Deadline: math.MaxInt64},
 	} {
 		got, err := wire.ParseDecide(parse(t, wire.AppendDecide(nil, want)))
 		if err != nil || !reflect.DeepEqual(got, want) {
@@ -252,9 +252,9 @@ func TestDecideReplyRoundTrip(t *testing.T) {
 // longest) are within the origin's parser, one more item is not, and the replies to them
 // are within what a sender reads.
 func TestBounds(t *testing.T) {
-	// The values docs/internal-protocol.md states: 1+4n arguments of READ, 2+7n of REPLAY.
-	if wire.MaxReadItems != 2047 || wire.MaxReplayItems != 1170 || wire.MaxPublishItems != 2047 || wire.MaxForwardArgs != 8189 {
-		t.Errorf("bounds %d %d %d %d, documented 2047 1170 2047 8189",
+	// The values docs/internal-protocol.md states: 1+4n arguments of READ, 2+6n of REPLAY.
+	if wire.MaxReadItems != 2047 || wire.MaxReplayItems != 1365 || wire.MaxPublishItems != 2047 || wire.MaxForwardArgs != 8189 {
+		t.Errorf("bounds %d %d %d %d, documented 2047 1365 2047 8189",
 			wire.MaxReadItems, wire.MaxReplayItems, wire.MaxPublishItems, wire.MaxForwardArgs)
 	}
 	k := engine.AppendKey(nil, engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte("k"), WindowMs: 1})
@@ -271,7 +271,7 @@ func TestBounds(t *testing.T) {
 	}
 	for i := range replays {
 		replays[i] = engine.ReplayItem{Key: k, Seq: math.MaxInt64 - int64(i), Cost: math.MaxInt64, Limit: math.MaxInt64,
-			Spent: math.MaxInt64, Want: math.MaxInt64, Return: math.MaxInt64}
+			Want: math.MaxInt64, Return: math.MaxInt64}
 	}
 	for i := range comps {
 		comps[i] = engine.Component{Key: k, Seq: int64(i), Region: "eu", Count: 1}
@@ -359,51 +359,51 @@ func TestMalformedRequests(t *testing.T) {
 		{"read bad want in second item", read, []string{"RL.INTERNAL.READ", k, "1", "10", "16", k, "2", "10", "x"}, wire.ErrInt},
 		{"read key error first", read, []string{"RL.INTERNAL.READ", "", "x", "x", "x"}, wire.ErrKey},
 
-		{"replay valid", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1", "2", "10", "5", "16", "7", k, "2", "0", "0", "0", "0", "0"}, nil},
+		{"replay valid", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1", "2", "10", "16", "7", k, "2", "0", "0", "0", "0"}, nil},
 		{"replay no items", replay, []string{"RL.INTERNAL.REPLAY", "1"}, wire.ErrSyntax},
 		{"replay old format", replay, []string{"RL.INTERNAL.REPLAY", "1", k, "1", "1", "1"}, wire.ErrSyntax},
-		{"replay short item", replay, []string{"RL.INTERNAL.REPLAY", "1", k, "1", "2", "10", "5", "16"}, wire.ErrSyntax},
-		{"replay long item", replay, []string{"RL.INTERNAL.REPLAY", "1", k, "1", "2", "10", "5", "16", "7", "0"}, wire.ErrSyntax},
-		{"replay bad id", replay, []string{"RL.INTERNAL.REPLAY", "x", k, "1", "2", "10", "5", "16", "7"}, wire.ErrSyntax},
-		{"replay bad key", replay, []string{"RL.INTERNAL.REPLAY", "1", "\x00", "1", "2", "10", "5", "16", "7"}, wire.ErrKey},
-		{"replay bad seq", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "-1", "2", "10", "5", "16", "7"}, wire.ErrInt},
-		{"replay bad cost", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1000", "x", "10", "5", "16", "7"}, wire.ErrInt},
-		{"replay bad limit", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1000", "2", "+1", "5", "16", "7"}, wire.ErrInt},
-		{"replay bad spent", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1000", "2", "10", "-5", "16", "7"}, wire.ErrInt},
-		{"replay spent overflow", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1000", "2", "10", beyond, "16", "7"}, wire.ErrInt},
-		{"replay bad want", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1000", "2", "10", "5", "x", "7"}, wire.ErrInt},
-		{"replay want leading zero", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1000", "2", "10", "5", "016", "7"}, wire.ErrInt},
-		{"replay bad return", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1000", "2", "10", "5", "16", ""}, wire.ErrInt},
-		{"replay return overflow", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1000", "2", "10", "5", "16", beyond}, wire.ErrInt},
-		{"replay bad return in second item", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1", "2", "10", "5", "16", "7", k, "2", "0", "0", "0", "0", "x"}, wire.ErrInt},
-		{"replay key error first", replay, []string{"RL.INTERNAL.REPLAY", "3", "", "x", "x", "x", "x", "x", "x"}, wire.ErrKey},
+		{"replay short item", replay, []string{"RL.INTERNAL.REPLAY", "1", k, "1", "2", "10", "16"}, wire.ErrSyntax},
+		{"replay long item", replay, []string{"RL.INTERNAL.REPLAY", "1", k, "1", "2", "10", "16", "7", "0"}, wire.ErrSyntax},
+		// An item of the format with spent (key seq cost limit spent want return).
+		{"replay item with spent", replay, []string{"RL.INTERNAL.REPLAY", "1", k, "1", "2", "10", "5", "16", "7"}, wire.ErrSyntax},
+		{"replay bad id", replay, []string{"RL.INTERNAL.REPLAY", "x", k, "1", "2", "10", "16", "7"}, wire.ErrSyntax},
+		{"replay bad key", replay, []string{"RL.INTERNAL.REPLAY", "1", "\x00", "1", "2", "10", "16", "7"}, wire.ErrKey},
+		{"replay bad seq", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "-1", "2", "10", "16", "7"}, wire.ErrInt},
+		{"replay bad cost", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1000", "x", "10", "16", "7"}, wire.ErrInt},
+		{"replay bad limit", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1000", "2", "+1", "16", "7"}, wire.ErrInt},
+		{"replay bad want", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1000", "2", "10", "x", "7"}, wire.ErrInt},
+		{"replay want leading zero", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1000", "2", "10", "016", "7"}, wire.ErrInt},
+		{"replay bad return", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1000", "2", "10", "16", ""}, wire.ErrInt},
+		{"replay return overflow", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1000", "2", "10", "16", beyond}, wire.ErrInt},
+		{"replay bad return in second item", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1", "2", "10", "16", "7", k, "2", "0", "0", "0", "x"}, wire.ErrInt},
+		{"replay key error first", replay, []string{"RL.INTERNAL.REPLAY", "3", "", "x", "x", "x", "x", "x"}, wire.ErrKey},
 
-		{"decide valid", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "5", "7", "1763898913750"}, nil},
+		{"decide valid", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "7", "1763898913750"}, nil},
 		{"decide old format", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0"}, wire.ErrSyntax},
-		{"decide without spent and return", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16"}, wire.ErrSyntax},
-		{"decide without deadline", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "5", "7"}, wire.ErrSyntax},
-		{"decide extra argument", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "5", "7", "0", "0"}, wire.ErrSyntax},
-		{"decide bad key", decide, []string{"RL.INTERNAL.DECIDE", "", "0", "x", "0", "0", "0", "x", "x", "x", "x"}, wire.ErrKey},
-		{"decide zero limit", decide, []string{"RL.INTERNAL.DECIDE", k, "0", "1", "0", "0", "0", "16", "5", "7", "0"}, wire.ErrLimit},
-		{"decide limit over max", decide, []string{"RL.INTERNAL.DECIDE", k, over, "1", "0", "0", "0", "16", "5", "7", "0"}, wire.ErrLimit},
-		{"decide cost over max", decide, []string{"RL.INTERNAL.DECIDE", k, "10", over, "0", "0", "0", "16", "5", "7", "0"}, wire.ErrCost},
-		{"decide bad pending", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "-1", "0", "0", "16", "5", "7", "0"}, wire.ErrCost},
-		{"decide inflight overflow", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", beyond, "0", "16", "5", "7", "0"}, wire.ErrCost},
-		{"decide batch overflow", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", beyond, "16", "5", "7", "0"}, wire.ErrCost},
-		{"decide bad want", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "x", "5", "7", "0"}, wire.ErrCost},
-		{"decide negative want", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "-16", "5", "7", "0"}, wire.ErrCost},
-		{"decide want overflow", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", beyond, "5", "7", "0"}, wire.ErrCost},
-		{"decide bad spent", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "05", "7", "0"}, wire.ErrCost},
-		{"decide spent overflow", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", beyond, "7", "0"}, wire.ErrCost},
-		{"decide bad return", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "5", "", "0"}, wire.ErrCost},
-		{"decide return overflow", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "5", beyond, "0"}, wire.ErrCost},
-		{"decide largest deadline", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "5", "7", "9223372036854775807"}, nil},
-		{"decide bad deadline", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "5", "7", "soon"}, wire.ErrCost},
-		{"decide empty deadline", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "5", "7", ""}, wire.ErrCost},
-		{"decide negative deadline", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "5", "7", "-1763898913750"}, wire.ErrCost},
-		{"decide deadline leading zero", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "5", "7", "01763898913750"}, wire.ErrCost},
-		{"decide deadline overflow", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "5", "7", beyond}, wire.ErrCost},
-		{"decide limit error before want", decide, []string{"RL.INTERNAL.DECIDE", k, "0", "1", "0", "0", "0", "x", "5", "7", "0"}, wire.ErrLimit},
+		{"decide without return and deadline", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16"}, wire.ErrSyntax},
+		{"decide without deadline", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "7"}, wire.ErrSyntax},
+		{"decide extra argument", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "7", "0", "0"}, wire.ErrSyntax},
+		// The format with spent (key limit cost pending inflight batch-id want spent return deadline).
+		{"decide with spent", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "5", "7", "0"}, wire.ErrSyntax},
+		{"decide bad key", decide, []string{"RL.INTERNAL.DECIDE", "", "0", "x", "0", "0", "0", "x", "x", "x"}, wire.ErrKey},
+		{"decide zero limit", decide, []string{"RL.INTERNAL.DECIDE", k, "0", "1", "0", "0", "0", "16", "7", "0"}, wire.ErrLimit},
+		{"decide limit over max", decide, []string{"RL.INTERNAL.DECIDE", k, over, "1", "0", "0", "0", "16", "7", "0"}, wire.ErrLimit},
+		{"decide cost over max", decide, []string{"RL.INTERNAL.DECIDE", k, "10", over, "0", "0", "0", "16", "7", "0"}, wire.ErrCost},
+		{"decide bad pending", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "-1", "0", "0", "16", "7", "0"}, wire.ErrCost},
+		{"decide inflight overflow", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", beyond, "0", "16", "7", "0"}, wire.ErrCost},
+		{"decide batch overflow", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", beyond, "16", "7", "0"}, wire.ErrCost},
+		{"decide bad want", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "x", "7", "0"}, wire.ErrCost},
+		{"decide negative want", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "-16", "7", "0"}, wire.ErrCost},
+		{"decide want overflow", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", beyond, "7", "0"}, wire.ErrCost},
+		{"decide bad return", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "", "0"}, wire.ErrCost},
+		{"decide return overflow", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", beyond, "0"}, wire.ErrCost},
+		{"decide largest deadline", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "7", "9223372036854775807"}, nil},
+		{"decide bad deadline", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "7", "soon"}, wire.ErrCost},
+		{"decide empty deadline", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "7", ""}, wire.ErrCost},
+		{"decide negative deadline", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "7", "-1763898913750"}, wire.ErrCost},
+		{"decide deadline leading zero", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "7", "01763898913750"}, wire.ErrCost},
+		{"decide deadline overflow", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "7", beyond}, wire.ErrCost},
+		{"decide limit error before want", decide, []string{"RL.INTERNAL.DECIDE", k, "0", "1", "0", "0", "0", "x", "7", "0"}, wire.ErrLimit},
 
 		{"publish no rows", publish, []string{"RL.INTERNAL.PUBLISH"}, wire.ErrSyntax},
 		{"publish short row", publish, []string{"RL.INTERNAL.PUBLISH", k, "1", "eu"}, wire.ErrSyntax},
