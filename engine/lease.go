@@ -38,7 +38,7 @@ import (
 )
 
 // DefaultLeaseTTL is how long a lease lives when Config.LeaseTTL is 0.
-const DefaultLeaseTTL = 10 * time.Second
+const DefaultLeaseTTL = time.Minute
 
 // leaseGraceMs is how much longer than the edge the origin keeps a lease.
 const leaseGraceMs = 1000

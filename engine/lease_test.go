@@ -223,9 +223,9 @@ func TestEdgeSpendsOnlyItsLease(t *testing.T) {
 // TestEdgeLeaseNotPastTTL: with its origin down, an edge spends its lease, and not
 // past the lease's TTL (the degraded limit here admits nothing).
 func TestEdgeLeaseNotPastTTL(t *testing.T) {
-	r := newEdgeRig(t, t0/60_000*60_000, 1, engine.EdgeConfig{DegradedShare: 0.0001})
+	r := newEdgeRig(t, t0/3_600_000*3_600_000, 1, engine.EdgeConfig{DegradedShare: 0.0001})
 	e := r.edges[0]
-	tp := tup("lease-ttl", 60_000)
+	tp := tup("lease-ttl", 3_600_000) // the TTL ends inside the cell
 	edgeLimit(t, e, tp, 1000, 1) // a lease of 16
 	flushAll(t, e)
 	r.fakes[0].down.Store(true)
