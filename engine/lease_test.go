@@ -226,7 +226,7 @@ func TestEdgeLeaseNotPastTTL(t *testing.T) {
 	r := newEdgeRig(t, t0/3_600_000*3_600_000, 1, engine.EdgeConfig{DegradedShare: 0.0001})
 	e := r.edges[0]
 	tp := tup("lease-ttl", 3_600_000) // the TTL ends inside the cell
-	edgeLimit(t, e, tp, 1000, 1) // a lease of 16
+	edgeLimit(t, e, tp, 1000, 1)      // a lease of 16
 	flushAll(t, e)
 	r.fakes[0].down.Store(true)
 	for i := range 5 {
