@@ -78,6 +78,10 @@ type edgeCell struct {
 	leaseUntil int64 // ms, this edge's clock: the lease ends
 	leaseBoot  int64 // the origin run that granted it
 	returnDue  bool  // give the lease back in the next batch (idle, and a large part of what is left)
+	// handing counts hand-offs of the cell in flight. Their requests tell the origin the
+	// cell's pending cost, which it counts as used; were that cost replayed meanwhile, the
+	// origin would count it twice. So pending stays out of batches while one is in flight.
+	handing int32
 }
 
 // leaseLeft returns what the lease still lets this edge accept at now from origin run
@@ -596,7 +600,9 @@ func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool, now int64) (Deci
 			if l.lastOKMs.Load() > 0 {
 				req.Deadline = now + l.offset.Load() + e.cfg.OriginTimeout.Milliseconds()
 			}
+			handSeq := seq
 			if c := le.slot(seq); c != nil {
+				c.handing++ // its pending stays out of batches until the answer: see edgeCell
 				req.Pending, req.Inflight = c.pending, c.inflight
 				if c.inflight > 0 {
 					req.InflightBatch = l.inflightBatch()
@@ -610,12 +616,17 @@ func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool, now int64) (Deci
 				}
 			}
 			le.mu.Unlock()
-			if hd, ok := e.handOff(l, le, req); ok {
+			hd, ok := e.handOff(l, le, req)
+			le.mu.Lock()
+			if c := le.cell(handSeq); c != nil && c.handing > 0 {
+				c.handing--
+			}
+			if ok {
+				le.mu.Unlock()
 				return hd, true, nil
 			}
 			// The hand-off failed: the origin may have counted it all the same, so it is
 			// not counted here; the request is refused until the origin answers again.
-			le.mu.Lock()
 			now = e.clock.NowMs()
 			seq, elapsed = position(now, t.WindowMs)
 			d = e.degraded(l, le.counts(seq), limit, cost, t.WindowMs, elapsed, now, 0)

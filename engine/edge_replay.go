@@ -153,7 +153,7 @@ func (e *Edge) buildBatch(l *originLink, now int64) *pendingBatch {
 		cur := now / le.window
 		for i := range le.cells {
 			c := &le.cells[i]
-			if c.seq == emptySeq || (c.pending == 0 && !c.returnDue) {
+			if c.seq == emptySeq || (c.pending == 0 && !c.returnDue) || c.handing > 0 {
 				continue
 			}
 			if c.seq < cur-1 {

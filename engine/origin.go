@@ -313,16 +313,19 @@ func (e *Engine) applyReplay(it ReplayItem, run *runMarks, nowMs int64) {
 }
 
 // ServeDecide decides a request handed over by an edge, atomically, with the edge's
-// not-yet-replayed cost counted as used. The applied mark is read before the counts: when
-// it covers the in-flight batch the counts hold that batch; when it does not, the batch's
-// cost is added, and counted twice only if the batch lands in between (a denial too many,
-// never an admission too many).
+// not-yet-replayed cost counted as used. It holds the run's apply lock, so no batch of the
+// run lands between its reading of the applied mark and of the counts: when the mark
+// covers the in-flight batch the counts hold that batch; when it does not, the batch's cost
+// is added. (Hand-offs of one edge run wait for its replays, and the other way round.)
 func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts, OriginMeta, error) {
-	meta, run := e.heard(node) // before the counts: see ServeRead
+	meta, run := e.heard(node)
 	t, err := ParseKey(r.Key)
 	if err != nil {
 		return Decision{}, CellCounts{}, meta, err
 	}
+	run.apply.Lock()
+	defer run.apply.Unlock()
+	meta.Applied = run.lastBatch.Load()
 	extra := r.Pending
 	if r.InflightBatch > meta.Applied {
 		extra = satAdd(extra, r.Inflight) // that batch has not arrived: its cost is on its way
