@@ -46,7 +46,7 @@ func (e *Edge) flushLoop(ctx context.Context, l *originLink) {
 }
 
 // heartbeatMs is how often an idle edge tells each origin it is there, so that the
-// origin's count of active edges (which sizes every edge's share of a budget) holds the
+// origin's count of active edges (which sizes every lease it grants) holds the
 // edges that are about to send, not just those that did.
 const heartbeatMs = 1000
 

@@ -26,8 +26,8 @@ type CellCounts struct {
 
 // OriginMeta travels with every origin reply.
 type OriginMeta struct {
-	// Edges is the number of edges the origin has heard from recently (at least 1). An
-	// edge spends at most 1/Edges of the remaining budget between two refreshes.
+	// Edges is the number of edges the origin has heard from recently (at least 1). A
+	// lease grant is at most 1/(2 x Edges) of the room beside the other leases (lease.go).
 	Edges int
 	// Applied is the last replay batch the origin applied for the asking edge run: the
 	// counts in the reply include every batch up to it.
