@@ -18,9 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -61,18 +59,11 @@ func runEdges(f edgeFlags) error {
 	case f.window < 10*time.Millisecond || f.window%time.Millisecond != 0:
 		return errors.New("-window must be a whole number of milliseconds, at least 10ms")
 	}
-	dir, err := os.MkdirTemp("", "ratchet-accuracy-")
+	bin, cleanup, err := buildBinary(f.bin)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	bin := f.bin
-	if bin == "" {
-		bin = filepath.Join(dir, "ratchet")
-		if out, err := exec.Command("go", "build", "-o", bin, "./cmd/ratchet").CombinedOutput(); err != nil {
-			return fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	}
+	defer cleanup()
 
 	originAddr := freeAddr()
 	procs := []*exec.Cmd{start(bin, "--listen", originAddr, "--data-dir", "", "--metrics-listen", "", "--cluster-secret", "bench")}

@@ -28,6 +28,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -116,6 +117,24 @@ func waitFreshCell(window time.Duration) {
 	ms := window.Milliseconds()
 	now := time.Now().UnixMilli()
 	time.Sleep(time.Duration(ms-now%ms+5) * time.Millisecond)
+}
+
+// buildBinary returns bin when it is set, else builds ./cmd/ratchet into a temporary
+// directory; cleanup removes that directory.
+func buildBinary(bin string) (path string, cleanup func(), err error) {
+	if bin != "" {
+		return bin, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "ratchet-accuracy-")
+	if err != nil {
+		return "", nil, err
+	}
+	path = filepath.Join(dir, "ratchet")
+	if out, err := exec.Command("go", "build", "-o", path, "./cmd/ratchet").CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return path, func() { os.RemoveAll(dir) }, nil
 }
 
 func start(bin string, args ...string) *exec.Cmd {

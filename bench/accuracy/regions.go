@@ -24,9 +24,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,18 +71,11 @@ func runRegions(f regionFlags) error {
 		return fmt.Errorf("-publish-threshold must be from 0 to 1")
 	}
 
-	dir, err := os.MkdirTemp("", "ratchet-accuracy-")
+	bin, cleanup, err := buildBinary(f.bin)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	bin := f.bin
-	if bin == "" {
-		bin = filepath.Join(dir, "ratchet")
-		if out, err := exec.Command("go", "build", "-o", bin, "./cmd/ratchet").CombinedOutput(); err != nil {
-			return fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	}
+	defer cleanup()
 
 	names := make([]string, f.regions)
 	addrs := make([]string, f.regions)
