@@ -595,26 +595,8 @@ func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool, now int64) (Deci
 				le.mu.Unlock()
 				return Decision{}, false, nil
 			}
-			// The origin drops the request once this edge has stopped waiting.
-			req := DecideRequest{Key: le.key, Limit: limit, Cost: cost}
-			if l.lastOKMs.Load() > 0 {
-				req.Deadline = now + l.offset.Load() + e.cfg.OriginTimeout.Milliseconds()
-			}
 			handSeq := seq
-			if c := le.slot(seq); c != nil {
-				c.handing++ // its pending stays out of batches until the answer: see edgeCell
-				req.Pending, req.Inflight = c.pending, c.inflight
-				if c.inflight > 0 {
-					req.InflightBatch = l.inflightBatch()
-				}
-				req.Want = leaseWant(satAdd(satAdd(c.pending, c.handed), cost))
-				c.handed = satAdd(c.handed, cost)
-				if c.leaseSeq != 0 && c.leaseG > c.spent {
-					// Give the rest of the lease back with the hand-off: it would otherwise
-					// count against this very request. Nothing more is spent under it.
-					req.Return, c.leaseG = c.leaseSeq, c.spent
-				}
-			}
+			req := e.handOffRequest(l, le, seq, limit, cost, now)
 			le.mu.Unlock()
 			hd, ok := e.handOff(l, le, req)
 			le.mu.Lock()
@@ -647,6 +629,33 @@ func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool, now int64) (Deci
 	le.mu.Unlock()
 	e.count(le, d.Allowed)
 	return d, true, nil
+}
+
+// handOffRequest prepares the hand-off of a request of cost against limit on cell seq of
+// le (le.mu held), and marks the cell as handing: the caller undoes that once answered.
+func (e *Edge) handOffRequest(l *originLink, le *localEntry, seq int64, limit, cost uint64, now int64) DecideRequest {
+	req := DecideRequest{Key: le.key, Limit: limit, Cost: cost}
+	if l.lastOKMs.Load() > 0 {
+		// The origin drops the request once this edge has stopped waiting.
+		req.Deadline = now + l.offset.Load() + e.cfg.OriginTimeout.Milliseconds()
+	}
+	c := le.slot(seq)
+	if c == nil {
+		return req
+	}
+	c.handing++ // its pending stays out of batches until the answer: see edgeCell
+	req.Pending, req.Inflight = c.pending, c.inflight
+	if c.inflight > 0 {
+		req.InflightBatch = l.inflightBatch()
+	}
+	req.Want = leaseWant(satAdd(satAdd(c.pending, c.handed), cost))
+	c.handed = satAdd(c.handed, cost)
+	if c.leaseSeq != 0 && c.leaseG > c.spent {
+		// Give the rest of the lease back with the hand-off: it would otherwise count
+		// against this very request. Nothing more is spent under it.
+		req.Return, c.leaseG = c.leaseSeq, c.spent
+	}
+	return req
 }
 
 // degraded decides from counts while the origin cannot be asked and the lease does not

@@ -161,11 +161,11 @@ func (ls *leaseSet) grantOf(run *runMarks, now int64, create bool) *leaseGrant {
 	return &ls.grants[free]
 }
 
-// lease applies r to run's lease of key's cell seq (sh.mu held; ent may be nil) and
-// returns the lease as the edge should see it (0, 0 when it has none). used is the
-// sliding-window count at now, W-scaled (weightedUsed); edges is the number of active
-// edges.
-func (e *Engine) lease(sh *shard, key []byte, ent *entry, run *runMarks, r LeaseRequest, windowMs, now int64, edges int) (g, seq uint64) {
+// lease applies r to run's lease of key's current cell (sh.mu held; ent, key's entry, may
+// be nil) and returns the lease as the edge should see it: what it holds beyond the run's
+// applied replays, and its sequence (0, 0 when it has none). edges is the number of
+// active edges.
+func (e *Engine) lease(sh *shard, key []byte, ent *entry, run *runMarks, r LeaseRequest, windowMs, now int64, edges int) (left, seq uint64) {
 	cellSeq, elapsed := position(now, windowMs)
 	want := r.Want > 0 && r.Limit > 0 && run != nil
 	ls := e.leases(sh, key, cellSeq, want)
@@ -182,16 +182,10 @@ func (e *Engine) lease(sh *shard, key []byte, ent *entry, run *runMarks, r Lease
 		if ent != nil {
 			cur, prev = ent.counts(cellSeq)
 		}
-		w := uint64(windowMs)
-		used := weightedUsed(capCount(cur.total()), capCount(prev.total()), w, uint64(elapsed))
+		// The room is what a peek would find remaining with the other runs' leases counted
+		// as used: the units that fit beside all of them.
 		others, _ := ls.reserved(run, now)
-		// room = floor((limit - others) - used/W): units that fit beside all the others.
-		var room uint64
-		if r.Limit > others {
-			if full := mul(r.Limit-others, w); full.greater(used) {
-				room = full.sub(used).div(w)
-			}
-		}
+		room := Decide(Counts{Current: satAdd(cur.total(), others), Previous: prev.total()}, r.Limit, 0, windowMs, elapsed).Remaining
 		if target := min(r.Want, room/uint64(2*max(edges, 1))); target > 0 {
 			// Grow (never shrink: the edge may be spending it) and extend. A lease that
 			// holds nothing starts again from what the run's replays brought.
