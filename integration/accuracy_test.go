@@ -36,26 +36,12 @@ func accuracyEdges(t *testing.T, perEdge int, extra ...string) (*proc, []*redis.
 	return origin, ec, origin.client(t, nil)
 }
 
-// exactEdges runs check as the subtest name: what edges that spend only origin-granted
-// leases guarantee (issue 12). measured says what was seen, logged with it.
-func exactEdges(t *testing.T, name, measured string, check func(t *testing.T)) {
-	t.Helper()
-	t.Run(name, func(t *testing.T) {
-		t.Log(measured)
-		check(t)
-	})
-}
-
-// atMostSlack checks, with exactEdges, that admitted is at most floor(limit*1.02).
+// atMostSlack fails t when admitted is above floor(limit*1.02).
 func atMostSlack(t *testing.T, what string, admitted, limit int) {
 	t.Helper()
-	bound := limit * 102 / 100
-	measured := fmt.Sprintf("%s: admitted %d, limit %d (%.3fx), bound %d", what, admitted, limit, float64(admitted)/float64(limit), bound)
-	exactEdges(t, "admitted at most limit*1.02", measured, func(t *testing.T) {
-		if admitted > bound {
-			t.Errorf("%s: want at most %d", measured, bound)
-		}
-	})
+	if bound := limit * 102 / 100; admitted > bound {
+		t.Errorf("%s: admitted %d, limit %d (%.3fx), want at most %d", what, admitted, limit, float64(admitted)/float64(limit), bound)
+	}
 }
 
 // 3x the limit from every edge into one cell, then 0.9x on another key, for small to large
@@ -64,8 +50,8 @@ func atMostSlack(t *testing.T, what string, admitted, limit int) {
 func TestAccuracyFlood(t *testing.T) {
 	t.Parallel()
 	_, ec, oc := accuracyEdges(t, 16)
-	// Each flood starts just after a cell boundary, as in bench/accuracy, so the edges have
-	// idled for up to a window before it: today's edges over-admit most after idling.
+	// Each flood starts just after a cell boundary, as in bench/accuracy, so that it fits in
+	// one cell, after the edges have idled for up to a window.
 	const window, windowMs = "4s", 4_000
 	for _, limit := range []int{20, 100, 300, 1000} {
 		t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) {
@@ -82,6 +68,7 @@ func TestAccuracyFlood(t *testing.T) {
 				}
 			}()
 			t.Logf("3x flood, limit %d, 3 edges: %d admitted (%.3fx)", limit, admitted, float64(admitted)/float64(limit))
+			atMostSlack(t, fmt.Sprintf("3x flood, limit %d", limit), admitted, limit)
 			drained(t, ec)
 			poll(t, 5*time.Second, "the origin's count to equal the admitted requests", func() (bool, string) {
 				n, _ := regional(t, oc, key, window)
@@ -96,7 +83,6 @@ func TestAccuracyFlood(t *testing.T) {
 					t.Errorf("0.9x load, limit %d, 3 edges: admitted %d of %d, want all", limit, got, under)
 				}
 			}()
-			atMostSlack(t, fmt.Sprintf("3x flood, limit %d", limit), admitted, limit)
 		})
 	}
 }
@@ -260,21 +246,12 @@ func TestAccuracyOriginPaused(t *testing.T) {
 	s := stormAcross(t, ec, key, limit, window, origin.Pause, origin.Resume)
 	admitted := s.total()
 	t.Logf("limit %d, origin stopped then continued during a flood: %s (%.3fx)", limit, s.summary(), float64(admitted)/limit)
-	// Every replay is delivered: the origin counts at least what was admitted. It counts
-	// exactly that only if no decision the origin made was lost to an edge's timeout.
-	drained(t, ec)
-	var counted int64
-	poll(t, 5*time.Second, "the origin's count to reach the admitted requests", func() (bool, string) {
-		counted, _ = regional(t, oc, key, window)
-		return counted >= admitted, fmt.Sprintf("origin regional=%d, admitted=%d", counted, admitted)
-	})
-	exactEdges(t, "origin count equals admitted", fmt.Sprintf("the origin counts %d, the edges admitted %d", counted, admitted), func(t *testing.T) {
-		poll(t, 5*time.Second, "the origin's count to equal the admitted requests", func() (bool, string) {
-			counted, _ = regional(t, oc, key, window)
-			return counted == admitted, fmt.Sprintf("origin regional=%d, admitted=%d", counted, admitted)
-		})
-	})
 	atMostSlack(t, "flood across SIGSTOP/SIGCONT of the origin", int(admitted), limit)
+	drained(t, ec)
+	poll(t, 5*time.Second, "the origin's count to equal the admitted requests", func() (bool, string) {
+		counted, _ := regional(t, oc, key, window)
+		return counted == admitted, fmt.Sprintf("origin regional=%d, admitted=%d", counted, admitted)
+	})
 }
 
 // A flood across an origin killed with SIGKILL and restarted on the same port and data
