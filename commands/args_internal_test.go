@@ -8,8 +8,8 @@ import (
 	"github.com/ratchet/ratchet/engine"
 )
 
-// refParseUint and refParseWindow are the straightforward versions that parseUint and
-// ParseWindow replaced for speed; the fast ones must agree with them on every input.
+// refParseUint and refParseWindow are the straightforward versions that parseUint (resp.ParseUint)
+// and ParseWindow replaced for speed; the fast ones must agree with them on every input.
 func refParseUint(b []byte, max uint64) (v uint64, ok bool) {
 	if len(b) == 0 || len(b) > 20 || (b[0] == '0' && len(b) > 1) {
 		return 0, false
