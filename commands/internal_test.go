@@ -80,12 +80,15 @@ func TestInternalCommands(t *testing.T) {
 		// Batch 5 lands: the lease holds the pending 1; then its replay: nothing.
 		{[]string{"RL.INTERNAL.REPLAY", "5", key, "1000", "1", "100", "0", "0"}, "*12\r\n:1\r\n:5\r\n:10000\r\n:1000000\r\n:1000000\r\n:1000\r\n:87\r\n:0\r\n:4\r\n:0\r\n:1\r\n:1048576000003\r\n"},
 		{[]string{"RL.INTERNAL.REPLAY", "6", key, "1000", "1", "100", "0", "0"}, "*12\r\n:1\r\n:6\r\n:10000\r\n:1000000\r\n:1000000\r\n:1000\r\n:88\r\n:0\r\n:4\r\n:0\r\n:0\r\n:1048576000003\r\n"},
+		// A new lease: (100 - 88 - 4) / 2 = 4.
+		{[]string{"RL.INTERNAL.READ", key, "1000", "100", "16"}, "*12\r\n:1\r\n:6\r\n:10000\r\n:1000000\r\n:1000000\r\n:1000\r\n:88\r\n:0\r\n:4\r\n:0\r\n:4\r\n:1048576000004\r\n"},
 		// A hand-off whose deadline has passed (the clock is at 1000000): the edge no longer
-		// waits for it, so the origin denies it and counts nothing, whatever the room.
-		{[]string{"RL.INTERNAL.DECIDE", key, "100", "1", "0", "0", "0", "0", "0", "999999"},
+		// waits for it, so the origin denies it and counts nothing, whatever the room. It
+		// still takes the lease given back with it: the lease holds nothing more.
+		{[]string{"RL.INTERNAL.DECIDE", key, "100", "1", "0", "0", "0", "0", "1048576000004", "999999"},
 			"*17\r\n:1\r\n:6\r\n:10000\r\n:1000000\r\n:1000000\r\n:0\r\n:100\r\n:0\r\n:1\r\n:1000\r\n" +
 				":1000\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
-		{[]string{"RL.INTERNAL.READ", key, "1000", "0", "0"}, "*12\r\n:1\r\n:6\r\n:10000\r\n:1000000\r\n:1000000\r\n:1000\r\n:88\r\n:0\r\n:4\r\n:0\r\n"},
+		{[]string{"RL.INTERNAL.READ", key, "1000", "0", "0"}, "*12\r\n:1\r\n:6\r\n:10000\r\n:1000000\r\n:1000000\r\n:1000\r\n:88\r\n:0\r\n:4\r\n:0\r\n:0\r\n:1048576000004\r\n"},
 		// At its deadline it is still decided, and counted.
 		{[]string{"RL.INTERNAL.DECIDE", key, "100", "1", "0", "0", "0", "0", "0", "1000000"}, "*17\r\n:1\r\n:6\r\n:10000\r\n:1000000\r\n:1000000\r\n:1\r\n:100\r\n"},
 		{[]string{"RL.INTERNAL.READ", key, "1000", "0", "0"}, "*12\r\n:1\r\n:6\r\n:10000\r\n:1000000\r\n:1000000\r\n:1000\r\n:89\r\n:0\r\n:4\r\n:0\r\n"},
