@@ -47,11 +47,11 @@ func requestSeeds() [][]byte {
 		[]byte("*3\r\n$16\r\nRL.INTERNAL.READ\r\n$1\r\n\x00\r\n$2\r\n01\r\n"),
 		[]byte("*5\r\n$16\r\nRL.INTERNAL.READ\r\n$1\r\n\x00\r\n$1\r\n1\r\n$1\r\n0\r\n$3\r\n016\r\n"),
 		[]byte("RL.INTERNAL.REPLAY 1 k 1 2 3 4 5\r\n"),
-		[]byte("RL.INTERNAL.REPLAY 1 k 1 2 3 4 5 6\r\n"), // an item with spent
+		[]byte("RL.INTERNAL.REPLAY 1 k 1 2 3 4 5 6\r\n"), // an item one argument long
 		[]byte("RL.INTERNAL.DECIDE k 1 1 0 0 0\r\n"),
 		[]byte("RL.INTERNAL.DECIDE k 1 1 0 0 0 16 0\r\n"),
 		[]byte("RL.INTERNAL.DECIDE k 1 1 0 0 0 16 0 0\r\n"),
-		[]byte("RL.INTERNAL.DECIDE k 1 1 0 0 0 16 0 0 0\r\n"), // with spent
+		[]byte("RL.INTERNAL.DECIDE k 1 1 0 0 0 16 0 0 0\r\n"), // one argument too many
 		[]byte("RL.INTERNAL.DECIDE k 1 1 0 0 0 16 0 -1\r\n"),
 	}
 }

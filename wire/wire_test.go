@@ -364,8 +364,6 @@ func TestMalformedRequests(t *testing.T) {
 		{"replay old format", replay, []string{"RL.INTERNAL.REPLAY", "1", k, "1", "1", "1"}, wire.ErrSyntax},
 		{"replay short item", replay, []string{"RL.INTERNAL.REPLAY", "1", k, "1", "2", "10", "16"}, wire.ErrSyntax},
 		{"replay long item", replay, []string{"RL.INTERNAL.REPLAY", "1", k, "1", "2", "10", "16", "7", "0"}, wire.ErrSyntax},
-		// An item of the format with spent (key seq cost limit spent want return).
-		{"replay item with spent", replay, []string{"RL.INTERNAL.REPLAY", "1", k, "1", "2", "10", "5", "16", "7"}, wire.ErrSyntax},
 		{"replay bad id", replay, []string{"RL.INTERNAL.REPLAY", "x", k, "1", "2", "10", "16", "7"}, wire.ErrSyntax},
 		{"replay bad key", replay, []string{"RL.INTERNAL.REPLAY", "1", "\x00", "1", "2", "10", "16", "7"}, wire.ErrKey},
 		{"replay bad seq", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "-1", "2", "10", "16", "7"}, wire.ErrInt},
@@ -383,8 +381,6 @@ func TestMalformedRequests(t *testing.T) {
 		{"decide without return and deadline", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16"}, wire.ErrSyntax},
 		{"decide without deadline", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "7"}, wire.ErrSyntax},
 		{"decide extra argument", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "7", "0", "0"}, wire.ErrSyntax},
-		// The format with spent (key limit cost pending inflight batch-id want spent return deadline).
-		{"decide with spent", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "5", "7", "0"}, wire.ErrSyntax},
 		{"decide bad key", decide, []string{"RL.INTERNAL.DECIDE", "", "0", "x", "0", "0", "0", "x", "x", "x"}, wire.ErrKey},
 		{"decide zero limit", decide, []string{"RL.INTERNAL.DECIDE", k, "0", "1", "0", "0", "0", "16", "7", "0"}, wire.ErrLimit},
 		{"decide limit over max", decide, []string{"RL.INTERNAL.DECIDE", k, over, "1", "0", "0", "0", "16", "7", "0"}, wire.ErrLimit},
