@@ -558,21 +558,15 @@ func TestServerClosesConnection(t *testing.T) {
 func TestMismatchedReplyClosesConnection(t *testing.T) {
 	// A valid reply to the two-item read below, and each changed in one place: meta (edges
 	// applied lease_ttl_ms boot now), then per item seq cur_regional cur_imported
-	// prev_regional prev_imported lease_left lease_seq.
+	// prev_regional prev_imported lease_left lease_seq. Every field's range is checked in
+	// wire's TestMalformedReplies; here one case of each kind of misfit.
 	good := []int64{1, 0, 10000, cannedBoot, cannedNow, 1, 0, 0, 0, 0, 16, 5, 2, 0, 0, 0, 0, 0, 0}
 	set := func(i int, n int64) string { v := slices.Clone(good); v[i] = n; return ints(v...) }
 	for _, tc := range []struct{ name, reply string }{
 		{"too few groups", ints(good[:12]...)},
-		{"one integer short", ints(good[:18]...)},
-		{"one integer more", ints(append(slices.Clone(good), 0)...)},
 		{"old format", ints(1, 0, 1, 0, 0, 0, 0, 2, 0, 0, 0, 0)},
-		{"meta without now", ints(slices.Concat(good[:4], good[5:])...)},
 		{"wrong seq", set(12, 3)},
-		{"negative count", set(6, -5)},
 		{"negative lease_left", set(17, -1)},
-		{"negative lease_seq", set(18, -1)},
-		{"negative edges", set(0, -1)},
-		{"negative batch id", set(1, -1)},
 		{"negative lease ttl", set(2, -1)},
 		{"simple string", "+OK\r\n"},
 		{"bulk string", "$2\r\nhi\r\n"},
