@@ -2,6 +2,7 @@ package wire
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/ratchet/ratchet/engine"
 	"github.com/ratchet/ratchet/resp"
@@ -90,8 +91,9 @@ func ParseReplay(args [][]byte) (engine.ReplayBatch, error) {
 		seq, ok := parseInt(rest[i+1])
 		var n [4]uint64 // cost, limit, want, return
 		for j := range n {
-			v, okj := parseInt(rest[i+2+j])
-			n[j], ok = uint64(v), ok && okj
+			var okj bool
+			n[j], okj = parseUint(rest[i+2+j], math.MaxInt64)
+			ok = ok && okj
 		}
 		if !ok {
 			return engine.ReplayBatch{}, fmt.Errorf("%w: item %d", ErrInt, i/replayArgs)

@@ -17,7 +17,7 @@ const decideReplyInts = metaInts + 5 + countsInts
 
 // AppendDecide appends RL.INTERNAL.DECIDE for r to dst.
 func AppendDecide(dst []byte, r engine.DecideRequest) []byte {
-	dst = resp.AppendArray(dst, 10)
+	dst = resp.AppendArray(dst, decideArgs)
 	dst = resp.AppendBulkString(dst, CmdDecide)
 	dst = resp.AppendBulk(dst, r.Key)
 	dst = resp.AppendBulkUint(dst, r.Limit)
@@ -34,7 +34,7 @@ func AppendDecide(dst []byte, r engine.DecideRequest) []byte {
 // to engine.MaxLimit (else ErrLimit), Cost and Want to engine.MaxLimit and the others to
 // math.MaxInt64 (else ErrCost).
 func ParseDecide(args [][]byte) (engine.DecideRequest, error) {
-	if len(args) != 10 {
+	if len(args) != decideArgs {
 		return engine.DecideRequest{}, fmt.Errorf("%w: %d arguments to DECIDE", ErrSyntax, len(args))
 	}
 	if !validKey(args[1]) {

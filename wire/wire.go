@@ -54,10 +54,12 @@ const (
 	MaxRegionLen = 255
 )
 
-// Arguments of one item of RL.INTERNAL.READ and RL.INTERNAL.REPLAY.
+// Arguments of one item of RL.INTERNAL.READ and RL.INTERNAL.REPLAY, and of a whole
+// RL.INTERNAL.DECIDE (its name included).
 const (
 	readArgs   = 4
 	replayArgs = 6
+	decideArgs = 10
 )
 
 // Errors of request decoders, wrapped with the field at fault.
