@@ -200,7 +200,7 @@ func waitRoom(window, room time.Duration) {
 }
 
 // waitEdgesKnown waits until every edge reports, in INFO ratchet's origin0 line, that the
-// origin knows all the edges, so that each sizes its share for the whole region.
+// origin knows all the edges, so that the leases it grants are sized for the whole region.
 func waitEdgesKnown(edges []*redis.Client, bound time.Duration) error {
 	want := "edges=" + strconv.Itoa(len(edges))
 	deadline := time.Now().Add(bound)
