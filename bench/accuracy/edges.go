@@ -203,44 +203,20 @@ func waitRoom(window, room time.Duration) {
 // origin knows all the edges, so that the leases it grants are sized for the whole region.
 func waitEdgesKnown(edges []*redis.Client, bound time.Duration) error {
 	want := "edges=" + strconv.Itoa(len(edges))
-	deadline := time.Now().Add(bound)
-	for {
-		ready := 0
-		for _, c := range edges {
-			info, err := c.Info(context.Background(), "ratchet").Result()
-			if err == nil && hasField(infoLine(info, "origin0"), want) {
-				ready++
-			}
-		}
-		if ready == len(edges) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("only %d of %d edges see %s after %s", ready, len(edges), want, bound)
-		}
-		time.Sleep(20 * time.Millisecond)
+	ready, ok := waitInfo(edges, bound, 20*time.Millisecond, func(info string) bool { return hasField(infoLine(info, "origin0"), want) })
+	if !ok {
+		return fmt.Errorf("only %d of %d edges see %s after %s", ready, len(edges), want, bound)
 	}
+	return nil
 }
 
 // waitDrained waits until no edge holds undelivered replays.
 func waitDrained(edges []*redis.Client, bound time.Duration) error {
-	deadline := time.Now().Add(bound)
-	for {
-		pending := 0
-		for _, c := range edges {
-			info, err := c.Info(context.Background(), "ratchet").Result()
-			if err != nil || infoLine(info, "replay_pending") != "0" {
-				pending++
-			}
-		}
-		if pending == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d edges still have replays pending after %s", pending, bound)
-		}
-		time.Sleep(5 * time.Millisecond)
+	ready, ok := waitInfo(edges, bound, 5*time.Millisecond, func(info string) bool { return infoLine(info, "replay_pending") == "0" })
+	if !ok {
+		return fmt.Errorf("%d edges still have replays pending after %s", len(edges)-ready, bound)
 	}
+	return nil
 }
 
 // openPools opens every client's connections before the first flood, so that the first

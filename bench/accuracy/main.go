@@ -156,6 +156,28 @@ func freeAddr() string {
 	return ln.Addr().String()
 }
 
+// waitInfo polls INFO ratchet of every client of cs, every pause, until ok holds for all of
+// them or bound has passed; it returns how many were ready at the last poll and whether
+// all were.
+func waitInfo(cs []*redis.Client, bound, pause time.Duration, ok func(info string) bool) (ready int, all bool) {
+	deadline := time.Now().Add(bound)
+	for {
+		ready = 0
+		for _, c := range cs {
+			if info, err := c.Info(context.Background(), "ratchet").Result(); err == nil && ok(info) {
+				ready++
+			}
+		}
+		if ready == len(cs) {
+			return ready, true
+		}
+		if time.Now().After(deadline) {
+			return ready, false
+		}
+		time.Sleep(pause)
+	}
+}
+
 func waitPing(c *redis.Client) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {

@@ -355,23 +355,11 @@ func status(c *redis.Client, key, win string) (map[string]int64, error) {
 // waitPeers waits until every origin reports all its peers up in INFO ratchet, so that
 // the first measurements do not include connection backoff.
 func waitPeers(cs []*redis.Client, bound time.Duration) error {
-	deadline := time.Now().Add(bound)
-	for {
-		ready := 0
-		for _, c := range cs {
-			info, err := c.Info(context.Background(), "ratchet").Result()
-			if err == nil && strings.Count(info, ",up=1,") == len(cs)-1 {
-				ready++
-			}
-		}
-		if ready == len(cs) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("only %d of %d origins report all peers up after %s", ready, len(cs), bound)
-		}
-		time.Sleep(50 * time.Millisecond)
+	ready, ok := waitInfo(cs, bound, 50*time.Millisecond, func(info string) bool { return strings.Count(info, ",up=1,") == len(cs)-1 })
+	if !ok {
+		return fmt.Errorf("only %d of %d origins report all peers up after %s", ready, len(cs), bound)
 	}
+	return nil
 }
 
 func parseWindows(s string) ([]time.Duration, error) {
