@@ -113,7 +113,7 @@ func poll(t testing.TB, timeout time.Duration, what string, cond func() (bool, s
 }
 
 // waitEdgesKnown waits until every edge has heard from each of its origins that n edges
-// are active, so that each edge sizes its share of a budget for the whole region.
+// are active: the origins size their lease grants by that count of the whole region.
 func waitEdgesKnown(t testing.TB, edges []*redis.Client, origins, n int) {
 	t.Helper()
 	poll(t, 5*time.Second, fmt.Sprintf("every edge to see %d active edges", n), func() (bool, string) {
