@@ -25,7 +25,7 @@ import (
 // originLink.mu and then locks entries one by one.
 //
 // Leases (lease.go has the origin's side): an edge accepts a request locally only within
-// the lease its origin granted it on the cell, so that the region never admits more than
+// the lease its origin granted it on the tuple, so that the region never admits more than
 // the limit. Reads, replays and hand-offs ask for a lease sized by this edge's demand;
 // replays renew it; near the limit the origin grants nothing and every decision that may
 // be allowed is handed to the origin, which decides and counts atomically.
@@ -70,27 +70,6 @@ type edgeCell struct {
 	pending  uint64 // accepted here, not yet sent
 	inflight uint64 // accepted here, sent in the unacknowledged batch
 	minLimit uint64 // the lowest limit accepted against the cell here (replayed with it)
-
-	spent      uint64 // cumulative cost accepted here (pending, inflight and acknowledged)
-	handed     uint64 // cost handed to the origin since the last batch: demand
-	leaseG     uint64 // the lease: spent may grow up to it (lease.go)
-	leaseSeq   uint64
-	leaseUntil int64 // ms, this edge's clock: the lease ends
-	leaseBoot  int64 // the origin run that granted it
-	returnDue  bool  // give the lease back in the next batch (idle, and a large part of what is left)
-	// handing counts hand-offs of the cell in flight. Their requests tell the origin the
-	// cell's pending cost, which it counts as used; were that cost replayed meanwhile, the
-	// origin would count it twice. So pending stays out of batches while one is in flight.
-	handing int32
-}
-
-// leaseLeft returns what the lease still lets this edge accept at now from origin run
-// boot.
-func (c *edgeCell) leaseLeft(now, boot int64) uint64 {
-	if c == nil || now >= c.leaseUntil || c.leaseBoot != boot || c.leaseG <= c.spent {
-		return 0
-	}
-	return c.leaseG - c.spent
 }
 
 // leaseWantFactor: an edge asks for this many times its recent demand (the cost it took
@@ -127,11 +106,46 @@ type localEntry struct {
 	pinned      bool        // in link.pins (guarded by link.mu, read under mu)
 	pinIdx      int         // index in link.pins while pinned (guarded by link.mu)
 	sameHash    *localEntry // next pinned entry in link.byKey's chain of hash (guarded by link.mu)
+
+	// The lease is the tuple's, not a cell's (lease.go): what is left of it at a window's
+	// end is spent in the next window, so a busy key crosses window boundaries without a
+	// round trip.
+	spent      uint64 // cumulative cost accepted here, in any cell (pending, inflight and acknowledged)
+	handed     uint64 // cost handed to the origin since the last batch: demand
+	leaseG     uint64 // the lease: spent may grow up to it
+	leaseSeq   uint64
+	leaseUntil int64 // ms, this edge's clock: the lease ends
+	leaseBoot  int64 // the origin run that granted it
+	returnDue  bool  // give the lease back in the next batch (idle, and a large part of what is left)
+	// handing counts hand-offs of the tuple in flight. Their requests tell the origin the
+	// tuple's pending cost, which it counts as used; were that cost replayed meanwhile, the
+	// origin would count it twice. So pending stays out of batches while one is in flight.
+	handing int32
 }
 
 func newLocalEntry(key string, hash uint64, window int64, link *originLink) *localEntry {
 	return &localEntry{key: []byte(key), hash: hash, window: window, link: link,
 		cells: [2]edgeCell{{seq: emptySeq}, {seq: emptySeq}}}
+}
+
+// leaseLeft returns what the lease still lets this edge accept at now from origin run
+// boot.
+func (le *localEntry) leaseLeft(now, boot int64) uint64 {
+	if now >= le.leaseUntil || le.leaseBoot != boot || le.leaseG <= le.spent {
+		return 0
+	}
+	return le.leaseG - le.spent
+}
+
+// unacked returns the cost accepted here that the origin has not acknowledged: pending
+// and in flight, over both cells.
+func (le *localEntry) unacked() (pending, inflight uint64) {
+	for _, c := range le.cells {
+		if c.seq != emptySeq {
+			pending, inflight = satAdd(pending, c.pending), satAdd(inflight, c.inflight)
+		}
+	}
+	return pending, inflight
 }
 
 // cell returns the cell for seq, or nil.
@@ -193,25 +207,20 @@ func (le *localEntry) merge(cc CellCounts, meta OriginMeta, sentMs, freshUntil i
 			c.imported = max(c.imported, capCount(part.imp))
 		}
 	}
-	if cc.LeaseSeq > 0 {
-		if c := le.slot(cc.Seq); c != nil && cc.LeaseSeq > c.leaseSeq {
-			// The origin's left is beyond the replays it applied: what this entry accepted
-			// and has not had applied (pending, in flight) comes out of it.
-			base := c.spent - min(c.spent, satAdd(c.pending, c.inflight))
-			c.leaseG, c.leaseSeq, c.leaseBoot = satAdd(base, cc.LeaseLeft), cc.LeaseSeq, meta.Boot
-			c.leaseUntil = sentMs + meta.LeaseTTLMs
-		}
+	if cc.LeaseSeq > le.leaseSeq {
+		// The origin's left is beyond the replays it applied: what this entry accepted
+		// and has not had applied (pending, in flight) comes out of it.
+		pending, inflight := le.unacked()
+		base := le.spent - min(le.spent, satAdd(pending, inflight))
+		le.leaseG, le.leaseSeq, le.leaseBoot = satAdd(base, cc.LeaseLeft), cc.LeaseSeq, meta.Boot
+		le.leaseUntil = sentMs + meta.LeaseTTLMs
 	}
 	le.freshUntil = max(le.freshUntil, freshUntil)
 }
 
 func (le *localEntry) idle() bool {
-	for _, c := range le.cells {
-		if c.seq != emptySeq && (c.pending > 0 || c.inflight > 0 || c.returnDue) {
-			return false
-		}
-	}
-	return true
+	pending, inflight := le.unacked()
+	return pending == 0 && inflight == 0 && !le.returnDue
 }
 
 // originLink is an edge's connection state with one origin: backoff, and the replay set.
@@ -589,20 +598,17 @@ func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool, now int64) (Deci
 	// The local view never holds more than the origin's, so a local denial is right; an
 	// admission is, within the lease.
 	d := Decide(counts, limit, cost, t.WindowMs, elapsed)
-	if d.Allowed && cost > 0 && le.cell(seq).leaseLeft(now, l.boot.Load()) < cost {
+	if d.Allowed && cost > 0 && le.leaseLeft(now, l.boot.Load()) < cost {
 		if l.reachable.Load() {
 			if !mayWait {
 				le.mu.Unlock()
 				return Decision{}, false, nil
 			}
-			handSeq := seq
-			req := e.handOffRequest(l, le, seq, limit, cost, now)
+			req := e.handOffRequest(l, le, limit, cost, now)
 			le.mu.Unlock()
 			hd, ok := e.handOff(l, le, req)
 			le.mu.Lock()
-			if c := le.cell(handSeq); c != nil && c.handing > 0 {
-				c.handing--
-			}
+			le.handing--
 			if ok {
 				le.mu.Unlock()
 				return hd, true, nil
@@ -631,29 +637,25 @@ func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool, now int64) (Deci
 	return d, true, nil
 }
 
-// handOffRequest prepares the hand-off of a request of cost against limit on cell seq of
-// le (le.mu held), and marks the cell as handing: the caller undoes that once answered.
-func (e *Edge) handOffRequest(l *originLink, le *localEntry, seq int64, limit, cost uint64, now int64) DecideRequest {
+// handOffRequest prepares the hand-off of a request of cost against limit of le (le.mu
+// held), and marks the entry as handing: the caller undoes that once answered.
+func (e *Edge) handOffRequest(l *originLink, le *localEntry, limit, cost uint64, now int64) DecideRequest {
 	req := DecideRequest{Key: le.key, Limit: limit, Cost: cost}
 	if l.lastOKMs.Load() > 0 {
 		// The origin drops the request once this edge has stopped waiting.
 		req.Deadline = now + l.offset.Load() + e.cfg.OriginTimeout.Milliseconds()
 	}
-	c := le.slot(seq)
-	if c == nil {
-		return req
-	}
-	c.handing++ // its pending stays out of batches until the answer: see edgeCell
-	req.Pending, req.Inflight = c.pending, c.inflight
-	if c.inflight > 0 {
+	le.handing++ // its pending stays out of batches until the answer: see localEntry
+	req.Pending, req.Inflight = le.unacked()
+	if req.Inflight > 0 {
 		req.InflightBatch = l.inflightBatch()
 	}
-	req.Want = leaseWant(satAdd(satAdd(c.pending, c.handed), cost))
-	c.handed = satAdd(c.handed, cost)
-	if c.leaseSeq != 0 && c.leaseG > c.spent {
+	req.Want = leaseWant(satAdd(satAdd(req.Pending, le.handed), cost))
+	le.handed = satAdd(le.handed, cost)
+	if le.leaseSeq != 0 && le.leaseG > le.spent {
 		// Give the rest of the lease back with the hand-off: it would otherwise count
 		// against this very request. Nothing more is spent under it.
-		req.Return, c.leaseG = c.leaseSeq, c.spent
+		req.Return, le.leaseG = le.leaseSeq, le.spent
 	}
 	return req
 }
@@ -705,7 +707,7 @@ func (e *Edge) account(l *originLink, le *localEntry, seq int64, cost, limit uin
 		return nil // a cell older than both held (the clock stepped back): nothing to keep
 	}
 	c.pending = satAdd(c.pending, cost)
-	c.spent = satAdd(c.spent, cost)
+	le.spent = satAdd(le.spent, cost)
 	if c.minLimit == 0 || limit < c.minLimit {
 		c.minLimit = limit
 	}

@@ -112,7 +112,7 @@ func (e *Edge) flush(l *originLink, final bool) (more bool) {
 			c.inflight -= min(c.inflight, it.Cost)
 		}
 		le.merge(counts[i], meta, sent, fresh)
-		e.markReturn(le, it.Seq, now, l.boot.Load())
+		e.markReturn(le, now, l.boot.Load())
 		e.unpinIfIdle(l, le)
 		le.mu.Unlock()
 	}
@@ -150,31 +150,7 @@ func (e *Edge) buildBatch(l *originLink, now int64) *pendingBatch {
 	b.entries = make([]*localEntry, 0, len(entries))
 	for _, le := range entries {
 		le.mu.Lock()
-		cur := now / le.window
-		for i := range le.cells {
-			c := &le.cells[i]
-			if c.seq == emptySeq || (c.pending == 0 && !c.returnDue) || c.handing > 0 {
-				continue
-			}
-			if c.seq < cur-1 {
-				e.expired.Add(c.pending)
-				c.pending, c.returnDue = 0, false
-				continue
-			}
-			it := ReplayItem{Key: le.key, Seq: c.seq, Cost: c.pending, Limit: c.minLimit}
-			switch {
-			case c.pending > 0 && c.seq == cur:
-				it.Want = leaseWant(satAdd(c.pending, c.handed)) // renew
-			case c.pending == 0:
-				// Give the idle lease back: accept no more under it from now on.
-				it.Return, c.leaseG = c.leaseSeq, min(c.leaseG, c.spent)
-			}
-			c.returnDue, c.handed = false, 0
-			b.Items = append(b.Items, it)
-			b.entries = append(b.entries, le)
-			c.inflight = satAdd(c.inflight, c.pending)
-			c.pending = 0
-		}
+		e.batchEntry(b, le, now/le.window)
 		e.unpinIfIdle(l, le)
 		le.mu.Unlock()
 	}
@@ -189,21 +165,74 @@ func (e *Edge) buildBatch(l *originLink, now int64) *pendingBatch {
 	return b
 }
 
-// markReturn (le.mu held) decides, after a batch was acknowledged, whether the lease of
-// cell seq is to be given back: the cell is idle here (nothing pending or in flight) while
-// the lease is a large part of what is left of the limit, so that budget a quiet edge
-// holds goes back to the others. Far from the limit an idle lease is kept: it costs the
-// others nothing, and the next request here is decided without the network.
-func (e *Edge) markReturn(le *localEntry, seq, now, boot int64) {
-	c := le.cell(seq)
-	left := c.leaseLeft(now, boot)
-	if c == nil || left == 0 || c.pending > 0 || c.inflight > 0 || c.minLimit == 0 || seq != now/le.window {
+// batchEntry moves le's pending cost (le.mu held) into b: an item per cell, the latest
+// of which carries the lease request, renewing the lease with the demand since the last
+// batch, or giving it back when markReturn found it idle. cur is the current cell. Nothing
+// moves while a hand-off of the tuple is in flight (see localEntry.handing).
+func (e *Edge) batchEntry(b *pendingBatch, le *localEntry, cur int64) {
+	if le.handing > 0 {
 		return
 	}
-	_, elapsed := position(now, le.window)
+	first, demand := len(b.Items), le.handed
+	for i := range le.cells {
+		c := &le.cells[i]
+		if c.seq == emptySeq || c.pending == 0 {
+			continue
+		}
+		if c.seq < cur-1 {
+			e.expired.Add(c.pending)
+			c.pending = 0
+			continue
+		}
+		demand = satAdd(demand, c.pending)
+		b.Items = append(b.Items, ReplayItem{Key: le.key, Seq: c.seq, Cost: c.pending, Limit: c.minLimit})
+		b.entries = append(b.entries, le)
+		c.inflight = satAdd(c.inflight, c.pending)
+		c.pending = 0
+	}
+	switch {
+	case len(b.Items) > first:
+		last := &b.Items[first]
+		for i := first + 1; i < len(b.Items); i++ {
+			if b.Items[i].Seq > last.Seq {
+				last = &b.Items[i]
+			}
+		}
+		last.Want = leaseWant(demand) // renew
+	case le.returnDue:
+		// Give the idle lease back: accept no more under it from now on.
+		b.Items = append(b.Items, ReplayItem{Key: le.key, Seq: cur, Limit: le.limitSeen(), Return: le.leaseSeq})
+		b.entries = append(b.entries, le)
+		le.leaseG = min(le.leaseG, le.spent)
+	}
+	le.returnDue, le.handed = false, 0
+}
+
+// limitSeen returns the lowest limit accepted against le's cells here, or 0.
+func (le *localEntry) limitSeen() uint64 {
+	var lim uint64
+	for _, c := range le.cells {
+		if c.seq != emptySeq && c.minLimit > 0 && (lim == 0 || c.minLimit < lim) {
+			lim = c.minLimit
+		}
+	}
+	return lim
+}
+
+// markReturn (le.mu held) decides, after a batch was acknowledged, whether the lease is
+// to be given back: the tuple is idle here (nothing pending or in flight) while the lease
+// is a large part of what is left of the limit, so that budget a quiet edge holds goes
+// back to the others. Far from the limit an idle lease is kept: it costs the others
+// nothing, and the next request here is decided without the network.
+func (e *Edge) markReturn(le *localEntry, now, boot int64) {
+	left, limit := le.leaseLeft(now, boot), le.limitSeen()
+	if pending, inflight := le.unacked(); left == 0 || pending > 0 || inflight > 0 || limit == 0 {
+		return
+	}
+	seq, elapsed := position(now, le.window)
 	used := Used(le.counts(seq), le.window, elapsed)
-	if c.minLimit <= used || returnFactor*left >= c.minLimit-used {
-		c.returnDue = true
+	if limit <= used || returnFactor*left >= limit-used {
+		le.returnDue = true
 	}
 }
 

@@ -3,19 +3,26 @@ package engine
 // Leases: how an origin lets edges decide locally and stay exact (the origin side; the
 // edge side is in edge.go).
 //
-// A lease is a slice of one cell's budget that the origin reserved for one edge run. The
-// origin keeps, per (cell, run), the cumulative cost it granted (g) and the cumulative
-// cost the run reported having accepted in the cell (spent, carried by every replay
-// item). The run's reservation is g - spent while the lease is alive: it covers what the
-// edge may still accept, and what it accepted but has not replayed yet. The origin grants
-// only while
+// A lease is a slice of one tuple's budget that the origin reserved for one edge run. The
+// origin keeps, per (tuple, run), the cumulative cost it granted (g) and the cumulative
+// cost of the run's replays it applied to the tuple's cells since (spent). The run's
+// reservation is g - spent while the lease is alive: it covers what the edge may still
+// accept, and what it accepted but has not replayed yet. The origin grants only while
 //
 //	used + reservations of all runs <= limit
 //
-// (used: the sliding-window count of SPEC section 2), and it decides a hand-off with the
-// other runs' reservations counted as used. An edge accepts locally only while its own
-// cumulative spent stays within g: so the region never admits more than the limit, however
-// the edges' requests interleave.
+// (used: the sliding-window count of SPEC section 2, in the current cell), and it decides
+// a hand-off with the other runs' reservations counted as used. An edge accepts locally
+// only while its own cumulative spent stays within g: so the region never admits more
+// than the limit, however the edges' requests interleave.
+//
+// A lease outlives the cell it was granted in: what is left of it at a window's end is
+// spent in the next one, so a busy key crosses window boundaries without a round trip.
+// That stays within the limit because the invariant above survives a rollover: at the
+// start of cell s+1, used is cell s's count at full weight, which is what it was at the
+// end of cell s (the weight of cell s-1 only fell since the grants). Each unit moves from
+// a reservation into one cell's count when its replay is applied, whichever cell that is,
+// so the sum never grows; and the previous cell's weight only falls as the window goes on.
 //
 // Sizing: a run asks for what it expects to use over a few replay intervals (want); the
 // origin grants at most 1/(2 x active edges) of the unreserved room, so near the limit
@@ -47,11 +54,11 @@ const leaseGraceMs = 1000
 // slot, a few grants). Leases may take up to 1/8 of --max-memory.
 const leaseSetBytes = 256
 
-// leaseGrant is one edge run's lease on one cell.
+// leaseGrant is one edge run's lease on one tuple.
 type leaseGrant struct {
 	run   *runMarks
-	g     uint64 // cumulative cost the run may accept in the cell
-	spent uint64 // cumulative cost of the run's replays applied to the cell since the grant began
+	g     uint64 // cumulative cost the run may accept in the tuple's cells
+	spent uint64 // cumulative cost of the run's replays applied to the tuple since the grant began
 	seq   uint64 // lease sequence of the last grant
 	until int64  // origin ms after which the lease is dead
 }
@@ -72,16 +79,15 @@ func (g *leaseGrant) held(now int64) uint64 {
 // dead reports whether the grant has ended and holds nothing: its slot may be reused.
 func (g *leaseGrant) dead(now int64) bool { return now >= g.until && g.held(now) == 0 }
 
-// leaseSet holds the leases of one tuple's current cell.
+// leaseSet holds the leases of one tuple.
 type leaseSet struct {
-	seq    int64
 	grants []leaseGrant
 }
 
-// maxGrantsPerCell bounds one cell's leases (one per edge run).
-const maxGrantsPerCell = 64
+// maxGrantsPerTuple bounds one tuple's leases (one per edge run).
+const maxGrantsPerTuple = 64
 
-// LeaseRequest is what an edge asks of a cell's lease alongside a read or a replay item:
+// LeaseRequest is what an edge asks of a tuple's lease alongside a read or a replay item:
 // Want more units within Limit (0: none).
 type LeaseRequest struct {
 	Limit uint64
@@ -91,18 +97,10 @@ type LeaseRequest struct {
 	Return uint64
 }
 
-// leases returns the lease set of key for cell seq (sh.mu held), creating it when create
-// is set and the lease budget allows, or nil. A set of an older cell is reset: leases are
-// of the current cell only.
-func (e *Engine) leases(sh *shard, key []byte, seq int64, create bool) *leaseSet {
-	ls := sh.leases[string(key)]
-	if ls != nil {
-		if seq < ls.seq {
-			return nil
-		}
-		if seq > ls.seq {
-			ls.seq, ls.grants = seq, ls.grants[:0]
-		}
+// leases returns the lease set of key (sh.mu held), creating it when create is set and
+// the lease budget allows, or nil.
+func (e *Engine) leases(sh *shard, key []byte, create bool) *leaseSet {
+	if ls := sh.leases[string(key)]; ls != nil {
 		return ls
 	}
 	if !create || e.leaseSets.Load() >= e.maxLeaseSets {
@@ -111,7 +109,7 @@ func (e *Engine) leases(sh *shard, key []byte, seq int64, create bool) *leaseSet
 	if sh.leases == nil {
 		sh.leases = make(map[string]*leaseSet)
 	}
-	ls = &leaseSet{seq: seq}
+	ls := &leaseSet{}
 	sh.leases[string(key)] = ls
 	e.leaseSets.Add(1)
 	return ls
@@ -151,7 +149,7 @@ func (ls *leaseSet) grantOf(run *runMarks, now int64, create bool) *leaseGrant {
 		return nil
 	}
 	if free < 0 {
-		if len(ls.grants) >= maxGrantsPerCell {
+		if len(ls.grants) >= maxGrantsPerTuple {
 			return nil
 		}
 		ls.grants = append(ls.grants, leaseGrant{})
@@ -161,14 +159,13 @@ func (ls *leaseSet) grantOf(run *runMarks, now int64, create bool) *leaseGrant {
 	return &ls.grants[free]
 }
 
-// lease applies r to run's lease of key's current cell (sh.mu held; ent, key's entry, may
-// be nil) and returns the lease as the edge should see it: what it holds beyond the run's
+// lease applies r to run's lease of key (sh.mu held; ent, key's entry, may be nil) and returns the lease as the edge should see it: what it holds beyond the run's
 // applied replays, and its sequence (0, 0 when it has none). edges is the number of
 // active edges.
 func (e *Engine) lease(sh *shard, key []byte, ent *entry, run *runMarks, r LeaseRequest, windowMs, now int64, edges int) (left, seq uint64) {
 	cellSeq, elapsed := position(now, windowMs)
 	want := r.Want > 0 && r.Limit > 0 && run != nil
-	ls := e.leases(sh, key, cellSeq, want)
+	ls := e.leases(sh, key, want)
 	gr := ls.grantOf(run, now, want)
 	if gr == nil {
 		return 0, 0
@@ -203,18 +200,17 @@ func (e *Engine) lease(sh *shard, key []byte, ent *entry, run *runMarks, r Lease
 // nextLeaseSeq returns a new lease sequence number.
 func (e *Engine) nextLeaseSeq() uint64 { return e.leaseSeq.Add(1) }
 
-// sweepLeases drops lease sets whose cell is over or whose grants are all dead.
+// sweepLeases drops lease sets whose grants are all dead.
 func (e *Engine) sweepLeases(now int64) {
 	for i := range e.store.shards {
 		sh := &e.store.shards[i]
 		lockYielding(&sh.mu)
 		for k, ls := range sh.leases {
-			w := windowOfKey(k)
 			live := false
 			for j := range ls.grants {
 				live = live || !ls.grants[j].dead(now)
 			}
-			if w <= 0 || ls.seq < now/w || !live {
+			if !live {
 				delete(sh.leases, k)
 				e.leaseSets.Add(-1)
 			}

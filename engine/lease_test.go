@@ -239,3 +239,51 @@ func TestEdgeLeaseNotPastTTL(t *testing.T) {
 		t.Fatalf("after the lease's TTL, origin down: %+v; want refused by the degraded limit", d)
 	}
 }
+
+// TestLeaseCrossesWindow: a lease is the tuple's: what is left of it when a window ends
+// still holds budget in the next window, where the run may spend it, so that the two
+// cells' sliding-window count with every lease stays within the limit.
+func TestLeaseCrossesWindow(t *testing.T) {
+	const w = 10_000
+	clock := engine.NewManualClock(t0/w*w + w - 100) // the end of cell s; cell s-1 is empty
+	o := engine.New(clock, engine.Config{LeaseTTL: time.Minute})
+	key := engine.AppendKey(nil, tup("rolling", w))
+	s := clock.NowMs() / w
+	o.Heard("e1/a")
+	o.Heard("e2/a")
+	cc, _ := o.ServeRead("e1/a", []engine.ReadItem{{Key: key, Seq: s, Limit: 100, Want: 1000}})
+	if cc[0].LeaseLeft != 25 {
+		t.Fatalf("lease %d, want 25 (100 / (2 x 2 edges))", cc[0].LeaseLeft)
+	}
+	replay := func(id uint64, seq int64, cost uint64) engine.CellCounts {
+		t.Helper()
+		cc, _ := o.ServeReplay(engine.ReplayBatch{Node: "e1/a", ID: id,
+			Items: []engine.ReplayItem{{Key: key, Seq: seq, Cost: cost, Limit: 100}}})
+		return cc[0]
+	}
+	if cc := replay(1, s, 20); cc.LeaseLeft != 5 {
+		t.Fatalf("after spending 20 in cell s: %d left, want 5", cc.LeaseLeft)
+	}
+	decide := func(cost uint64) bool {
+		t.Helper()
+		d, _, _, err := o.ServeDecide("e2/a", engine.DecideRequest{Key: key, Limit: 100, Cost: cost})
+		if err != nil {
+			t.Fatalf("ServeDecide: %v", err)
+		}
+		return d.Allowed
+	}
+	clock.Set((s + 1) * w) // cell s weighs fully at the start of s+1; e1's 5 still hold
+	if decide(76) {
+		t.Fatal("a hand-off of 76 in cell s+1 beside 20 in cell s and a lease of 5 was allowed")
+	}
+	if !decide(75) {
+		t.Fatal("a hand-off of 75 in cell s+1 beside 20 in cell s and a lease of 5 was refused")
+	}
+	// e1 spends its 5 in cell s+1: exactly the limit, and nothing is held any more.
+	if cc := replay(2, s+1, 5); cc.LeaseLeft != 0 || cc.CurRegional != 80 || cc.PrevRegional != 20 {
+		t.Fatalf("after spending the rest of the lease in cell s+1: %+v; want 0 left, 80 and 20 counted", cc)
+	}
+	if decide(1) {
+		t.Fatal("a hand-off past the limit was allowed")
+	}
+}

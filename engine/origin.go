@@ -17,9 +17,9 @@ type CellCounts struct {
 	CurImported  uint64
 	PrevRegional uint64
 	PrevImported uint64
-	// LeaseLeft and LeaseSeq are the asking edge run's lease on cell Seq (lease.go): the
-	// cost it may accept there beyond the cost of its replays the origin has applied,
-	// under lease sequence LeaseSeq. 0, 0: none.
+	// LeaseLeft and LeaseSeq are the asking edge run's lease on the tuple (lease.go): the
+	// cost it may accept, in this cell or later ones, beyond the cost of its replays the
+	// origin has applied, under lease sequence LeaseSeq. 0, 0: none.
 	LeaseLeft uint64
 	LeaseSeq  uint64
 }
@@ -44,7 +44,7 @@ type OriginMeta struct {
 }
 
 // ReadItem asks for a tuple's cells Seq and Seq-1. Key is made by AppendKey. Want > 0
-// asks for a lease of that many units on cell Seq, within Limit.
+// asks for a lease of that many units on the tuple, within Limit.
 type ReadItem struct {
 	Key   []byte
 	Seq   int64
@@ -205,7 +205,7 @@ func (e *Engine) serveCell(key []byte, seq int64, run *runMarks, lr LeaseRequest
 	if ent != nil {
 		cc = ent.cellCounts(seq)
 	}
-	if w := windowOfKey(string(key)); w > 0 && seq == now/w {
+	if w := windowOfKey(string(key)); w > 0 {
 		cc.LeaseLeft, cc.LeaseSeq = e.lease(sh, key, ent, run, lr, w, now, meta.Edges)
 	}
 	return cc
@@ -307,7 +307,7 @@ func (e *Engine) applyReplay(it ReplayItem, run *runMarks, nowMs int64) {
 	c.regional = satAdd(c.regional, it.Cost)
 	e.markDirty()
 	c.seeLimit(it.Limit)
-	if gr := e.leases(sh, it.Key, it.Seq, false).grantOf(run, nowMs, false); gr != nil {
+	if gr := e.leases(sh, it.Key, false).grantOf(run, nowMs, false); gr != nil {
 		gr.spent = satAdd(gr.spent, it.Cost) // the run's cost now counted: no longer reserved
 	}
 }
@@ -336,7 +336,7 @@ func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts
 	var d Decision
 	var cc CellCounts
 	sh.mu.Lock()
-	ls := e.leases(sh, r.Key, seq, false)
+	ls := e.leases(sh, r.Key, false)
 	if gr := ls.grantOf(run, now, false); gr != nil && r.Return != 0 && r.Return == gr.seq {
 		// What the edge gave back: it holds only what it accepted and has not replayed.
 		gr.g = max(gr.spent, min(gr.g, satAdd(gr.spent, extra)))
