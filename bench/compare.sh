@@ -20,10 +20,13 @@
 #                              origins: an edge's loops would otherwise take both cores)
 #        RATCHET_BENCH_EXTRA="--flag value ..."  extra flags for every ratchet process
 #        BENCH_PIN=1       pin every server to CPU 1 and redis-benchmark to CPU 0 (taskset)
-#        BENCH_TARGETS="origin edge"  run only these of: incr lua origin edge edge1s
+#        BENCH_TARGETS="origin edge"  run only these of: incr lua origin edge edge1s edgebase
 #        BENCH_ROUNDS=N    run the targets N times in turn (default 1) and print, for every
 #                          column, the median of the N runs: on a shared, noisy machine the
 #                          rounds interleave so that a disturbance falls on all targets
+#        BENCH_BASE=REV    also build git revision REV and run its edge (and origin) as the
+#                          target "edgebase", beside this tree's: a before/after of one run
+#                          (e.g. BENCH_BASE=581c304 BENCH_TARGETS="edge edgebase")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-200000}
@@ -38,6 +41,13 @@ trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$wo
 prepare # redis-server and redis-benchmark installed, $work/ratchet built
 
 P_REDIS=16379 P_ORIGIN=16380 P_EDGE_ORIGIN=16381 P_EDGE=16382 P_EDGE1_ORIGIN=16383 P_EDGE1=16384
+P_BASE_ORIGIN=16385 P_BASE=16386
+base=${BENCH_BASE:-}
+if [ -n "$base" ]; then
+  git worktree add -q --detach "$work/base-tree" "$base"
+  trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; git worktree remove --force "$work/base-tree"; rm -rf "$work"' EXIT
+  (cd "$work/base-tree" && go build -o "$work/ratchet-base" ./cmd/ratchet)
+fi
 # shellcheck disable=SC2206
 extra=(${RATCHET_BENCH_EXTRA:-})
 # shellcheck disable=SC2206
@@ -63,7 +73,17 @@ pid_edge1_origin=$!
 "${srv[@]}" "$work/ratchet" --listen 127.0.0.1:$P_EDGE1 --role edge --origin 127.0.0.1:$P_EDGE1_ORIGIN --cluster-secret bench \
   "${edge_flags[@]}" "${common[@]}" &
 pid_edge1=$!
-for p in $P_REDIS $P_ORIGIN $P_EDGE_ORIGIN $P_EDGE $P_EDGE1_ORIGIN $P_EDGE1; do waitport $p; done
+ports=($P_REDIS $P_ORIGIN $P_EDGE_ORIGIN $P_EDGE $P_EDGE1_ORIGIN $P_EDGE1)
+if [ -n "$base" ]; then
+  "${srv[@]}" "$work/ratchet-base" --listen 127.0.0.1:$P_BASE_ORIGIN --data-dir "$work/base-origin" --cluster-secret bench \
+    "${origin_flags[@]}" "${common[@]}" &
+  pid_base_origin=$!
+  "${srv[@]}" "$work/ratchet-base" --listen 127.0.0.1:$P_BASE --role edge --origin 127.0.0.1:$P_BASE_ORIGIN --cluster-secret bench \
+    --freshness 60s "${edge_flags[@]}" "${common[@]}" &
+  pid_base=$!
+  ports+=($P_BASE_ORIGIN $P_BASE)
+fi
+for p in "${ports[@]}"; do waitport "$p"; done
 sha=$(redis-cli -p $P_REDIS SCRIPT LOAD "$(cat bench/sliding-window.lua)")
 
 # Warm the edge: one request for each of the 100k keys redis-benchmark will draw
@@ -78,6 +98,7 @@ warm() {
 }
 warm $P_EDGE
 warm $P_EDGE1
+if [ -n "$base" ]; then warm $P_BASE; fi
 
 rounds=${BENCH_ROUNDS:-1}
 declare -A rps p50 p99 cpu ccpu all
@@ -95,6 +116,7 @@ for space in rand hot; do
       origin) out=$(run $pid_origin $P_ORIGIN $pipe $space RL.LIMIT "$k" $limit $window) ;;
       edge) out=$(run "$pid_edge $pid_edge_origin" $P_EDGE $pipe $space RL.LIMIT "$k" $limit $window) ;;
       edge1s) out=$(run "$pid_edge1 $pid_edge1_origin" $P_EDGE1 $pipe $space RL.LIMIT "$k" $limit $window) ;;
+      edgebase) out=$(run "$pid_base $pid_base_origin" $P_BASE $pipe $space RL.LIMIT "$k" $limit $window) ;;
       esac
       all[$t,$space,$pipe]+="$out;"
     done
@@ -108,7 +130,8 @@ echo "origins: ${origin_flags[*]:-(defaults)}; edges: ${edge_flags[*]:-(defaults
 echo "server us/req: server CPU (user+sys) per request, the edge rows adding their origin's;"
 echo "client us/req: redis-benchmark's CPU per request (near 1e6/rps: the load generator is the limit)"
 printf '%-6s %-4s %-15s %12s %8s %8s %10s %10s\n' keys -P target "requests/s" "p50 ms" "p99 ms" "server us" "client us"
-declare -A names=([incr]="redis INCR" [lua]="redis Lua" [origin]="ratchet origin" [edge]="ratchet edge" [edge1s]="edge fresh 1s")
+declare -A names=([incr]="redis INCR" [lua]="redis Lua" [origin]="ratchet origin" [edge]="ratchet edge" [edge1s]="edge fresh 1s"
+  [edgebase]="edge ${base:0:9}")
 for space in rand hot; do
   for pipe in 1 16; do
     for t in "${targets[@]}"; do
@@ -129,8 +152,20 @@ for space in rand hot; do
       "$(ratio "${rps[edge,$space,$pipe]:-}" "$o") ($(ratio "$oc" "${cpu[edge,$space,$pipe]:-}"))"
   done
 done
+if [ -n "$base" ]; then
+  echo
+  echo "this tree's edge against ${base}'s: requests/s, p99 and server CPU per request (new/base)"
+  for space in rand hot; do
+    for pipe in 1 16; do
+      printf '%-6s %-4s rps %s  p99 %s  cpu %s\n' "$space" "$pipe" \
+        "$(ratio "${rps[edge,$space,$pipe]:-}" "${rps[edgebase,$space,$pipe]:-}")" \
+        "$(ratio "${p99[edge,$space,$pipe]:-}" "${p99[edgebase,$space,$pipe]:-}")" \
+        "$(ratio "${cpu[edge,$space,$pipe]:-}" "${cpu[edgebase,$space,$pipe]:-}")"
+    done
+  done
+fi
 echo
-for p in $P_EDGE $P_EDGE1; do
+for p in $P_EDGE $P_EDGE1 ${base:+$P_BASE}; do
   echo "edge :$p after the runs: $(redis-cli -p $p INFO ratchet | tr -d '\r' |
     grep -E "origin_reads|handed_off|replay_retried|local_entries" | tr '\n' ' ')"
 done

@@ -115,6 +115,7 @@ type localEntry struct {
 	leaseG     uint64 // the lease: spent may grow up to it
 	leaseSeq   uint64
 	leaseUntil int64 // ms, this edge's clock: the lease ends
+	renewAt    int64 // ms, this edge's clock: half of the lease's life is over; batches renew it
 	leaseBoot  int64 // the origin run that granted it
 	returnDue  bool  // give the lease back in the next batch (idle, and a large part of what is left)
 	// handing counts hand-offs of the tuple in flight. Their requests tell the origin the
@@ -213,7 +214,7 @@ func (le *localEntry) merge(cc CellCounts, meta OriginMeta, sentMs, freshUntil i
 		pending, inflight := le.unacked()
 		base := le.spent - min(le.spent, satAdd(pending, inflight))
 		le.leaseG, le.leaseSeq, le.leaseBoot = satAdd(base, cc.LeaseLeft), cc.LeaseSeq, meta.Boot
-		le.leaseUntil = sentMs + meta.LeaseTTLMs
+		le.leaseUntil, le.renewAt = sentMs+meta.LeaseTTLMs, sentMs+meta.LeaseTTLMs/2
 	}
 	le.freshUntil = max(le.freshUntil, freshUntil)
 }

@@ -150,7 +150,7 @@ func (e *Edge) buildBatch(l *originLink, now int64) *pendingBatch {
 	b.entries = make([]*localEntry, 0, len(entries))
 	for _, le := range entries {
 		le.mu.Lock()
-		e.batchEntry(b, le, now/le.window)
+		e.batchEntry(b, le, now, now/le.window, l.boot.Load())
 		e.unpinIfIdle(l, le)
 		le.mu.Unlock()
 	}
@@ -166,10 +166,12 @@ func (e *Edge) buildBatch(l *originLink, now int64) *pendingBatch {
 }
 
 // batchEntry moves le's pending cost (le.mu held) into b: an item per cell, the latest
-// of which carries the lease request, renewing the lease with the demand since the last
-// batch, or giving it back when markReturn found it idle. cur is the current cell. Nothing
-// moves while a hand-off of the tuple is in flight (see localEntry.handing).
-func (e *Edge) batchEntry(b *pendingBatch, le *localEntry, cur int64) {
+// of which carries the lease request: a renewal when the lease is running out (less than
+// half of what the demand since the last batch asks for is left, or half of its life is
+// over), or giving it back when markReturn found it idle. Most items of warm tuples far
+// from their limit need neither, and cost the origin no lease work. Nothing moves while a
+// hand-off of the tuple is in flight (see localEntry.handing). cur is the current cell.
+func (e *Edge) batchEntry(b *pendingBatch, le *localEntry, now, cur, boot int64) {
 	if le.handing > 0 {
 		return
 	}
@@ -198,7 +200,9 @@ func (e *Edge) batchEntry(b *pendingBatch, le *localEntry, cur int64) {
 				last = &b.Items[i]
 			}
 		}
-		last.Want = leaseWant(demand) // renew
+		if want := leaseWant(demand); le.leaseLeft(now, boot) < want/2 || now >= le.renewAt {
+			last.Want = want
+		}
 	case le.returnDue:
 		// Give the idle lease back: accept no more under it from now on.
 		b.Items = append(b.Items, ReplayItem{Key: le.key, Seq: cur, Limit: le.limitSeen(), Return: le.leaseSeq})

@@ -50,11 +50,9 @@ type Engine struct {
 
 	kv *KV // the counter keyspace (kv.go), within the same --max-memory
 
-	leaseTTLMs   int64
-	leaseSeq     atomic.Uint64 // the last lease sequence handed out; starts from the boot time
-	leaseSets    atomic.Int64  // tuples holding leases
-	maxLeaseSets int64
-	boot         int64 // ms at New: names this run of the origin in replies
+	leaseTTLMs int64
+	leaseSeq   atomic.Uint64 // the last lease sequence handed out; starts from the boot time
+	boot       int64         // ms at New: names this run of the origin in replies
 }
 
 // New returns an Engine reading time from clock.
@@ -74,7 +72,6 @@ func New(clock Clock, cfg Config) *Engine {
 	}
 	e := &Engine{clock: clock, store: newStore(cfg.MaxMemoryBytes), log: log, region: cfg.Region,
 		leaseTTLMs: max(cfg.LeaseTTL.Milliseconds(), 1), boot: clock.NowMs()}
-	e.maxLeaseSets = max(cfg.MaxMemoryBytes/8/leaseSetBytes, 1024)
 	// Lease sequences grow across restarts as long as fewer than 2^20 are made per ms.
 	e.leaseSeq.Store(uint64(max(e.boot, 0)) << 20)
 	e.kv = newKV(clock, &e.store.bytes, cfg.MaxMemoryBytes, e.refusedFull, e.markDirty)

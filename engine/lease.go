@@ -41,6 +41,7 @@ package engine
 // no leases: it honours none, and grants anew from what replays report.
 
 import (
+	"runtime"
 	"time"
 )
 
@@ -50,9 +51,10 @@ const DefaultLeaseTTL = time.Minute
 // leaseGraceMs is how much longer than the edge the origin keeps a lease.
 const leaseGraceMs = 1000
 
-// leaseSetBytes estimates the bytes of one leased tuple beyond its key (the set, its map
-// slot, a few grants). Leases may take up to 1/8 of --max-memory.
-const leaseSetBytes = 256
+// leaseGrantBytes estimates the bytes of one grant. A tuple's grants live in its entry's
+// side struct (store.go), so they count against --max-memory like the tuple's cells, and a
+// lease costs no lookup of its own: the replay that spends it has found the entry already.
+const leaseGrantBytes = 40
 
 // leaseGrant is one edge run's lease on one tuple.
 type leaseGrant struct {
@@ -79,10 +81,16 @@ func (g *leaseGrant) held(now int64) uint64 {
 // dead reports whether the grant has ended and holds nothing: its slot may be reused.
 func (g *leaseGrant) dead(now int64) bool { return now >= g.until && g.held(now) == 0 }
 
-// leaseSet holds the leases of one tuple.
+// leaseSet holds the leases of one tuple. Its first grant is stored inline (grants
+// starts as inline[:0:1]): a replay spending it then touches no memory beyond the side
+// struct. A leaseSet is never copied.
 type leaseSet struct {
 	grants []leaseGrant
+	inline [1]leaseGrant
 }
+
+// heapBytes returns the bytes of ls's grants beyond the inline one.
+func (ls *leaseSet) heapBytes() int64 { return int64(max(cap(ls.grants)-1, 0)) * leaseGrantBytes }
 
 // maxGrantsPerTuple bounds one tuple's leases (one per edge run).
 const maxGrantsPerTuple = 64
@@ -97,22 +105,24 @@ type LeaseRequest struct {
 	Return uint64
 }
 
-// leases returns the lease set of key (sh.mu held), creating it when create is set and
-// the lease budget allows, or nil.
-func (e *Engine) leases(sh *shard, key []byte, create bool) *leaseSet {
-	if ls := sh.leases[string(key)]; ls != nil {
-		return ls
+// leases returns the lease set of key (sh.mu held, h its hash from locate; ent is key's
+// entry, or nil), or nil when it has none. With create it makes one, inserting an entry
+// for key when there is none and --max-memory allows. The set lives in the entry's side
+// struct, which stays put when the shard's slots move, so the result survives an insert.
+func (e *Engine) leases(sh *shard, h uint32, key []byte, ent *entry, create bool) *leaseSet {
+	if ent != nil && ent.side != nil {
+		return &ent.side.leases
 	}
-	if !create || e.leaseSets.Load() >= e.maxLeaseSets {
+	if !create {
 		return nil
 	}
-	if sh.leases == nil {
-		sh.leases = make(map[string]*leaseSet)
+	if ent == nil {
+		var err error
+		if ent, err = e.store.insert(sh, h, key, false); err != nil {
+			return nil // full: no lease, the edge hands its requests over
+		}
 	}
-	ls := &leaseSet{}
-	sh.leases[string(key)] = ls
-	e.leaseSets.Add(1)
-	return ls
+	return &e.store.sideOf(ent).leases
 }
 
 // reserved returns what the leases of ls hold at now: the other runs' and run's own.
@@ -152,6 +162,9 @@ func (ls *leaseSet) grantOf(run *runMarks, now int64, create bool) *leaseGrant {
 		if len(ls.grants) >= maxGrantsPerTuple {
 			return nil
 		}
+		if ls.grants == nil {
+			ls.grants = ls.inline[:0:1]
+		}
 		ls.grants = append(ls.grants, leaseGrant{})
 		free = len(ls.grants) - 1
 	}
@@ -159,17 +172,23 @@ func (ls *leaseSet) grantOf(run *runMarks, now int64, create bool) *leaseGrant {
 	return &ls.grants[free]
 }
 
-// lease applies r to run's lease of key (sh.mu held; ent, key's entry, may be nil) and returns the lease as the edge should see it: what it holds beyond the run's
+// lease applies r to run's lease of key (sh.mu held, h its hash; ent, key's entry, may be
+// nil) and returns the lease as the edge should see it: what it holds beyond the run's
 // applied replays, and its sequence (0, 0 when it has none). edges is the number of
 // active edges.
-func (e *Engine) lease(sh *shard, key []byte, ent *entry, run *runMarks, r LeaseRequest, windowMs, now int64, edges int) (left, seq uint64) {
+func (e *Engine) lease(sh *shard, h uint32, key []byte, ent *entry, run *runMarks, r LeaseRequest, windowMs, now int64, edges int) (left, seq uint64) {
 	cellSeq, elapsed := position(now, windowMs)
 	want := r.Want > 0 && r.Limit > 0 && run != nil
-	ls := e.leases(sh, key, want)
+	ls := e.leases(sh, h, key, ent, want)
+	var before int64
+	if ls != nil {
+		before = ls.heapBytes()
+	}
 	gr := ls.grantOf(run, now, want)
 	if gr == nil {
 		return 0, 0
 	}
+	e.store.bytes.Add(ls.heapBytes() - before)
 	if r.Return != 0 && r.Return == gr.seq {
 		// The edge accepts no more under this lease: what it spent is all it holds.
 		gr.g, gr.seq = gr.spent, e.nextLeaseSeq()
@@ -200,21 +219,33 @@ func (e *Engine) lease(sh *shard, key []byte, ent *entry, run *runMarks, r Lease
 // nextLeaseSeq returns a new lease sequence number.
 func (e *Engine) nextLeaseSeq() uint64 { return e.leaseSeq.Add(1) }
 
-// sweepLeases drops lease sets whose grants are all dead.
+// sweepLeases drops the dead grants of every tuple, and frees a side struct left empty
+// (the store's sweep then drops a tuple left with no cell and no lease).
 func (e *Engine) sweepLeases(now int64) {
 	for i := range e.store.shards {
 		sh := &e.store.shards[i]
 		lockYielding(&sh.mu)
-		for k, ls := range sh.leases {
-			live := false
-			for j := range ls.grants {
-				live = live || !ls.grants[j].dead(now)
+		for j := range sh.slots {
+			ent := &sh.slots[j].ent
+			if ent.side == nil || len(ent.side.leases.grants) == 0 {
+				continue
 			}
-			if !live {
-				delete(sh.leases, k)
-				e.leaseSets.Add(-1)
+			ls := &ent.side.leases
+			kept := ls.grants[:0]
+			for _, g := range ls.grants {
+				if !g.dead(now) {
+					kept = append(kept, g)
+				}
+			}
+			clear(ls.grants[len(kept):]) // no run pointers kept alive
+			ls.grants = kept
+			if len(kept) == 0 {
+				e.store.bytes.Add(-ls.heapBytes())
+				ls.grants = nil
+				e.store.freeSideIfEmpty(ent)
 			}
 		}
 		sh.mu.Unlock()
+		runtime.Gosched() // as the store's passes do
 	}
 }

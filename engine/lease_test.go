@@ -258,7 +258,7 @@ func TestLeaseCrossesWindow(t *testing.T) {
 	replay := func(id uint64, seq int64, cost uint64) engine.CellCounts {
 		t.Helper()
 		cc, _ := o.ServeReplay(engine.ReplayBatch{Node: "e1/a", ID: id,
-			Items: []engine.ReplayItem{{Key: key, Seq: seq, Cost: cost, Limit: 100}}})
+			Items: []engine.ReplayItem{{Key: key, Seq: seq, Cost: cost, Limit: 100, Want: 1}}}) // 1: a lease in the answer, never shrunk
 		return cc[0]
 	}
 	if cc := replay(1, s, 20); cc.LeaseLeft != 5 {
@@ -285,5 +285,38 @@ func TestLeaseCrossesWindow(t *testing.T) {
 	}
 	if decide(1) {
 		t.Fatal("a hand-off past the limit was allowed")
+	}
+}
+
+// TestLeaseMemory: a lease on a tuple with no counts keeps an entry (within --max-memory)
+// while it lives, past the sweep of its cells, and the sweep frees it all once the lease
+// is dead; with the store full, no lease is granted.
+func TestLeaseMemory(t *testing.T) {
+	const w = 1000
+	clock := engine.NewManualClock(t0 / w * w)
+	o := engine.New(clock, engine.Config{LeaseTTL: 10 * time.Second})
+	key := engine.AppendKey(nil, tup("mem", w))
+	empty := o.Stats().MemoryBytes
+	cc, _ := o.ServeRead("e1/a", []engine.ReadItem{{Key: key, Seq: clock.NowMs() / w, Limit: 100, Want: 10}})
+	if cc[0].LeaseLeft != 10 {
+		t.Fatalf("lease %d, want 10", cc[0].LeaseLeft)
+	}
+	if st := o.Stats(); st.Tuples != 1 || st.MemoryBytes <= empty {
+		t.Fatalf("a leased tuple with no counts: %+v; want one tuple, its bytes counted", st)
+	}
+	clock.Advance(5 * w) // the cells' time is over, the lease's is not
+	o.Sweep()
+	if d, _, _, _ := o.ServeDecide("e2/a", engine.DecideRequest{Key: key, Limit: 100, Cost: 91}); d.Allowed {
+		t.Fatal("the sweep forgot a live lease: a hand-off of 91 beside a lease of 10 was allowed")
+	}
+	clock.Advance(20 * w)
+	o.Sweep()
+	if st := o.Stats(); st.Tuples != 0 || st.MemoryBytes != empty {
+		t.Fatalf("after the lease died and the sweep: %+v; want no tuple, %d bytes", st, empty)
+	}
+
+	full := engine.New(clock, engine.Config{MaxMemoryBytes: 1})
+	if cc, _ := full.ServeRead("e1/a", []engine.ReadItem{{Key: key, Seq: clock.NowMs() / w, Limit: 100, Want: 10}}); cc[0].LeaseLeft != 0 {
+		t.Fatalf("a full store granted a lease of %d", cc[0].LeaseLeft)
 	}
 }

@@ -195,7 +195,8 @@ func (ent *entry) cellCounts(seq int64) CellCounts {
 }
 
 // serveCell answers one item of an edge run: key's cells around seq, after applying lr to
-// the run's lease (lease.go).
+// the run's lease (lease.go). An item that neither asks for a lease nor gives one back
+// gets none in its answer (0, 0: the edge keeps the lease it holds).
 func (e *Engine) serveCell(key []byte, seq int64, run *runMarks, lr LeaseRequest, meta OriginMeta, now int64) CellCounts {
 	sh, h := e.store.locate(key)
 	sh.mu.Lock()
@@ -205,8 +206,8 @@ func (e *Engine) serveCell(key []byte, seq int64, run *runMarks, lr LeaseRequest
 	if ent != nil {
 		cc = ent.cellCounts(seq)
 	}
-	if w := windowOfKey(string(key)); w > 0 {
-		cc.LeaseLeft, cc.LeaseSeq = e.lease(sh, key, ent, run, lr, w, now, meta.Edges)
+	if w := windowOfKey(string(key)); w > 0 && (lr.Want > 0 || lr.Return > 0) {
+		cc.LeaseLeft, cc.LeaseSeq = e.lease(sh, h, key, ent, run, lr, w, now, meta.Edges)
 	}
 	return cc
 }
@@ -307,7 +308,7 @@ func (e *Engine) applyReplay(it ReplayItem, run *runMarks, nowMs int64) {
 	c.regional = satAdd(c.regional, it.Cost)
 	e.markDirty()
 	c.seeLimit(it.Limit)
-	if gr := e.leases(sh, it.Key, false).grantOf(run, nowMs, false); gr != nil {
+	if gr := e.leases(sh, h, it.Key, ent, false).grantOf(run, nowMs, false); gr != nil {
 		gr.spent = satAdd(gr.spent, it.Cost) // the run's cost now counted: no longer reserved
 	}
 }
@@ -336,7 +337,7 @@ func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts
 	var d Decision
 	var cc CellCounts
 	sh.mu.Lock()
-	ls := e.leases(sh, r.Key, false)
+	ls := e.leases(sh, h, r.Key, sh.lookup(h, r.Key), false)
 	if gr := ls.grantOf(run, now, false); gr != nil && r.Return != 0 && r.Return == gr.seq {
 		// What the edge gave back: it holds only what it accepted and has not replayed.
 		gr.g = max(gr.spent, min(gr.g, satAdd(gr.spent, extra)))
@@ -352,7 +353,7 @@ func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts
 	extra = satAdd(others, max(own, extra))
 	err = e.decideLocked(sh, h, r.Key, t.WindowMs, r.Limit, r.Cost, extra, now, &d, &cc)
 	if err == nil && cc.Seq == seq {
-		cc.LeaseLeft, cc.LeaseSeq = e.lease(sh, r.Key, sh.lookup(h, r.Key), run, LeaseRequest{Limit: r.Limit, Want: r.Want}, t.WindowMs, now, meta.Edges)
+		cc.LeaseLeft, cc.LeaseSeq = e.lease(sh, h, r.Key, sh.lookup(h, r.Key), run, LeaseRequest{Limit: r.Limit, Want: r.Want}, t.WindowMs, now, meta.Edges)
 	}
 	sh.mu.Unlock()
 	if err != nil {

@@ -59,7 +59,7 @@ func tupleBytes(n int) int64 {
 // foreign component. They are added to the store's bytes when allocated (never refused:
 // they belong to cells the store already holds).
 const (
-	sideBytes      = 80
+	sideBytes      = 128
 	componentBytes = 16
 )
 
@@ -83,9 +83,21 @@ type cellSide struct {
 	foreign   []component
 }
 
-// entrySide is the side struct of an entry: one cellSide per cell slot, same index.
+// entrySide is the side struct of an entry: one cellSide per cell slot, same index, and
+// the tuple's leases (lease.go), which outlive its cells.
 type entrySide struct {
-	cells [2]cellSide
+	cells  [2]cellSide
+	leases leaseSet
+}
+
+// empty reports whether sd holds nothing.
+func (sd *entrySide) empty() bool {
+	for _, c := range sd.cells {
+		if c.published != 0 || c.foreign != nil {
+			return false
+		}
+	}
+	return len(sd.leases.grants) == 0
 }
 
 // component is one foreign region's share of a cell, merged with max.
@@ -183,8 +195,12 @@ func (s *store) clearCell(ent *entry, i int) {
 	}
 	s.bytes.Add(-int64(cap(sd.cells[i].foreign)) * componentBytes)
 	sd.cells[i] = cellSide{}
-	o := &sd.cells[1-i]
-	if o.published == 0 && o.foreign == nil {
+	s.freeSideIfEmpty(ent)
+}
+
+// freeSideIfEmpty frees ent's side struct when nothing is left in it.
+func (s *store) freeSideIfEmpty(ent *entry) {
+	if ent.side != nil && ent.side.empty() {
 		s.bytes.Add(-sideBytes)
 		ent.side = nil
 	}
@@ -400,8 +416,9 @@ func (a *keyArena) keep(k string) string {
 	return unsafe.String(&a.buf[off], len(k))
 }
 
-// sweep drops every cell older than seq-1 at nowMs, and the tuples left with none. It
-// returns the number of cells dropped.
+// sweep drops every cell older than seq-1 at nowMs, and the tuples left with none and no
+// lease (Engine.sweepLeases drops dead leases first). It returns the number of cells
+// dropped.
 func (s *store) sweep(nowMs int64) int64 {
 	var dropped int64
 	hash := func(k string) uint32 { return hashInShard(s.seed, k) }
@@ -416,8 +433,8 @@ func (s *store) sweep(nowMs int64) int64 {
 				live = nowMs/w - 1
 			}
 			dropped += s.dropBefore(&sl.ent, live)
-			if sl.ent.held() == 0 {
-				s.bytes.Add(-tupleBytes(sl.keyLen())) // its side went with its cells
+			if sl.ent.held() == 0 && sl.ent.side == nil {
+				s.bytes.Add(-tupleBytes(sl.keyLen())) // its side went with its cells and leases
 				s.tuples.Add(-1)
 				sh.remove(hash, j)
 			}
