@@ -106,7 +106,8 @@ func (f *fakeOrigin) Replay(ctx context.Context, b engine.ReplayBatch) ([]engine
 	cp := b
 	cp.Items = make([]engine.ReplayItem, len(b.Items))
 	for i, it := range b.Items {
-		cp.Items[i] = engine.ReplayItem{Key: bytes.Clone(it.Key), Seq: it.Seq, Cost: it.Cost}
+		cp.Items[i] = it
+		cp.Items[i].Key = bytes.Clone(it.Key)
 	}
 	f.mu.Lock()
 	f.batches = append(f.batches, cp)

@@ -320,3 +320,49 @@ func TestLeaseMemory(t *testing.T) {
 		t.Fatalf("a full store granted a lease of %d", cc[0].LeaseLeft)
 	}
 }
+
+// TestEdgeRenewsWhenLow: a replay asks the origin to renew the lease only when the lease
+// no longer covers what the demand asks for (or half of its life is over): a quiet warm
+// tuple's replays carry no lease request, a busy tuple's carry one every batch.
+func TestEdgeRenewsWhenLow(t *testing.T) {
+	r := newEdgeRig(t, t0/3_600_000*3_600_000, 1, engine.EdgeConfig{Freshness: time.Hour}) // no reads renew
+	e := r.edges[0]
+	quiet, busy := tup("quiet", 3_600_000), tup("busy", 3_600_000)
+	lastWant := func(tp engine.Tuple) uint64 {
+		t.Helper()
+		bs := r.fakes[0].recorded()
+		for _, it := range bs[len(bs)-1].Items {
+			if string(it.Key) == string(engine.AppendKey(nil, tp)) {
+				return it.Want
+			}
+		}
+		t.Fatalf("no item of %q in the last batch", tp.Key)
+		return 0
+	}
+	edgeLimit(t, e, quiet, 1_000_000, 1) // read: a lease of 16
+	flushAll(t, e)
+	for range 3 {
+		edgeLimit(t, e, quiet, 1_000_000, 1)
+		flushAll(t, e)
+		if w := lastWant(quiet); w != 0 {
+			t.Fatalf("a quiet tuple's replay asked for a lease of %d, with most of its lease left", w)
+		}
+	}
+	edgeLimit(t, e, busy, 1_000_000, 1)
+	flushAll(t, e)
+	for round := range 3 {
+		for range 12 {
+			edgeLimit(t, e, busy, 1_000_000, 1)
+		}
+		flushAll(t, e)
+		if w := lastWant(busy); w != 48 {
+			t.Fatalf("round %d: a busy tuple's replay asked for %d, want 48 (4 x its demand of 12)", round, w)
+		}
+	}
+	r.clock.Advance(engine.DefaultLeaseTTL.Milliseconds() / 2)
+	edgeLimit(t, e, quiet, 1_000_000, 1)
+	flushAll(t, e)
+	if w := lastWant(quiet); w != 16 {
+		t.Fatalf("half through its life, a quiet tuple's lease was not renewed (want %d)", w)
+	}
+}
