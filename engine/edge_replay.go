@@ -166,10 +166,10 @@ func (e *Edge) buildBatch(l *originLink, now int64) *pendingBatch {
 }
 
 // batchEntry moves le's pending cost (le.mu held) into b: an item per cell, the latest
-// of which carries the lease request: a renewal when the lease is running out (it covers
-// less than what the demand since the last batch asks for, with a slack of half the least
-// lease, so that a busy tuple renews at every batch and a quiet one seldom), or when half
-// of its life is over; or giving it back when markReturn found it idle. Most items of warm tuples far
+// of which carries the lease request: a renewal at every batch of a busy tuple (its
+// demand since the last batch asks for more than the least lease), and for a quiet one
+// only when less than half of the least lease is left or half of the lease's life is
+// over; or giving it back when markReturn found it idle. Most items of warm tuples far
 // from their limit need neither, and cost the origin no lease work. Nothing moves while a
 // hand-off of the tuple is in flight (see localEntry.handing). cur is the current cell.
 func (e *Edge) batchEntry(b *pendingBatch, le *localEntry, now, cur, boot int64) {
@@ -201,8 +201,9 @@ func (e *Edge) batchEntry(b *pendingBatch, le *localEntry, now, cur, boot int64)
 				last = &b.Items[i]
 			}
 		}
-		if want := leaseWant(demand); le.leaseLeft(now, boot)+leaseMinWant/2 < want || now >= le.renewAt {
-			last.Want = want
+		busy := demand >= leaseMinWant/leaseWantFactor // it asks for more than the least lease
+		if busy || le.leaseLeft(now, boot) < leaseMinWant/2 || now >= le.renewAt {
+			last.Want = leaseWant(demand)
 		}
 	case le.returnDue:
 		// Give the idle lease back: accept no more under it from now on.
