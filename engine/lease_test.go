@@ -366,3 +366,22 @@ func TestEdgeRenewsWhenLow(t *testing.T) {
 		t.Fatalf("half through its life, a quiet tuple's lease was not renewed (want %d)", w)
 	}
 }
+
+// TestDecideDeadline: a hand-off served at or after its deadline (the instant its edge gives
+// up on it and refuses the request) is neither decided nor counted; one served before it is.
+func TestDecideDeadline(t *testing.T) {
+	r := newLeaseRig(t)
+	now := r.clock.NowMs()
+	if d := r.decide("e1/a", engine.DecideRequest{Limit: 10, Cost: 1, Deadline: now}); d.Allowed {
+		t.Fatalf("a hand-off served at its deadline was allowed: %+v", d)
+	}
+	if n := r.o.Status(r.tp).CurrentRegional; n != 0 {
+		t.Fatalf("a hand-off served at its deadline was counted: %d", n)
+	}
+	if d := r.decide("e1/a", engine.DecideRequest{Limit: 10, Cost: 1, Deadline: now + 1}); !d.Allowed {
+		t.Fatalf("a hand-off served before its deadline was refused: %+v", d)
+	}
+	if n := r.o.Status(r.tp).CurrentRegional; n != 1 {
+		t.Fatalf("count %d after a hand-off served before its deadline, want 1", n)
+	}
+}

@@ -92,8 +92,8 @@ type DecideRequest struct {
 	InflightBatch uint64
 	Want          uint64
 	Return        uint64
-	// Deadline, when not 0, is the origin's time (ms) after which the edge no longer waits
-	// for the answer: the origin then neither decides nor counts the request, so that a
+	// Deadline, when not 0, is the origin's time (ms) from which the edge no longer waits
+	// for the answer: from then on the origin neither decides nor counts the request, so that a
 	// client that was refused meanwhile is not counted.
 	Deadline int64
 }
@@ -342,7 +342,7 @@ func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts
 		// What the edge gave back: it holds only what it accepted and has not replayed.
 		gr.g = max(gr.spent, min(gr.g, satAdd(gr.spent, extra)))
 	}
-	if r.Deadline > 0 && now > r.Deadline {
+	if r.Deadline > 0 && now >= r.Deadline { // the edge gives up at its deadline's instant
 		// The edge gave up on this answer (it has refused the request): count nothing.
 		sh.mu.Unlock()
 		return Decision{Limit: r.Limit, RetryAfterMs: 1, ResetAfterMs: t.WindowMs - elapsed}, CellCounts{Seq: seq}, meta, nil
