@@ -274,6 +274,11 @@ type simRun struct {
 	firstDenial      string
 	forgotten        uint64 // count dropped by lossy restarts
 	lost             uint64 // what killed runs admitted and no origin applied (set by check)
+	// phantom is what origins counted of hand-offs whose answer never reached their edge
+	// (reply lost, or delivered late): the edge refused those requests, the origin may have
+	// admitted and counted them. A denial too many, never an admission; at most each such
+	// hand-off's cost (checked in call).
+	phantom uint64
 	stats            simStats
 	failures         []string
 	trace            func(format string, args ...any)
@@ -282,6 +287,7 @@ type simRun struct {
 	cellAdmitted map[int64]uint64 // A(s): admitted in cell s, by the instant of the decision
 	worstW       map[int64]uint64 // the largest A(s) x W + A(s-1) x (W-elapsed) at an admission in s
 	cellForgot   map[int64]uint64 // dropped from cell s by lossy restarts
+	cellPhantom  map[int64]uint64 // phantom, per cell
 	cellLost     map[int64]uint64 // admitted in s by killed runs, s live at the kill, never applied (set by check)
 	over         float64          // the worst sliding-window count / limit, less the allowances (set by check)
 	excused      uint64           // denials of requests that would have put the count over limit × loadLo
@@ -419,7 +425,7 @@ func newSimRun(sc simScenario, seed uint64, trace func(string, ...any)) *simRun 
 	s.seq = simStartMs / s.p.windowMs
 	if sc.rollover {
 		s.cellAdmitted, s.worstW = map[int64]uint64{}, map[int64]uint64{}
-		s.cellForgot, s.cellLost = map[int64]uint64{}, map[int64]uint64{}
+		s.cellForgot, s.cellLost, s.cellPhantom = map[int64]uint64{}, map[int64]uint64{}, map[int64]uint64{}
 	}
 	for range s.p.origins {
 		s.origins = append(s.origins, &simOrigin{eng: s.newEngine()})
@@ -514,6 +520,7 @@ func (c *simConn) Decide(_ context.Context, r DecideRequest) (Decision, CellCoun
 func (s *simRun) call(c *simConn, kind string, serve func(*Engine)) error {
 	o := s.origins[c.origin]
 	boot := o.boot
+	unseen := false // a hand-off whose answer the edge will not get
 	apply := func() {
 		if o.boot != boot { // the origin restarted since: the connection died with it
 			s.stats.lateLost++
@@ -529,7 +536,19 @@ func (s *simRun) call(c *simConn, kind string, serve func(*Engine)) error {
 				c.origin, s.cellName(seq), cur, prev, cur2, prev2, kind, c.from.run)
 			return
 		}
-		s.credit(c.from, seq, cur2-cur, prev2-prev)
+		if unseen {
+			// The edge never learns this hand-off's answer: what it counted is phantom.
+			if g := cur2 - cur + prev2 - prev; g > 1 {
+				s.failf("origin: a hand-off of cost 1 from %s whose answer was lost grew the count by %d", c.from.run, g)
+			}
+			s.phantom += cur2 - cur + prev2 - prev
+			if s.sc.rollover {
+				s.cellPhantom[seq] += cur2 - cur
+				s.cellPhantom[seq-1] += prev2 - prev
+			}
+		} else {
+			s.credit(c.from, seq, cur2-cur, prev2-prev)
+		}
 		s.tracef("origin%d serves a %s from %s: %s %d -> %d, previous %d -> %d", c.origin, kind, c.from.run, s.cellName(seq), cur, cur2, prev, prev2)
 	}
 	if s.healed {
@@ -557,6 +576,7 @@ func (s *simRun) call(c *simConn, kind string, serve func(*Engine)) error {
 		s.stats.lostReplies++
 		if kind == "decide" {
 			s.stats.lostDecides++
+			unseen = true
 		}
 		s.tracef("%s %s -> origin%d: applied, reply lost", c.from.run, kind, c.origin)
 		apply()
@@ -566,6 +586,7 @@ func (s *simRun) call(c *simConn, kind string, serve func(*Engine)) error {
 		s.stats.late++
 		if kind == "decide" {
 			s.stats.lateDecides++
+			unseen = true
 		}
 		at := now + 1 + s.rng.Int64N(3*simTimeoutMs)
 		s.tracef("%s %s -> origin%d: late, arrives at %d ms", c.from.run, kind, c.origin, at-simStartMs)
@@ -934,9 +955,9 @@ func (s *simRun) check() {
 	for _, o := range s.origins {
 		counted += s.count(o.eng)
 	}
-	if want := int64(s.admitted) - int64(s.lost) - int64(s.forgotten); int64(counted) != want {
-		s.failf("quiescence: origins count %d, want %d = admitted %d - lost by kills %d - forgotten by lossy restarts %d (runs admitted/applied: %s)",
-			counted, want, s.admitted, s.lost, s.forgotten, strings.Join(runs, ", "))
+	if want := int64(s.admitted) - int64(s.lost) - int64(s.forgotten) + int64(s.phantom); int64(counted) != want {
+		s.failf("quiescence: origins count %d, want %d = admitted %d - lost by kills %d - forgotten by lossy restarts %d + phantom hand-offs %d (runs admitted/applied: %s)",
+			counted, want, s.admitted, s.lost, s.forgotten, s.phantom, strings.Join(runs, ", "))
 	}
 	if allow := s.p.limit*102/100 + s.lost + s.forgotten; s.sc.checkLimit && s.admitted > allow {
 		s.failf("limit: admitted %d > %d = floor(1.02 x %d) + lost by kills %d + forgotten %d (%.2fx the limit)",
@@ -981,7 +1002,7 @@ func (s *simRun) checkCells() {
 				counted += prev
 			}
 		}
-		want := int64(s.cellAdmitted[seq]) - int64(s.cellLost[seq]) - int64(s.cellForgot[seq])
+		want := int64(s.cellAdmitted[seq]) - int64(s.cellLost[seq]) - int64(s.cellForgot[seq]) + int64(s.cellPhantom[seq])
 		if int64(counted) != want {
 			var runs []string
 			for _, r := range s.runs {
@@ -989,8 +1010,8 @@ func (s *simRun) checkCells() {
 					runs = append(runs, fmt.Sprintf("%s %d/%d", r.run, r.admittedIn[seq], r.appliedIn[seq]))
 				}
 			}
-			s.failf("quiescence: origins count %d in %s (live), want %d = admitted %d - lost by kills %d - forgotten by lossy restarts %d (runs admitted/applied there: %s)",
-				counted, s.cellName(seq), want, s.cellAdmitted[seq], s.cellLost[seq], s.cellForgot[seq], strings.Join(runs, ", "))
+			s.failf("quiescence: origins count %d in %s (live), want %d = admitted %d - lost by kills %d - forgotten by lossy restarts %d + phantom hand-offs %d (runs admitted/applied there: %s)",
+				counted, s.cellName(seq), want, s.cellAdmitted[seq], s.cellLost[seq], s.cellForgot[seq], s.cellPhantom[seq], strings.Join(runs, ", "))
 		}
 	}
 	allowed := s.p.limit * 102 / 100
