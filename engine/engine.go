@@ -235,8 +235,9 @@ func (e *Engine) markDirty() {
 	}
 }
 
-// Changed reports whether any count changed since the last call (or since New), and clears
-// the mark: a periodic snapshot that finds nothing changed need not be written again.
+// Changed reports whether any count, lease grant or replay mark changed since the last
+// call (or since New), and clears the mark: a periodic snapshot that finds nothing changed
+// need not be written again. (Heard times alone do not mark it.)
 func (e *Engine) Changed() bool { return e.dirty.Swap(false) }
 
 // Sweep drops the cells that can no longer matter and returns how many cells it dropped.

@@ -31,14 +31,21 @@ package engine
 // hand-off that fits the limit is admitted.
 //
 // Lifetime: a grant carries a lease sequence (monotonic across origin restarts: it starts
-// from the boot time) and lives for the origin's LeaseTTL. The edge stops spending it
+// from the boot time, and a restored snapshot's grants raise it) and lives for the origin's
+// LeaseTTL. The edge stops spending it
 // LeaseTTL after it sent the request that got it (its own clock); the origin forgets it
 // leaseGraceMs later still, so that cost accepted under it just before the edge's expiry
 // has time to arrive. Replays renew a lease (extend it, grow it with demand); an edge
 // returns an idle lease when it is a large part of what is left (edge.go). Grants only
 // grow within a lease sequence chain: a return applies only if no newer grant was made, so
-// a lease is never shrunk under an edge that may be spending it. A restarted origin knows
-// no leases: it honours none, and grants anew from what replays report.
+// a lease is never shrunk under an edge that may be spending it.
+//
+// Restarts: the snapshot holds the live grants and the runs' replay marks (snapshot.go),
+// so an origin restarted cleanly keeps counting the grants it made as held until they end
+// by the usual rules (their until is the same wall clock's). Edges drop their copy of a
+// lease once they hear the origin's new Boot, which is conservative. An origin restarted
+// from an older snapshot (kill -9) may not know the latest grants: it honours those it
+// has, and grants anew from what replays report.
 
 import (
 	"runtime"
@@ -192,6 +199,7 @@ func (e *Engine) lease(sh *shard, h uint32, key []byte, ent *entry, run *runMark
 	if r.Return != 0 && r.Return == gr.seq {
 		// The edge accepts no more under this lease: what it spent is all it holds.
 		gr.g, gr.seq = gr.spent, e.nextLeaseSeq()
+		e.markDirty() // leases are saved too
 	}
 	if want {
 		var cur, prev cell
@@ -211,6 +219,7 @@ func (e *Engine) lease(sh *shard, h uint32, key []byte, ent *entry, run *runMark
 			gr.g = max(gr.g, satAdd(gr.spent, target))
 			gr.seq = e.nextLeaseSeq()
 			gr.until = now + e.leaseTTLMs + leaseGraceMs
+			e.markDirty()
 		}
 	}
 	return gr.held(now), gr.seq

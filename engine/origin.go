@@ -127,6 +127,7 @@ type nodeTable struct {
 // lastBatch raised: so every answer that reports Applied = N holds counts read after
 // batch N was applied, provided it loads lastBatch before reading the counts.
 type runMarks struct {
+	name      string        // the run ("node/nonce"), as saved with its leases (snapshot.go)
 	apply     sync.Mutex    // held while one batch of the run is checked and applied
 	lastMs    int64         // guarded by nodeTable.mu
 	lastBatch atomic.Uint64 // stored under apply
@@ -137,31 +138,48 @@ type runMarks struct {
 	superseded atomic.Bool
 }
 
-// touch records that run was heard at nowMs and returns its replay marks.
-func (t *nodeTable) touch(run string, nowMs int64) *runMarks {
+// init makes t's maps.
+func (t *nodeTable) init() {
 	if t.runs == nil {
 		t.runs, t.seen = make(map[string]*runMarks), make(map[string]int64)
 	}
+}
+
+// touch records that run was heard at nowMs and returns its replay marks.
+func (t *nodeTable) touch(run string, nowMs int64) *runMarks {
+	t.init()
 	node := nodeName(run)
-	if _, ok := t.seen[node]; !ok && len(t.seen) >= maxTrackedNodes {
-		delete(t.seen, oldest(t.seen, func(ms int64) int64 { return ms }))
-	}
-	t.seen[node] = max(t.seen[node], nowMs)
+	t.see(node, nowMs)
 	m := t.runs[run]
 	if m == nil {
-		if len(t.runs) >= maxTrackedNodes {
-			delete(t.runs, oldest(t.runs, func(m *runMarks) int64 { return m.lastMs }))
-		}
-		m = &runMarks{}
 		for other, om := range t.runs { // a new run is rare: an edge (re)started
 			if nodeName(other) == node {
 				om.superseded.Store(true)
 			}
 		}
-		t.runs[run] = m
+		m = t.add(run)
 	}
 	m.lastMs = max(m.lastMs, nowMs)
 	m.heardMs.Store(m.lastMs)
+	return m
+}
+
+// see records that the edge process node was heard at nowMs (t's maps made).
+func (t *nodeTable) see(node string, nowMs int64) {
+	if _, ok := t.seen[node]; !ok && len(t.seen) >= maxTrackedNodes {
+		delete(t.seen, oldest(t.seen, func(ms int64) int64 { return ms }))
+	}
+	t.seen[node] = max(t.seen[node], nowMs)
+}
+
+// add enters new replay marks for run, which t does not hold (t's maps made), forgetting
+// the least recently heard run when t is full.
+func (t *nodeTable) add(run string) *runMarks {
+	if len(t.runs) >= maxTrackedNodes {
+		delete(t.runs, oldest(t.runs, func(m *runMarks) int64 { return m.lastMs }))
+	}
+	m := &runMarks{name: run}
+	t.runs[run] = m
 	return m
 }
 
@@ -273,6 +291,7 @@ func (e *Engine) ServeReplay(b ReplayBatch) ([]CellCounts, OriginMeta) {
 			e.applyReplay(it, st, now)
 		}
 		st.lastBatch.Store(b.ID)
+		e.markDirty() // the replay mark is saved too
 	}
 	meta.Applied = st.lastBatch.Load()
 	st.apply.Unlock()
@@ -341,6 +360,7 @@ func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts
 	if gr := ls.grantOf(run, now, false); gr != nil && r.Return != 0 && r.Return == gr.seq {
 		// What the edge gave back: it holds only what it accepted and has not replayed.
 		gr.g = max(gr.spent, min(gr.g, satAdd(gr.spent, extra)))
+		e.markDirty() // leases are saved too
 	}
 	if r.Deadline > 0 && now >= r.Deadline { // the edge gives up at its deadline's instant
 		// The edge gave up on this answer (it has refused the request): count nothing.

@@ -111,7 +111,7 @@ func TestLoadVersion3(t *testing.T) {
 // is wrong (as a bug or a forged file would make them) are refused, never half-loaded.
 func TestLoadVersion4Malformed(t *testing.T) {
 	rec := func(key string, seq int64, regional uint64, foreign ...string) []byte {
-		b, _, _, err := encodeChunks(nil, nil, slices.Values([]engine.CellRecord{{Key: key, Seq: seq, Regional: regional}}))
+		b, _, _, err := encodeRecords(nil, nil, slices.Values([]engine.CellRecord{{Key: key, Seq: seq, Regional: regional}}), appendCell)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,13 +178,13 @@ func TestLoadVersion4Malformed(t *testing.T) {
 // meta is missing or wrong are refused, never half-loaded.
 func TestLoadVersion5KVMalformed(t *testing.T) {
 	rec := func(ws, key string, exp int64, val string) []byte {
-		b, _, n := encodeKVChunks(nil, nil, slices.Values([]engine.KVRecord{{Workspace: ws, Key: key, Value: []byte(val), ExpireAtMs: exp}}))
-		if n != 1 {
-			t.Fatalf("encoded %d records", n)
+		b, _, n, err := encodeRecords(nil, nil, slices.Values([]engine.KVRecord{{Workspace: ws, Key: key, Value: []byte(val), ExpireAtMs: exp}}), appendKV)
+		if err != nil || n != 1 {
+			t.Fatalf("encoded %d records: %v", n, err)
 		}
 		return b
 	}
-	cellChunk, _, _, err := encodeChunks(nil, nil, slices.Values([]engine.CellRecord{{Key: "a", Seq: 1, Regional: 2}}))
+	cellChunk, _, _, err := encodeRecords(nil, nil, slices.Values([]engine.CellRecord{{Key: "a", Seq: 1, Regional: 2}}), appendCell)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestLoadVersion5KVMalformed(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			writeRaw(t, dir, [][2][]byte{{chunkKey(0), cellChunk}}, formatVersion, 1, crc32.Checksum(cellChunk, castagnoli))
+			writeRaw(t, dir, [][2][]byte{{chunkKey(0), cellChunk}}, v5Version, 1, crc32.Checksum(cellChunk, castagnoli))
 			var crc uint32
 			for _, c := range tt.chunks {
 				crc = crc32.Update(crc, castagnoli, c[1])
@@ -268,5 +268,98 @@ func TestLoadVersion5KVMalformed(t *testing.T) {
 				t.Fatalf("LoadAll = %d cells, %d keys, %v; want ErrCorrupt", len(snap.Cells), len(snap.KV), err)
 			}
 		})
+	}
+}
+
+// rewrite applies fn to the snapshot file in dir.
+func rewrite(t *testing.T, dir string, fn func(tx *bolt.Tx) error) {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(dir, fileName), 0o644, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(fn)
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLoadVersion5: a snapshot of format 5 (cells and counter keys, no runs or leases)
+// still loads, with no runs and no leases; a file that says format 6 but lacks them, or
+// whose lease records are malformed, is refused.
+func TestLoadVersion5(t *testing.T) {
+	key := string(engine.AppendKey(nil, engine.Tuple{Workspace: "default", Key: []byte("k"), WindowMs: 60_000}))
+	src := Source{
+		Cells:  slices.Values([]engine.CellRecord{{Key: key, Seq: 1, Regional: 2}}),
+		KV:     slices.Values([]engine.KVRecord{{Workspace: "default", Key: "c", Value: []byte("1")}}),
+		Runs:   slices.Values([]engine.RunRecord{{Run: "e1/a", Applied: 3}}),
+		Leases: slices.Values([]engine.LeaseRecord{{Key: key, Run: "e1/a", G: 5, Seq: 9, UntilMs: 1}}),
+	}
+	newStore := func(t *testing.T) (*Store, string) {
+		dir := t.TempDir()
+		s, err := Open(dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		if err := s.Write(src); err != nil {
+			t.Fatal(err)
+		}
+		return s, dir
+	}
+	drop := func(tx *bolt.Tx) error {
+		for _, b := range []string{runsBucket, leaseBucket} {
+			if err := tx.DeleteBucket([]byte(b)); err != nil {
+				return err
+			}
+		}
+		m := tx.Bucket([]byte(metaBucket))
+		for _, name := range []string{metaRunsCount, metaRunsCRC, metaLeaseCount, metaLeaseCRC} {
+			if err := m.Delete([]byte(name)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	setVersion := func(v uint64) func(tx *bolt.Tx) error {
+		return func(tx *bolt.Tx) error {
+			return tx.Bucket([]byte(metaBucket)).Put([]byte(metaVersion), binary.BigEndian.AppendUint64(nil, v))
+		}
+	}
+
+	s, dir := newStore(t)
+	rewrite(t, dir, drop)
+	rewrite(t, dir, setVersion(v5Version))
+	snap, err := s.LoadAll()
+	if err != nil || len(snap.Cells) != 1 || len(snap.KV) != 1 || snap.Runs != nil || snap.Leases != nil {
+		t.Fatalf("LoadAll of format 5 = %d cells, %d keys, %d runs, %d leases, %v; want 1, 1, 0, 0",
+			len(snap.Cells), len(snap.KV), len(snap.Runs), len(snap.Leases), err)
+	}
+
+	s, dir = newStore(t)
+	rewrite(t, dir, drop)
+	if snap, err := s.LoadAll(); !errors.Is(err, ErrCorrupt) || snap.Cells != nil {
+		t.Fatalf("LoadAll of format 6 without runs and leases = %d cells, %v; want ErrCorrupt", len(snap.Cells), err)
+	}
+
+	s, dir = newStore(t)
+	bad := []byte{1, 'k', 200, 'x'} // a run name past the record's end
+	rewrite(t, dir, func(tx *bolt.Tx) error {
+		if err := tx.Bucket([]byte(leaseBucket)).Put(binary.BigEndian.AppendUint32(nil, 0), bad); err != nil {
+			return err
+		}
+		return tx.Bucket([]byte(metaBucket)).Put([]byte(metaLeaseCRC), binary.BigEndian.AppendUint32(nil, crc32.Checksum(bad, castagnoli)))
+	})
+	if snap, err := s.LoadAll(); !errors.Is(err, ErrCorrupt) || snap.Leases != nil {
+		t.Fatalf("LoadAll with a malformed lease = %d leases, %v; want ErrCorrupt", len(snap.Leases), err)
+	}
+
+	s, dir = newStore(t)
+	rewrite(t, dir, setVersion(formatVersion+1))
+	if _, err := s.LoadAll(); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("LoadAll of format %d = %v; want ErrCorrupt", formatVersion+1, err)
 	}
 }

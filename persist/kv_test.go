@@ -199,7 +199,7 @@ func TestRunSavesKVChanges(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		persist.Run(ctx, s, e.Records, e.KV().Records, e.Changed, 5*time.Millisecond)
+		persist.Run(ctx, s, persist.Source{Cells: e.Records, KV: e.KV().Records}, e.Changed, 5*time.Millisecond)
 	}()
 	defer func() { cancel(); <-done }()
 	_ = e.Changed() // whatever New marked: from here on only the keyspace changes

@@ -30,6 +30,11 @@ type Snapshot struct {
 	// KV are the counter keyspace's keys in file order (for engine.KV.Restore, which drops
 	// the expired ones); files of format 4 and older have none.
 	KV []engine.KVRecord
+	// Runs are the edge runs' replay marks and Leases the lease grants, in file order
+	// (for engine.RestoreRuns, then engine.RestoreLeases); files of format 5 and older
+	// have none.
+	Runs   []engine.RunRecord
+	Leases []engine.LeaseRecord
 }
 
 // Load returns the cells of the last snapshot (LoadAll without the counter keys).
@@ -142,8 +147,8 @@ func readSnapshot(tx *bolt.Tx, size int64) (Snapshot, error) {
 	}
 	var recs []engine.CellRecord
 	var sum uint32
-	chunked := version >= v4Version
-	if chunked {
+	isChunked := version >= v4Version
+	if isChunked {
 		recs, sum, err = readChunks(cells, count, size)
 	} else {
 		recs, sum, err = readPerCell(cells, version, count, size)
@@ -157,96 +162,118 @@ func readSnapshot(tx *bolt.Tx, size int64) (Snapshot, error) {
 	if got := uint64(sum); got != wantCRC {
 		return Snapshot{}, fmt.Errorf("%w: checksum %08x, meta says %08x", ErrCorrupt, got, wantCRC)
 	}
-	var kv []engine.KVRecord
-	if version >= formatVersion {
-		if kv, err = readKV(tx, meta, size); err != nil {
+	snap := Snapshot{Cells: recs}
+	if version >= v5Version {
+		kv := chunked[engine.KVRecord]{bucket: kvBucket, countName: metaKVCount, crcName: metaKVCRC, minLen: 4, byteValues: true, decode: decodeKV}
+		if snap.KV, err = kv.read(tx, meta, size); err != nil {
 			return Snapshot{}, err
 		}
 	}
-	if chunked {
-		recs = sortAndMerge(recs)
+	if version >= v6Version {
+		runs := chunked[engine.RunRecord]{bucket: runsBucket, countName: metaRunsCount, crcName: metaRunsCRC, minLen: 5, decode: decodeRun}
+		if snap.Runs, err = runs.read(tx, meta, size); err != nil {
+			return Snapshot{}, err
+		}
+		leases := chunked[engine.LeaseRecord]{bucket: leaseBucket, countName: metaLeaseCount, crcName: metaLeaseCRC, minLen: 6, decode: decodeLease}
+		if snap.Leases, err = leases.read(tx, meta, size); err != nil {
+			return Snapshot{}, err
+		}
 	}
-	return Snapshot{Cells: recs, KV: kv}, nil
+	if isChunked {
+		snap.Cells = sortAndMerge(snap.Cells)
+	}
+	return snap, nil
 }
 
-// minKVRecordLen is the size of the shortest keyspace record: four one-byte varints.
-const minKVRecordLen = 4
+// chunked is a bucket of records of format 5 or later (other than the cells, which share
+// decodeChunk only), chunked as the cells are, with its count and CRC-32C in the meta
+// bucket: minLen is the size of its shortest record, and decode reads one record at d
+// (vals: the chunk's bytes, copied when byteValues is set).
+type chunked[T any] struct {
+	bucket, countName, crcName string
+	minLen                     uint64
+	byteValues                 bool
+	decode                     func(d *decoder, str string, vals []byte) (T, error)
+}
 
-// readKV reads the counter keys of format 5, in file order, and checks them against the
-// meta bucket's count and CRC-32C.
-func readKV(tx *bolt.Tx, meta *bolt.Bucket, size int64) ([]engine.KVRecord, error) {
-	b := tx.Bucket([]byte(kvBucket))
+// read reads the bucket's records, in file order, and checks them against the meta
+// bucket's count and CRC-32C. size bounds what the file can hold.
+func (c chunked[T]) read(tx *bolt.Tx, meta *bolt.Bucket, size int64) ([]T, error) {
+	b := tx.Bucket([]byte(c.bucket))
 	if b == nil {
-		return nil, fmt.Errorf("%w: missing %q bucket", ErrCorrupt, kvBucket)
+		return nil, fmt.Errorf("%w: missing %q bucket", ErrCorrupt, c.bucket)
 	}
-	count, err := metaUint(meta, metaKVCount, 8)
+	count, err := metaUint(meta, c.countName, 8)
 	if err != nil {
 		return nil, err
 	}
-	wantCRC, err := metaUint(meta, metaKVCRC, 4)
+	wantCRC, err := metaUint(meta, c.crcName, 4)
 	if err != nil {
 		return nil, err
 	}
-	if maxRecs := uint64(size) / minKVRecordLen; count > maxRecs {
-		return nil, fmt.Errorf("%w: kv count %d does not fit in %d bytes", ErrCorrupt, count, size)
+	if maxRecs := uint64(size) / c.minLen; count > maxRecs {
+		return nil, fmt.Errorf("%w: %s count %d does not fit in %d bytes", ErrCorrupt, c.bucket, count, size)
 	}
-	recs := make([]engine.KVRecord, 0, count)
-	crc, err := eachChunk(b, kvBucket, func(v []byte) (err error) {
-		recs, err = decodeKVChunk(recs, v, count)
+	recs := make([]T, 0, count)
+	crc, err := eachChunk(b, c.bucket, func(v []byte) (err error) {
+		recs, err = c.decodeChunk(recs, v, count)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	if uint64(len(recs)) != count {
-		return nil, fmt.Errorf("%w: %d counter keys, meta says %d", ErrCorrupt, len(recs), count)
+		return nil, fmt.Errorf("%w: %d %s records, meta says %d", ErrCorrupt, len(recs), c.bucket, count)
 	}
 	if uint64(crc) != wantCRC {
-		return nil, fmt.Errorf("%w: kv checksum %08x, meta says %08x", ErrCorrupt, crc, wantCRC)
+		return nil, fmt.Errorf("%w: %s checksum %08x, meta says %08x", ErrCorrupt, c.bucket, crc, wantCRC)
 	}
 	return recs, nil
 }
 
-// decodeKVChunk appends the keyspace records of the chunk v to recs, failing if they would
-// be more than count. The workspaces and keys of a chunk share one string, its values one
-// byte slice.
-func decodeKVChunk(recs []engine.KVRecord, v []byte, count uint64) ([]engine.KVRecord, error) {
-	str := string(v)       // v is the file's mmap: copy it once for the strings...
-	vals := bytes.Clone(v) // ...and once for the values
-	d := decoder{b: v}
-	field := func(what string) (int, int, error) {
-		n := d.uvarint()
-		if d.err != nil {
-			return 0, 0, fmt.Errorf("record %d: %s length: %w", len(recs), what, d.err)
-		}
-		if n > uint64(len(v)-d.p) {
-			return 0, 0, fmt.Errorf("record %d: bad %s length %d", len(recs), what, n)
-		}
-		d.p += int(n)
-		return d.p - int(n), d.p, nil
+// decodeChunk appends the records of the chunk v to recs, failing if they would be more
+// than count. The strings of a chunk share one string, its byte values one slice.
+func (c chunked[T]) decodeChunk(recs []T, v []byte, count uint64) ([]T, error) {
+	str := string(v) // v is the file's mmap: copy it once for the strings...
+	var vals []byte
+	if c.byteValues {
+		vals = bytes.Clone(v) // ...and once for the byte values
 	}
+	d := decoder{b: v}
 	for d.p < len(v) {
 		if uint64(len(recs)) == count {
 			return nil, fmt.Errorf("more than %d records", count)
 		}
-		var r engine.KVRecord
-		lo, hi, err := field("workspace")
+		r, err := c.decode(&d, str, vals)
+		if err == nil {
+			err = d.err
+		}
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("record %d: %w", len(recs), err)
 		}
-		r.Workspace = str[lo:hi]
-		if lo, hi, err = field("key"); err != nil {
-			return nil, err
-		}
-		r.Key = str[lo:hi]
-		r.ExpireAtMs = d.varint()
-		if lo, hi, err = field("value"); err != nil {
-			return nil, err
-		}
-		r.Value = vals[lo:hi:hi]
 		recs = append(recs, r)
 	}
 	return recs, nil
+}
+
+// decodeKV reads one counter keyspace record (save.go's appendKV).
+func decodeKV(d *decoder, str string, vals []byte) (engine.KVRecord, error) {
+	r := engine.KVRecord{Workspace: d.str("workspace", str), Key: d.str("key", str), ExpireAtMs: d.varint()}
+	lo, hi := d.span("value")
+	r.Value = vals[lo:hi:hi]
+	return r, nil
+}
+
+// decodeRun reads one edge run's replay marks (save.go's appendRun).
+func decodeRun(d *decoder, str string, _ []byte) (engine.RunRecord, error) {
+	return engine.RunRecord{Run: d.str("run", str), Applied: d.uvarint(), HeardMs: d.varint(),
+		ReplayMs: d.varint(), Superseded: d.uvarint()&runSuperseded != 0}, nil
+}
+
+// decodeLease reads one lease grant (save.go's appendLease).
+func decodeLease(d *decoder, str string, _ []byte) (engine.LeaseRecord, error) {
+	return engine.LeaseRecord{Key: d.str("key", str), Run: d.str("run", str), G: d.uvarint(),
+		Spent: d.uvarint(), Seq: d.uvarint(), UntilMs: d.varint()}, nil
 }
 
 // minRecordLen is the size of the shortest record of format 4: five one-byte varints.
@@ -259,8 +286,9 @@ func readChunks(cells *bolt.Bucket, count uint64, size int64) ([]engine.CellReco
 		return nil, 0, fmt.Errorf("%w: count %d does not fit in %d bytes", ErrCorrupt, count, size)
 	}
 	recs := make([]engine.CellRecord, 0, count)
+	c := chunked[engine.CellRecord]{decode: decodeCell}
 	crc, err := eachChunk(cells, cellsBucket, func(v []byte) (err error) {
-		recs, err = decodeChunk(recs, v, count)
+		recs, err = c.decodeChunk(recs, v, count)
 		return err
 	})
 	if err != nil {
@@ -294,47 +322,27 @@ func eachChunk(b *bolt.Bucket, name string, fn func(v []byte) error) (uint32, er
 	return crc, nil
 }
 
-// decodeChunk appends the records of the chunk v to recs, failing if they would be more
-// than count. The keys and region names of a chunk share one string.
-func decodeChunk(recs []engine.CellRecord, v []byte, count uint64) ([]engine.CellRecord, error) {
-	str := string(v) // v is the file's mmap: copy it once
-	d := decoder{b: v}
-	for d.p < len(v) {
-		if uint64(len(recs)) == count {
-			return nil, fmt.Errorf("more than %d records", count)
-		}
-		var r engine.CellRecord
-		n := d.uvarint()
-		if n > maxKeyLen || n > uint64(len(v)-d.p) {
-			return nil, fmt.Errorf("record %d: bad key length %d", len(recs), n)
-		}
-		r.Key = str[d.p : d.p+int(n)]
-		d.p += int(n)
-		r.Seq = d.varint()
-		r.Regional = d.uvarint()
-		r.Imported = d.uvarint()
-		// Each foreign component takes two bytes or more.
-		if nf := d.uvarint(); nf > 0 && d.err == nil {
-			if nf > uint64(len(v)-d.p)/2 {
-				return nil, fmt.Errorf("record %d: %d foreign regions", len(recs), nf)
-			}
-			r.Foreign = make([]engine.RegionCount, nf)
-			for j := range r.Foreign {
-				n := d.uvarint()
-				if n > uint64(len(v)-d.p) {
-					return nil, fmt.Errorf("record %d: bad region length %d", len(recs), n)
-				}
-				r.Foreign[j].Region = str[d.p : d.p+int(n)]
-				d.p += int(n)
-				r.Foreign[j].Count = d.uvarint()
-			}
-		}
-		if d.err != nil {
-			return nil, fmt.Errorf("record %d: %w", len(recs), d.err)
-		}
-		recs = append(recs, r)
+// decodeCell reads one cell record (save.go's appendCell).
+func decodeCell(d *decoder, str string, _ []byte) (r engine.CellRecord, err error) {
+	lo, hi := d.span("key")
+	if hi-lo > maxKeyLen {
+		return r, fmt.Errorf("bad key length %d", hi-lo)
 	}
-	return recs, nil
+	r.Key = str[lo:hi]
+	r.Seq = d.varint()
+	r.Regional = d.uvarint()
+	r.Imported = d.uvarint()
+	// Each foreign component takes two bytes or more.
+	if nf := d.uvarint(); nf > 0 && d.err == nil {
+		if nf > uint64(len(d.b)-d.p)/2 {
+			return r, fmt.Errorf("%d foreign regions", nf)
+		}
+		r.Foreign = make([]engine.RegionCount, nf)
+		for j := range r.Foreign {
+			r.Foreign[j] = engine.RegionCount{Region: d.str("region", str), Count: d.uvarint()}
+		}
+	}
+	return r, nil
 }
 
 // decoder reads varints from b at p; the first failure is kept in err, and what follows
@@ -346,6 +354,27 @@ type decoder struct {
 }
 
 var errVarint = errors.New("truncated or overlong varint")
+
+// span reads a length (uvarint) and skips that many bytes, returning where they lie in b;
+// what names the field in the error, which is kept in d.err (span then returns 0, 0).
+func (d *decoder) span(what string) (lo, hi int) {
+	n := d.uvarint()
+	switch {
+	case d.err != nil:
+		return 0, 0
+	case n > uint64(len(d.b)-d.p):
+		d.err = fmt.Errorf("bad %s length %d", what, n)
+		return 0, 0
+	}
+	d.p += int(n)
+	return d.p - int(n), d.p
+}
+
+// str is span as a substring of str, a copy of b.
+func (d *decoder) str(what, str string) string {
+	lo, hi := d.span(what)
+	return str[lo:hi]
+}
 
 func (d *decoder) uvarint() uint64 {
 	if d.err != nil {

@@ -608,7 +608,7 @@ func TestRun(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			persist.Run(ctx, s, seqOf(src), nil, nil, 5*time.Millisecond)
+			persist.Run(ctx, s, persist.Source{Cells: seqOf(src)}, nil, 5*time.Millisecond)
 		}()
 		waitFor(t, "three saves", func() bool { return s.Stats().LastCells >= 3 })
 		cancel()
@@ -643,7 +643,7 @@ func TestRun(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			persist.Run(ctx, s, seqOf(func() []engine.CellRecord { return genRecords(10, 18) }), nil, nil, 5*time.Millisecond)
+			persist.Run(ctx, s, persist.Source{Cells: seqOf(func() []engine.CellRecord { return genRecords(10, 18) })}, nil, 5*time.Millisecond)
 		}()
 		waitFor(t, "two failures", func() bool { return s.Stats().Failures >= 2 })
 		if c := s.Stats().ConsecutiveFailures; c < 2 {
@@ -684,7 +684,7 @@ func TestRun(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			persist.Run(ctx, s, seqOf(src), nil, changed, 5*time.Millisecond)
+			persist.Run(ctx, s, persist.Source{Cells: seqOf(src)}, changed, 5*time.Millisecond)
 		}()
 		waitFor(t, "two failed saves of the one change", func() bool { return s.Stats().Failures >= 2 })
 		if err := os.Remove(block); err != nil {
@@ -706,9 +706,9 @@ func TestRun(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			persist.Run(context.Background(), s, func(func(engine.CellRecord) bool) {
+			persist.Run(context.Background(), s, persist.Source{Cells: func(func(engine.CellRecord) bool) {
 				t.Error("src called")
-			}, nil, nil, 0)
+			}}, nil, 0)
 		}()
 		select {
 		case <-done:

@@ -19,9 +19,13 @@ import (
 const (
 	fileName = "snapshot.db"
 	tmpName  = "snapshot.db.tmp"
-	// formatVersion is the format Save writes: format 4's cell chunks plus the counter
-	// keyspace's records, packed into chunks of their own bucket (see package doc).
-	formatVersion = 5
+	// formatVersion is the format Save writes: format 5 plus the edge runs' replay marks
+	// and the lease grants, each packed into chunks of their own bucket (see package doc).
+	formatVersion = 6
+	// v6Version is formatVersion, named where Load reads what format 6 added.
+	v6Version = 6
+	// v5Version is formatVersion without the runs and leases. Load still reads it.
+	v5Version = 5
 	// v4Version is formatVersion without the keyspace. Load still reads it.
 	v4Version = 4
 	// v3Version is the previous format: one bbolt key per cell. Load still reads it.
@@ -30,15 +34,21 @@ const (
 	// legacyKey). Load still reads it.
 	v2Version = 2
 
-	cellsBucket = "cells"
-	kvBucket    = "kv"
-	metaBucket  = "meta"
-	metaVersion = "version"
-	metaSavedMs = "saved_ms"
-	metaCount   = "count"
-	metaCRC     = "crc32c"
-	metaKVCount = "kv_count"
-	metaKVCRC   = "kv_crc32c"
+	cellsBucket    = "cells"
+	kvBucket       = "kv"
+	runsBucket     = "runs"
+	leaseBucket    = "leases"
+	metaBucket     = "meta"
+	metaVersion    = "version"
+	metaSavedMs    = "saved_ms"
+	metaCount      = "count"
+	metaCRC        = "crc32c"
+	metaKVCount    = "kv_count"
+	metaKVCRC      = "kv_crc32c"
+	metaRunsCount  = "runs_count"
+	metaRunsCRC    = "runs_crc32c"
+	metaLeaseCount = "leases_count"
+	metaLeaseCRC   = "leases_crc32c"
 
 	// seqLen and valueLen are the fixed sizes of formats 2 and 3.
 	seqLen   = 8
@@ -62,27 +72,49 @@ const (
 // castagnoli is the CRC-32C table (hardware accelerated where the CPU has it).
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// Source is what a save writes: the records each iterator yields (nil: none), encoded as
+// they come. The engine's Records, KV().Records, Runs and Leases lend each record only for
+// the call, so a save makes no copy of the store.
+type Source struct {
+	Cells  iter.Seq[engine.CellRecord]
+	KV     iter.Seq[engine.KVRecord]
+	Runs   iter.Seq[engine.RunRecord]
+	Leases iter.Seq[engine.LeaseRecord]
+}
+
 // Save writes recs as the new snapshot, replacing the previous one only once the new file
 // is complete and synced to disk. recs is not modified and is written in its order;
 // records with the same key and sequence are written as they are and merged by Load,
 // taking the larger counts. On error the failure is counted in Stats and the snapshot is
 // the previous one (or, if only the final directory fsync failed, the new one): never a
 // partial file. The snapshot holds no counter keys: SaveAll writes both.
-func (s *Store) Save(recs []engine.CellRecord) error { return s.SaveAll(slices.Values(recs), nil) }
+func (s *Store) Save(recs []engine.CellRecord) error {
+	return s.Write(Source{Cells: slices.Values(recs)})
+}
 
 // SaveSeq is Save of the records recs yields, encoded as they come (engine.Records lends
 // each record only for the call): the snapshot makes no copy of the cells.
-func (s *Store) SaveSeq(recs iter.Seq[engine.CellRecord]) error { return s.SaveAll(recs, nil) }
+func (s *Store) SaveSeq(recs iter.Seq[engine.CellRecord]) error {
+	return s.Write(Source{Cells: recs})
+}
 
 // SaveAll is SaveSeq of cells (nil: none) that also writes the counter keyspace's records
 // kv yields (nil: none), as engine.KV.Records captures them: one shard at a time, live
 // keys only. Records are written as they are given; the keys of kv are not checked for
 // duplicates (Load returns them in file order, and engine.KV.Restore keeps the last).
 func (s *Store) SaveAll(cells iter.Seq[engine.CellRecord], kv iter.Seq[engine.KVRecord]) error {
+	return s.Write(Source{Cells: cells, KV: kv})
+}
+
+// Write is Save of everything src yields: cells, counter keys, and the edge runs' replay
+// marks and lease grants that an origin keeps across a clean restart. The runs and leases
+// are written as they are given (engine.RestoreRuns and engine.RestoreLeases merge
+// duplicates).
+func (s *Store) Write(src Source) error {
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
 	start := time.Now()
-	n, nkv, err := s.save(cells, kv, start)
+	n, nkv, err := s.save(src, start)
 	if err != nil {
 		s.failures.Add(1)
 		s.consecutive.Add(1)
@@ -96,35 +128,57 @@ func (s *Store) SaveAll(cells iter.Seq[engine.CellRecord], kv iter.Seq[engine.KV
 	return nil
 }
 
-// save encodes cells and kv, writes them to the temporary file, then renames it over the
-// snapshot and syncs the directory.
-func (s *Store) save(cells iter.Seq[engine.CellRecord], kv iter.Seq[engine.KVRecord], now time.Time) (n, nkv uint64, err error) {
+// save encodes src, writes it to the temporary file, then renames it over the snapshot and
+// syncs the directory. It returns the number of cells and of counter keys written.
+func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 	if hint := s.sizeHint.Swap(0); hint > int64(cap(s.buf)) && hint < 1<<40 {
 		// The file holds the chunks and some bbolt pages: room for the records it had.
 		s.buf = make([]byte, 0, hint)
 		s.ends = make([]int, 0, hint/chunkSize+1)
 	}
-	buf, ends, n, err := encodeChunks(s.buf[:0], s.ends[:0], cells)
-	if err != nil {
-		return 0, 0, err
+	// One buffer holds every section's chunks, one after the other; ends holds the end
+	// offset of every chunk in it, section after section.
+	sections := [4]section{
+		{bucket: cellsBucket, countName: metaCount, crcName: metaCRC},
+		{bucket: kvBucket, countName: metaKVCount, crcName: metaKVCRC},
+		{bucket: runsBucket, countName: metaRunsCount, crcName: metaRunsCRC},
+		{bucket: leaseBucket, countName: metaLeaseCount, crcName: metaLeaseCRC},
 	}
-	// The keyspace's chunks follow the cells' in buf; kvEnds are offsets into buf too.
-	cellsEnd := len(buf)
-	buf, kvEnds, nkv := encodeKVChunks(buf, s.kvEnds[:0], kv)
+	buf, ends := s.buf[:0], s.ends[:0]
+	for i := range sections {
+		sec := &sections[i]
+		sec.base, sec.first = len(buf), len(ends)
+		switch i {
+		case 0:
+			buf, ends, sec.count, err = encodeRecords(buf, ends, src.Cells, appendCell)
+		case 1:
+			buf, ends, sec.count, err = encodeRecords(buf, ends, src.KV, appendKV)
+		case 2:
+			buf, ends, sec.count, err = encodeRecords(buf, ends, src.Runs, appendRun)
+		case 3:
+			buf, ends, sec.count, err = encodeRecords(buf, ends, src.Leases, appendLease)
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("%s: %w", sec.bucket, err)
+		}
+	}
+	for i := range sections {
+		hi := len(ends)
+		if i+1 < len(sections) {
+			hi = sections[i+1].first
+		}
+		sections[i].buf, sections[i].ends = buf, ends[sections[i].first:hi]
+	}
 	// Keep the buffers for the next save, whose size is much the same, unless they are
 	// mostly unused after the store shrank.
 	if cap(buf) <= 2*len(buf)+1<<20 {
-		s.buf, s.ends, s.kvEnds = buf, ends, kvEnds
+		s.buf, s.ends = buf, ends
 	} else {
-		s.buf, s.ends, s.kvEnds = nil, nil, nil
+		s.buf, s.ends = nil, nil
 	}
 	tmp := filepath.Join(s.dir, tmpName)
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return 0, 0, fmt.Errorf("remove stale %s: %w", tmp, err)
-	}
-	sections := [2]section{
-		{bucket: cellsBucket, buf: buf[:cellsEnd], ends: ends, count: n, countName: metaCount, crcName: metaCRC},
-		{bucket: kvBucket, buf: buf, base: cellsEnd, ends: kvEnds, count: nkv, countName: metaKVCount, crcName: metaKVCRC},
 	}
 	if err := writeFile(tmp, sections[:], now); err != nil {
 		_ = os.Remove(tmp) // best effort: the next Save removes it anyway
@@ -134,46 +188,30 @@ func (s *Store) save(cells iter.Seq[engine.CellRecord], kv iter.Seq[engine.KVRec
 		_ = os.Remove(tmp)
 		return 0, 0, fmt.Errorf("rename %s: %w", tmp, err)
 	}
-	return n, nkv, syncDir(s.dir)
+	return sections[0].count, sections[1].count, syncDir(s.dir)
 }
 
-// encodeChunks appends the records of recs to buf, in their order, and the end offset of
-// each chunk to ends. A chunk is closed once it holds chunkSize bytes or more. A record is
-//
-//	uvarint len(key) | key | varint seq | uvarint regional | uvarint imported |
-//	uvarint len(foreign) | per foreign region: uvarint len(region) | region | uvarint count
-func encodeChunks(buf []byte, ends []int, recs iter.Seq[engine.CellRecord]) ([]byte, []int, uint64, error) {
+// encodeRecords appends the records of recs (nil: none) to buf, in their order, each
+// encoded by enc, and the end offset of each chunk to ends. A chunk is closed once it
+// holds chunkSize bytes or more; a record is never split. It returns the number of
+// records, or enc's first error.
+func encodeRecords[T any](buf []byte, ends []int, recs iter.Seq[T], enc func([]byte, T) ([]byte, error)) ([]byte, []int, uint64, error) {
 	if recs == nil {
 		return buf, ends, 0, nil
 	}
-	start := 0
+	start := len(buf)
 	var n uint64
 	var err error
 	for r := range recs {
-		if len(r.Key) > maxKeyLen {
-			err = fmt.Errorf("record %d: %d-byte key, the most is %d", n, len(r.Key), maxKeyLen)
-			break
+		if buf, err = enc(buf, r); err != nil {
+			return buf, ends, 0, fmt.Errorf("record %d: %w", n, err)
 		}
 		n++
-		buf = binary.AppendUvarint(buf, uint64(len(r.Key)))
-		buf = append(buf, r.Key...)
-		buf = binary.AppendVarint(buf, r.Seq)
-		buf = binary.AppendUvarint(buf, r.Regional)
-		buf = binary.AppendUvarint(buf, r.Imported)
-		buf = binary.AppendUvarint(buf, uint64(len(r.Foreign)))
-		for _, f := range r.Foreign {
-			buf = binary.AppendUvarint(buf, uint64(len(f.Region)))
-			buf = append(buf, f.Region...)
-			buf = binary.AppendUvarint(buf, f.Count)
-		}
-		// No yielding here: engine.Records gives way between shards itself.
+		// No yielding here: the engine's iterators give way between shards themselves.
 		if len(buf)-start >= chunkSize {
 			ends = append(ends, len(buf))
 			start = len(buf)
 		}
-	}
-	if err != nil {
-		return buf, ends, 0, err
 	}
 	if len(buf) > start {
 		ends = append(ends, len(buf))
@@ -181,47 +219,94 @@ func encodeChunks(buf []byte, ends []int, recs iter.Seq[engine.CellRecord]) ([]b
 	return buf, ends, n, nil
 }
 
-// encodeKVChunks appends the keyspace records of kv (nil: none) to buf, in their order, and
-// the end offset of each chunk to ends, closing a chunk as encodeChunks does. A record is
+// appendCell appends one cell record:
+//
+//	uvarint len(key) | key | varint seq | uvarint regional | uvarint imported |
+//	uvarint len(foreign) | per foreign region: uvarint len(region) | region | uvarint count
+func appendCell(buf []byte, r engine.CellRecord) ([]byte, error) {
+	if len(r.Key) > maxKeyLen {
+		return buf, fmt.Errorf("%d-byte key, the most is %d", len(r.Key), maxKeyLen)
+	}
+	buf = appendString(buf, r.Key)
+	buf = binary.AppendVarint(buf, r.Seq)
+	buf = binary.AppendUvarint(buf, r.Regional)
+	buf = binary.AppendUvarint(buf, r.Imported)
+	buf = binary.AppendUvarint(buf, uint64(len(r.Foreign)))
+	for _, f := range r.Foreign {
+		buf = appendString(buf, f.Region)
+		buf = binary.AppendUvarint(buf, f.Count)
+	}
+	return buf, nil
+}
+
+// appendKV appends one counter keyspace record:
 //
 //	uvarint len(workspace) | workspace | uvarint len(key) | key | varint expire_at_ms |
 //	uvarint len(value) | value
 //
 // The engine bounds keys and values (engine.MaxKVKey, engine.MaxKVValue), so a record,
 // and a chunk, stays small; Load leaves their check to engine.KV.Restore.
-func encodeKVChunks(buf []byte, ends []int, kv iter.Seq[engine.KVRecord]) ([]byte, []int, uint64) {
-	if kv == nil {
-		return buf, ends, 0
+func appendKV(buf []byte, r engine.KVRecord) ([]byte, error) {
+	buf = appendString(buf, r.Workspace)
+	buf = appendString(buf, r.Key)
+	buf = binary.AppendVarint(buf, r.ExpireAtMs)
+	buf = binary.AppendUvarint(buf, uint64(len(r.Value)))
+	return append(buf, r.Value...), nil
+}
+
+// runSuperseded is the flag of a run record whose run was superseded.
+const runSuperseded = 1
+
+// appendRun appends one edge run's replay marks:
+//
+//	uvarint len(run) | run | uvarint applied | varint heard_ms | varint replay_ms |
+//	uvarint flags (1: superseded)
+func appendRun(buf []byte, r engine.RunRecord) ([]byte, error) {
+	if len(r.Run) > engine.MaxRunLen {
+		return buf, fmt.Errorf("%d-byte run name, the most is %d", len(r.Run), engine.MaxRunLen)
 	}
-	start := len(buf)
-	var n uint64
-	for r := range kv {
-		n++
-		buf = binary.AppendUvarint(buf, uint64(len(r.Workspace)))
-		buf = append(buf, r.Workspace...)
-		buf = binary.AppendUvarint(buf, uint64(len(r.Key)))
-		buf = append(buf, r.Key...)
-		buf = binary.AppendVarint(buf, r.ExpireAtMs)
-		buf = binary.AppendUvarint(buf, uint64(len(r.Value)))
-		buf = append(buf, r.Value...)
-		if len(buf)-start >= chunkSize {
-			ends = append(ends, len(buf))
-			start = len(buf)
-		}
+	buf = appendString(buf, r.Run)
+	buf = binary.AppendUvarint(buf, r.Applied)
+	buf = binary.AppendVarint(buf, r.HeardMs)
+	buf = binary.AppendVarint(buf, r.ReplayMs)
+	var flags uint64
+	if r.Superseded {
+		flags |= runSuperseded
 	}
-	if len(buf) > start {
-		ends = append(ends, len(buf))
+	return binary.AppendUvarint(buf, flags), nil
+}
+
+// appendLease appends one lease grant:
+//
+//	uvarint len(key) | key | uvarint len(run) | run | uvarint g | uvarint spent |
+//	uvarint seq | varint until_ms
+func appendLease(buf []byte, r engine.LeaseRecord) ([]byte, error) {
+	if len(r.Key) > maxKeyLen || len(r.Run) > engine.MaxRunLen {
+		return buf, fmt.Errorf("%d-byte key and %d-byte run name, the most is %d and %d", len(r.Key), len(r.Run), maxKeyLen, engine.MaxRunLen)
 	}
-	return buf, ends, n
+	buf = appendString(buf, r.Key)
+	buf = appendString(buf, r.Run)
+	buf = binary.AppendUvarint(buf, r.G)
+	buf = binary.AppendUvarint(buf, r.Spent)
+	buf = binary.AppendUvarint(buf, r.Seq)
+	return binary.AppendVarint(buf, r.UntilMs), nil
+}
+
+// appendString appends s with its length before it, as a uvarint.
+func appendString(buf []byte, s string) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(s)))
+	return append(buf, s...)
 }
 
 // section is one bucket of chunks to write: chunk i of buf is buf[ends[i-1]:ends[i]], the
-// first starting at base. count records; countName and crcName are its meta values.
+// first starting at base. count records; countName and crcName are its meta values. first
+// is the index of its first chunk among every section's, while save encodes.
 type section struct {
 	bucket             string
 	buf                []byte
 	base               int
 	ends               []int
+	first              int
 	count              uint64
 	countName, crcName string
 }

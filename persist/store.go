@@ -1,5 +1,6 @@
-// Package persist keeps an origin's live cells and its counter keyspace (the keys of GET,
-// SET, INCRBY, ... and CL.THROTTLE's state) across restarts as a bbolt snapshot file.
+// Package persist keeps an origin's live cells, its counter keyspace (the keys of GET,
+// SET, INCRBY, ... and CL.THROTTLE's state), its edge runs' replay marks and its lease
+// grants across restarts as a bbolt snapshot file.
 //
 // Save writes every record to a fresh file next to the snapshot and renames it over the old
 // one only once it is complete and on disk, so a crash at any point leaves the last good
@@ -10,7 +11,7 @@
 // Open takes an exclusive lock of the directory (a flock on its LOCK file, which holds the
 // holder's pid), so two processes never share a snapshot; Close releases it.
 //
-// File layout (format version 5), three buckets:
+// File layout (format version 6), five buckets:
 //
 //	cells: key = chunk index (4 bytes, big endian; 0, 1, 2, ... with none missing)
 //	       value = consecutive records, about 64 KiB of them (a record is never split):
@@ -20,9 +21,16 @@
 //	kv:    the counter keyspace, chunked as cells (its own chunk indexes from 0), a record
 //	       being: uvarint len(workspace) | workspace | uvarint len(key) | key |
 //	       varint expire_at_ms (unix ms; 0: no expiry) | uvarint len(value) | value
-//	meta:  "version" = 5, "saved_ms" = save time (unix ms), "count" = number of cell
-//	       records, "kv_count" = number of kv records (each 8 bytes, big endian);
-//	       "crc32c" and "kv_crc32c" = CRC-32C of the cells' and the kv chunk values in
+//	runs:  the edge runs' replay marks, chunked as cells, a record being: uvarint len(run) |
+//	       run | uvarint last applied batch | varint heard_ms | varint replay_ms |
+//	       uvarint flags (1: superseded)
+//	leases: the live lease grants, chunked as cells, a record being: uvarint len(key) |
+//	       tuple key | uvarint len(run) | run | uvarint g | uvarint spent | uvarint seq |
+//	       varint until_ms
+//	meta:  "version" = 6, "saved_ms" = save time (unix ms), "count" = number of cell
+//	       records, "kv_count", "runs_count" and "leases_count" = numbers of kv, run and
+//	       lease records (each 8 bytes, big endian); "crc32c", "kv_crc32c",
+//	       "runs_crc32c" and "leases_crc32c" = CRC-32C of each bucket's chunk values in
 //	       chunk order (4 bytes, big endian), so a damaged file is detected rather than
 //	       half-loaded.
 //
@@ -33,13 +41,18 @@
 // keys, each shard copied at one instant; a key expired by the time of a load is dropped
 // by engine.KV.Restore.
 //
+// The runs and leases are what an origin keeps of its promises to edges across a clean
+// restart (engine.Runs, engine.Leases; ms are the origin's wall clock, the same after a
+// restart). Version 5 is version 6 without the runs and leases buckets and their four meta
+// values: an origin restarted from it knows no replay marks and no leases.
+//
 // Version 4 is version 5 without the kv bucket and its two meta values (no counter keys).
 // Version 3 had one bbolt key per cell, in key order: key = tuple key | seq (8 bytes, big
 // endian), value = regional (8 bytes) | imported (8 bytes), then per foreign region
 // len(region) (1 byte) | region | count (8 bytes), all big endian; its "crc32c" covered each
 // cell's uvarint key length, key and value. Version 2 had version 3's layout with older,
 // longer tuple keys (an 8-byte window and explicit "default" names). Load still reads both
-// and converts version 2's keys, and version 4. Other versions are refused as ErrCorrupt.
+// and converts version 2's keys, and versions 4 and 5. Other versions are refused as ErrCorrupt.
 package persist
 
 import (
@@ -47,7 +60,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"iter"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -55,8 +67,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/ratchet/ratchet/engine"
 )
 
 // Store saves and loads the snapshot of one data directory. It is safe for concurrent use:
@@ -70,9 +80,8 @@ type Store struct {
 	// saveMu is held for the whole of a Save: there is one temporary file per directory.
 	saveMu sync.Mutex
 	// buf and ends are the encoded chunks of the last save, reused by the next (saveMu).
-	buf    []byte
-	ends   []int
-	kvEnds []int
+	buf  []byte
+	ends []int
 	// sizeHint is the size of the last snapshot loaded: the first save after a restart
 	// allocates its buffer once at that size rather than growing it by doubling (848 ms
 	// instead of ~200 ms at 1M cells, most of it GC assists of the growing allocations).
@@ -184,7 +193,7 @@ func (s *Store) Stats() Stats {
 	}
 }
 
-// Run saves the records cells and kv yield (SaveAll; kv may be nil) until ctx is done, so that the snapshot on
+// Run saves the records src yields (Write) until ctx is done, so that the snapshot on
 // disk is never older than interval: a kill -9 loses at most interval of counts. A
 // snapshot is as old as the moment its capture started, and is on disk only once its save
 // ends, so captures start interval apart less the time a save takes (estimated at 1.5x the
@@ -195,9 +204,9 @@ func (s *Store) Stats() Stats {
 // changed is not nil and reports that nothing changed since the last capture, nothing is
 // written (an idle origin does not rewrite the same snapshot) and it counts as a success:
 // the snapshot on disk is current. Run does not save when ctx ends: the caller writes the
-// final snapshot with SaveAll once it has stopped taking writes. A non-positive interval
+// final snapshot with Write once it has stopped taking writes. A non-positive interval
 // disables periodic saves and Run returns at once.
-func Run(ctx context.Context, s *Store, cells iter.Seq[engine.CellRecord], kv iter.Seq[engine.KVRecord], changed func() bool, interval time.Duration) {
+func Run(ctx context.Context, s *Store, src Source, changed func() bool, interval time.Duration) {
 	if interval <= 0 {
 		return
 	}
@@ -218,7 +227,7 @@ func Run(ctx context.Context, s *Store, cells iter.Seq[engine.CellRecord], kv it
 		if changed != nil && !retry && !changed() {
 			s.lastSuccessMs.Store(uint64(start.UnixMilli()))
 		} else {
-			err := s.SaveAll(cells, kv)
+			err := s.Write(src)
 			recent[n%len(recent)] = time.Since(start)
 			retry = err != nil
 			if err != nil {

@@ -189,8 +189,17 @@ func newOrigin(cfg Config, log *slog.Logger) (*node, error) {
 	// Counter keys expired since the save are dropped; the others are restored even
 	// beyond --max-memory (new keys are then refused until room is made).
 	kvLoaded, kvDropped := eng.KV().Restore(snap.KV)
+	// The edge runs' replay marks, then the leases granted to them: a batch applied before
+	// the restart is not applied again, and a lease a cut-off edge may still spend is
+	// still counted.
+	runsLoaded, runsDropped := eng.RestoreRuns(snap.Runs)
+	leasesLoaded, leasesDropped, lerr := eng.RestoreLeases(snap.Leases)
+	if lerr != nil {
+		log.Warn("snapshot had unreadable leases", "error", lerr)
+	}
 	log.Info("snapshot loaded", "dir", cfg.DataDir, "cells", loaded, "dropped", dropped,
-		"counter_keys", kvLoaded, "counter_keys_dropped", kvDropped)
+		"counter_keys", kvLoaded, "counter_keys_dropped", kvDropped, "edge_runs", runsLoaded,
+		"edge_runs_dropped", runsDropped, "leases", leasesLoaded, "leases_dropped", leasesDropped)
 	n.store = store
 	return n, nil
 }
@@ -330,7 +339,7 @@ func run(cfg Config, log *slog.Logger) error {
 	default:
 		go n.origin.RunSweeper(ctx, time.Second)
 		if n.store != nil {
-			go persist.Run(ctx, n.store, n.origin.Records, n.origin.KV().Records, n.origin.Changed, cfg.SnapshotInterval)
+			go persist.Run(ctx, n.store, snapshotSource(n.origin), n.origin.Changed, cfg.SnapshotInterval)
 		}
 		if n.repl != nil {
 			go func() { n.repl.Run(ctx); close(background) }()
@@ -375,7 +384,7 @@ func run(cfg Config, log *slog.Logger) error {
 		}
 	}
 	if n.store != nil {
-		if err := n.store.SaveAll(n.origin.Records, n.origin.KV().Records); err != nil {
+		if err := n.store.Write(snapshotSource(n.origin)); err != nil {
 			return fmt.Errorf("final snapshot: %w", err)
 		}
 		log.Info("final snapshot written", "dir", cfg.DataDir)
@@ -384,6 +393,12 @@ func run(cfg Config, log *slog.Logger) error {
 		}
 	}
 	return runErr
+}
+
+// snapshotSource is what an origin's snapshots hold: its cells, counter keys, edge runs'
+// replay marks and lease grants.
+func snapshotSource(e *engine.Engine) persist.Source {
+	return persist.Source{Cells: e.Records, KV: e.KV().Records, Runs: e.Runs, Leases: e.Leases}
 }
 
 // redisSeconds writes a duration as Redis's CONFIG GET timeout does: whole seconds, a

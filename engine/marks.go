@@ -1,0 +1,216 @@
+package engine
+
+import (
+	"cmp"
+	"fmt"
+	"runtime"
+	"slices"
+	"unsafe"
+)
+
+// What an origin saves beside its cells so that a clean restart keeps its promises to
+// edges: each edge run's replay marks (the last batch applied, so a batch whose answer was
+// lost is not applied again when it is re-sent) and every live lease grant (so the
+// restarted origin keeps counting what a cut-off edge may still spend). Runs and Leases
+// capture them; RestoreRuns and RestoreLeases load them into a new Engine before it
+// serves edges, runs first.
+
+// RunRecord is one edge run's replay marks as saved and loaded.
+type RunRecord struct {
+	Run        string // the edge run: node id and boot nonce
+	Applied    uint64 // the last replay batch applied for the run
+	HeardMs    int64  // when the run was last heard (origin ms)
+	ReplayMs   int64  // when a replay batch of the run was last served (origin ms; 0: never)
+	Superseded bool   // a later run of the same node was heard: this one's leases hold nothing
+}
+
+// LeaseRecord is one lease grant (lease.go) as saved and loaded: edge run Run's lease on
+// the tuple Key (made by AppendKey).
+type LeaseRecord struct {
+	Key     string
+	Run     string
+	G       uint64 // cumulative cost the run may accept
+	Spent   uint64 // cumulative cost of the run's replays applied since the grant began
+	Seq     uint64 // the lease sequence of the last grant
+	UntilMs int64  // origin ms after which the lease is dead
+}
+
+// MaxRunLen is the longest edge run name RestoreRuns and RestoreLeases take: far beyond
+// "node-id/nonce".
+const MaxRunLen = 1024
+
+// Runs yields the replay marks of every edge run the origin remembers (at most 4096),
+// copied at one instant.
+func (e *Engine) Runs(yield func(RunRecord) bool) {
+	e.nodes.mu.Lock()
+	out := make([]RunRecord, 0, len(e.nodes.runs))
+	for name, m := range e.nodes.runs {
+		out = append(out, RunRecord{Run: name, Applied: m.lastBatch.Load(), HeardMs: m.lastMs,
+			ReplayMs: m.replayMs.Load(), Superseded: m.superseded.Load()})
+	}
+	e.nodes.mu.Unlock()
+	for _, r := range out {
+		if !yield(r) {
+			return
+		}
+	}
+}
+
+// Leases yields every lease grant that has not ended, as Records yields cells: a shard's
+// grants are gathered into buffers reused from shard to shard and yielded after its lock
+// is released, so a record's Key is valid only during the call. Shards are visited in
+// turn, giving way between them.
+func (e *Engine) Leases(yield func(LeaseRecord) bool) {
+	var (
+		recs  []LeaseRecord
+		keys  []byte
+		keyAt []int // end of each record's key in keys
+	)
+	now := e.clock.NowMs()
+	for i := range e.store.shards {
+		recs, keys, keyAt = recs[:0], keys[:0], keyAt[:0]
+		sh := &e.store.shards[i]
+		lockYielding(&sh.mu)
+		for j := range sh.slots {
+			sl := &sh.slots[j]
+			if sl.ent.side == nil {
+				continue
+			}
+			for _, g := range sl.ent.side.leases.grants {
+				if g.dead(now) {
+					continue
+				}
+				keys = append(keys, sl.key()...)
+				keyAt = append(keyAt, len(keys))
+				recs = append(recs, LeaseRecord{Run: g.run.name, G: g.g, Spent: g.spent, Seq: g.seq, UntilMs: g.until})
+			}
+		}
+		sh.mu.Unlock()
+		start := 0
+		for j, r := range recs {
+			if end := keyAt[j]; end > start {
+				r.Key = unsafe.String(&keys[start], end-start)
+			}
+			start = keyAt[j]
+			if !yield(r) {
+				return
+			}
+		}
+		runtime.Gosched()
+	}
+}
+
+// RestoreRuns loads replay marks into the node table, merging with what it holds (the
+// larger batch and times). Times later than now are taken as now. The table is bounded:
+// of more than 4096 records, those heard most recently are kept. It returns the number of
+// records loaded and dropped (an empty or overlong run name, or beyond the bound).
+func (e *Engine) RestoreRuns(recs []RunRecord) (loaded, dropped int) {
+	now := e.clock.NowMs()
+	recs = slices.Clone(recs)
+	slices.SortFunc(recs, func(a, b RunRecord) int { return cmp.Compare(b.HeardMs, a.HeardMs) })
+	t := &e.nodes
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.init()
+	for _, r := range recs {
+		if r.Run == "" || len(r.Run) > MaxRunLen || loaded >= maxTrackedNodes {
+			dropped++
+			continue
+		}
+		heard := min(r.HeardMs, now)
+		m := t.runs[r.Run]
+		if m == nil {
+			m = t.add(r.Run)
+		}
+		m.lastMs = max(m.lastMs, heard)
+		m.heardMs.Store(m.lastMs)
+		if r.Applied > m.lastBatch.Load() {
+			m.lastBatch.Store(r.Applied) // no batch of the run is served before the restore ends
+		}
+		storeMax(&m.replayMs, min(r.ReplayMs, now))
+		if r.Superseded {
+			m.superseded.Store(true)
+		}
+		t.see(nodeName(r.Run), heard)
+		loaded++
+	}
+	return loaded, dropped
+}
+
+// RestoreLeases loads lease grants; call RestoreRuns first, so that a grant finds its
+// run's marks (a run not among them gets new, empty marks, which it would have after a
+// restart anyway). Grants that have ended are dropped; an until later than a new grant's
+// would end is taken as that (the snapshot's clock was ahead, or the lease TTL shrank). A
+// grant is loaded even beyond --max-memory, as a live cell is: forgetting it could admit
+// more than the limit. Of two records of one tuple and run, the later grant (higher
+// sequence) wins. The engine's lease sequence is raised past every grant loaded, so newer
+// grants compare as newer. It returns the number of records loaded and dropped; a record
+// whose key does not decode is an error and stops nothing else.
+func (e *Engine) RestoreLeases(recs []LeaseRecord) (loaded, dropped int, err error) {
+	now := e.clock.NowMs()
+	for _, r := range recs {
+		if _, perr := ParseKey([]byte(r.Key)); perr != nil {
+			err = fmt.Errorf("restore lease: %w", perr)
+			dropped++
+			continue
+		}
+		gr := leaseGrant{g: r.G, spent: r.Spent, seq: r.Seq, until: min(r.UntilMs, now+e.leaseTTLMs+leaseGraceMs)}
+		if r.Run == "" || len(r.Run) > MaxRunLen || r.Seq == 0 {
+			dropped++
+			continue
+		}
+		e.nodes.mu.Lock()
+		e.nodes.init()
+		gr.run = e.nodes.runs[r.Run]
+		if gr.run == nil && now < gr.until { // new marks would hold nothing past until
+			gr.run = e.nodes.add(r.Run)
+		}
+		e.nodes.mu.Unlock()
+		if gr.run == nil || gr.dead(now) || !e.restoreGrant([]byte(r.Key), gr, now) {
+			dropped++
+			continue
+		}
+		storeMax(&e.leaseSeq, r.Seq)
+		loaded++
+	}
+	return loaded, dropped, err
+}
+
+// restoreGrant puts gr into key's lease set, creating the entry when there is none. It
+// reports false when the tuple has no room for another grant.
+func (e *Engine) restoreGrant(key []byte, gr leaseGrant, now int64) bool {
+	sh, h := e.store.locate(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	ent := sh.lookup(h, key)
+	if ent == nil {
+		ent, _ = e.store.insert(sh, h, key, true)
+	}
+	ls := &e.store.sideOf(ent).leases
+	before := ls.heapBytes()
+	old := ls.grantOf(gr.run, now, false)
+	if old == nil {
+		old = ls.grantOf(gr.run, now, true)
+	} else if old.seq >= gr.seq {
+		return true // a later grant of the run is loaded already
+	}
+	if old != nil {
+		*old = gr
+	}
+	e.store.bytes.Add(ls.heapBytes() - before)
+	e.store.freeSideIfEmpty(ent) // the tuple was full: the sweep drops an entry left empty
+	return old != nil
+}
+
+// storeMax raises a to v when v is larger.
+func storeMax[T int64 | uint64](a interface {
+	Load() T
+	CompareAndSwap(old, new T) bool
+}, v T) {
+	for {
+		cur := a.Load()
+		if v <= cur || a.CompareAndSwap(cur, v) {
+			return
+		}
+	}
+}

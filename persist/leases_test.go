@@ -1,0 +1,127 @@
+package persist_test
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/persist"
+)
+
+// leaseFixture returns run and lease records of every kind: extreme values, binary names,
+// and enough leases to fill several chunks.
+func leaseFixture(n int) ([]engine.RunRecord, []engine.LeaseRecord) {
+	runs := []engine.RunRecord{
+		{Run: "edge-1/0a0b0c", Applied: 7, HeardMs: 1_750_000_000_000, ReplayMs: 1_749_999_999_000},
+		{Run: "edge-1/old", Applied: math.MaxUint64, HeardMs: -1, Superseded: true},
+		{Run: "e\x00\xff/x", HeardMs: math.MaxInt64, ReplayMs: math.MinInt64},
+		{Run: ""},
+	}
+	leases := make([]engine.LeaseRecord, n)
+	for i := range leases {
+		key := string(engine.AppendKey(nil, engine.Tuple{Workspace: "default", Namespace: "ns",
+			Key: fmt.Appendf(nil, "user:%d:%s", i, strings.Repeat("k", i%200)), WindowMs: 60_000}))
+		leases[i] = engine.LeaseRecord{Key: key, Run: runs[i%len(runs)].Run, G: uint64(i) * 1000, Spent: uint64(i),
+			Seq: uint64(i)<<40 | 1, UntilMs: 1_750_000_060_000 + int64(i)}
+	}
+	leases = append(leases, engine.LeaseRecord{G: math.MaxUint64, Spent: math.MaxUint64, Seq: math.MaxUint64, UntilMs: math.MinInt64})
+	return runs, leases
+}
+
+// TestRunsAndLeasesRoundTrip: the runs and leases a save is given load back as they were,
+// in order, beside cells and counter keys.
+func TestRunsAndLeasesRoundTrip(t *testing.T) {
+	s, _ := openStore(t)
+	cells, kv := genRecords(100, 6), kvRecords(50, 6)
+	runs, leases := leaseFixture(3000) // over 64 KiB of leases: several chunks
+	err := s.Write(persist.Source{Cells: slices.Values(cells), KV: slices.Values(kv),
+		Runs: slices.Values(runs), Leases: slices.Values(leases)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := s.LoadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Cells) != len(cells) || len(snap.KV) != len(kv) {
+		t.Fatalf("loaded %d cells and %d keys, want %d and %d", len(snap.Cells), len(snap.KV), len(cells), len(kv))
+	}
+	if !reflect.DeepEqual(snap.Runs, runs) {
+		t.Fatalf("runs %+v, want %+v", snap.Runs, runs)
+	}
+	if !reflect.DeepEqual(snap.Leases, leases) {
+		t.Fatalf("leases differ: %d loaded, %d saved", len(snap.Leases), len(leases))
+	}
+
+	// A save without runs and leases holds none.
+	if err := s.SaveAll(slices.Values(cells), nil); err != nil {
+		t.Fatal(err)
+	}
+	if snap, err := s.LoadAll(); err != nil || len(snap.Runs) != 0 || len(snap.Leases) != 0 {
+		t.Fatalf("LoadAll after a save of cells only: %d runs, %d leases, %v", len(snap.Runs), len(snap.Leases), err)
+	}
+}
+
+// TestSaveRefusesLongRunName: a run name past engine.MaxRunLen fails the save, which
+// leaves the previous snapshot.
+func TestSaveRefusesLongRunName(t *testing.T) {
+	s, _ := openStore(t)
+	long := strings.Repeat("r", engine.MaxRunLen+1)
+	if err := s.Write(persist.Source{Runs: slices.Values([]engine.RunRecord{{Run: long}})}); err == nil {
+		t.Fatal("a run record with an overlong name was saved")
+	}
+	if err := s.Write(persist.Source{Leases: slices.Values([]engine.LeaseRecord{{Key: "k", Run: long}})}); err == nil {
+		t.Fatal("a lease record with an overlong run name was saved")
+	}
+}
+
+// TestCleanRestartKeepsMarksAndLeases: an origin saved with Write and restored from
+// LoadAll does not apply again a batch it applied before, and still counts the lease it
+// granted: a hand-off beside it is refused as before.
+func TestCleanRestartKeepsMarksAndLeases(t *testing.T) {
+	const w = 60_000
+	clock := engine.NewManualClock(1_750_000_000_000 / w * w)
+	cfg := engine.Config{LeaseTTL: time.Second}
+	o := engine.New(clock, cfg)
+	tp := engine.Tuple{Workspace: "default", Key: []byte("k"), WindowMs: w}
+	key := engine.AppendKey(nil, tp)
+	seq := clock.NowMs() / w
+	batch := engine.ReplayBatch{Node: "e1/a", ID: 3, Items: []engine.ReplayItem{{Key: key, Seq: seq, Cost: 10, Limit: 100, Want: 1000}}}
+	cc, _ := o.ServeReplay(batch)
+	if cc[0].CurRegional != 10 || cc[0].LeaseLeft != 45 { // (100 - 10) / 2
+		t.Fatalf("before the restart: %+v, want regional 10 and a lease of 45", cc[0])
+	}
+
+	s, _ := openStore(t)
+	if err := s.Write(persist.Source{Cells: o.Records, KV: o.KV().Records, Runs: o.Runs, Leases: o.Leases}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := s.LoadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(500)
+	n := engine.New(clock, cfg)
+	if _, _, err := n.Restore(snap.Cells); err != nil {
+		t.Fatal(err)
+	}
+	if loaded, _ := n.RestoreRuns(snap.Runs); loaded != 1 {
+		t.Fatalf("restored %d runs of %+v, want 1", loaded, snap.Runs)
+	}
+	if loaded, _, err := n.RestoreLeases(snap.Leases); loaded != 1 || err != nil {
+		t.Fatalf("restored %d leases of %+v (%v), want 1", loaded, snap.Leases, err)
+	}
+	cc, meta := n.ServeReplay(batch) // its answer was lost: the edge sends it again
+	if cc[0].CurRegional != 10 || meta.Applied != 3 {
+		t.Fatalf("re-sent batch after the restart: regional %d, applied %d; want 10, 3", cc[0].CurRegional, meta.Applied)
+	}
+	d, _, _, err := n.ServeDecide("e2/a", engine.DecideRequest{Key: key, Limit: 100, Cost: 46})
+	if err != nil || d.Allowed {
+		t.Fatalf("a hand-off of 46 beside 10 used and a restored lease of 45 = %+v, %v; want refused", d, err)
+	}
+}
