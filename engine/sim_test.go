@@ -278,10 +278,10 @@ type simRun struct {
 	// (reply lost, or delivered late): the edge refused those requests, the origin may have
 	// admitted and counted them. A denial too many, never an admission; at most each such
 	// hand-off's cost (checked in call).
-	phantom uint64
-	stats            simStats
-	failures         []string
-	trace            func(format string, args ...any)
+	phantom  uint64
+	stats    simStats
+	failures []string
+	trace    func(format string, args ...any)
 
 	// Rollover: per cell (window sequence).
 	cellAdmitted map[int64]uint64 // A(s): admitted in cell s, by the instant of the decision
