@@ -47,24 +47,30 @@ import (
 //   - cut by a partition of one origin from one edge or from all, for a while.
 //
 // Each seed draws an intensity (0 to 2) that scales its scenario's per-call fault rates.
-// Origins restart cleanly (a new Engine Restore()d from a snapshot of the old one) or
-// lossily (from the last periodic snapshot, as after a crash). Edges are killed: the slot
+// Origins restart cleanly (a new Engine Restore()d from a snapshot of the old one, its
+// edge runs' replay marks and its leases: RestoreRuns, RestoreLeases) or lossily (from the
+// last periodic snapshot, as after a crash). Edges are killed: the slot
 // gets a new edge with a new NodeRun. After the run, the network heals: late requests
 // arrive, timers stop, every edge flushes until nothing is undelivered.
 //
 // Accounting. Around every call the origin serves, the sim reads the origin's count of the
 // cell (Engine.Status): the growth is what that call applied, credited to the calling edge
 // run (whatever the protocol: leases or batches). lost is, over killed runs, what they
-// admitted and no origin applied; forgotten is what lossy restarts dropped from the count.
+// admitted and no origin applied; forgotten is what lossy restarts dropped from the count;
+// phantom is what origins counted of hand-offs whose answer never reached their edge (the
+// reply was lost, or the request arrived late): the edge refused those requests, so they
+// are a denial too many, never an admission (each at most its cost: checked per call).
 // Checks, per seed:
 //   - limit (floods): admitted <= floor(1.02 limit) + lost + forgotten (an origin cannot
 //     refuse what it never saw or forgot);
 //   - under-limit: every one of floor(0.9 limit) requests is admitted;
 //   - quiescence (every scenario): after healing no edge holds undelivered cost; each killed
 //     run's lost cost is at most its Undelivered() just before the kill, and no origin
-//     applied more of its cost than it admitted; and the origins' count is exactly
-//     admitted - lost - forgotten, which holds when every live run's admitted cost was
-//     applied exactly once (the message lists admitted/applied per run);
+//     applied more of its cost than it admitted (plus forgotten: a batch re-sent after a
+//     lossy restart forgot it is applied again, rightly); and the origins' count is exactly
+//     admitted - lost - forgotten + phantom, which holds when every live run's admitted
+//     cost was applied exactly once, or, after a lossy restart, up to forgotten more (the
+//     message lists admitted/applied per run);
 //   - restart: a clean restart leaves the count as it was, a lossy one never raises it.
 //
 // Rollover scenarios. A lease is the tuple's, not a cell's: what is left of it at a window's
@@ -99,10 +105,11 @@ import (
 //     never matter again); so admitted = applied + lost + forgotten holds only for the cells
 //     still live at the end. Kept: the accounting per call is per cell (the growth of the
 //     origin's current and previous cells, read at the instant of the call); every run,
-//     in every cell, had no more of its cost applied than it admitted there; a killed run
-//     lost, over the cells live at its kill, at most its Undelivered() just before the kill;
-//     after healing, the origins' count of each of the two cells still live is exactly
-//     A(s) - lost(s) - forgotten(s); restarts as above, per cell. The edges still end with
+//     in every cell, had no more of its cost applied than it admitted there (plus
+//     forgotten(s), as above); a killed run lost, over the cells live at its kill, at most
+//     its Undelivered() just before the kill; after healing, the origins' count of each of
+//     the two cells still live is exactly A(s) - lost(s) - forgotten(s) + phantom(s) (up to
+//     forgotten(s) more, as above); restarts as above, per cell. The edges still end with
 //     nothing undelivered.
 //
 // Not simulated: concurrency inside one process (two requests of one edge racing on a tuple,
@@ -179,15 +186,19 @@ var simAllFaults = simFaults{delay: 0.2, drop: 0.03, lostReply: 0.03, late: 0.03
 
 var simScenarios = []simScenario{
 	{name: "flood", faults: simAllFaults, loadLo: 1.5, loadHi: 4, checkLimit: true,
-		open: "an edge cut off while its origin restarts spends the lease the restarted origin no longer knows (seed 210: 1.10x); and the quiescence check of quiescence-timeouts"},
+		open: "a lossy restart (a crash) forgets the leases the origin granted since its last snapshot, which an edge cut off from it still spends: 2 seeds of 1000 (745: 1.03x, 875: 1.05x)"},
+	// Every fault but the lossy restart: clean restarts keep replay marks and leases.
+	{name: "flood-clean-restarts", faults: simFaults{delay: 0.2, drop: 0.03, lostReply: 0.03, late: 0.03, dup: 0.03,
+		partitions: 3, restarts: 2, kills: 2}, loadLo: 1.5, loadHi: 4, checkLimit: true},
 	{name: "flood-delays-only", faults: simFaults{delay: 0.2}, loadLo: 1.5, loadHi: 4, checkLimit: true},
 	{name: "under-limit", faults: simFaults{delay: 0.2}, degradedShare: 1, loadLo: 0.9, checkAll: true},
 	// Faults after which no call was applied unseen: the origins' count converges exactly.
 	{name: "quiescence-clean", degradedShare: 1, loadLo: 1.5, loadHi: 4,
 		faults: simFaults{delay: 0.2, drop: 0.05, dup: 0.05, partitions: 3, restarts: 2, kills: 2}},
 	// Timed-out calls that were applied (lost replies, late deliveries) and lossy restarts.
-	{name: "quiescence-timeouts", faults: simAllFaults, degradedShare: 1, loadLo: 1.5, loadHi: 4,
-		open: "a hand-off whose reply was lost is counted by the origin though its client was refused (seed 3: 2 units over), and replay marks do not survive an origin restart (a batch re-sent after it is applied again)"},
+	// The count holds the phantom hand-offs (whose answers were lost) and, after a lossy
+	// restart, between admitted less forgotten and admitted (re-sent batches bring some back).
+	{name: "quiescence-timeouts", faults: simAllFaults, degradedShare: 1, loadLo: 1.5, loadHi: 4},
 	// Window rollover: leases spent across window boundaries.
 	{name: "rollover-flood-delays-only", faults: simFaults{delay: 0.2}, loadLo: 1.5, loadHi: 4, checkLimit: true,
 		rollover: true, runsDiv: 4},
@@ -195,8 +206,9 @@ var simScenarios = []simScenario{
 		rollover: true, runsDiv: 4},
 	{name: "rollover-quiescence-clean", degradedShare: 1, loadLo: 1.5, loadHi: 4, rollover: true, runsDiv: 4,
 		faults: simFaults{delay: 0.2, drop: 0.05, dup: 0.05, partitions: 3, restarts: 2, kills: 2}},
-	{name: "rollover-flood", faults: simAllFaults, loadLo: 1.5, loadHi: 4, checkLimit: true, rollover: true, runsDiv: 4,
-		open: "the one-cell causes, none of them rollover's: quiescence (about 2 seeds in 3) as quiescence-timeouts (a hand-off whose reply was lost or late is counted though its client was refused; seed 454: a replay applied, its reply lost, re-sent after a clean restart and applied again); limit (2 seeds in 1000) as flood (a restarted origin forgets the leases that edges spend before their next call: seed 753, 1.09x, in one cell; seed 174, 1.05x, leases granted before the restart spent in the next cell)"},
+	// Every fault, lossy restarts included: 0 of 1000 seeds failed; another seed could fail
+	// as flood does (the seeds a test run draws are fixed, and pass).
+	{name: "rollover-flood", faults: simAllFaults, loadLo: 1.5, loadHi: 4, checkLimit: true, rollover: true, runsDiv: 4},
 }
 
 // simParams are one seed's draws.
@@ -309,9 +321,11 @@ func (st simStats) String() string {
 
 // simOrigin is one origin slot: its current process.
 type simOrigin struct {
-	eng   *Engine
-	boot  int          // incarnation: late requests to an earlier one are lost
-	saved []CellRecord // the last periodic snapshot, what a crash restarts from
+	eng         *Engine
+	boot        int          // incarnation: late requests to an earlier one are lost
+	saved       []CellRecord // the last periodic snapshot, what a crash restarts from
+	savedRuns   []RunRecord  // its edge runs' replay marks
+	savedLeases []LeaseRecord
 }
 
 // simEdge is one edge run.
@@ -843,7 +857,7 @@ func (s *simRun) flusher(slot, li int, at int64) {
 func (s *simRun) snapshots(at int64) {
 	s.push(at, evTimer, func() {
 		for _, o := range s.origins {
-			o.saved = o.eng.Snapshot()
+			o.saved, o.savedRuns, o.savedLeases = o.eng.Snapshot(), slices.Collect(o.eng.Runs), simLeases(o.eng)
 		}
 		s.snapshots(at + s.p.snapMs)
 	})
@@ -854,9 +868,9 @@ func (s *simRun) snapshots(at int64) {
 func (s *simRun) restart(o int, lossy bool) {
 	so := s.origins[o]
 	seq, before, prevBefore := s.cells(so.eng)
-	recs := so.eng.Snapshot()
+	recs, runs, leases := so.eng.Snapshot(), slices.Collect(so.eng.Runs), simLeases(so.eng)
 	if lossy {
-		recs = so.saved
+		recs, runs, leases = so.saved, so.savedRuns, so.savedLeases
 		s.stats.lossy++
 	} else {
 		s.stats.restarts++
@@ -864,6 +878,10 @@ func (s *simRun) restart(o int, lossy bool) {
 	eng := s.newEngine()
 	if _, _, err := eng.Restore(recs); err != nil {
 		s.failf("restart: origin%d: Restore: %v", o, err)
+	}
+	eng.RestoreRuns(runs)
+	if _, _, err := eng.RestoreLeases(leases); err != nil {
+		s.failf("restart: origin%d: RestoreLeases: %v", o, err)
 	}
 	_, after, prevAfter := s.cells(eng)
 	switch {
@@ -940,9 +958,12 @@ func (s *simRun) check() {
 		if !r.killed {
 			continue
 		}
-		if r.applied > r.admitted {
-			s.failf("quiescence: killed %s: origins applied %d of its cost, it admitted %d", r.run, r.applied, r.admitted)
+		if r.applied > r.admitted+s.forgotten {
+			s.failf("quiescence: killed %s: origins applied %d of its cost, it admitted %d (forgotten by lossy restarts %d)", r.run, r.applied, r.admitted, s.forgotten)
 			continue
+		}
+		if r.applied > r.admitted {
+			continue // a batch re-sent after a lossy restart forgot it: nothing lost
 		}
 		l := r.admitted - r.applied
 		if l > r.undelivered {
@@ -955,8 +976,8 @@ func (s *simRun) check() {
 	for _, o := range s.origins {
 		counted += s.count(o.eng)
 	}
-	if want := int64(s.admitted) - int64(s.lost) - int64(s.forgotten) + int64(s.phantom); int64(counted) != want {
-		s.failf("quiescence: origins count %d, want %d = admitted %d - lost by kills %d - forgotten by lossy restarts %d + phantom hand-offs %d (runs admitted/applied: %s)",
+	if want := int64(s.admitted) - int64(s.lost) - int64(s.forgotten) + int64(s.phantom); int64(counted) < want || int64(counted) > want+int64(s.forgotten) {
+		s.failf("quiescence: origins count %d, want %d = admitted %d - lost by kills %d - forgotten by lossy restarts %d + phantom hand-offs %d, or up to forgotten more (runs admitted/applied: %s)",
 			counted, want, s.admitted, s.lost, s.forgotten, s.phantom, strings.Join(runs, ", "))
 	}
 	if allow := s.p.limit*102/100 + s.lost + s.forgotten; s.sc.checkLimit && s.admitted > allow {
@@ -975,9 +996,12 @@ func (s *simRun) checkCells() {
 		var lost uint64 // over the cells live at the kill
 		for _, seq := range sortedCells(r.admittedIn, r.appliedIn) {
 			ad, ap := r.admittedIn[seq], r.appliedIn[seq]
-			if ap > ad {
-				s.failf("quiescence: %s: origins applied %d of its cost in %s, it admitted %d there", r.run, ap, s.cellName(seq), ad)
+			if ap > ad+s.cellForgot[seq] {
+				s.failf("quiescence: %s: origins applied %d of its cost in %s, it admitted %d there (forgotten by lossy restarts %d)", r.run, ap, s.cellName(seq), ad, s.cellForgot[seq])
 				continue
+			}
+			if ap > ad {
+				continue // a batch re-sent after a lossy restart forgot it: nothing lost
 			}
 			if r.killed && seq >= r.killSeq-1 {
 				lost += ad - ap
@@ -1003,14 +1027,14 @@ func (s *simRun) checkCells() {
 			}
 		}
 		want := int64(s.cellAdmitted[seq]) - int64(s.cellLost[seq]) - int64(s.cellForgot[seq]) + int64(s.cellPhantom[seq])
-		if int64(counted) != want {
+		if int64(counted) < want || int64(counted) > want+int64(s.cellForgot[seq]) {
 			var runs []string
 			for _, r := range s.runs {
 				if r.admittedIn[seq] > 0 || r.appliedIn[seq] > 0 {
 					runs = append(runs, fmt.Sprintf("%s %d/%d", r.run, r.admittedIn[seq], r.appliedIn[seq]))
 				}
 			}
-			s.failf("quiescence: origins count %d in %s (live), want %d = admitted %d - lost by kills %d - forgotten by lossy restarts %d + phantom hand-offs %d (runs admitted/applied there: %s)",
+			s.failf("quiescence: origins count %d in %s (live), want %d = admitted %d - lost by kills %d - forgotten by lossy restarts %d + phantom hand-offs %d, or up to forgotten more (runs admitted/applied there: %s)",
 				counted, s.cellName(seq), want, s.cellAdmitted[seq], s.cellLost[seq], s.cellForgot[seq], s.cellPhantom[seq], strings.Join(runs, ", "))
 		}
 	}
@@ -1178,4 +1202,15 @@ func TestSimDeterministic(t *testing.T) {
 			}
 		}
 	}
+}
+
+// simLeases is what e.Leases yields, its keys copied.
+func simLeases(e *Engine) []LeaseRecord {
+	var out []LeaseRecord
+	e.Leases(func(r LeaseRecord) bool {
+		r.Key = strings.Clone(r.Key)
+		out = append(out, r)
+		return true
+	})
+	return out
 }
