@@ -63,8 +63,9 @@ func TestInternalCommands(t *testing.T) {
 		// asks for 16. The lease sequence starts from the boot time.
 		{[]string{"RL.INTERNAL.READ", key, "1000", "100", "16"}, "*12\r\n:1\r\n:2\r\n:10000\r\n:1000000\r\n:1000000\r\n:1000\r\n:6\r\n:0\r\n:4\r\n:0\r\n:16\r\n:1048576000001\r\n"},
 		// The run replays 5 accepted under it: the origin counts them, and the lease left
-		// shrinks by as much (16 - 5), under the same sequence.
-		{[]string{"RL.INTERNAL.REPLAY", "3", key, "1000", "5", "100", "0", "0"}, "*12\r\n:1\r\n:3\r\n:10000\r\n:1000000\r\n:1000000\r\n:1000\r\n:11\r\n:0\r\n:4\r\n:0\r\n:11\r\n:1048576000001\r\n"},
+		// shrinks by as much (16 - 5). The item neither asks for a lease nor gives one back:
+		// its answer carries none (0, 0), and the edge keeps the lease it holds.
+		{[]string{"RL.INTERNAL.REPLAY", "3", key, "1000", "5", "100", "0", "0"}, "*12\r\n:1\r\n:3\r\n:10000\r\n:1000000\r\n:1000000\r\n:1000\r\n:11\r\n:0\r\n:4\r\n:0\r\n:0\r\n:0\r\n"},
 		// The lease left counts as used in a hand-off: 11 + 4 + 11 + 75 > 100.
 		{[]string{"RL.INTERNAL.DECIDE", key, "100", "75", "0", "0", "0", "0", "0", "0"}, "*17\r\n:1\r\n:3\r\n:10000\r\n:1000000\r\n:1000000\r\n:0\r\n"},
 		{[]string{"RL.INTERNAL.DECIDE", key, "100", "74", "0", "0", "0", "0", "0", "0"}, "*17\r\n:1\r\n:3\r\n:10000\r\n:1000000\r\n:1000000\r\n:1\r\n"},
@@ -77,9 +78,10 @@ func TestInternalCommands(t *testing.T) {
 		// the lease holds only those 2 (counted as used once: 85 + 4 + 2 + 1 <= 100).
 		{[]string{"RL.INTERNAL.DECIDE", key, "100", "1", "1", "1", "5", "0", "1048576000003", "0"}, "*17\r\n:1\r\n:4\r\n:10000\r\n:1000000\r\n:1000000\r\n" +
 			":1\r\n:100\r\n:8\r\n:0\r\n:2000\r\n:1000\r\n:86\r\n:0\r\n:4\r\n:0\r\n:2\r\n:1048576000003\r\n"},
-		// Batch 5 lands: the lease holds the pending 1; then its replay: nothing.
-		{[]string{"RL.INTERNAL.REPLAY", "5", key, "1000", "1", "100", "0", "0"}, "*12\r\n:1\r\n:5\r\n:10000\r\n:1000000\r\n:1000000\r\n:1000\r\n:87\r\n:0\r\n:4\r\n:0\r\n:1\r\n:1048576000003\r\n"},
-		{[]string{"RL.INTERNAL.REPLAY", "6", key, "1000", "1", "100", "0", "0"}, "*12\r\n:1\r\n:6\r\n:10000\r\n:1000000\r\n:1000000\r\n:1000\r\n:88\r\n:0\r\n:4\r\n:0\r\n:0\r\n:1048576000003\r\n"},
+		// Batch 5 lands: the lease holds the pending 1; then its replay: nothing (neither
+		// asks for a lease: their answers carry none).
+		{[]string{"RL.INTERNAL.REPLAY", "5", key, "1000", "1", "100", "0", "0"}, "*12\r\n:1\r\n:5\r\n:10000\r\n:1000000\r\n:1000000\r\n:1000\r\n:87\r\n:0\r\n:4\r\n:0\r\n:0\r\n:0\r\n"},
+		{[]string{"RL.INTERNAL.REPLAY", "6", key, "1000", "1", "100", "0", "0"}, "*12\r\n:1\r\n:6\r\n:10000\r\n:1000000\r\n:1000000\r\n:1000\r\n:88\r\n:0\r\n:4\r\n:0\r\n:0\r\n:0\r\n"},
 		// A new lease: (100 - 88 - 4) / 2 = 4.
 		{[]string{"RL.INTERNAL.READ", key, "1000", "100", "16"}, "*12\r\n:1\r\n:6\r\n:10000\r\n:1000000\r\n:1000000\r\n:1000\r\n:88\r\n:0\r\n:4\r\n:0\r\n:4\r\n:1048576000004\r\n"},
 		// A hand-off whose deadline has passed (the clock is at 1000000): the edge no longer
@@ -88,9 +90,11 @@ func TestInternalCommands(t *testing.T) {
 		{[]string{"RL.INTERNAL.DECIDE", key, "100", "1", "0", "0", "0", "0", "1048576000004", "999999"},
 			"*17\r\n:1\r\n:6\r\n:10000\r\n:1000000\r\n:1000000\r\n:0\r\n:100\r\n:0\r\n:1\r\n:1000\r\n" +
 				":1000\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n"},
-		{[]string{"RL.INTERNAL.READ", key, "1000", "0", "0"}, "*12\r\n:1\r\n:6\r\n:10000\r\n:1000000\r\n:1000000\r\n:1000\r\n:88\r\n:0\r\n:4\r\n:0\r\n:0\r\n:1048576000004\r\n"},
-		// At its deadline it is still decided, and counted.
-		{[]string{"RL.INTERNAL.DECIDE", key, "100", "1", "0", "0", "0", "0", "0", "1000000"}, "*17\r\n:1\r\n:6\r\n:10000\r\n:1000000\r\n:1000000\r\n:1\r\n:100\r\n"},
+		{[]string{"RL.INTERNAL.READ", key, "1000", "0", "0"}, "*12\r\n:1\r\n:6\r\n:10000\r\n:1000000\r\n:1000000\r\n:1000\r\n:88\r\n:0\r\n:4\r\n:0\r\n:0\r\n:0\r\n"},
+		// At its deadline the edge gives up too: denied, nothing counted. Just before it,
+		// decided and counted.
+		{[]string{"RL.INTERNAL.DECIDE", key, "100", "1", "0", "0", "0", "0", "0", "1000000"}, "*17\r\n:1\r\n:6\r\n:10000\r\n:1000000\r\n:1000000\r\n:0\r\n:100\r\n"},
+		{[]string{"RL.INTERNAL.DECIDE", key, "100", "1", "0", "0", "0", "0", "0", "1000001"}, "*17\r\n:1\r\n:6\r\n:10000\r\n:1000000\r\n:1000000\r\n:1\r\n:100\r\n"},
 		{[]string{"RL.INTERNAL.READ", key, "1000", "0", "0"}, "*12\r\n:1\r\n:6\r\n:10000\r\n:1000000\r\n:1000000\r\n:1000\r\n:89\r\n:0\r\n:4\r\n:0\r\n"},
 		// A malformed deadline gets DECIDE's error for its integers other than the limit.
 		{[]string{"RL.INTERNAL.DECIDE", key, "100", "1", "0", "0", "0", "0", "0", "-1"}, "-ERR cost must be"},
