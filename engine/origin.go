@@ -269,10 +269,10 @@ func nodeName(run string) string {
 	return run
 }
 
-// ServeReplay applies a replay batch once and answers the cells' counts after it. A batch
-// whose ID is not above the last one applied for its node is a re-delivery: it changes
-// nothing and gets the current counts. The cells of a replay are created even beyond
-// --max-memory: the cost was already accepted, and forgetting it would be worse.
+// ServeReplay applies a replay batch once and answers each item with its tuple's counts
+// after the batch's items of that tuple (an edge sends a tuple's cells side by side, and
+// they are served under one lookup). A batch whose ID is not above the last one applied
+// for its node is a re-delivery: it changes nothing and gets the current counts.
 //
 // The batches of one run are applied one at a time, and a batch is marked applied only
 // once its items are in: a concurrent read or hand-off that sees Applied = N sees batch
@@ -286,43 +286,70 @@ func (e *Engine) ServeReplay(b ReplayBatch) ([]CellCounts, OriginMeta) {
 	e.nodes.mu.Unlock()
 
 	st.apply.Lock()
+	defer st.apply.Unlock()
 	st.replayMs.Store(now)
-	if b.ID > st.lastBatch.Load() {
-		for _, it := range b.Items {
-			e.applyReplay(it, st, now)
+	fresh := b.ID > st.lastBatch.Load()
+	out := make([]CellCounts, len(b.Items))
+	for i := 0; i < len(b.Items); {
+		// An edge sends a tuple's cells side by side: one lookup serves them all.
+		j := i + 1
+		for j < len(b.Items) && string(b.Items[j].Key) == string(b.Items[i].Key) {
+			j++
 		}
+		e.serveItems(b.Items[i:j], out[i:j], st, fresh, meta.Edges, now)
+		i = j
+	}
+	if fresh {
 		st.lastBatch.Store(b.ID)
-		e.markDirty() // the replay mark is saved too
 	}
 	meta.Applied = st.lastBatch.Load()
-	st.apply.Unlock()
-	// Counts after the whole batch, so that an item sees the batch's other cells too.
-	// Lease requests are applied on every delivery: they are idempotent (lease.go).
-	out := make([]CellCounts, len(b.Items))
-	now = e.clock.NowMs()
-	for i, it := range b.Items {
-		out[i] = e.serveCell(it.Key, it.Seq, st, LeaseRequest{Limit: it.Limit, Want: it.Want, Return: it.Return}, meta, now)
-	}
 	e.replayed.Add(uint64(len(b.Items)))
 	return out, meta
 }
 
-// applyReplay adds one replayed cost to its cell, unless the cell is dead.
-func (e *Engine) applyReplay(it ReplayItem, run *runMarks, nowMs int64) {
-	w := windowOfKey(string(it.Key))
-	if w <= 0 || it.Seq < nowMs/w-1 || it.Cost == 0 {
-		return
-	}
-	sh, h := e.store.locate(it.Key)
+// serveItems applies the replay items of one tuple (when fresh: not a re-delivery) and
+// answers each with the tuple's counts after all of them, applying its lease request
+// (lease requests are applied on every delivery: they are idempotent, lease.go).
+func (e *Engine) serveItems(items []ReplayItem, out []CellCounts, run *runMarks, fresh bool, edges int, now int64) {
+	key := items[0].Key
+	w := windowOfKey(string(key))
+	sh, h := e.store.locate(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	ent := sh.lookup(h, it.Key)
+	ent := sh.lookup(h, key)
+	if fresh && w > 0 {
+		for _, it := range items {
+			ent = e.applyReplay(sh, h, ent, it, w, run, now)
+		}
+	}
+	for i, it := range items {
+		cc := CellCounts{Seq: it.Seq}
+		if ent != nil {
+			cc = ent.cellCounts(it.Seq)
+		}
+		if w > 0 && (it.Want > 0 || it.Return > 0) {
+			cc.LeaseLeft, cc.LeaseSeq = e.lease(sh, h, key, ent, run,
+				LeaseRequest{Limit: it.Limit, Want: it.Want, Return: it.Return}, w, now, edges)
+			ent = sh.lookup(h, key) // a lease may have made the entry
+		}
+		out[i] = cc
+	}
+}
+
+// applyReplay adds one replayed cost to its cell of ent, key's entry (sh.mu held; nil:
+// none yet), unless the cell is dead, and returns the entry (an insert may have made or
+// moved it). The cells of a replay are created even beyond --max-memory: the cost was
+// already accepted, and forgetting it would be worse.
+func (e *Engine) applyReplay(sh *shard, h uint32, ent *entry, it ReplayItem, w int64, run *runMarks, nowMs int64) *entry {
+	if it.Seq < nowMs/w-1 || it.Cost == 0 {
+		return ent
+	}
 	if ent == nil {
 		ent, _ = e.store.insert(sh, h, it.Key, true)
 	}
 	i := e.store.slot(ent, it.Seq, nowMs/w)
 	if i < 0 {
-		return
+		return ent
 	}
 	c := &ent.cells[i]
 	c.regional = satAdd(c.regional, it.Cost)
@@ -331,6 +358,7 @@ func (e *Engine) applyReplay(it ReplayItem, run *runMarks, nowMs int64) {
 	if gr := e.leases(sh, h, it.Key, ent, false).grantOf(run, nowMs, false); gr != nil {
 		gr.spent = satAdd(gr.spent, it.Cost) // the run's cost now counted: no longer reserved
 	}
+	return ent
 }
 
 // ServeDecide decides a request handed over by an edge, atomically, with the edge's
