@@ -74,13 +74,9 @@ type leaseGrant struct {
 
 // held returns what the grant reserves at now. A lease past its end still holds what the
 // run may have accepted under it and not replayed, until the run replays again or is
-// gone: silent since the lease ended, or superseded by a later run of its node for
-// leaseGraceMs (a replay the ended process sent may still be on its way).
+// gone: silent since the lease ended, or superseded by a later run of its node.
 func (g *leaseGrant) held(now int64) uint64 {
-	if g.g <= g.spent {
-		return 0
-	}
-	if at := g.run.supersededMs.Load(); at != 0 && now >= at+leaseGraceMs {
+	if g.g <= g.spent || g.run.superseded.Load() {
 		return 0
 	}
 	if now >= g.until && (g.run.replayMs.Load() > g.until || g.run.heardMs.Load() < g.until) {

@@ -46,7 +46,7 @@ func (e *Engine) Runs(yield func(RunRecord) bool) {
 	out := make([]RunRecord, 0, len(e.nodes.runs))
 	for name, m := range e.nodes.runs {
 		out = append(out, RunRecord{Run: name, Applied: m.lastBatch.Load(), HeardMs: m.lastMs,
-			ReplayMs: m.replayMs.Load(), Superseded: m.supersededMs.Load() != 0})
+			ReplayMs: m.replayMs.Load(), Superseded: m.superseded.Load()})
 	}
 	e.nodes.mu.Unlock()
 	for _, r := range out {
@@ -129,7 +129,7 @@ func (e *Engine) RestoreRuns(recs []RunRecord) (loaded, dropped int) {
 		}
 		storeMax(&m.replayMs, min(r.ReplayMs, now))
 		if r.Superseded {
-			m.supersededMs.CompareAndSwap(0, now) // its grace starts again: conservative
+			m.superseded.Store(true)
 		}
 		t.see(nodeName(r.Run), heard)
 		loaded++

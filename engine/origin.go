@@ -133,10 +133,9 @@ type runMarks struct {
 	lastBatch atomic.Uint64 // stored under apply
 	heardMs   atomic.Int64  // lastMs, for readers without nodeTable.mu (leases)
 	replayMs  atomic.Int64  // when a replay batch of the run was last served
-	// supersededMs, when not 0, is when a later run of the same node was first heard: this
-	// run has ended (node ids are unique in a region), and its leases hold nothing once
-	// what it sent before it ended has had leaseGraceMs to arrive.
-	supersededMs atomic.Int64
+	// superseded: a later run of the same node was heard, so this run has ended (node ids
+	// are unique in a region) and its leases hold nothing.
+	superseded atomic.Bool
 }
 
 // init makes t's maps.
@@ -155,7 +154,7 @@ func (t *nodeTable) touch(run string, nowMs int64) *runMarks {
 	if m == nil {
 		for other, om := range t.runs { // a new run is rare: an edge (re)started
 			if nodeName(other) == node {
-				om.supersededMs.CompareAndSwap(0, nowMs)
+				om.superseded.Store(true)
 			}
 		}
 		m = t.add(run)
