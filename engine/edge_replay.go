@@ -167,7 +167,7 @@ func (e *Edge) buildBatch(l *originLink, now int64) *pendingBatch {
 
 // batchEntry moves le's pending cost (le.mu held) into b: an item per cell, the latest
 // of which carries the lease request: a renewal at every batch of a busy tuple (its
-// demand since the last batch asks for more than the least lease), and for a quiet one
+// demand since the last batch asks for the least lease or more), and for a quiet one
 // only when less than half of the least lease is left or half of the lease's life is
 // over; or giving it back when markReturn found it idle. Most items of warm tuples far
 // from their limit need neither, and cost the origin no lease work. Nothing moves while a
@@ -201,7 +201,7 @@ func (e *Edge) batchEntry(b *pendingBatch, le *localEntry, now, cur, boot int64)
 				last = &b.Items[i]
 			}
 		}
-		busy := demand >= leaseMinWant/leaseWantFactor // it asks for more than the least lease
+		busy := demand >= leaseMinWant/leaseWantFactor // it asks for the least lease or more
 		if busy || le.leaseLeft(now, boot) < leaseMinWant/2 || now >= le.renewAt {
 			last.Want = leaseWant(demand)
 		}
