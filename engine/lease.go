@@ -40,7 +40,7 @@ package engine
 // grow within a lease sequence chain: a return applies only if no newer grant was made, so
 // a lease is never shrunk under an edge that may be spending it.
 //
-// Restarts: the snapshot holds the live grants and the runs' replay marks (snapshot.go),
+// Restarts: the snapshot holds the live grants and the runs' replay marks (marks.go),
 // so an origin restarted cleanly keeps counting the grants it made as held until they end
 // by the usual rules (their until is the same wall clock's). Edges drop their copy of a
 // lease once they hear the origin's new Boot, which is conservative. An origin restarted

@@ -39,16 +39,24 @@ type LeaseRecord struct {
 // "node-id/nonce".
 const MaxRunLen = 1024
 
-// Runs yields the replay marks of every edge run the origin remembers (at most 4096),
-// copied at one instant.
+// Runs yields the replay marks of every edge run the origin remembers (at most 4096).
+// Each run's applied mark is read under its apply lock, so it never names a batch whose
+// items are still being applied: a snapshot whose cells were captured before its runs may
+// lack a batch its marks do not claim (re-sent, it is applied), never the other way round.
 func (e *Engine) Runs(yield func(RunRecord) bool) {
 	e.nodes.mu.Lock()
 	out := make([]RunRecord, 0, len(e.nodes.runs))
+	marks := make([]*runMarks, 0, len(e.nodes.runs))
 	for name, m := range e.nodes.runs {
-		out = append(out, RunRecord{Run: name, Applied: m.lastBatch.Load(), HeardMs: m.lastMs,
-			ReplayMs: m.replayMs.Load(), Superseded: m.superseded.Load()})
+		out = append(out, RunRecord{Run: name, HeardMs: m.lastMs, ReplayMs: m.replayMs.Load(), Superseded: m.superseded.Load()})
+		marks = append(marks, m)
 	}
 	e.nodes.mu.Unlock()
+	for i, m := range marks {
+		m.apply.Lock()
+		out[i].Applied = m.lastBatch.Load()
+		m.apply.Unlock()
+	}
 	for _, r := range out {
 		if !yield(r) {
 			return
@@ -77,8 +85,8 @@ func (e *Engine) Leases(yield func(LeaseRecord) bool) {
 				continue
 			}
 			for _, g := range sl.ent.side.leases.grants {
-				if g.dead(now) {
-					continue
+				if g.held(now) == 0 {
+					continue // it reserves nothing, and never will again without a new grant
 				}
 				keys = append(keys, sl.key()...)
 				keyAt = append(keyAt, len(keys))
@@ -124,9 +132,7 @@ func (e *Engine) RestoreRuns(recs []RunRecord) (loaded, dropped int) {
 		}
 		m.lastMs = max(m.lastMs, heard)
 		m.heardMs.Store(m.lastMs)
-		if r.Applied > m.lastBatch.Load() {
-			m.lastBatch.Store(r.Applied) // no batch of the run is served before the restore ends
-		}
+		storeMax(&m.lastBatch, r.Applied)
 		storeMax(&m.replayMs, min(r.ReplayMs, now))
 		if r.Superseded {
 			m.superseded.Store(true)
@@ -144,13 +150,22 @@ func (e *Engine) RestoreRuns(recs []RunRecord) (loaded, dropped int) {
 // grant is loaded even beyond --max-memory, as a live cell is: forgetting it could admit
 // more than the limit. Of two records of one tuple and run, the later grant (higher
 // sequence) wins. The engine's lease sequence is raised past every grant loaded, so newer
-// grants compare as newer. It returns the number of records loaded and dropped; a record
-// whose key does not decode is an error and stops nothing else.
+// grants compare as newer; a sequence from the far future (its time part, as an origin
+// numbers grants from its boot time, more than leaseSeqSlackMs past now) is dropped: it
+// is damage, and would wrap the numbering. A grant whose run is not in the node table, when the table is full, gets
+// marks of its own outside the table (as a run the table dropped has): adding it would push
+// out another run's replay marks. It returns the number of records loaded and dropped; a
+// record whose key does not decode is an error and stops nothing else.
 func (e *Engine) RestoreLeases(recs []LeaseRecord) (loaded, dropped int, err error) {
 	now := e.clock.NowMs()
-	for _, r := range recs {
+	detached := make(map[string]*runMarks)
+	for i, r := range recs {
+		if r.Seq>>20 > uint64(max(now, 0))+leaseSeqSlackMs {
+			dropped++
+			continue
+		}
 		if _, perr := ParseKey([]byte(r.Key)); perr != nil {
-			err = fmt.Errorf("restore lease: %w", perr)
+			err = fmt.Errorf("restore lease %d: %w", i, perr)
 			dropped++
 			continue
 		}
@@ -163,7 +178,12 @@ func (e *Engine) RestoreLeases(recs []LeaseRecord) (loaded, dropped int, err err
 		e.nodes.init()
 		gr.run = e.nodes.runs[r.Run]
 		if gr.run == nil && now < gr.until { // new marks would hold nothing past until
-			gr.run = e.nodes.add(r.Run)
+			if len(e.nodes.runs) < maxTrackedNodes {
+				gr.run = e.nodes.add(r.Run)
+			} else if gr.run = detached[r.Run]; gr.run == nil {
+				gr.run = &runMarks{name: r.Run}
+				detached[r.Run] = gr.run
+			}
 		}
 		e.nodes.mu.Unlock()
 		if gr.run == nil || gr.dead(now) || !e.restoreGrant([]byte(r.Key), gr, now) {
@@ -175,6 +195,11 @@ func (e *Engine) RestoreLeases(recs []LeaseRecord) (loaded, dropped int, err err
 	}
 	return loaded, dropped, err
 }
+
+// leaseSeqSlackMs is how far past now (ms) the time part of a restored lease sequence may
+// be: 30 days. The numbering runs ahead of the clock only while an origin grants more than
+// 2^20 leases a second, and a wrapping sequence is some 500 years ahead.
+const leaseSeqSlackMs = 30 * 24 * 3_600_000
 
 // restoreGrant puts gr into key's lease set, creating the entry when there is none. It
 // reports false when the tuple has no room for another grant.

@@ -127,7 +127,7 @@ type nodeTable struct {
 // lastBatch raised: so every answer that reports Applied = N holds counts read after
 // batch N was applied, provided it loads lastBatch before reading the counts.
 type runMarks struct {
-	name      string        // the run ("node/nonce"), as saved with its leases (snapshot.go)
+	name      string        // the run ("node/nonce"), as saved with its leases (marks.go)
 	apply     sync.Mutex    // held while one batch of the run is checked and applied
 	lastMs    int64         // guarded by nodeTable.mu
 	lastBatch atomic.Uint64 // stored under apply
