@@ -289,7 +289,7 @@ func rewrite(t *testing.T, dir string, fn func(tx *bolt.Tx) error) {
 
 // TestLoadVersion5: a snapshot of format 5 (cells and counter keys, no runs or leases)
 // still loads, with no runs and no leases; a file that says format 6 but lacks them, or
-// whose lease records are malformed, is refused.
+// whose lease or run records are malformed, is refused.
 func TestLoadVersion5(t *testing.T) {
 	key := string(engine.AppendKey(nil, engine.Tuple{Workspace: "default", Key: []byte("k"), WindowMs: 60_000}))
 	src := Source{
@@ -355,6 +355,18 @@ func TestLoadVersion5(t *testing.T) {
 	})
 	if snap, err := s.LoadAll(); !errors.Is(err, ErrCorrupt) || snap.Leases != nil {
 		t.Fatalf("LoadAll with a malformed lease = %d leases, %v; want ErrCorrupt", len(snap.Leases), err)
+	}
+
+	s, dir = newStore(t)
+	badRun := []byte{1, 'r', 0, 0, 0, 2} // flags with a bit no format has
+	rewrite(t, dir, func(tx *bolt.Tx) error {
+		if err := tx.Bucket([]byte(runsBucket)).Put(binary.BigEndian.AppendUint32(nil, 0), badRun); err != nil {
+			return err
+		}
+		return tx.Bucket([]byte(metaBucket)).Put([]byte(metaRunsCRC), binary.BigEndian.AppendUint32(nil, crc32.Checksum(badRun, castagnoli)))
+	})
+	if snap, err := s.LoadAll(); !errors.Is(err, ErrCorrupt) || snap.Runs != nil {
+		t.Fatalf("LoadAll with unknown run flags = %d runs, %v; want ErrCorrupt", len(snap.Runs), err)
 	}
 
 	s, dir = newStore(t)

@@ -266,14 +266,27 @@ func decodeKV(d *decoder, str string, vals []byte) (engine.KVRecord, error) {
 
 // decodeRun reads one edge run's replay marks (save.go's appendRun).
 func decodeRun(d *decoder, str string, _ []byte) (engine.RunRecord, error) {
-	return engine.RunRecord{Run: d.str("run", str), Applied: d.uvarint(), HeardMs: d.varint(),
-		ReplayMs: d.varint(), Superseded: d.uvarint()&runSuperseded != 0}, nil
+	r := engine.RunRecord{Run: d.str("run", str), Applied: d.uvarint(), HeardMs: d.varint(), ReplayMs: d.varint()}
+	flags := d.uvarint()
+	if flags&^runSuperseded != 0 {
+		return r, fmt.Errorf("unknown run flags %#x", flags)
+	}
+	r.Superseded = flags&runSuperseded != 0
+	if len(r.Run) > engine.MaxRunLen {
+		return r, fmt.Errorf("bad run name length %d", len(r.Run))
+	}
+	return r, nil
 }
 
-// decodeLease reads one lease grant (save.go's appendLease).
+// decodeLease reads one lease grant (save.go's appendLease), with the bounds appendLease
+// keeps: a bad record fails the load here rather than in Engine.RestoreLeases.
 func decodeLease(d *decoder, str string, _ []byte) (engine.LeaseRecord, error) {
-	return engine.LeaseRecord{Key: d.str("key", str), Run: d.str("run", str), G: d.uvarint(),
-		Spent: d.uvarint(), Seq: d.uvarint(), UntilMs: d.varint()}, nil
+	r := engine.LeaseRecord{Key: d.str("key", str), Run: d.str("run", str), G: d.uvarint(),
+		Spent: d.uvarint(), Seq: d.uvarint(), UntilMs: d.varint()}
+	if len(r.Key) > maxKeyLen || len(r.Run) > engine.MaxRunLen {
+		return r, fmt.Errorf("bad key or run name length %d, %d", len(r.Key), len(r.Run))
+	}
+	return r, nil
 }
 
 // minRecordLen is the size of the shortest record of format 4: five one-byte varints.
