@@ -246,7 +246,6 @@ func (e *Engine) Changed() bool { return e.dirty.Swap(false) }
 func (e *Engine) Sweep() int64 {
 	e.kv.Sweep()
 	now := e.clock.NowMs()
-	e.sweepLeases(now)
 	return e.store.sweep(now)
 }
 

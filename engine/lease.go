@@ -48,7 +48,6 @@ package engine
 // has, and grants anew from what replays report.
 
 import (
-	"runtime"
 	"time"
 )
 
@@ -187,15 +186,10 @@ func (e *Engine) lease(sh *shard, h uint32, key []byte, ent *entry, run *runMark
 	cellSeq, elapsed := position(now, windowMs)
 	want := r.Want > 0 && r.Limit > 0 && run != nil
 	ls := e.leases(sh, h, key, ent, want)
-	var before int64
-	if ls != nil {
-		before = ls.heapBytes()
-	}
-	gr := ls.grantOf(run, now, want)
+	gr := e.store.grantOf(ls, run, now, want)
 	if gr == nil {
 		return 0, 0
 	}
-	e.store.bytes.Add(ls.heapBytes() - before)
 	if r.Return != 0 && r.Return == gr.seq {
 		// The edge accepts no more under this lease: what it spent is all it holds.
 		gr.g, gr.seq = gr.spent, e.nextLeaseSeq()
@@ -225,36 +219,39 @@ func (e *Engine) lease(sh *shard, h uint32, key []byte, ent *entry, run *runMark
 	return gr.held(now), gr.seq
 }
 
+// grantOf is ls.grantOf that counts the bytes a new grant may take in the store.
+func (s *store) grantOf(ls *leaseSet, run *runMarks, now int64, create bool) *leaseGrant {
+	if ls == nil || !create {
+		return ls.grantOf(run, now, false)
+	}
+	before := ls.heapBytes()
+	gr := ls.grantOf(run, now, true)
+	s.bytes.Add(ls.heapBytes() - before)
+	return gr
+}
+
 // nextLeaseSeq returns a new lease sequence number.
 func (e *Engine) nextLeaseSeq() uint64 { return e.leaseSeq.Add(1) }
 
-// sweepLeases drops the dead grants of every tuple, and frees a side struct left empty
-// (the store's sweep then drops a tuple left with no cell and no lease).
-func (e *Engine) sweepLeases(now int64) {
-	for i := range e.store.shards {
-		sh := &e.store.shards[i]
-		lockYielding(&sh.mu)
-		for j := range sh.slots {
-			ent := &sh.slots[j].ent
-			if ent.side == nil || len(ent.side.leases.grants) == 0 {
-				continue
-			}
-			ls := &ent.side.leases
-			kept := ls.grants[:0]
-			for _, g := range ls.grants {
-				if !g.dead(now) {
-					kept = append(kept, g)
-				}
-			}
-			clear(ls.grants[len(kept):]) // no run pointers kept alive
-			ls.grants = kept
-			if len(kept) == 0 {
-				e.store.bytes.Add(-ls.heapBytes())
-				ls.grants = nil
-				e.store.freeSideIfEmpty(ent)
-			}
+// pruneLeases drops ent's dead grants (its shard locked), and frees its side struct when
+// that leaves it empty; the store's sweep calls it on every tuple before deciding whether
+// the tuple still holds anything.
+func (s *store) pruneLeases(ent *entry, now int64) {
+	if ent.side == nil || len(ent.side.leases.grants) == 0 {
+		return
+	}
+	ls := &ent.side.leases
+	kept := ls.grants[:0]
+	for _, g := range ls.grants {
+		if !g.dead(now) {
+			kept = append(kept, g)
 		}
-		sh.mu.Unlock()
-		runtime.Gosched() // as the store's passes do
+	}
+	clear(ls.grants[len(kept):]) // no run pointers kept alive
+	ls.grants = kept
+	if len(kept) == 0 {
+		s.bytes.Add(-ls.heapBytes())
+		ls.grants = nil
+		s.freeSideIfEmpty(ent)
 	}
 }

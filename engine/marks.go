@@ -211,20 +211,15 @@ func (e *Engine) restoreGrant(key []byte, gr leaseGrant, now int64) bool {
 	if ent == nil {
 		ent, _ = e.store.insert(sh, h, key, true)
 	}
-	ls := &e.store.sideOf(ent).leases
-	before := ls.heapBytes()
-	old := ls.grantOf(gr.run, now, false)
-	if old == nil {
-		old = ls.grantOf(gr.run, now, true)
-	} else if old.seq >= gr.seq {
-		return true // a later grant of the run is loaded already
-	}
-	if old != nil {
+	old := e.store.grantOf(&e.store.sideOf(ent).leases, gr.run, now, true)
+	switch {
+	case old == nil:
+		e.store.freeSideIfEmpty(ent) // the tuple was full: the sweep drops an entry left empty
+		return false
+	case old.seq < gr.seq: // a new grant has seq 0; otherwise the later grant of the run wins
 		*old = gr
 	}
-	e.store.bytes.Add(ls.heapBytes() - before)
-	e.store.freeSideIfEmpty(ent) // the tuple was full: the sweep drops an entry left empty
-	return old != nil
+	return true
 }
 
 // storeMax raises a to v when v is larger.

@@ -212,22 +212,20 @@ func (ent *entry) cellCounts(seq int64) CellCounts {
 		PrevRegional: prev.regional, PrevImported: prev.imported}
 }
 
-// serveCell answers one item of an edge run: key's cells around seq, after applying lr to
-// the run's lease (lease.go). An item that neither asks for a lease nor gives one back
-// gets none in its answer (0, 0: the edge keeps the lease it holds).
-func (e *Engine) serveCell(key []byte, seq int64, run *runMarks, lr LeaseRequest, meta OriginMeta, now int64) CellCounts {
-	sh, h := e.store.locate(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	ent := sh.lookup(h, key)
+// answer is one item's answer to an edge run (sh.mu held, h key's hash; ent is key's
+// entry or nil): key's cells around seq, after applying lr to the run's lease (lease.go).
+// An item that neither asks for a lease nor gives one back gets none in its answer (0, 0:
+// the edge keeps the lease it holds). It returns key's entry too: a lease may make it.
+func (e *Engine) answer(sh *shard, h uint32, key []byte, ent *entry, seq int64, run *runMarks, lr LeaseRequest, edges int, now int64) (CellCounts, *entry) {
 	cc := CellCounts{Seq: seq}
 	if ent != nil {
 		cc = ent.cellCounts(seq)
 	}
 	if w := windowOfKey(string(key)); w > 0 && (lr.Want > 0 || lr.Return > 0) {
-		cc.LeaseLeft, cc.LeaseSeq = e.lease(sh, h, key, ent, run, lr, w, now, meta.Edges)
+		cc.LeaseLeft, cc.LeaseSeq = e.lease(sh, h, key, ent, run, lr, w, now, edges)
+		ent = sh.lookup(h, key)
 	}
-	return cc
+	return cc, ent
 }
 
 // ServeRead answers an edge's read of cells. node identifies the edge run. The counts are
@@ -237,7 +235,10 @@ func (e *Engine) ServeRead(node string, items []ReadItem) ([]CellCounts, OriginM
 	out := make([]CellCounts, len(items))
 	now := e.clock.NowMs()
 	for i, it := range items {
-		out[i] = e.serveCell(it.Key, it.Seq, run, LeaseRequest{Limit: it.Limit, Want: it.Want}, meta, now)
+		sh, h := e.store.locate(it.Key)
+		sh.mu.Lock()
+		out[i], _ = e.answer(sh, h, it.Key, sh.lookup(h, it.Key), it.Seq, run, LeaseRequest{Limit: it.Limit, Want: it.Want}, meta.Edges, now)
+		sh.mu.Unlock()
 	}
 	return out, meta
 }
@@ -322,16 +323,7 @@ func (e *Engine) serveItems(items []ReplayItem, out []CellCounts, run *runMarks,
 		}
 	}
 	for i, it := range items {
-		cc := CellCounts{Seq: it.Seq}
-		if ent != nil {
-			cc = ent.cellCounts(it.Seq)
-		}
-		if w > 0 && (it.Want > 0 || it.Return > 0) {
-			cc.LeaseLeft, cc.LeaseSeq = e.lease(sh, h, key, ent, run,
-				LeaseRequest{Limit: it.Limit, Want: it.Want, Return: it.Return}, w, now, edges)
-			ent = sh.lookup(h, key) // a lease may have made the entry
-		}
-		out[i] = cc
+		out[i], ent = e.answer(sh, h, key, ent, it.Seq, run, LeaseRequest{Limit: it.Limit, Want: it.Want, Return: it.Return}, edges, now)
 	}
 }
 

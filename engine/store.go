@@ -416,9 +416,8 @@ func (a *keyArena) keep(k string) string {
 	return unsafe.String(&a.buf[off], len(k))
 }
 
-// sweep drops every cell older than seq-1 at nowMs, and the tuples left with none and no
-// lease (Engine.sweepLeases drops dead leases first). It returns the number of cells
-// dropped.
+// sweep drops every cell older than seq-1 at nowMs and every dead lease, and the tuples
+// left with neither. It returns the number of cells dropped.
 func (s *store) sweep(nowMs int64) int64 {
 	var dropped int64
 	hash := func(k string) uint32 { return hashInShard(s.seed, k) }
@@ -432,6 +431,7 @@ func (s *store) sweep(nowMs int64) int64 {
 			if w := windowOfKey(sl.key()); w > 0 {
 				live = nowMs/w - 1
 			}
+			s.pruneLeases(&sl.ent, nowMs)
 			dropped += s.dropBefore(&sl.ent, live)
 			if sl.ent.held() == 0 && sl.ent.side == nil {
 				s.bytes.Add(-tupleBytes(sl.keyLen())) // its side went with its cells and leases
