@@ -599,6 +599,12 @@ func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool, now int64) (Deci
 	// The local view never holds more than the origin's, so a local denial is right; an
 	// admission is, within the lease.
 	d := Decide(counts, limit, cost, t.WindowMs, elapsed)
+	// Strict mode follows a denial by the limit. A request the limit allows but that
+	// neither the lease nor the origin could admit (a slow origin, a failed hand-off) is
+	// refused with the backoff as its retry_after_ms; it puts the tuple in strict mode
+	// only if the limit denies it on the counts read afterwards: a brief hiccup of the
+	// origin must not send every tuple it touched to the origin for two windows.
+	byLimit := !d.Allowed
 	if d.Allowed && cost > 0 && le.leaseLeft(now, l.boot.Load()) < cost {
 		if l.reachable.Load() {
 			if !mayWait {
@@ -618,7 +624,9 @@ func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool, now int64) (Deci
 			// not counted here; the request is refused until the origin answers again.
 			now = e.clock.NowMs()
 			seq, elapsed = position(now, t.WindowMs)
-			d = e.degraded(l, le.counts(seq), limit, cost, t.WindowMs, elapsed, now, 0)
+			counts = le.counts(seq)
+			d = e.degraded(l, counts, limit, cost, t.WindowMs, elapsed, now, 0)
+			byLimit = !Decide(counts, limit, cost, t.WindowMs, elapsed).Allowed
 		} else {
 			d = e.degraded(l, counts, limit, cost, t.WindowMs, elapsed, now, l.degradedShare(now, e.cfg.DegradedShare))
 		}
@@ -630,7 +638,7 @@ func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool, now int64) (Deci
 			return Decision{}, true, err
 		}
 	}
-	if !d.Allowed && d.RetryAfterMs >= 0 { // cost > limit changes nothing, not even strict mode
+	if byLimit && d.RetryAfterMs >= 0 { // cost > limit changes nothing, not even strict mode
 		e.enterStrict(le, seq, t.WindowMs)
 	}
 	le.mu.Unlock()

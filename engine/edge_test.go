@@ -1102,3 +1102,32 @@ func TestEdgeUndelivered(t *testing.T) {
 		t.Fatalf("undelivered after the origin came back: %d units in %d cells", units, cells)
 	}
 }
+
+// TestEdgeFailedHandOffNotStrict: a request the limit allows, refused only because its
+// hand-off failed (the origin did not answer), leaves the tuple out of strict mode: a
+// brief hiccup of the origin must not send every tuple it touched to the origin until
+// the end of the next window. A denial by the limit still enters strict mode.
+func TestEdgeFailedHandOffNotStrict(t *testing.T) {
+	r := newEdgeRig(t, t0, 1, engine.EdgeConfig{})
+	e, f := r.edges[0], r.fakes[0]
+	a := tup("hiccup", 60_000)
+	if d := edgeLimit(t, e, a, 1000, 1); !d.Allowed {
+		t.Fatalf("first request denied: %+v", d)
+	}
+	f.down.Store(true)
+	// Beyond any lease a cold tuple gets: the request needs a hand-off, which fails.
+	d := edgeLimit(t, e, a, 1000, 500)
+	if d.Allowed {
+		t.Fatalf("a request whose hand-off failed was admitted: %+v", d)
+	}
+	if st := e.Status(a); st.StrictMs != 0 {
+		t.Fatalf("strict for %d ms after a refusal by a failed hand-off, want 0", st.StrictMs)
+	}
+	// The limit itself denies: strict mode, as before.
+	if d := edgeLimit(t, e, a, 1000, 1000); d.Allowed {
+		t.Fatalf("cost 1000 on top of 1 admitted under limit 1000: %+v", d)
+	}
+	if st := e.Status(a); st.StrictMs == 0 {
+		t.Fatal("no strict mode after a denial by the limit")
+	}
+}
