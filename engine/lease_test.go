@@ -122,6 +122,46 @@ func TestLeaseReturnAndSpent(t *testing.T) {
 	}
 }
 
+// TestLeaseSpentWithoutLeaseOps: replay items that neither ask for a lease nor give one
+// back still move their run's cost out of its reservation (the origin keeps it in the
+// tuple's slot until a grant is next read), also when two runs' replays interleave on one
+// tuple, and cost a run replayed before it had a grant does not count against it.
+func TestLeaseSpentWithoutLeaseOps(t *testing.T) {
+	r := newLeaseRig(t)
+	r.o.Heard("e1/a")
+	r.o.Heard("e2/a")
+	r.replay("e2/a", 1, engine.ReplayItem{Cost: 7, Limit: 1000}) // before e2 has a grant
+	if cc := r.read("e1/a", 1000, 100); cc.LeaseLeft != 100 {
+		t.Fatalf("e1 lease %d, want 100", cc.LeaseLeft)
+	}
+	if cc := r.read("e2/a", 1000, 50); cc.LeaseLeft != 50 {
+		t.Fatalf("e2 lease %d, want 50", cc.LeaseLeft)
+	}
+	// Plain items, interleaved: e1 spends 10+5, e2 spends 3+4.
+	r.replay("e1/a", 1, engine.ReplayItem{Cost: 10, Limit: 1000})
+	r.replay("e2/a", 2, engine.ReplayItem{Cost: 3, Limit: 1000})
+	r.replay("e2/a", 3, engine.ReplayItem{Cost: 4, Limit: 1000})
+	r.replay("e1/a", 2, engine.ReplayItem{Cost: 5, Limit: 1000})
+	if got := r.o.Status(r.tp).CurrentRegional; got != 29 {
+		t.Fatalf("regional %d, want 29", got)
+	}
+	// A request for a lease (one unit: grants never shrink) shows what each still holds.
+	if cc := r.replay("e1/a", 3, engine.ReplayItem{Limit: 1000, Want: 1}); cc.LeaseLeft != 85 {
+		t.Fatalf("e1 holds %d after spending 15 of 100, want 85", cc.LeaseLeft)
+	}
+	if cc := r.replay("e2/a", 4, engine.ReplayItem{Limit: 1000, Want: 1}); cc.LeaseLeft != 43 {
+		t.Fatalf("e2 holds %d after spending 7 of 50, want 43", cc.LeaseLeft)
+	}
+	// A hand-off sees the same reservations: used 29, e2 holds 43, e1's own 85 (its
+	// pending is 0): 1000-29-43-85 = 843 fit, 844 do not.
+	if d := r.decide("e1/a", engine.DecideRequest{Limit: 1000, Cost: 844}); d.Allowed {
+		t.Fatalf("844 admitted beside 29 used and 128 reserved: %+v", d)
+	}
+	if d := r.decide("e1/a", engine.DecideRequest{Limit: 1000, Cost: 843}); !d.Allowed {
+		t.Fatalf("843 refused beside 29 used and 128 reserved: %+v", d)
+	}
+}
+
 // TestLeaseLapsesAndSupersedes: a lease stops holding budget after its TTL and the grace,
 // or once a later run of the same node was heard (the edge restarted).
 func TestLeaseLapsesAndSupersedes(t *testing.T) {

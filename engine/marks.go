@@ -84,6 +84,7 @@ func (e *Engine) Leases(yield func(LeaseRecord) bool) {
 			if sl.ent.side == nil {
 				continue
 			}
+			sl.ent.settle(now)
 			for _, g := range sl.ent.side.leases.grants {
 				if g.held(now) == 0 {
 					continue // it reserves nothing, and never will again without a new grant

@@ -346,8 +346,14 @@ func (e *Engine) applyReplay(sh *shard, h uint32, ent *entry, it ReplayItem, w i
 	c.regional = satAdd(c.regional, it.Cost)
 	e.markDirty()
 	c.seeLimit(it.Limit)
-	if gr := e.leases(sh, h, it.Key, ent, false).grantOf(run, nowMs, false); gr != nil {
-		gr.spent = satAdd(gr.spent, it.Cost) // the run's cost now counted: no longer reserved
+	if ent.side != nil && run != nil {
+		// The run's cost is counted now: its lease no longer reserves it. The grant hears
+		// of it when it is next read (settle), so this item touches only the slot.
+		if ent.owedRun != run {
+			ent.settle(nowMs)
+			ent.owedRun = run
+		}
+		ent.owed = satAdd(ent.owed, it.Cost)
 	}
 	return ent
 }
@@ -376,7 +382,11 @@ func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts
 	var d Decision
 	var cc CellCounts
 	sh.mu.Lock()
-	ls := e.leases(sh, h, r.Key, sh.lookup(h, r.Key), false)
+	ent := sh.lookup(h, r.Key)
+	if ent != nil {
+		ent.settle(now)
+	}
+	ls := e.leases(sh, h, r.Key, ent, false)
 	if gr := ls.grantOf(run, now, false); gr != nil && r.Return != 0 && r.Return == gr.seq {
 		// What the edge gave back: it holds only what it accepted and has not replayed.
 		gr.g = max(gr.spent, min(gr.g, satAdd(gr.spent, extra)))

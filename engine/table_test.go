@@ -126,7 +126,7 @@ func TestTableAgainstMap(t *testing.T) {
 // of every length round-trip through it.
 func TestSlotLayout(t *testing.T) {
 	var sl slot
-	if n := unsafe.Sizeof(sl); n != 112 {
+	if n := unsafe.Sizeof(sl); n != 128 {
 		t.Fatalf("slot is %d bytes", n)
 	}
 	if c, k := unsafe.Offsetof(sl.ent)+unsafe.Offsetof(sl.ent.cells), unsafe.Offsetof(sl.klen); k != c+unsafe.Sizeof(sl.ent.cells) {
