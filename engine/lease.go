@@ -185,7 +185,7 @@ func (ls *leaseSet) grantOf(run *runMarks, now int64, create bool) *leaseGrant {
 func (e *Engine) lease(sh *shard, h uint32, key []byte, ent *entry, run *runMarks, r LeaseRequest, windowMs, now int64, edges int) (left, seq uint64) {
 	cellSeq, elapsed := position(now, windowMs)
 	if ent != nil {
-		ent.settle(now) // before any grant is read, made or reset
+		ent.settle() // before any grant is read, made or reset
 	}
 	want := r.Want > 0 && r.Limit > 0 && run != nil
 	ls := e.leases(sh, h, key, ent, want)
@@ -238,17 +238,16 @@ func (s *store) grantOf(ls *leaseSet, run *runMarks, now int64, create bool) *le
 // a run without a grant is dropped: it was applied before the grant began. Owed cost only
 // makes a grant look fuller than it is (more reserved, less room for the others) until it
 // is settled, and every reader of the grants settles first.
-func (ent *entry) settle(now int64) {
-	if ent.owed == 0 {
-		ent.owedRun = nil
-		return
-	}
-	if ent.side != nil {
-		if gr := ent.side.leases.grantOf(ent.owedRun, now, false); gr != nil {
-			gr.spent = satAdd(gr.spent, ent.owed)
+func (ent *entry) settle() {
+	if ent.owed > 0 && ent.side != nil {
+		for i := range ent.side.leases.grants {
+			if gr := &ent.side.leases.grants[i]; gr.run.id == ent.owedRun {
+				gr.spent = satAdd(gr.spent, uint64(ent.owed))
+				break
+			}
 		}
 	}
-	ent.owed, ent.owedRun = 0, nil
+	ent.owed, ent.owedRun = 0, 0
 }
 
 // nextLeaseSeq returns a new lease sequence number.
@@ -258,7 +257,7 @@ func (e *Engine) nextLeaseSeq() uint64 { return e.leaseSeq.Add(1) }
 // that leaves it empty; the store's sweep calls it on every tuple before deciding whether
 // the tuple still holds anything.
 func (s *store) pruneLeases(ent *entry, now int64) {
-	ent.settle(now)
+	ent.settle()
 	if ent.side == nil || len(ent.side.leases.grants) == 0 {
 		return
 	}

@@ -162,6 +162,24 @@ func TestLeaseSpentWithoutLeaseOps(t *testing.T) {
 	}
 }
 
+// TestLeaseSpentLargeCost: a replayed cost too large for the slot's owed count (32 bits)
+// reaches the grant at once, and owed cost before and after it is not lost.
+func TestLeaseSpentLargeCost(t *testing.T) {
+	r := newLeaseRig(t)
+	const limit, lease = 1 << 40, 1 << 34
+	if cc := r.read("e1/a", limit, lease); cc.LeaseLeft != lease {
+		t.Fatalf("lease %d, want %d", cc.LeaseLeft, uint64(lease))
+	}
+	r.replay("e1/a", 1, engine.ReplayItem{Cost: 2, Limit: limit})
+	r.replay("e1/a", 2, engine.ReplayItem{Cost: 1<<33 + 5, Limit: limit})
+	r.replay("e1/a", 3, engine.ReplayItem{Cost: 1<<32 - 1, Limit: limit})
+	r.replay("e1/a", 4, engine.ReplayItem{Cost: 3, Limit: limit})
+	spent := uint64(2 + 1<<33 + 5 + 1<<32 - 1 + 3)
+	if cc := r.replay("e1/a", 5, engine.ReplayItem{Limit: limit, Want: 1}); cc.LeaseLeft != lease-spent {
+		t.Fatalf("holds %d after spending %d of %d, want %d", cc.LeaseLeft, spent, uint64(lease), lease-spent)
+	}
+}
+
 // TestLeaseLapsesAndSupersedes: a lease stops holding budget after its TTL and the grace,
 // or once a later run of the same node was heard (the edge restarted).
 func TestLeaseLapsesAndSupersedes(t *testing.T) {

@@ -84,7 +84,7 @@ func (e *Engine) Leases(yield func(LeaseRecord) bool) {
 			if sl.ent.side == nil {
 				continue
 			}
-			sl.ent.settle(now)
+			sl.ent.settle()
 			for _, g := range sl.ent.side.leases.grants {
 				if g.held(now) == 0 {
 					continue // it reserves nothing, and never will again without a new grant
@@ -182,7 +182,7 @@ func (e *Engine) RestoreLeases(recs []LeaseRecord) (loaded, dropped int, err err
 			if len(e.nodes.runs) < maxTrackedNodes {
 				gr.run = e.nodes.add(r.Run)
 			} else if gr.run = detached[r.Run]; gr.run == nil {
-				gr.run = &runMarks{name: r.Run}
+				gr.run = e.nodes.newMarks(r.Run)
 				detached[r.Run] = gr.run
 			}
 		}

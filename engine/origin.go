@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 )
@@ -118,9 +119,10 @@ const maxTrackedNodes = 4096
 // the last replay batch applied for each edge run (node id and boot nonce). Both maps are
 // bounded: the least recently heard entry is forgotten first.
 type nodeTable struct {
-	mu   sync.Mutex
-	seen map[string]int64     // node id -> ms last heard
-	runs map[string]*runMarks // node run -> replay marks
+	mu     sync.Mutex
+	seen   map[string]int64     // node id -> ms last heard
+	runs   map[string]*runMarks // node run -> replay marks
+	lastID uint32               // the id of the last marks made
 }
 
 // runMarks are one edge run's marks. A batch is applied under apply, and only then is
@@ -128,6 +130,7 @@ type nodeTable struct {
 // batch N was applied, provided it loads lastBatch before reading the counts.
 type runMarks struct {
 	name      string        // the run ("node/nonce"), as saved with its leases (marks.go)
+	id        uint32        // names the run in a slot's owed lease cost (entry.owedRun); never 0
 	apply     sync.Mutex    // held while one batch of the run is checked and applied
 	lastMs    int64         // guarded by nodeTable.mu
 	lastBatch atomic.Uint64 // stored under apply
@@ -178,9 +181,18 @@ func (t *nodeTable) add(run string) *runMarks {
 	if len(t.runs) >= maxTrackedNodes {
 		delete(t.runs, oldest(t.runs, func(m *runMarks) int64 { return m.lastMs }))
 	}
-	m := &runMarks{name: run}
+	m := t.newMarks(run)
 	t.runs[run] = m
 	return m
+}
+
+// newMarks makes marks for run with an id of their own (t.mu held). Ids wrap after 2^32
+// runs, skipping 0; two live runs sharing one would take 4 billion edge restarts.
+func (t *nodeTable) newMarks(run string) *runMarks {
+	if t.lastID++; t.lastID == 0 {
+		t.lastID = 1
+	}
+	return &runMarks{name: run, id: t.lastID}
 }
 
 func oldest[V any](m map[string]V, ms func(V) int64) string {
@@ -349,11 +361,17 @@ func (e *Engine) applyReplay(sh *shard, h uint32, ent *entry, it ReplayItem, w i
 	if ent.side != nil && run != nil {
 		// The run's cost is counted now: its lease no longer reserves it. The grant hears
 		// of it when it is next read (settle), so this item touches only the slot.
-		if ent.owedRun != run {
-			ent.settle(nowMs)
-			ent.owedRun = run
+		if ent.owedRun != run.id || it.Cost > math.MaxUint32-uint64(ent.owed) {
+			ent.settle()
+			if it.Cost > math.MaxUint32 { // too large to owe: the grant hears of it now
+				if gr := ent.side.leases.grantOf(run, nowMs, false); gr != nil {
+					gr.spent = satAdd(gr.spent, it.Cost)
+				}
+				return ent
+			}
+			ent.owedRun = run.id
 		}
-		ent.owed = satAdd(ent.owed, it.Cost)
+		ent.owed += uint32(it.Cost)
 	}
 	return ent
 }
@@ -384,7 +402,7 @@ func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts
 	sh.mu.Lock()
 	ent := sh.lookup(h, r.Key)
 	if ent != nil {
-		ent.settle(now)
+		ent.settle()
 	}
 	ls := e.leases(sh, h, r.Key, ent, false)
 	if gr := ls.grantOf(run, now, false); gr != nil && r.Return != 0 && r.Return == gr.seq {

@@ -42,10 +42,10 @@ import (
 const shardCount = 256
 
 // entryOverhead estimates the bytes one tuple costs: its share of the dense array (a
-// 128-byte slot, key included up to keyInline bytes, with growth slack) and of the index
+// 120-byte slot, key included up to keyInline bytes, with growth slack) and of the index
 // (8-byte buckets at a load between 0.4 and 0.8). tupleBytes adds a long key's heap bytes.
 // They only feed the --max-memory bound; BenchmarkMemory measures the real figure.
-const entryOverhead = 154
+const entryOverhead = 146
 
 // tupleBytes estimates the bytes a tuple whose key has n bytes costs.
 func tupleBytes(n int) int64 {
@@ -117,13 +117,13 @@ func (c cell) total() uint64 { return satAdd(c.regional, c.imported) }
 
 type entry struct {
 	side *entrySide // nil until replication, an import or a lease needs it
-	// owed is cost that owedRun's replays applied to the cells and that its lease grant
-	// (in side) has not been told of yet: a replay item adds to it here, in the slot it
-	// has read already, instead of reaching into the side struct for every item (one
-	// cache miss each). settle moves it into the grant; everything that reads the grants
-	// settles first (lease.go).
-	owedRun *runMarks
-	owed    uint64
+	// owed is cost that the replays of the run whose id is owedRun applied to the cells
+	// and that its lease grant (in side) has not been told of yet: a replay item adds to
+	// it here, in the slot it has read already, instead of reaching into the side struct
+	// for every item (one cache miss each). settle moves it into the grant; everything
+	// that reads the grants settles first (lease.go).
+	owedRun uint32
+	owed    uint32
 	cells   [2]cell // last: the key follows them in a slot (table.go)
 }
 

@@ -34,10 +34,10 @@ type shard struct {
 	_     [8]byte // shards are 64 bytes: two cores on neighbouring shards share no line
 }
 
-// keyInline is the longest key a slot holds in its own bytes. With it a slot is 128 bytes
-// (two cache lines): the side pointer, the owed lease cost, the cells, the key length and
-// bytes, the long-key pointer. A lookup of a key of n <= keyInline bytes reads bytes 24 to
-// 89+n of the slot (cells, length, key).
+// keyInline is the longest key a slot holds in its own bytes. With it a slot is 120 bytes:
+// the side pointer, the owed lease cost, the cells, the key length and bytes, the long-key
+// pointer. A lookup of a key of n <= keyInline bytes reads bytes 16 to 81+n of the slot
+// (cells, length, key).
 const keyInline = 31
 
 // longKey is slot.klen for a key longer than keyInline.
