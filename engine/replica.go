@@ -54,6 +54,15 @@ func (t *regionTable) id(name string) (uint16, error) {
 	return i, nil
 }
 
+// empty reports whether no foreign region was ever named: then no cell holds a foreign
+// component, and a pass over the store need not look for them (each look reads the
+// entry's side struct, which a leased tuple has: a cache miss per tuple).
+func (t *regionTable) empty() bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.names) == 0
+}
+
 func (t *regionTable) name(i uint16) string {
 	t.mu.RLock()
 	defer t.mu.RUnlock()

@@ -59,13 +59,18 @@ func (e *Engine) Records(yield func(CellRecord) bool) {
 	now := e.clock.NowMs()
 	for i := range e.store.shards {
 		recs, keys, keyAt, foreign, fAt = recs[:0], keys[:0], keyAt[:0], foreign[:0], fAt[:0]
+		// A component is stored only after its region is named: read before the shard's
+		// lock, an empty table means the shard holds none.
+		local := e.regions.empty()
 		e.store.liveIn(&e.store.shards[i], now, func(k string, ent *entry, ci int) bool {
 			c := &ent.cells[ci]
 			keyAt = append(keyAt, span{len(keys), len(k)})
 			keys = append(keys, k...)
 			f0 := len(foreign)
-			for _, f := range ent.foreign(ci) {
-				foreign = append(foreign, RegionCount{Region: e.regions.name(f.region), Count: f.count})
+			if !local {
+				for _, f := range ent.foreign(ci) {
+					foreign = append(foreign, RegionCount{Region: e.regions.name(f.region), Count: f.count})
+				}
 			}
 			fAt = append(fAt, span{f0, len(foreign) - f0})
 			recs = append(recs, CellRecord{Seq: c.seq, Regional: c.regional, Imported: c.imported})

@@ -423,9 +423,9 @@ func (a *keyArena) keep(k string) string {
 	return unsafe.String(&a.buf[off], len(k))
 }
 
-// sweep drops every cell older than seq-1 at nowMs and every dead lease, and the tuples
-// left with neither. It returns the number of cells dropped.
-func (s *store) sweep(nowMs int64) int64 {
+// sweep drops every cell older than seq-1 at nowMs and, with leases, every dead lease, and
+// the tuples left with neither. It returns the number of cells dropped.
+func (s *store) sweep(nowMs int64, leases bool) int64 {
 	var dropped int64
 	hash := func(k string) uint32 { return hashInShard(s.seed, k) }
 	for i := range s.shards {
@@ -438,7 +438,9 @@ func (s *store) sweep(nowMs int64) int64 {
 			if w := windowOfKey(sl.key()); w > 0 {
 				live = nowMs/w - 1
 			}
-			s.pruneLeases(&sl.ent, nowMs)
+			if leases {
+				s.pruneLeases(&sl.ent, nowMs)
+			}
 			dropped += s.dropBefore(&sl.ent, live)
 			if sl.ent.held() == 0 && sl.ent.side == nil {
 				s.bytes.Add(-tupleBytes(sl.keyLen())) // its side went with its cells and leases
