@@ -61,25 +61,30 @@ common=(--metrics-listen "" --log-level warn "${extra[@]}")
 pid_redis=$!
 "${srv[@]}" "$work/ratchet" --listen 127.0.0.1:$P_ORIGIN --data-dir "$work/origin" "${origin_flags[@]}" "${common[@]}" &
 pid_origin=$!
-"${srv[@]}" "$work/ratchet" --listen 127.0.0.1:$P_EDGE_ORIGIN --data-dir "$work/edge-origin" --cluster-secret bench \
-  "${origin_flags[@]}" "${common[@]}" &
+# edge_origin BINARY PORT DIR: an origin that edges replay to, in the background ($! is its pid).
+edge_origin() {
+  "${srv[@]}" "$1" --listen "127.0.0.1:$2" --data-dir "$work/$3" --cluster-secret bench "${origin_flags[@]}" "${common[@]}" &
+}
+# edge BINARY PORT ORIGIN_PORT [FLAGS...]: an edge of that origin, in the background.
+edge() {
+  local bin=$1 port=$2 origin=$3
+  shift 3
+  "${srv[@]}" "$bin" --listen "127.0.0.1:$port" --role edge --origin "127.0.0.1:$origin" --cluster-secret bench \
+    "$@" "${edge_flags[@]}" "${common[@]}" &
+}
+edge_origin "$work/ratchet" $P_EDGE_ORIGIN edge-origin
 pid_edge_origin=$!
-"${srv[@]}" "$work/ratchet" --listen 127.0.0.1:$P_EDGE --role edge --origin 127.0.0.1:$P_EDGE_ORIGIN --cluster-secret bench \
-  --freshness 60s "${edge_flags[@]}" "${common[@]}" &
+edge "$work/ratchet" $P_EDGE $P_EDGE_ORIGIN --freshness 60s
 pid_edge=$!
-"${srv[@]}" "$work/ratchet" --listen 127.0.0.1:$P_EDGE1_ORIGIN --data-dir "$work/edge1-origin" --cluster-secret bench \
-  "${origin_flags[@]}" "${common[@]}" &
+edge_origin "$work/ratchet" $P_EDGE1_ORIGIN edge1-origin
 pid_edge1_origin=$!
-"${srv[@]}" "$work/ratchet" --listen 127.0.0.1:$P_EDGE1 --role edge --origin 127.0.0.1:$P_EDGE1_ORIGIN --cluster-secret bench \
-  "${edge_flags[@]}" "${common[@]}" &
+edge "$work/ratchet" $P_EDGE1 $P_EDGE1_ORIGIN
 pid_edge1=$!
 ports=($P_REDIS $P_ORIGIN $P_EDGE_ORIGIN $P_EDGE $P_EDGE1_ORIGIN $P_EDGE1)
 if [ -n "$base" ]; then
-  "${srv[@]}" "$work/ratchet-base" --listen 127.0.0.1:$P_BASE_ORIGIN --data-dir "$work/base-origin" --cluster-secret bench \
-    "${origin_flags[@]}" "${common[@]}" &
+  edge_origin "$work/ratchet-base" $P_BASE_ORIGIN base-origin
   pid_base_origin=$!
-  "${srv[@]}" "$work/ratchet-base" --listen 127.0.0.1:$P_BASE --role edge --origin 127.0.0.1:$P_BASE_ORIGIN --cluster-secret bench \
-    --freshness 60s "${edge_flags[@]}" "${common[@]}" &
+  edge "$work/ratchet-base" $P_BASE $P_BASE_ORIGIN --freshness 60s
   pid_base=$!
   ports+=($P_BASE_ORIGIN $P_BASE)
 fi

@@ -624,11 +624,9 @@ func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool, now int64) (Deci
 			// not counted here; the request is refused until the origin answers again.
 			now = e.clock.NowMs()
 			seq, elapsed = position(now, t.WindowMs)
-			counts = le.counts(seq)
-			d = e.degraded(l, counts, limit, cost, t.WindowMs, elapsed, now, 0)
-			byLimit = !Decide(counts, limit, cost, t.WindowMs, elapsed).Allowed
+			d, byLimit = e.degraded(l, le.counts(seq), limit, cost, t.WindowMs, elapsed, now, 0)
 		} else {
-			d = e.degraded(l, counts, limit, cost, t.WindowMs, elapsed, now, l.degradedShare(now, e.cfg.DegradedShare))
+			d, byLimit = e.degraded(l, counts, limit, cost, t.WindowMs, elapsed, now, l.degradedShare(now, e.cfg.DegradedShare))
 		}
 	}
 	if d.Allowed && cost > 0 {
@@ -671,10 +669,11 @@ func (e *Edge) handOffRequest(l *originLink, le *localEntry, limit, cost uint64,
 
 // degraded decides from counts while the origin cannot be asked and the lease does not
 // cover the request: it enforces limit x share, and a request that only the reduced limit
-// refuses may retry once the origin's backoff has passed.
-func (e *Edge) degraded(l *originLink, counts Counts, limit, cost uint64, windowMs, elapsed, now int64, share float64) Decision {
+// refuses may retry once the origin's backoff has passed. byLimit reports a refusal that
+// the full limit makes too (the one that puts the tuple in strict mode).
+func (e *Edge) degraded(l *originLink, counts Counts, limit, cost uint64, windowMs, elapsed, now int64, share float64) (d Decision, byLimit bool) {
 	reduced := uint64(float64(limit) * share)
-	d := Decide(counts, max(reduced, 1), cost, windowMs, elapsed)
+	d = Decide(counts, max(reduced, 1), cost, windowMs, elapsed)
 	if reduced == 0 && cost > 0 {
 		d.Allowed, d.Remaining = false, 0
 	}
@@ -685,10 +684,10 @@ func (e *Edge) degraded(l *originLink, counts Counts, limit, cost uint64, window
 			// Refused by the reduced limit only: try again when the origin may be back.
 			d.RetryAfterMs = max(l.downUntil.Load()-now, 1)
 		} else {
-			d.RetryAfterMs = full.RetryAfterMs
+			d.RetryAfterMs, byLimit = full.RetryAfterMs, true
 		}
 	}
-	return d
+	return d, byLimit
 }
 
 func (e *Edge) count(le *localEntry, allowed bool) { e.decisions.add(le.hash, allowed) }

@@ -287,6 +287,18 @@ func rewrite(t *testing.T, dir string, fn func(tx *bolt.Tx) error) {
 	}
 }
 
+// putChunk makes chunk the only chunk of bucket in the snapshot in dir, with its CRC in
+// the meta value crcName: a record the loader must judge by its content alone.
+func putChunk(t *testing.T, dir, bucket, crcName string, chunk []byte) {
+	t.Helper()
+	rewrite(t, dir, func(tx *bolt.Tx) error {
+		if err := tx.Bucket([]byte(bucket)).Put(binary.BigEndian.AppendUint32(nil, 0), chunk); err != nil {
+			return err
+		}
+		return tx.Bucket([]byte(metaBucket)).Put([]byte(crcName), binary.BigEndian.AppendUint32(nil, crc32.Checksum(chunk, castagnoli)))
+	})
+}
+
 // TestLoadVersion5: a snapshot of format 5 (cells and counter keys, no runs or leases)
 // still loads, with no runs and no leases; a file that says format 6 but lacks them, or
 // whose lease or run records are malformed, is refused.
@@ -346,25 +358,13 @@ func TestLoadVersion5(t *testing.T) {
 	}
 
 	s, dir = newStore(t)
-	bad := []byte{1, 'k', 200, 'x'} // a run name past the record's end
-	rewrite(t, dir, func(tx *bolt.Tx) error {
-		if err := tx.Bucket([]byte(leaseBucket)).Put(binary.BigEndian.AppendUint32(nil, 0), bad); err != nil {
-			return err
-		}
-		return tx.Bucket([]byte(metaBucket)).Put([]byte(metaLeaseCRC), binary.BigEndian.AppendUint32(nil, crc32.Checksum(bad, castagnoli)))
-	})
+	putChunk(t, dir, leaseBucket, metaLeaseCRC, []byte{1, 'k', 200, 'x'}) // a run name past the record's end
 	if snap, err := s.LoadAll(); !errors.Is(err, ErrCorrupt) || snap.Leases != nil {
 		t.Fatalf("LoadAll with a malformed lease = %d leases, %v; want ErrCorrupt", len(snap.Leases), err)
 	}
 
 	s, dir = newStore(t)
-	badRun := []byte{1, 'r', 0, 0, 0, 2} // flags with a bit no format has
-	rewrite(t, dir, func(tx *bolt.Tx) error {
-		if err := tx.Bucket([]byte(runsBucket)).Put(binary.BigEndian.AppendUint32(nil, 0), badRun); err != nil {
-			return err
-		}
-		return tx.Bucket([]byte(metaBucket)).Put([]byte(metaRunsCRC), binary.BigEndian.AppendUint32(nil, crc32.Checksum(badRun, castagnoli)))
-	})
+	putChunk(t, dir, runsBucket, metaRunsCRC, []byte{1, 'r', 0, 0, 0, 2}) // flags with a bit no format has
 	if snap, err := s.LoadAll(); !errors.Is(err, ErrCorrupt) || snap.Runs != nil {
 		t.Fatalf("LoadAll with unknown run flags = %d runs, %v; want ErrCorrupt", len(snap.Runs), err)
 	}
