@@ -41,8 +41,9 @@ const MaxRunLen = 1024
 
 // Runs yields the replay marks of every edge run the origin remembers (at most 4096).
 // Each run's applied mark is read under its apply lock, so it never names a batch whose
-// items are still being applied: a snapshot whose cells were captured before its runs may
-// lack a batch its marks do not claim (re-sent, it is applied), never the other way round.
+// items are still being applied. A snapshot captures the runs before the cells (persist):
+// its cells may then hold a batch its marks do not claim (re-sent after a restart, it is
+// applied again: counted twice), never lack one they claim (it would be lost).
 func (e *Engine) Runs(yield func(RunRecord) bool) {
 	e.nodes.mu.Lock()
 	out := make([]RunRecord, 0, len(e.nodes.runs))
