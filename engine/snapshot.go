@@ -59,15 +59,12 @@ func (e *Engine) Records(yield func(CellRecord) bool) {
 	now := e.clock.NowMs()
 	for i := range e.store.shards {
 		recs, keys, keyAt, foreign, fAt = recs[:0], keys[:0], keyAt[:0], foreign[:0], fAt[:0]
-		// A component is stored only after its region is named: read before the shard's
-		// lock, an empty table means the shard holds none.
-		local := e.regions.empty()
 		e.store.liveIn(&e.store.shards[i], now, func(k string, ent *entry, ci int) bool {
 			c := &ent.cells[ci]
 			keyAt = append(keyAt, span{len(keys), len(k)})
 			keys = append(keys, k...)
 			f0 := len(foreign)
-			if !local {
+			if !e.regions.empty() { // read under the shard's lock
 				for _, f := range ent.foreign(ci) {
 					foreign = append(foreign, RegionCount{Region: e.regions.name(f.region), Count: f.count})
 				}
