@@ -95,8 +95,14 @@ type leaseSet struct {
 	inline [1]leaseGrant
 }
 
-// heapBytes returns the bytes of ls's grants beyond the inline one.
-func (ls *leaseSet) heapBytes() int64 { return int64(max(cap(ls.grants)-1, 0)) * leaseGrantBytes }
+// heapBytes returns the bytes of ls's grants outside the inline one: none while they fit
+// in it, all of them once they moved to the heap.
+func (ls *leaseSet) heapBytes() int64 {
+	if cap(ls.grants) == 0 || &ls.grants[:1][0] == &ls.inline[0] {
+		return 0
+	}
+	return int64(cap(ls.grants)) * leaseGrantBytes
+}
 
 // maxGrantsPerTuple bounds one tuple's leases (one per edge run).
 const maxGrantsPerTuple = 64
@@ -172,6 +178,9 @@ func (ls *leaseSet) grantOf(run *runMarks, now int64, create bool) *leaseGrant {
 			ls.grants = ls.inline[:0:1]
 		}
 		ls.grants = append(ls.grants, leaseGrant{})
+		if len(ls.grants) == 2 {
+			clear(ls.inline[:]) // moved to the heap: keep no run alive from the old copy
+		}
 		free = len(ls.grants) - 1
 	}
 	ls.grants[free] = leaseGrant{run: run}

@@ -225,15 +225,16 @@ func (ent *entry) cellCounts(seq int64) CellCounts {
 }
 
 // answer is one item's answer to an edge run (sh.mu held, h key's hash; ent is key's
-// entry or nil): key's cells around seq, after applying lr to the run's lease (lease.go).
+// entry or nil; w its window, 0 when the key has none): key's cells around seq, after
+// applying lr to the run's lease (lease.go).
 // An item that neither asks for a lease nor gives one back gets none in its answer (0, 0:
 // the edge keeps the lease it holds). It returns key's entry too: a lease may make it.
-func (e *Engine) answer(sh *shard, h uint32, key []byte, ent *entry, seq int64, run *runMarks, lr LeaseRequest, edges int, now int64) (CellCounts, *entry) {
+func (e *Engine) answer(sh *shard, h uint32, key []byte, ent *entry, w, seq int64, run *runMarks, lr LeaseRequest, edges int, now int64) (CellCounts, *entry) {
 	cc := CellCounts{Seq: seq}
 	if ent != nil {
 		cc = ent.cellCounts(seq)
 	}
-	if w := windowOfKey(string(key)); w > 0 && (lr.Want > 0 || lr.Return > 0) {
+	if w > 0 && (lr.Want > 0 || lr.Return > 0) {
 		cc.LeaseLeft, cc.LeaseSeq = e.lease(sh, h, key, ent, run, lr, w, now, edges)
 		ent = sh.lookup(h, key)
 	}
@@ -249,7 +250,7 @@ func (e *Engine) ServeRead(node string, items []ReadItem) ([]CellCounts, OriginM
 	for i, it := range items {
 		sh, h := e.store.locate(it.Key)
 		sh.mu.Lock()
-		out[i], _ = e.answer(sh, h, it.Key, sh.lookup(h, it.Key), it.Seq, run, LeaseRequest{Limit: it.Limit, Want: it.Want}, meta.Edges, now)
+		out[i], _ = e.answer(sh, h, it.Key, sh.lookup(h, it.Key), windowOfKey(string(it.Key)), it.Seq, run, LeaseRequest{Limit: it.Limit, Want: it.Want}, meta.Edges, now)
 		sh.mu.Unlock()
 	}
 	return out, meta
@@ -335,7 +336,7 @@ func (e *Engine) serveItems(items []ReplayItem, out []CellCounts, run *runMarks,
 		}
 	}
 	for i, it := range items {
-		out[i], ent = e.answer(sh, h, key, ent, it.Seq, run, LeaseRequest{Limit: it.Limit, Want: it.Want, Return: it.Return}, edges, now)
+		out[i], ent = e.answer(sh, h, key, ent, w, it.Seq, run, LeaseRequest{Limit: it.Limit, Want: it.Want, Return: it.Return}, edges, now)
 	}
 }
 
