@@ -40,3 +40,28 @@ func TestRestoreLeasesKeepsMarks(t *testing.T) {
 		t.Fatalf("next lease sequence %d after restoring %d (and dropping a far-future one)", next, seq)
 	}
 }
+
+// TestLeaseSetHeapBytes: a tuple's first grant lives inline and costs no heap bytes; once
+// a second grant moves them to the heap, every grant there counts, and the inline copy
+// keeps no run alive.
+func TestLeaseSetHeapBytes(t *testing.T) {
+	var ls leaseSet
+	a, b := &runMarks{name: "a/1", id: 1}, &runMarks{name: "b/1", id: 2}
+	ga := ls.grantOf(a, 0, true)
+	if ga == nil || ls.heapBytes() != 0 {
+		t.Fatalf("one grant: %d heap bytes, want 0 (inline)", ls.heapBytes())
+	}
+	ga.until = 1000 // alive: not reused for the next run
+	if gb := ls.grantOf(b, 0, true); gb == nil || len(ls.grants) != 2 {
+		t.Fatalf("second grant: %v, %d grants", gb, len(ls.grants))
+	}
+	if got, want := ls.heapBytes(), int64(cap(ls.grants))*leaseGrantBytes; got != want || got == 0 {
+		t.Fatalf("two grants: %d heap bytes, want %d", got, want)
+	}
+	if ls.inline[0].run != nil {
+		t.Fatal("the inline copy still points at a run after the grants moved to the heap")
+	}
+	if g := ls.grantOf(a, 0, false); g == nil || g.run != a {
+		t.Fatal("the first grant was lost in the move")
+	}
+}
