@@ -83,11 +83,14 @@ type cellSide struct {
 	foreign   []component
 }
 
-// entrySide is the side struct of an entry: one cellSide per cell slot, same index, and
-// the tuple's leases (lease.go), which outlive its cells.
+// entrySide is the side struct of an entry: the tuple's leases (lease.go), which outlive
+// its cells, and one cellSide per cell slot, same index. The leases come first: their
+// slice header and inline grant fill the first 64 bytes, so a replay or a snapshot that
+// reads a tuple's one grant touches one cache line of it (the allocator places 128-byte
+// objects at multiples of 128).
 type entrySide struct {
-	cells  [2]cellSide
 	leases leaseSet
+	cells  [2]cellSide
 }
 
 // empty reports whether sd holds nothing.

@@ -122,6 +122,18 @@ func TestTableAgainstMap(t *testing.T) {
 	}
 }
 
+// TestSideLayout: a side struct is sideBytes (one 128-byte size class), and a tuple's
+// lease slice header and inline grant fill its first 64-byte cache line.
+func TestSideLayout(t *testing.T) {
+	var sd entrySide
+	if n := unsafe.Sizeof(sd); n != sideBytes {
+		t.Fatalf("side struct is %d bytes, sideBytes %d", n, sideBytes)
+	}
+	if end := unsafe.Offsetof(sd.leases) + unsafe.Sizeof(sd.leases); unsafe.Offsetof(sd.leases) != 0 || end != 64 {
+		t.Fatalf("leases at %d to %d, want 0 to 64", unsafe.Offsetof(sd.leases), end)
+	}
+}
+
 // TestSlotLayout: a slot is 120 bytes, its cells and its inline key adjacent, and keys
 // of every length round-trip through it.
 func TestSlotLayout(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/persist"
 )
 
 // realisticRecords returns n records as an origin holds them: tuples of the default
@@ -149,4 +150,42 @@ func BenchmarkSnapshot(b *testing.B) {
 		b.ReportMetric(float64(perSave)/1e6, "ms/save")
 		b.ReportMetric(float64(perSave)/n, "ns/cell")
 	})
+}
+
+// BenchmarkSnapshotLeases: what Run writes every interval for an origin whose 100k tuples
+// each hold a lease of one edge run (an edge serving random keys): the runs, the leases and
+// the cells, streamed from the engine. "cells" is the same origin's save without the runs
+// and leases.
+func BenchmarkSnapshotLeases(b *testing.B) {
+	const n = 100_000
+	const seq = 29_000_000
+	clock := engine.NewManualClock(seq * 60_000)
+	e := engine.New(clock, engine.Config{MaxMemoryBytes: 1 << 30})
+	const run = "edge-127.0.0.1:16382/18a7c3d2e4f5a6b7"
+	for i := range n {
+		k := []byte(key("default", "default", fmt.Sprintf("key:%012d", i), 60_000))
+		e.ServeRead(run, []engine.ReadItem{{Key: k, Seq: seq, Limit: 1 << 40, Want: 4}})
+		e.ServeReplay(engine.ReplayBatch{Node: run, ID: uint64(i + 1),
+			Items: []engine.ReplayItem{{Key: k, Seq: seq, Cost: 1, Limit: 1 << 40, Want: 4}}})
+	}
+	for _, withLeases := range []bool{false, true} {
+		b.Run(map[bool]string{false: "cells", true: "cells+leases"}[withLeases], func(b *testing.B) {
+			s, _ := openStore(b)
+			src := persist.Source{Cells: e.Records}
+			if withLeases {
+				src.Runs, src.Leases = e.Runs, e.Leases
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := s.Write(src); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if got := s.Stats().LastCells; got != n {
+				b.Fatalf("saved %d cells, want %d", got, n)
+			}
+			perSave := time.Duration(b.Elapsed().Nanoseconds() / int64(b.N))
+			b.ReportMetric(float64(perSave)/1e6, "ms/save")
+		})
+	}
 }
