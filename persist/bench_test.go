@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"iter"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -170,7 +172,7 @@ func BenchmarkSnapshotLeases(b *testing.B) {
 	}
 	for _, withLeases := range []bool{false, true} {
 		b.Run(map[bool]string{false: "cells", true: "cells+leases"}[withLeases], func(b *testing.B) {
-			s, _ := openStore(b)
+			s, dir := openStore(b)
 			src := persist.Source{Cells: e.Records}
 			if withLeases {
 				src.Runs, src.Leases = e.Runs, e.Leases
@@ -186,6 +188,9 @@ func BenchmarkSnapshotLeases(b *testing.B) {
 			}
 			perSave := time.Duration(b.Elapsed().Nanoseconds() / int64(b.N))
 			b.ReportMetric(float64(perSave)/1e6, "ms/save")
+			if info, err := os.Stat(filepath.Join(dir, "snapshot.db")); err == nil {
+				b.ReportMetric(float64(info.Size())/n, "file-B/tuple")
+			}
 		})
 	}
 }

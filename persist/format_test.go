@@ -112,7 +112,7 @@ func TestLoadVersion3(t *testing.T) {
 // is wrong (as a bug or a forged file would make them) are refused, never half-loaded.
 func TestLoadVersion4Malformed(t *testing.T) {
 	rec := func(key string, seq int64, regional uint64, foreign ...string) []byte {
-		b, _, _, err := encodeRecords(nil, nil, slices.Values([]engine.CellRecord{{Key: key, Seq: seq, Regional: regional}}), appendCell)
+		b, _, _, err := encodeRecords(nil, nil, slices.Values([]engine.CellRecord{{Key: key, Seq: seq, Regional: regional}}), appendCell, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,13 +179,13 @@ func TestLoadVersion4Malformed(t *testing.T) {
 // meta is missing or wrong are refused, never half-loaded.
 func TestLoadVersion5KVMalformed(t *testing.T) {
 	rec := func(ws, key string, exp int64, val string) []byte {
-		b, _, n, err := encodeRecords(nil, nil, slices.Values([]engine.KVRecord{{Workspace: ws, Key: key, Value: []byte(val), ExpireAtMs: exp}}), appendKV)
+		b, _, n, err := encodeRecords(nil, nil, slices.Values([]engine.KVRecord{{Workspace: ws, Key: key, Value: []byte(val), ExpireAtMs: exp}}), appendKV, nil)
 		if err != nil || n != 1 {
 			t.Fatalf("encoded %d records: %v", n, err)
 		}
 		return b
 	}
-	cellChunk, _, _, err := encodeRecords(nil, nil, slices.Values([]engine.CellRecord{{Key: "a", Seq: 1, Regional: 2}}), appendCell)
+	cellChunk, _, _, err := encodeRecords(nil, nil, slices.Values([]engine.CellRecord{{Key: "a", Seq: 1, Regional: 2}}), appendCell, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +359,13 @@ func TestLoadVersion5(t *testing.T) {
 	}
 
 	s, dir = newStore(t)
-	putChunk(t, dir, leaseBucket, metaLeaseCRC, []byte{1, 'k', 200, 'x'}) // a run name past the record's end
+	putChunk(t, dir, leaseBucket, metaLeaseCRC, []byte{1, 'k', 2, 0, 0, 0, 0}) // run 2 of 1
+	if snap, err := s.LoadAll(); !errors.Is(err, ErrCorrupt) || snap.Leases != nil {
+		t.Fatalf("LoadAll with a malformed lease = %d leases, %v; want ErrCorrupt", len(snap.Leases), err)
+	}
+
+	s, dir = newStore(t)
+	putChunk(t, dir, leaseBucket, metaLeaseCRC, []byte{1, 'k', 0, 200, 'x'}) // a run name past the record's end
 	if snap, err := s.LoadAll(); !errors.Is(err, ErrCorrupt) || snap.Leases != nil {
 		t.Fatalf("LoadAll with a malformed lease = %d leases, %v; want ErrCorrupt", len(snap.Leases), err)
 	}
@@ -398,5 +404,52 @@ func TestWriteCapturesRunsBeforeCells(t *testing.T) {
 	}
 	if got := strings.Join(order, " "); got != "runs leases cells kv" {
 		t.Fatalf("captured %q, want runs and leases before cells", got)
+	}
+}
+
+// appendLeaseV6 appends one lease record as format 6 wrote it: the run's name and the
+// sequence and end in full.
+func appendLeaseV6(buf []byte, r engine.LeaseRecord) ([]byte, error) {
+	buf = appendString(buf, r.Key)
+	buf = appendString(buf, r.Run)
+	buf = binary.AppendUvarint(buf, r.G)
+	buf = binary.AppendUvarint(buf, r.Spent)
+	buf = binary.AppendUvarint(buf, r.Seq)
+	return binary.AppendVarint(buf, r.UntilMs), nil
+}
+
+// TestLoadVersion6Leases: a snapshot of format 6, whose lease records name their runs and
+// give their sequence and end in full, still loads its leases.
+func TestLoadVersion6Leases(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	key := string(engine.AppendKey(nil, engine.Tuple{Workspace: "default", Key: []byte("k"), WindowMs: 60_000}))
+	runs := []engine.RunRecord{{Run: "e1/a", Applied: 3}, {Run: "e2/b", Applied: 4}}
+	leases := []engine.LeaseRecord{
+		{Key: key, Run: "e2/b", G: 5, Spent: 1, Seq: 1_750_000_000_000 << 20, UntilMs: 1_750_000_061_000},
+		{Key: key, Run: "e1/a", G: 7, Seq: 1_750_000_000_000<<20 + 1, UntilMs: 1_750_000_060_500},
+		{Key: key, Run: "gone/c", G: 1, Seq: 2, UntilMs: -5},
+	}
+	if err := s.Write(Source{Runs: slices.Values(runs), Leases: slices.Values(leases)}); err != nil {
+		t.Fatal(err)
+	}
+	chunk, _, _, err := encodeRecords(nil, nil, slices.Values(leases), appendLeaseV6, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	putChunk(t, dir, leaseBucket, metaLeaseCRC, chunk)
+	rewrite(t, dir, func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte(metaBucket)).Put([]byte(metaVersion), binary.BigEndian.AppendUint64(nil, v6Version))
+	})
+	snap, err := s.LoadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(snap.Leases, leases) || !reflect.DeepEqual(snap.Runs, runs) {
+		t.Fatalf("format 6 loaded runs %+v and leases %+v, want %+v and %+v", snap.Runs, snap.Leases, runs, leases)
 	}
 }

@@ -29,7 +29,9 @@ func leaseFixture(n int) ([]engine.RunRecord, []engine.LeaseRecord) {
 		leases[i] = engine.LeaseRecord{Key: key, Run: runs[i%len(runs)].Run, G: uint64(i) * 1000, Spent: uint64(i),
 			Seq: uint64(i)<<40 | 1, UntilMs: 1_750_000_060_000 + int64(i)}
 	}
-	leases = append(leases, engine.LeaseRecord{G: math.MaxUint64, Spent: math.MaxUint64, Seq: math.MaxUint64, UntilMs: math.MinInt64})
+	leases = append(leases, engine.LeaseRecord{G: math.MaxUint64, Spent: math.MaxUint64, Seq: math.MaxUint64, UntilMs: math.MinInt64},
+		// A run outside the run records (the engine's table was full) is named in full.
+		engine.LeaseRecord{Key: "k", Run: "edge-2/not-a-run", G: 3, Seq: 1, UntilMs: math.MaxInt64})
 	return runs, leases
 }
 

@@ -174,7 +174,10 @@ func readSnapshot(tx *bolt.Tx, size int64) (Snapshot, error) {
 		if snap.Runs, err = runs.read(tx, meta, size); err != nil {
 			return Snapshot{}, err
 		}
-		leases := chunked[engine.LeaseRecord]{bucket: leaseBucket, countName: metaLeaseCount, crcName: metaLeaseCRC, minLen: 6, decode: decodeLease}
+		leases := chunked[engine.LeaseRecord]{bucket: leaseBucket, countName: metaLeaseCount, crcName: metaLeaseCRC, minLen: 6, decode: decodeLeaseV6}
+		if version >= v7Version {
+			leases.chunkDecoder = leaseDecoder(snap.Runs)
+		}
 		if snap.Leases, err = leases.read(tx, meta, size); err != nil {
 			return Snapshot{}, err
 		}
@@ -188,12 +191,15 @@ func readSnapshot(tx *bolt.Tx, size int64) (Snapshot, error) {
 // chunked is a bucket of records of format 5 or later (other than the cells, which share
 // decodeChunk only), chunked as the cells are, with its count and CRC-32C in the meta
 // bucket: minLen is the size of its shortest record, and decode reads one record at d
-// (vals: the chunk's bytes, copied when byteValues is set).
+// (vals: the chunk's bytes, copied when byteValues is set). When chunkDecoder is set, it
+// gives each chunk a decode of its own instead, for records that refer to earlier records
+// of their chunk.
 type chunked[T any] struct {
 	bucket, countName, crcName string
 	minLen                     uint64
 	byteValues                 bool
 	decode                     func(d *decoder, str string, vals []byte) (T, error)
+	chunkDecoder               func() func(d *decoder, str string, vals []byte) (T, error)
 }
 
 // read reads the bucket's records, in file order, and checks them against the meta
@@ -239,12 +245,16 @@ func (c chunked[T]) decodeChunk(recs []T, v []byte, count uint64) ([]T, error) {
 	if c.byteValues {
 		vals = bytes.Clone(v) // ...and once for the byte values
 	}
+	decode := c.decode
+	if c.chunkDecoder != nil {
+		decode = c.chunkDecoder()
+	}
 	d := decoder{b: v}
 	for d.p < len(v) {
 		if uint64(len(recs)) == count {
 			return nil, fmt.Errorf("more than %d records", count)
 		}
-		r, err := c.decode(&d, str, vals)
+		r, err := decode(&d, str, vals)
 		if err == nil {
 			err = d.err
 		}
@@ -278,15 +288,46 @@ func decodeRun(d *decoder, str string, _ []byte) (engine.RunRecord, error) {
 	return r, nil
 }
 
-// decodeLease reads one lease grant (save.go's appendLease), with the bounds appendLease
-// keeps: a bad record fails the load here rather than in Engine.RestoreLeases.
-func decodeLease(d *decoder, str string, _ []byte) (engine.LeaseRecord, error) {
+// decodeLeaseV6 reads one lease grant of format 6: uvarint len(key) | key | uvarint
+// len(run) | run | uvarint g | uvarint spent | uvarint seq | varint until_ms.
+func decodeLeaseV6(d *decoder, str string, _ []byte) (engine.LeaseRecord, error) {
 	r := engine.LeaseRecord{Key: d.str("key", str), Run: d.str("run", str), G: d.uvarint(),
 		Spent: d.uvarint(), Seq: d.uvarint(), UntilMs: d.varint()}
-	if len(r.Key) > maxKeyLen || len(r.Run) > engine.MaxRunLen {
-		return r, fmt.Errorf("bad key or run name length %d, %d", len(r.Key), len(r.Run))
+	return r, checkLease(r)
+}
+
+// leaseDecoder returns, for each chunk of format 7's leases, a decode of one lease grant
+// (save.go's appendLease) whose run is one of runs, the file's run records, or named.
+func leaseDecoder(runs []engine.RunRecord) func() func(d *decoder, str string, _ []byte) (engine.LeaseRecord, error) {
+	return func() func(d *decoder, str string, _ []byte) (engine.LeaseRecord, error) {
+		var prevSeq uint64
+		var prevUntil int64
+		return func(d *decoder, str string, _ []byte) (engine.LeaseRecord, error) {
+			r := engine.LeaseRecord{Key: d.str("key", str)}
+			switch ref := d.uvarint(); {
+			case ref == 0:
+				r.Run = d.str("run", str)
+			case ref <= uint64(len(runs)):
+				r.Run = runs[ref-1].Run
+			default:
+				return r, fmt.Errorf("run %d of %d", ref, len(runs))
+			}
+			r.G, r.Spent = d.uvarint(), d.uvarint()
+			prevSeq += uint64(d.varint())
+			prevUntil += d.varint()
+			r.Seq, r.UntilMs = prevSeq, prevUntil
+			return r, checkLease(r)
+		}
 	}
-	return r, nil
+}
+
+// checkLease keeps the bounds appendLease keeps: a bad record fails the load here rather
+// than in Engine.RestoreLeases.
+func checkLease(r engine.LeaseRecord) error {
+	if len(r.Key) > maxKeyLen || len(r.Run) > engine.MaxRunLen {
+		return fmt.Errorf("bad key or run name length %d, %d", len(r.Key), len(r.Run))
+	}
+	return nil
 }
 
 // minRecordLen is the size of the shortest record of format 4: five one-byte varints.

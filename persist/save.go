@@ -21,8 +21,11 @@ const (
 	tmpName  = "snapshot.db.tmp"
 	// formatVersion is the format Save writes: format 5 plus the edge runs' replay marks
 	// and the lease grants, each packed into chunks of their own bucket (see package doc).
-	formatVersion = 6
-	// v6Version is formatVersion, named where Load reads what format 6 added.
+	formatVersion = 7
+	// v7Version is formatVersion, named where Load reads the leases as format 7 packs them.
+	v7Version = 7
+	// v6Version is format 7 with every lease record spelling out its run's name and its
+	// sequence and end in full. Load still reads it.
 	v6Version = 6
 	// v5Version is formatVersion without the runs and leases. Load still reads it.
 	v5Version = 5
@@ -151,18 +154,24 @@ func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 		{bucket: kvBucket, countName: metaKVCount, crcName: metaKVCRC},
 	}
 	buf, ends := s.buf[:0], s.ends[:0]
+	// The lease records name their run by its index among the run records.
+	if s.runIndex == nil {
+		s.runIndex = make(map[string]uint64)
+	}
+	clear(s.runIndex)
+	leases := leaseEncoder{runs: s.runIndex}
 	for i := range sections {
 		sec := &sections[i]
 		sec.base, sec.first = len(buf), len(ends)
 		switch sec.bucket {
 		case runsBucket:
-			buf, ends, sec.count, err = encodeRecords(buf, ends, src.Runs, appendRun)
+			buf, ends, sec.count, err = encodeRecords(buf, ends, src.Runs, leases.appendRun, nil)
 		case leaseBucket:
-			buf, ends, sec.count, err = encodeRecords(buf, ends, src.Leases, appendLease)
+			buf, ends, sec.count, err = encodeRecords(buf, ends, src.Leases, leases.appendLease, leases.newChunk)
 		case cellsBucket:
-			buf, ends, sec.count, err = encodeRecords(buf, ends, src.Cells, appendCell)
+			buf, ends, sec.count, err = encodeRecords(buf, ends, src.Cells, appendCell, nil)
 		case kvBucket:
-			buf, ends, sec.count, err = encodeRecords(buf, ends, src.KV, appendKV)
+			buf, ends, sec.count, err = encodeRecords(buf, ends, src.KV, appendKV, nil)
 		}
 		if err != nil {
 			return 0, 0, fmt.Errorf("%s: %w", sec.bucket, err)
@@ -199,9 +208,10 @@ func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 
 // encodeRecords appends the records of recs (nil: none) to buf, in their order, each
 // encoded by enc, and the end offset of each chunk to ends. A chunk is closed once it
-// holds chunkSize bytes or more; a record is never split. It returns the number of
-// records, or enc's first error.
-func encodeRecords[T any](buf []byte, ends []int, recs iter.Seq[T], enc func([]byte, T) ([]byte, error)) ([]byte, []int, uint64, error) {
+// holds chunkSize bytes or more; a record is never split. newChunk (nil: none) is called
+// whenever a chunk is closed, so that an encoder that refers to earlier records starts
+// each chunk afresh. It returns the number of records, or enc's first error.
+func encodeRecords[T any](buf []byte, ends []int, recs iter.Seq[T], enc func([]byte, T) ([]byte, error), newChunk func()) ([]byte, []int, uint64, error) {
 	if recs == nil {
 		return buf, ends, 0, nil
 	}
@@ -217,6 +227,9 @@ func encodeRecords[T any](buf []byte, ends []int, recs iter.Seq[T], enc func([]b
 		if len(buf)-start >= chunkSize {
 			ends = append(ends, len(buf))
 			start = len(buf)
+			if newChunk != nil {
+				newChunk()
+			}
 		}
 	}
 	if len(buf) > start {
@@ -282,20 +295,58 @@ func appendRun(buf []byte, r engine.RunRecord) ([]byte, error) {
 	return binary.AppendUvarint(buf, flags), nil
 }
 
+// leaseEncoder encodes the runs and the leases of one save. A lease record names its run
+// by the run's position among the run records, and gives its sequence and end as the
+// difference from the previous record of its chunk: grants made within a minute of each
+// other differ little there, so a record is its key and a dozen bytes, where format 6
+// spelled out all three (about 90 bytes in all for a 20-byte key).
+type leaseEncoder struct {
+	runs      map[string]uint64 // run name -> 1 + its index among the run records
+	nruns     uint64
+	prevSeq   uint64 // the previous lease record's, in this chunk (0 at its start)
+	prevUntil int64
+}
+
+// appendRun is appendRun that also numbers the run for the lease records.
+func (le *leaseEncoder) appendRun(buf []byte, r engine.RunRecord) ([]byte, error) {
+	buf, err := appendRun(buf, r)
+	if err == nil {
+		le.nruns++
+		if _, dup := le.runs[r.Run]; !dup {
+			le.runs[r.Run] = le.nruns
+		}
+	}
+	return buf, err
+}
+
+// newChunk starts a chunk: its first record's sequence and end are given in full.
+func (le *leaseEncoder) newChunk() { le.prevSeq, le.prevUntil = 0, 0 }
+
 // appendLease appends one lease grant:
 //
-//	uvarint len(key) | key | uvarint len(run) | run | uvarint g | uvarint spent |
-//	uvarint seq | varint until_ms
-func appendLease(buf []byte, r engine.LeaseRecord) ([]byte, error) {
+//	uvarint len(key) | key | uvarint run | [uvarint len(run) | run, when run is 0] |
+//	uvarint g | uvarint spent | varint seq - previous seq | varint until_ms - previous until_ms
+//
+// where run is 1 + the index of the grant's run among the run records, or 0 when it is not
+// among them (its name follows), and the previous seq and until_ms are those of the
+// chunk's previous record, 0 for its first (the differences wrap, as uint64 and int64).
+func (le *leaseEncoder) appendLease(buf []byte, r engine.LeaseRecord) ([]byte, error) {
 	if len(r.Key) > maxKeyLen || len(r.Run) > engine.MaxRunLen {
 		return buf, fmt.Errorf("%d-byte key and %d-byte run name, the most is %d and %d", len(r.Key), len(r.Run), maxKeyLen, engine.MaxRunLen)
 	}
 	buf = appendString(buf, r.Key)
-	buf = appendString(buf, r.Run)
+	if ref, ok := le.runs[r.Run]; ok {
+		buf = binary.AppendUvarint(buf, ref)
+	} else {
+		buf = append(buf, 0)
+		buf = appendString(buf, r.Run)
+	}
 	buf = binary.AppendUvarint(buf, r.G)
 	buf = binary.AppendUvarint(buf, r.Spent)
-	buf = binary.AppendUvarint(buf, r.Seq)
-	return binary.AppendVarint(buf, r.UntilMs), nil
+	buf = binary.AppendVarint(buf, int64(r.Seq-le.prevSeq))
+	buf = binary.AppendVarint(buf, r.UntilMs-le.prevUntil)
+	le.prevSeq, le.prevUntil = r.Seq, r.UntilMs
+	return buf, nil
 }
 
 // appendString appends s with its length before it, as a uvarint.

@@ -11,7 +11,7 @@
 // Open takes an exclusive lock of the directory (a flock on its LOCK file, which holds the
 // holder's pid), so two processes never share a snapshot; Close releases it.
 //
-// File layout (format version 6), five buckets:
+// File layout (format version 7), five buckets:
 //
 //	cells: key = chunk index (4 bytes, big endian; 0, 1, 2, ... with none missing)
 //	       value = consecutive records, about 64 KiB of them (a record is never split):
@@ -25,9 +25,11 @@
 //	       run | uvarint last applied batch | varint heard_ms | varint replay_ms |
 //	       uvarint flags (1: superseded)
 //	leases: the live lease grants, chunked as cells, a record being: uvarint len(key) |
-//	       tuple key | uvarint len(run) | run | uvarint g | uvarint spent | uvarint seq |
-//	       varint until_ms
-//	meta:  "version" = 6, "saved_ms" = save time (unix ms), "count" = number of cell
+//	       tuple key | uvarint run (1 + the index of its run among the run records; 0:
+//	       none of them, and uvarint len(run) | run follow) | uvarint g | uvarint spent |
+//	       varint seq - previous seq | varint until_ms - previous until_ms (the previous
+//	       record's in the chunk, 0 for its first; the differences wrap)
+//	meta:  "version" = 7, "saved_ms" = save time (unix ms), "count" = number of cell
 //	       records, "kv_count", "runs_count" and "leases_count" = numbers of kv, run and
 //	       lease records (each 8 bytes, big endian); "crc32c", "kv_crc32c",
 //	       "runs_crc32c" and "leases_crc32c" = CRC-32C of each bucket's chunk values in
@@ -43,8 +45,11 @@
 //
 // The runs and leases are what an origin keeps of its promises to edges across a clean
 // restart (engine.Runs, engine.Leases; ms are the origin's wall clock, the same after a
-// restart). Version 5 is version 6 without the runs and leases buckets and their four meta
-// values: an origin restarted from it knows no replay marks and no leases.
+// restart). Version 6 is version 7 with every lease record in full: uvarint len(key) | key
+// | uvarint len(run) | run | uvarint g | uvarint spent | uvarint seq | varint until_ms
+// (about 90 bytes for a 20-byte key, against about 30). Version 5 is version 6 without the
+// runs and leases buckets and their four meta values: an origin restarted from it knows no
+// replay marks and no leases.
 //
 // Version 4 is version 5 without the kv bucket and its two meta values (no counter keys).
 // Version 3 had one bbolt key per cell, in key order: key = tuple key | seq (8 bytes, big
@@ -52,7 +57,7 @@
 // len(region) (1 byte) | region | count (8 bytes), all big endian; its "crc32c" covered each
 // cell's uvarint key length, key and value. Version 2 had version 3's layout with older,
 // longer tuple keys (an 8-byte window and explicit "default" names). Load still reads both
-// and converts version 2's keys, and versions 4 and 5. Other versions are refused as ErrCorrupt.
+// and converts version 2's keys, and versions 4 to 6. Other versions are refused as ErrCorrupt.
 package persist
 
 import (
@@ -82,6 +87,9 @@ type Store struct {
 	// buf and ends are the encoded chunks of the last save, reused by the next (saveMu).
 	buf  []byte
 	ends []int
+	// runIndex numbers the runs of a save for its lease records, reused by the next
+	// (saveMu).
+	runIndex map[string]uint64
 	// sizeHint is the size of the last snapshot loaded: the first save after a restart
 	// allocates its buffer once at that size rather than growing it by doubling (848 ms
 	// instead of ~200 ms at 1M cells, most of it GC assists of the growing allocations).
