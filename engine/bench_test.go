@@ -129,3 +129,44 @@ func BenchmarkServeReplay(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCapture: what a snapshot reads of an origin whose 100k tuples each hold one
+// edge run's lease: every live cell (Records), and every live lease grant (Leases), which
+// reads each tuple's side struct. ns/op is per tuple.
+func BenchmarkCapture(b *testing.B) {
+	const keys = 100_000
+	clock := engine.NewManualClock(t0)
+	o := engine.New(clock, engine.Config{MaxMemoryBytes: 1 << 30})
+	for i := range keys {
+		k := engine.AppendKey(nil, tup(fmt.Sprintf("key:%012d", i), 60_000))
+		o.ServeRead("e1/a", []engine.ReadItem{{Key: k, Seq: t0 / 60_000, Limit: 1 << 40, Want: 4}})
+		o.ServeReplay(engine.ReplayBatch{Node: "e1/a", ID: uint64(i + 1),
+			Items: []engine.ReplayItem{{Key: k, Seq: t0 / 60_000, Cost: 1, Limit: 1 << 40, Want: 4}}})
+	}
+	for _, bc := range []struct {
+		name string
+		scan func() int
+	}{
+		{"records", func() (n int) {
+			for range o.Records {
+				n++
+			}
+			return n
+		}},
+		{"leases", func() (n int) {
+			for range o.Leases {
+				n++
+			}
+			return n
+		}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if n := bc.scan(); n != keys {
+					b.Fatalf("%d records, want %d", n, keys)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/keys, "ns/tuple")
+		})
+	}
+}
