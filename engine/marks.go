@@ -3,9 +3,7 @@ package engine
 import (
 	"cmp"
 	"fmt"
-	"runtime"
 	"slices"
-	"unsafe"
 )
 
 // What an origin saves beside its cells so that a clean restart keeps its promises to
@@ -65,58 +63,16 @@ func (e *Engine) Runs(yield func(RunRecord) bool) {
 	}
 }
 
-// Leases yields every lease grant that has not ended, as Records yields cells: a shard's
-// grants are gathered into buffers reused from shard to shard and yielded after its lock
-// is released, so a record's Key is valid only during the call. Shards are visited in
-// turn, giving way between them.
+// Leases yields every lease grant that has not ended, from Tuples: a record's Key is valid
+// only during the call.
 func (e *Engine) Leases(yield func(LeaseRecord) bool) {
-	var (
-		recs  []LeaseRecord
-		keys  []byte
-		keyAt []int // end of each record's key in keys
-	)
-	now := e.clock.NowMs()
-	for i := range e.store.shards {
-		recs, keys, keyAt = recs[:0], keys[:0], keyAt[:0]
-		sh := &e.store.shards[i]
-		lockYielding(&sh.mu)
-		// Count the shard's grants first, to size the buffers: a loop of loads that do not
-		// depend on each other, so the CPU fetches many side structs at once, where the
-		// pass below would wait for each in turn (most are not in cache).
-		n := 0
-		for j := range sh.slots {
-			if sd := sh.slots[j].ent.side; sd != nil {
-				n += len(sd.leases.grants)
-			}
-		}
-		recs = slices.Grow(recs, n)
-		for j := range sh.slots {
-			sl := &sh.slots[j]
-			if sl.ent.side == nil {
-				continue
-			}
-			sl.ent.settle()
-			for _, g := range sl.ent.side.leases.grants {
-				if g.held(now) == 0 {
-					continue // it reserves nothing, and never will again without a new grant
-				}
-				keys = append(keys, sl.key()...)
-				keyAt = append(keyAt, len(keys))
-				recs = append(recs, LeaseRecord{Run: g.run.name, G: g.g, Spent: g.spent, Seq: g.seq, UntilMs: g.until})
-			}
-		}
-		sh.mu.Unlock()
-		start := 0
-		for j, r := range recs {
-			if end := keyAt[j]; end > start {
-				r.Key = unsafe.String(&keys[start], end-start)
-			}
-			start = keyAt[j]
-			if !yield(r) {
+	for t := range e.Tuples {
+		for _, l := range t.Leases {
+			l.Key = t.Key
+			if !yield(l) {
 				return
 			}
 		}
-		runtime.Gosched()
 	}
 }
 

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"unsafe"
 )
 
@@ -42,49 +43,118 @@ func (e *Engine) Snapshot() []CellRecord {
 	return out
 }
 
-// Records yields every live cell, as Snapshot returns them, without copying the store: a
-// shard's records are gathered into buffers reused from shard to shard, and yielded after
-// its lock is released. A periodic save encodes each record as it comes, so a snapshot of a
-// million cells makes no garbage. A record (its key and Foreign) is valid only during the
-// call. Shards are visited in turn, giving way between them.
-func (e *Engine) Records(yield func(CellRecord) bool) {
+// TupleRecord is one tuple as a snapshot captures it: its key, its live cells and its lease
+// grants that have not ended, read under one lock. The Key of each of its cells and grants
+// is empty: it is the tuple's.
+type TupleRecord struct {
+	Key    string
+	Cells  []CellRecord
+	Leases []LeaseRecord
+}
+
+// Tuples yields every tuple that holds a live cell or a lease grant that has not ended,
+// without copying the store: a shard's tuples are gathered into buffers reused from shard
+// to shard, and yielded after its lock is released, so a periodic save of a million cells
+// makes no garbage. A record (its key, cells, grants and their Foreign) is valid only
+// during the call. Shards are visited in turn, giving way between them. A snapshot reads
+// the cells and the grants in this one pass: each tuple's side struct is read once, and
+// a grant's record can refer to its tuple's cell record for the key (persist).
+func (e *Engine) Tuples(yield func(TupleRecord) bool) {
 	type span struct{ off, n int }
+	type tupleAt struct{ key, cells, leases span }
 	var (
-		recs    []CellRecord
+		tuples  []tupleAt
 		keys    []byte
-		keyAt   []span
+		cells   []CellRecord
+		fAt     []span // per cell, its foreign components in foreign
 		foreign []RegionCount
-		fAt     []span
+		leases  []LeaseRecord
 	)
 	now := e.clock.NowMs()
 	for i := range e.store.shards {
-		recs, keys, keyAt, foreign, fAt = recs[:0], keys[:0], keyAt[:0], foreign[:0], fAt[:0]
-		e.store.liveIn(&e.store.shards[i], now, func(k string, ent *entry, ci int) bool {
-			c := &ent.cells[ci]
-			keyAt = append(keyAt, span{len(keys), len(k)})
-			keys = append(keys, k...)
-			f0 := len(foreign)
-			if !e.regions.empty() { // read under the shard's lock
-				for _, f := range ent.foreign(ci) {
-					foreign = append(foreign, RegionCount{Region: e.regions.name(f.region), Count: f.count})
+		tuples, keys, cells, fAt, foreign, leases = tuples[:0], keys[:0], cells[:0], fAt[:0], foreign[:0], leases[:0]
+		sh := &e.store.shards[i]
+		lockYielding(&sh.mu)
+		// Count the shard's grants first, to size the buffer: a loop of loads that do not
+		// depend on each other, so the CPU fetches many side structs at once, where the
+		// pass below would wait for each in turn (most are not in cache).
+		n := 0
+		for j := range sh.slots {
+			if sd := sh.slots[j].ent.side; sd != nil {
+				n += len(sd.leases.grants)
+			}
+		}
+		leases = slices.Grow(leases, n)
+		named := !e.regions.empty() // read under the shard's lock
+		for j := range sh.slots {
+			sl := &sh.slots[j]
+			key := sl.key()
+			t := tupleAt{cells: span{len(cells), 0}, leases: span{len(leases), 0}}
+			if w := windowOfKey(key); w > 0 {
+				for k := range sl.ent.cells {
+					c := &sl.ent.cells[k]
+					if !c.live(w, now) {
+						continue
+					}
+					f0 := len(foreign)
+					if named {
+						for _, f := range sl.ent.foreign(k) {
+							foreign = append(foreign, RegionCount{Region: e.regions.name(f.region), Count: f.count})
+						}
+					}
+					fAt = append(fAt, span{f0, len(foreign) - f0})
+					cells = append(cells, CellRecord{Seq: c.seq, Regional: c.regional, Imported: c.imported})
 				}
 			}
-			fAt = append(fAt, span{f0, len(foreign) - f0})
-			recs = append(recs, CellRecord{Seq: c.seq, Regional: c.regional, Imported: c.imported})
-			return true
-		})
-		for j, r := range recs {
-			if ks := keyAt[j]; ks.n > 0 {
-				r.Key = unsafe.String(&keys[ks.off], ks.n)
+			if sl.ent.side != nil {
+				sl.ent.settle()
+				for _, g := range sl.ent.side.leases.grants {
+					if g.held(now) == 0 {
+						continue // it reserves nothing, and never will again without a new grant
+					}
+					leases = append(leases, LeaseRecord{Run: g.run.name, G: g.g, Spent: g.spent, Seq: g.seq, UntilMs: g.until})
+				}
 			}
-			if fs := fAt[j]; fs.n > 0 {
-				r.Foreign = foreign[fs.off : fs.off+fs.n : fs.off+fs.n]
+			t.cells.n, t.leases.n = len(cells)-t.cells.off, len(leases)-t.leases.off
+			if t.cells.n == 0 && t.leases.n == 0 {
+				continue
+			}
+			t.key = span{len(keys), len(key)}
+			keys = append(keys, key...)
+			tuples = append(tuples, t)
+		}
+		sh.mu.Unlock()
+		for k, fs := range fAt {
+			if fs.n > 0 {
+				cells[k].Foreign = foreign[fs.off : fs.off+fs.n : fs.off+fs.n]
+			}
+		}
+		for _, t := range tuples {
+			r := TupleRecord{
+				Cells:  cells[t.cells.off : t.cells.off+t.cells.n : t.cells.off+t.cells.n],
+				Leases: leases[t.leases.off : t.leases.off+t.leases.n : t.leases.off+t.leases.n],
+			}
+			if t.key.n > 0 {
+				r.Key = unsafe.String(&keys[t.key.off], t.key.n)
 			}
 			if !yield(r) {
 				return
 			}
 		}
 		runtime.Gosched()
+	}
+}
+
+// Records yields every live cell, as Snapshot returns them, from Tuples: a record (its key
+// and Foreign) is valid only during the call.
+func (e *Engine) Records(yield func(CellRecord) bool) {
+	for t := range e.Tuples {
+		for _, c := range t.Cells {
+			c.Key = t.Key
+			if !yield(c) {
+				return
+			}
+		}
 	}
 }
 

@@ -118,6 +118,10 @@ func (c *cell) seeLimit(limit uint64) {
 
 func (c cell) total() uint64 { return satAdd(c.regional, c.imported) }
 
+// live reports whether c, a cell of a tuple of window w, is held and still matters at
+// nowMs: its sequence is the current one or the one before.
+func (c *cell) live(w, nowMs int64) bool { return c.seq != emptySeq && c.seq >= nowMs/w-1 }
+
 type entry struct {
 	side *entrySide // nil until replication, an import or a lease needs it
 	// owed is cost that the replays of the run whose id is owedRun applied to the cells
@@ -379,8 +383,7 @@ func (s *store) liveIn(sh *shard, nowMs int64, fn func(key string, ent *entry, i
 			continue
 		}
 		for k := range sl.ent.cells {
-			c := &sl.ent.cells[k]
-			if c.seq == emptySeq || c.seq < nowMs/w-1 {
+			if !sl.ent.cells[k].live(w, nowMs) {
 				continue
 			}
 			if !fn(key, &sl.ent, k) {

@@ -175,7 +175,7 @@ func BenchmarkSnapshotLeases(b *testing.B) {
 			s, dir := openStore(b)
 			src := persist.Source{Cells: e.Records}
 			if withLeases {
-				src.Runs, src.Leases = e.Runs, e.Leases
+				src = persist.Source{Runs: e.Runs, Tuples: e.Tuples} // as an origin saves
 			}
 			b.ReportAllocs()
 			for b.Loop() {

@@ -359,13 +359,19 @@ func TestLoadVersion5(t *testing.T) {
 	}
 
 	s, dir = newStore(t)
-	putChunk(t, dir, leaseBucket, metaLeaseCRC, []byte{1, 'k', 2, 0, 0, 0, 0}) // run 2 of 1
+	putChunk(t, dir, leaseBucket, metaLeaseCRC, []byte{0, 1, 'k', 2, 0, 0, 0, 0}) // run 2 of 1
+	if snap, err := s.LoadAll(); !errors.Is(err, ErrCorrupt) || snap.Leases != nil {
+		t.Fatalf("LoadAll with a lease of an unknown run = %d leases, %v; want ErrCorrupt", len(snap.Leases), err)
+	}
+
+	s, dir = newStore(t)
+	putChunk(t, dir, leaseBucket, metaLeaseCRC, []byte{2, 1, 0, 0, 0, 0}) // cell 2 of 1
 	if snap, err := s.LoadAll(); !errors.Is(err, ErrCorrupt) || snap.Leases != nil {
 		t.Fatalf("LoadAll with a malformed lease = %d leases, %v; want ErrCorrupt", len(snap.Leases), err)
 	}
 
 	s, dir = newStore(t)
-	putChunk(t, dir, leaseBucket, metaLeaseCRC, []byte{1, 'k', 0, 200, 'x'}) // a run name past the record's end
+	putChunk(t, dir, leaseBucket, metaLeaseCRC, []byte{0, 1, 'k', 0, 200, 'x'}) // a run name past the record's end
 	if snap, err := s.LoadAll(); !errors.Is(err, ErrCorrupt) || snap.Leases != nil {
 		t.Fatalf("LoadAll with a malformed lease = %d leases, %v; want ErrCorrupt", len(snap.Leases), err)
 	}
@@ -398,11 +404,12 @@ func TestWriteCapturesRunsBeforeCells(t *testing.T) {
 		KV:     func(func(engine.KVRecord) bool) { order = append(order, "kv") },
 		Runs:   func(func(engine.RunRecord) bool) { order = append(order, "runs") },
 		Leases: func(func(engine.LeaseRecord) bool) { order = append(order, "leases") },
+		Tuples: func(func(engine.TupleRecord) bool) { order = append(order, "tuples") },
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(order, " "); got != "runs leases cells kv" {
+	if got := strings.Join(order, " "); got != "runs leases cells tuples kv" {
 		t.Fatalf("captured %q, want runs and leases before cells", got)
 	}
 }

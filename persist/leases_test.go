@@ -100,7 +100,7 @@ func TestCleanRestartKeepsMarksAndLeases(t *testing.T) {
 	}
 
 	s, _ := openStore(t)
-	if err := s.Write(persist.Source{Cells: o.Records, KV: o.KV().Records, Runs: o.Runs, Leases: o.Leases}); err != nil {
+	if err := s.Write(persist.Source{Tuples: o.Tuples, KV: o.KV().Records, Runs: o.Runs}); err != nil {
 		t.Fatal(err)
 	}
 	snap, err := s.LoadAll()
@@ -125,5 +125,77 @@ func TestCleanRestartKeepsMarksAndLeases(t *testing.T) {
 	d, _, _, err := n.ServeDecide("e2/a", engine.DecideRequest{Key: key, Limit: 100, Cost: 46})
 	if err != nil || d.Allowed {
 		t.Fatalf("a hand-off of 46 beside 10 used and a restored lease of 45 = %+v, %v; want refused", d, err)
+	}
+}
+
+// TestTuplesRoundTrip: a save from engine.Tuples, as an origin makes it (grants that refer
+// to their tuple's cell record for the key), loads back every live cell and grant: of
+// tuples with one cell and with two, with a lease and without, a lease whose cells have
+// ended, grants of two runs on one tuple, and enough tuples for several chunks of each.
+func TestTuplesRoundTrip(t *testing.T) {
+	const w = 1000
+	clock := engine.NewManualClock(1_750_000_000_000 / w * w)
+	o := engine.New(clock, engine.Config{MaxMemoryBytes: 1 << 30})
+	key := func(i int) []byte {
+		return engine.AppendKey(nil, engine.Tuple{Workspace: "default", Key: fmt.Appendf(nil, "user:%d", i), WindowMs: w})
+	}
+	read := func(run string, k []byte, want uint64) {
+		o.ServeRead(run, []engine.ReadItem{{Key: k, Seq: clock.NowMs() / w, Limit: 1 << 40, Want: want}})
+	}
+	read("e1/a", key(0), 5) // a lease whose cells end below
+	clock.Advance(2 * w)
+	for i := 1; i <= 6000; i++ {
+		switch {
+		case i%3 == 0:
+			read("e1/a", key(i), 7) // a lease and no cell yet: a lease-only tuple
+		case i%3 == 1:
+			read("e1/a", key(i), 9)
+			read("e2/b", key(i), 4)
+			o.ServeReplay(engine.ReplayBatch{Node: "e1/a", ID: uint64(i), Items: []engine.ReplayItem{{Key: key(i), Seq: clock.NowMs() / w, Cost: 2, Limit: 1 << 40}}})
+		default:
+			tp, _ := engine.ParseKey(key(i))
+			if _, err := o.Limit(tp, 1<<40, 3); err != nil { // a cell and no lease
+				t.Fatal(err)
+			}
+		}
+	}
+	clock.Advance(w) // the cells of the last window are now the previous ones, still live
+	tp, _ := engine.ParseKey(key(2))
+	if _, err := o.Limit(tp, 1<<40, 1); err != nil { // two live cells
+		t.Fatal(err)
+	}
+	var wantLeases []engine.LeaseRecord
+	for r := range o.Leases {
+		r.Key = strings.Clone(r.Key) // lent only for the call
+		wantLeases = append(wantLeases, r)
+	}
+	wantCells := o.Snapshot()
+	s, _ := openStore(t)
+	if err := s.Write(persist.Source{Runs: o.Runs, Tuples: o.Tuples}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := s.LoadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byKeyRun := func(a, b engine.LeaseRecord) int { return strings.Compare(a.Key+"/"+a.Run, b.Key+"/"+b.Run) }
+	slices.SortFunc(wantLeases, byKeyRun)
+	slices.SortFunc(snap.Leases, byKeyRun)
+	if len(wantLeases) != 6001 || !reflect.DeepEqual(snap.Leases, wantLeases) {
+		t.Fatalf("loaded %d leases, want the %d the engine holds (6001)", len(snap.Leases), len(wantLeases))
+	}
+	byKeySeq := func(a, b engine.CellRecord) int {
+		if c := strings.Compare(a.Key, b.Key); c != 0 {
+			return c
+		}
+		return int(a.Seq - b.Seq)
+	}
+	slices.SortFunc(wantCells, byKeySeq)
+	slices.SortFunc(snap.Cells, byKeySeq)
+	if len(wantCells) != 4001 || !reflect.DeepEqual(snap.Cells, wantCells) {
+		t.Fatalf("loaded %d cells, want the %d the engine holds (4001)", len(snap.Cells), len(wantCells))
+	}
+	if lease0 := string(key(0)); !slices.ContainsFunc(snap.Leases, func(r engine.LeaseRecord) bool { return r.Key == lease0 }) {
+		t.Fatal("the lease whose cells ended was not saved")
 	}
 }

@@ -176,7 +176,7 @@ func readSnapshot(tx *bolt.Tx, size int64) (Snapshot, error) {
 		}
 		leases := chunked[engine.LeaseRecord]{bucket: leaseBucket, countName: metaLeaseCount, crcName: metaLeaseCRC, minLen: 6, decode: decodeLeaseV6}
 		if version >= v7Version {
-			leases.chunkDecoder = leaseDecoder(snap.Runs)
+			leases.chunkDecoder = leaseDecoder(snap.Runs, snap.Cells) // the cells in file order
 		}
 		if snap.Leases, err = leases.read(tx, meta, size); err != nil {
 			return Snapshot{}, err
@@ -297,20 +297,21 @@ func decodeLeaseV6(d *decoder, str string, _ []byte) (engine.LeaseRecord, error)
 }
 
 // leaseDecoder returns, for each chunk of format 7's leases, a decode of one lease grant
-// (save.go's appendLease) whose run is one of runs, the file's run records, or named.
-func leaseDecoder(runs []engine.RunRecord) func() func(d *decoder, str string, _ []byte) (engine.LeaseRecord, error) {
+// (save.go's appendLease) whose key is that of one of cells, the file's cell records in
+// file order, or spelled out, and whose run is one of runs, the file's run records, or
+// named.
+func leaseDecoder(runs []engine.RunRecord, cells []engine.CellRecord) func() func(d *decoder, str string, _ []byte) (engine.LeaseRecord, error) {
 	return func() func(d *decoder, str string, _ []byte) (engine.LeaseRecord, error) {
 		var prevSeq uint64
 		var prevUntil int64
 		return func(d *decoder, str string, _ []byte) (engine.LeaseRecord, error) {
-			r := engine.LeaseRecord{Key: d.str("key", str)}
-			switch ref := d.uvarint(); {
-			case ref == 0:
-				r.Run = d.str("run", str)
-			case ref <= uint64(len(runs)):
-				r.Run = runs[ref-1].Run
-			default:
-				return r, fmt.Errorf("run %d of %d", ref, len(runs))
+			var r engine.LeaseRecord
+			var err error
+			if r.Key, err = named(d, str, "cell", cells, func(c engine.CellRecord) string { return c.Key }); err != nil {
+				return r, err
+			}
+			if r.Run, err = named(d, str, "run", runs, func(r engine.RunRecord) string { return r.Run }); err != nil {
+				return r, err
 			}
 			r.G, r.Spent = d.uvarint(), d.uvarint()
 			prevSeq += uint64(d.varint())
@@ -318,6 +319,20 @@ func leaseDecoder(runs []engine.RunRecord) func() func(d *decoder, str string, _
 			r.Seq, r.UntilMs = prevSeq, prevUntil
 			return r, checkLease(r)
 		}
+	}
+}
+
+// named reads a name that a record either refers to, as 1 + the index of one of recs (what
+// they are), or spells out after a 0: uvarint ref | [uvarint len(name) | name, when ref
+// is 0].
+func named[T any](d *decoder, str, what string, recs []T, name func(T) string) (string, error) {
+	switch ref := d.uvarint(); {
+	case ref == 0:
+		return d.str(what, str), nil
+	case ref <= uint64(len(recs)):
+		return name(recs[ref-1]), nil
+	default:
+		return "", fmt.Errorf("%s %d of %d", what, ref, len(recs))
 	}
 }
 

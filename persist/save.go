@@ -76,13 +76,17 @@ const (
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Source is what a save writes: the records each iterator yields (nil: none), encoded as
-// they come. The engine's Records, KV().Records, Runs and Leases lend each record only for
-// the call, so a save makes no copy of the store.
+// they come. The engine's Records, KV().Records, Runs, Leases and Tuples lend each record
+// only for the call, so a save makes no copy of the store. Tuples yields cells and lease
+// grants together (an origin's snapshot uses it: one pass, and a grant's record refers to
+// its tuple's cell record instead of repeating the key); its records are written after
+// those of Cells and Leases.
 type Source struct {
 	Cells  iter.Seq[engine.CellRecord]
 	KV     iter.Seq[engine.KVRecord]
 	Runs   iter.Seq[engine.RunRecord]
 	Leases iter.Seq[engine.LeaseRecord]
+	Tuples iter.Seq[engine.TupleRecord]
 }
 
 // Save writes recs as the new snapshot, replacing the previous one only once the new file
@@ -139,57 +143,70 @@ func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 		s.buf = make([]byte, 0, hint)
 		s.ends = make([]int, 0, hint/chunkSize+1)
 	}
-	// One buffer holds every section's chunks, one after the other; ends holds the end
-	// offset of every chunk in it, section after section.
+	// One buffer holds the chunks of the runs, cells and counter keys, one section after
+	// the other, and a second those of the leases (a pass over Tuples writes cells and
+	// leases at once); ends and lends hold the end offset of every chunk in them.
 	//
-	// The sections are captured in this order: the runs' applied marks and the leases
-	// before the cells. A replay batch applied between the captures is then in the cells
-	// but not in the marks (re-sent after a restart from this file, it is applied again:
-	// counted twice, never lost), and its cost is still in its run's lease (reserved
-	// twice, never too little).
+	// The sections are captured in this order: the runs' applied marks, then the leases
+	// and the cells (each tuple's at one instant, with Tuples). A replay batch applied
+	// after the marks were read is then in the cells but not in the marks (re-sent after a
+	// restart from this file, it is applied again: counted twice, never lost); its cost
+	// moved from its run's lease into the cells (or, read before Tuples came to its tuple,
+	// is in neither), so the lease and the count together are what the edge may still
+	// spend and has spent.
 	sections := [4]section{
 		{bucket: runsBucket, countName: metaRunsCount, crcName: metaRunsCRC},
 		{bucket: leaseBucket, countName: metaLeaseCount, crcName: metaLeaseCRC},
 		{bucket: cellsBucket, countName: metaCount, crcName: metaCRC},
 		{bucket: kvBucket, countName: metaKVCount, crcName: metaKVCRC},
 	}
+	runs, leases, cells, kv := &sections[0], &sections[1], &sections[2], &sections[3]
 	buf, ends := s.buf[:0], s.ends[:0]
+	lbuf, lends := s.lbuf[:0], s.lends[:0]
 	// The lease records name their run by its index among the run records.
 	if s.runIndex == nil {
 		s.runIndex = make(map[string]uint64)
 	}
 	clear(s.runIndex)
-	leases := leaseEncoder{runs: s.runIndex}
-	for i := range sections {
-		sec := &sections[i]
-		sec.base, sec.first = len(buf), len(ends)
-		switch sec.bucket {
-		case runsBucket:
-			buf, ends, sec.count, err = encodeRecords(buf, ends, src.Runs, leases.appendRun, nil)
-		case leaseBucket:
-			buf, ends, sec.count, err = encodeRecords(buf, ends, src.Leases, leases.appendLease, leases.newChunk)
-		case cellsBucket:
-			buf, ends, sec.count, err = encodeRecords(buf, ends, src.Cells, appendCell, nil)
-		case kvBucket:
-			buf, ends, sec.count, err = encodeRecords(buf, ends, src.KV, appendKV, nil)
-		}
+	enc := leaseEncoder{runs: s.runIndex}
+	runs.base, runs.first = len(buf), len(ends)
+	if buf, ends, runs.count, err = encodeRecords(buf, ends, src.Runs, enc.appendRun, nil); err != nil {
+		return 0, 0, fmt.Errorf("%s: %w", runsBucket, err)
+	}
+	if lbuf, lends, leases.count, err = encodeRecords(lbuf, lends, src.Leases, enc.appendKeyedLease, enc.newChunk); err != nil {
+		return 0, 0, fmt.Errorf("%s: %w", leaseBucket, err)
+	}
+	cells.base, cells.first = len(buf), len(ends)
+	if buf, ends, cells.count, err = encodeRecords(buf, ends, src.Cells, appendCell, nil); err != nil {
+		return 0, 0, fmt.Errorf("%s: %w", cellsBucket, err)
+	}
+	if src.Tuples != nil {
+		t := tupleEncoder{lease: &enc, cbuf: buf, cends: ends, lbuf: lbuf, lends: lends, ncells: cells.count, nleases: leases.count}
+		err = t.encode(src.Tuples)
+		buf, ends, lbuf, lends, cells.count, leases.count = t.cbuf, t.cends, t.lbuf, t.lends, t.ncells, t.nleases
 		if err != nil {
-			return 0, 0, fmt.Errorf("%s: %w", sec.bucket, err)
+			return 0, 0, fmt.Errorf("%s and %s: %w", cellsBucket, leaseBucket, err)
 		}
 	}
-	for i := range sections {
-		hi := len(ends)
-		if i+1 < len(sections) {
-			hi = sections[i+1].first
-		}
-		sections[i].buf, sections[i].ends = buf, ends[sections[i].first:hi]
+	kv.base, kv.first = len(buf), len(ends)
+	if buf, ends, kv.count, err = encodeRecords(buf, ends, src.KV, appendKV, nil); err != nil {
+		return 0, 0, fmt.Errorf("%s: %w", kvBucket, err)
 	}
+	runs.buf, runs.ends = buf, ends[runs.first:cells.first]
+	cells.buf, cells.ends = buf, ends[cells.first:kv.first]
+	kv.buf, kv.ends = buf, ends[kv.first:]
+	leases.buf, leases.ends = lbuf, lends
 	// Keep the buffers for the next save, whose size is much the same, unless they are
 	// mostly unused after the store shrank.
 	if cap(buf) <= 2*len(buf)+1<<20 {
 		s.buf, s.ends = buf, ends
 	} else {
 		s.buf, s.ends = nil, nil
+	}
+	if cap(lbuf) <= 2*len(lbuf)+1<<20 {
+		s.lbuf, s.lends = lbuf, lends
+	} else {
+		s.lbuf, s.lends = nil, nil
 	}
 	tmp := filepath.Join(s.dir, tmpName)
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -203,7 +220,7 @@ func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 		_ = os.Remove(tmp)
 		return 0, 0, fmt.Errorf("rename %s: %w", tmp, err)
 	}
-	return sections[2].count, sections[3].count, syncDir(s.dir)
+	return cells.count, kv.count, syncDir(s.dir)
 }
 
 // encodeRecords appends the records of recs (nil: none) to buf, in their order, each
@@ -224,18 +241,65 @@ func encodeRecords[T any](buf []byte, ends []int, recs iter.Seq[T], enc func([]b
 		}
 		n++
 		// No yielding here: the engine's iterators give way between shards themselves.
-		if len(buf)-start >= chunkSize {
-			ends = append(ends, len(buf))
-			start = len(buf)
-			if newChunk != nil {
-				newChunk()
+		if ends = closeChunk(buf, ends, &start, false); start == len(buf) && newChunk != nil {
+			newChunk()
+		}
+	}
+	return buf, closeChunk(buf, ends, &start, true), n, nil
+}
+
+// closeChunk appends to ends the end of buf's chunk that began at *start, and starts the
+// next chunk there, once the chunk holds chunkSize bytes or more, or (final) any.
+func closeChunk(buf []byte, ends []int, start *int, final bool) []int {
+	if n := len(buf) - *start; n >= chunkSize || (final && n > 0) {
+		ends = append(ends, len(buf))
+		*start = len(buf)
+	}
+	return ends
+}
+
+// tupleEncoder encodes what engine.Tuples yields: the cells into cbuf (chunk ends in
+// cends), the lease grants into lbuf (lends), each grant referring to its tuple's first
+// cell record, when it has one, for the key. ncells and nleases count the records of each,
+// those before the tuples included (a cell's index in the file is its count before it).
+type tupleEncoder struct {
+	lease           *leaseEncoder
+	cbuf, lbuf      []byte
+	cends, lends    []int
+	ncells, nleases uint64
+}
+
+// encode appends the records of tuples, closing every chunk it starts.
+func (t *tupleEncoder) encode(tuples iter.Seq[engine.TupleRecord]) (err error) {
+	cstart, lstart := len(t.cbuf), len(t.lbuf)
+	t.lease.newChunk()
+	for r := range tuples {
+		var ref uint64 // 1 + the index of the tuple's first cell record; 0: none
+		if len(r.Cells) > 0 {
+			ref = t.ncells + 1
+		}
+		for _, c := range r.Cells {
+			c.Key = r.Key
+			if t.cbuf, err = appendCell(t.cbuf, c); err != nil {
+				return fmt.Errorf("cell record %d: %w", t.ncells, err)
+			}
+			t.ncells++
+			t.cends = closeChunk(t.cbuf, t.cends, &cstart, false)
+		}
+		for _, l := range r.Leases {
+			l.Key = r.Key
+			if t.lbuf, err = t.lease.appendLease(t.lbuf, l, ref); err != nil {
+				return fmt.Errorf("lease record %d: %w", t.nleases, err)
+			}
+			t.nleases++
+			if t.lends = closeChunk(t.lbuf, t.lends, &lstart, false); lstart == len(t.lbuf) {
+				t.lease.newChunk()
 			}
 		}
 	}
-	if len(buf) > start {
-		ends = append(ends, len(buf))
-	}
-	return buf, ends, n, nil
+	t.cends = closeChunk(t.cbuf, t.cends, &cstart, true)
+	t.lends = closeChunk(t.lbuf, t.lends, &lstart, true)
+	return nil
 }
 
 // appendCell appends one cell record:
@@ -295,11 +359,12 @@ func appendRun(buf []byte, r engine.RunRecord) ([]byte, error) {
 	return binary.AppendUvarint(buf, flags), nil
 }
 
-// leaseEncoder encodes the runs and the leases of one save. A lease record names its run
-// by the run's position among the run records, and gives its sequence and end as the
+// leaseEncoder encodes the runs and the leases of one save. A lease record names its tuple
+// by one of the tuple's cell records when it can (a save from engine.Tuples), its run by
+// the run's position among the run records, and gives its sequence and end as the
 // difference from the previous record of its chunk: grants made within a minute of each
-// other differ little there, so a record is its key and a dozen bytes, where format 6
-// spelled out all three (about 90 bytes in all for a 20-byte key).
+// other differ little there. So a record is about a dozen bytes, where format 6 spelled
+// out the key, the run's name and both numbers (about 90 bytes for a 20-byte key).
 type leaseEncoder struct {
 	runs      map[string]uint64 // run name -> 1 + its index among the run records
 	nruns     uint64
@@ -322,19 +387,28 @@ func (le *leaseEncoder) appendRun(buf []byte, r engine.RunRecord) ([]byte, error
 // newChunk starts a chunk: its first record's sequence and end are given in full.
 func (le *leaseEncoder) newChunk() { le.prevSeq, le.prevUntil = 0, 0 }
 
-// appendLease appends one lease grant:
+// appendKeyedLease appends a lease record that spells out its key.
+func (le *leaseEncoder) appendKeyedLease(buf []byte, r engine.LeaseRecord) ([]byte, error) {
+	return le.appendLease(buf, r, 0)
+}
+
+// appendLease appends one lease grant, whose key is that of cell record cell-1 (0: none):
 //
-//	uvarint len(key) | key | uvarint run | [uvarint len(run) | run, when run is 0] |
+//	uvarint cell | [uvarint len(key) | key, when cell is 0] |
+//	uvarint run | [uvarint len(run) | run, when run is 0] |
 //	uvarint g | uvarint spent | varint seq - previous seq | varint until_ms - previous until_ms
 //
 // where run is 1 + the index of the grant's run among the run records, or 0 when it is not
 // among them (its name follows), and the previous seq and until_ms are those of the
 // chunk's previous record, 0 for its first (the differences wrap, as uint64 and int64).
-func (le *leaseEncoder) appendLease(buf []byte, r engine.LeaseRecord) ([]byte, error) {
+func (le *leaseEncoder) appendLease(buf []byte, r engine.LeaseRecord, cell uint64) ([]byte, error) {
 	if len(r.Key) > maxKeyLen || len(r.Run) > engine.MaxRunLen {
 		return buf, fmt.Errorf("%d-byte key and %d-byte run name, the most is %d and %d", len(r.Key), len(r.Run), maxKeyLen, engine.MaxRunLen)
 	}
-	buf = appendString(buf, r.Key)
+	buf = binary.AppendUvarint(buf, cell)
+	if cell == 0 {
+		buf = appendString(buf, r.Key)
+	}
 	if ref, ok := le.runs[r.Run]; ok {
 		buf = binary.AppendUvarint(buf, ref)
 	} else {

@@ -24,11 +24,13 @@
 //	runs:  the edge runs' replay marks, chunked as cells, a record being: uvarint len(run) |
 //	       run | uvarint last applied batch | varint heard_ms | varint replay_ms |
 //	       uvarint flags (1: superseded)
-//	leases: the live lease grants, chunked as cells, a record being: uvarint len(key) |
-//	       tuple key | uvarint run (1 + the index of its run among the run records; 0:
-//	       none of them, and uvarint len(run) | run follow) | uvarint g | uvarint spent |
-//	       varint seq - previous seq | varint until_ms - previous until_ms (the previous
-//	       record's in the chunk, 0 for its first; the differences wrap)
+//	leases: the live lease grants, chunked as cells, a record being: uvarint cell (1 +
+//	       the index, in file order, of a cell record of the grant's tuple, whose key is
+//	       the grant's; 0: none, and uvarint len(key) | tuple key follow) | uvarint run
+//	       (1 + the index of its run among the run records; 0: none of them, and uvarint
+//	       len(run) | run follow) | uvarint g | uvarint spent | varint seq - previous seq
+//	       | varint until_ms - previous until_ms (the previous record's in the chunk, 0 for
+//	       its first; the differences wrap)
 //	meta:  "version" = 7, "saved_ms" = save time (unix ms), "count" = number of cell
 //	       records, "kv_count", "runs_count" and "leases_count" = numbers of kv, run and
 //	       lease records (each 8 bytes, big endian); "crc32c", "kv_crc32c",
@@ -47,9 +49,9 @@
 // restart (engine.Runs, engine.Leases; ms are the origin's wall clock, the same after a
 // restart). Version 6 is version 7 with every lease record in full: uvarint len(key) | key
 // | uvarint len(run) | run | uvarint g | uvarint spent | uvarint seq | varint until_ms
-// (about 90 bytes for a 20-byte key, against about 30). Version 5 is version 6 without the
-// runs and leases buckets and their four meta values: an origin restarted from it knows no
-// replay marks and no leases.
+// (about 90 bytes for a 20-byte key, against about 9 when the grant's tuple has a cell).
+// Version 5 is version 6 without the runs and leases buckets and their four meta values: an
+// origin restarted from it knows no replay marks and no leases.
 //
 // Version 4 is version 5 without the kv bucket and its two meta values (no counter keys).
 // Version 3 had one bbolt key per cell, in key order: key = tuple key | seq (8 bytes, big
@@ -87,6 +89,9 @@ type Store struct {
 	// buf and ends are the encoded chunks of the last save, reused by the next (saveMu).
 	buf  []byte
 	ends []int
+	// lbuf and lends are the lease chunks of the last save, reused by the next (saveMu).
+	lbuf  []byte
+	lends []int
 	// runIndex numbers the runs of a save for its lease records, reused by the next
 	// (saveMu).
 	runIndex map[string]uint64

@@ -395,10 +395,10 @@ func run(cfg Config, log *slog.Logger) error {
 	return runErr
 }
 
-// snapshotSource is what an origin's snapshots hold: its cells, counter keys, edge runs'
-// replay marks and lease grants.
+// snapshotSource is what an origin's snapshots hold: its cells and lease grants (read in
+// one pass over the tuples), counter keys and edge runs' replay marks.
 func snapshotSource(e *engine.Engine) persist.Source {
-	return persist.Source{Cells: e.Records, KV: e.KV().Records, Runs: e.Runs, Leases: e.Leases}
+	return persist.Source{Tuples: e.Tuples, KV: e.KV().Records, Runs: e.Runs}
 }
 
 // redisSeconds writes a duration as Redis's CONFIG GET timeout does: whole seconds, a
