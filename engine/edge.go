@@ -115,7 +115,7 @@ type localEntry struct {
 	leaseG     uint64 // the lease: spent may grow up to it
 	leaseSeq   uint64
 	leaseUntil int64 // ms, this edge's clock: the lease ends
-	renewAt    int64 // ms, this edge's clock: half of the lease's life is over; batches renew it
+	renewAt    int64 // ms, this edge's clock: batches renew the lease from then on (renewDelay)
 	leaseBoot  int64 // the origin run that granted it
 	returnDue  bool  // give the lease back in the next batch (idle, and a large part of what is left)
 	// handing counts hand-offs of the tuple in flight. Their requests tell the origin the
@@ -214,10 +214,18 @@ func (le *localEntry) merge(cc CellCounts, meta OriginMeta, sentMs, freshUntil i
 		pending, inflight := le.unacked()
 		base := le.spent - min(le.spent, satAdd(pending, inflight))
 		le.leaseG, le.leaseSeq, le.leaseBoot = satAdd(base, cc.LeaseLeft), cc.LeaseSeq, meta.Boot
-		le.leaseUntil, le.renewAt = sentMs+meta.LeaseTTLMs, sentMs+meta.LeaseTTLMs/2
+		le.leaseUntil, le.renewAt = sentMs+meta.LeaseTTLMs, sentMs+renewDelay(meta.LeaseTTLMs, freshUntil-sentMs)
 	}
 	le.freshUntil = max(le.freshUntil, freshUntil)
 }
+
+// renewDelay is how long after a grant of ttl ms the tuple's batches start renewing it:
+// once its remaining life is shorter than fresh, the freshness a replay gives the entry,
+// so that a tuple used at least once per freshness keeps its lease as it keeps its
+// freshness (with --freshness 60s and leases of a minute, every batch after the first
+// eighth renews); else at half its life. Never sooner than an eighth of its life: a busy
+// tuple does not renew at every batch.
+func renewDelay(ttl, fresh int64) int64 { return max(ttl/8, min(ttl/2, ttl-fresh)) }
 
 func (le *localEntry) idle() bool {
 	pending, inflight := le.unacked()

@@ -443,3 +443,24 @@ func TestDecideDeadline(t *testing.T) {
 		t.Fatalf("count %d after a hand-off served before its deadline, want 1", n)
 	}
 }
+
+// TestEdgeRenewsWithinFreshness: a tuple used at least once per freshness keeps its lease
+// as it keeps its freshness. With a freshness as long as the lease (no reads renew it), a
+// batch renews the lease once an eighth of its life is over, not only at half its life:
+// a tuple used every 20 s never falls back to a hand-off when its lease ends.
+func TestEdgeRenewsWithinFreshness(t *testing.T) {
+	ttl := engine.DefaultLeaseTTL.Milliseconds()
+	r := newEdgeRig(t, t0/3_600_000*3_600_000, 1, engine.EdgeConfig{Freshness: engine.DefaultLeaseTTL})
+	e, tp := r.edges[0], tup("k", 3_600_000)
+	edgeLimit(t, e, tp, 1_000_000, 1) // read: a lease
+	flushAll(t, e)
+	for i := range 10 { // 75 s: past the first grant's end
+		r.clock.Advance(ttl/8 + 1)
+		edgeLimit(t, e, tp, 1_000_000, 1)
+		flushAll(t, e)
+		bs := r.fakes[0].recorded()
+		if last := bs[len(bs)-1].Items; len(last) != 1 || last[0].Want == 0 {
+			t.Fatalf("use %d, %d ms after the last grant: the batch did not renew the lease: %+v", i, ttl/8+1, last)
+		}
+	}
+}
