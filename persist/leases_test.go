@@ -199,3 +199,43 @@ func TestTuplesRoundTrip(t *testing.T) {
 		t.Fatal("the lease whose cells ended was not saved")
 	}
 }
+
+// TestTuplesAfterCellsAndLeases: records of Cells and Leases written before those of
+// Tuples shift the tuples' cell references (a cell's index counts the cells before the
+// tuples) and leave the lease chunk's differences where the tuples' records start afresh.
+func TestTuplesAfterCellsAndLeases(t *testing.T) {
+	const w = 1000
+	clock := engine.NewManualClock(1_750_000_000_000 / w * w)
+	o := engine.New(clock, engine.Config{MaxMemoryBytes: 1 << 30})
+	for i := range 50 {
+		k := engine.AppendKey(nil, engine.Tuple{Workspace: "default", Key: fmt.Appendf(nil, "user:%d", i), WindowMs: w})
+		o.ServeRead("e1/a", []engine.ReadItem{{Key: k, Seq: clock.NowMs() / w, Limit: 1 << 40, Want: 3}})
+		o.ServeReplay(engine.ReplayBatch{Node: "e1/a", ID: uint64(i + 1), Items: []engine.ReplayItem{{Key: k, Seq: clock.NowMs() / w, Cost: 1, Limit: 1 << 40}}})
+	}
+	other := string(engine.AppendKey(nil, engine.Tuple{Workspace: "default", Key: []byte("other"), WindowMs: w}))
+	cells := []engine.CellRecord{{Key: other, Seq: clock.NowMs() / w, Regional: 4}, {Key: other + "x", Seq: 1, Regional: 1}}
+	leases := []engine.LeaseRecord{{Key: other, Run: "e1/a", G: 9, Seq: 1 << 62, UntilMs: 1 << 50}}
+	var wantLeases []engine.LeaseRecord
+	for r := range o.Leases {
+		r.Key = strings.Clone(r.Key)
+		wantLeases = append(wantLeases, r)
+	}
+	wantLeases = append(wantLeases, leases...)
+	s, _ := openStore(t)
+	if err := s.Write(persist.Source{Runs: o.Runs, Cells: slices.Values(cells), Leases: slices.Values(leases), Tuples: o.Tuples}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := s.LoadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byKeyRun := func(a, b engine.LeaseRecord) int { return strings.Compare(a.Key+"/"+a.Run, b.Key+"/"+b.Run) }
+	slices.SortFunc(wantLeases, byKeyRun)
+	slices.SortFunc(snap.Leases, byKeyRun)
+	if len(wantLeases) != 51 || !reflect.DeepEqual(snap.Leases, wantLeases) {
+		t.Fatalf("loaded leases %+v, want %+v", snap.Leases, wantLeases)
+	}
+	if len(snap.Cells) != 52 {
+		t.Fatalf("loaded %d cells, want 52", len(snap.Cells))
+	}
+}
