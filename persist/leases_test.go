@@ -164,11 +164,7 @@ func TestTuplesRoundTrip(t *testing.T) {
 	if _, err := o.Limit(tp, 1<<40, 1); err != nil { // two live cells
 		t.Fatal(err)
 	}
-	var wantLeases []engine.LeaseRecord
-	for r := range o.Leases {
-		r.Key = strings.Clone(r.Key) // lent only for the call
-		wantLeases = append(wantLeases, r)
-	}
+	wantLeases := engineLeases(o)
 	wantCells := o.Snapshot()
 	s, _ := openStore(t)
 	if err := s.Write(persist.Source{Runs: o.Runs, Tuples: o.Tuples}); err != nil {
@@ -178,10 +174,7 @@ func TestTuplesRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byKeyRun := func(a, b engine.LeaseRecord) int { return strings.Compare(a.Key+"/"+a.Run, b.Key+"/"+b.Run) }
-	slices.SortFunc(wantLeases, byKeyRun)
-	slices.SortFunc(snap.Leases, byKeyRun)
-	if len(wantLeases) != 6001 || !reflect.DeepEqual(snap.Leases, wantLeases) {
+	if len(wantLeases) != 6001 || !sameLeases(snap.Leases, wantLeases) {
 		t.Fatalf("loaded %d leases, want the %d the engine holds (6001)", len(snap.Leases), len(wantLeases))
 	}
 	byKeySeq := func(a, b engine.CellRecord) int {
@@ -215,12 +208,7 @@ func TestTuplesAfterCellsAndLeases(t *testing.T) {
 	other := string(engine.AppendKey(nil, engine.Tuple{Workspace: "default", Key: []byte("other"), WindowMs: w}))
 	cells := []engine.CellRecord{{Key: other, Seq: clock.NowMs() / w, Regional: 4}, {Key: other + "x", Seq: 1, Regional: 1}}
 	leases := []engine.LeaseRecord{{Key: other, Run: "e1/a", G: 9, Seq: 1 << 62, UntilMs: 1 << 50}}
-	var wantLeases []engine.LeaseRecord
-	for r := range o.Leases {
-		r.Key = strings.Clone(r.Key)
-		wantLeases = append(wantLeases, r)
-	}
-	wantLeases = append(wantLeases, leases...)
+	wantLeases := append(engineLeases(o), leases...)
 	s, _ := openStore(t)
 	if err := s.Write(persist.Source{Runs: o.Runs, Cells: slices.Values(cells), Leases: slices.Values(leases), Tuples: o.Tuples}); err != nil {
 		t.Fatal(err)
@@ -229,13 +217,29 @@ func TestTuplesAfterCellsAndLeases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byKeyRun := func(a, b engine.LeaseRecord) int { return strings.Compare(a.Key+"/"+a.Run, b.Key+"/"+b.Run) }
-	slices.SortFunc(wantLeases, byKeyRun)
-	slices.SortFunc(snap.Leases, byKeyRun)
-	if len(wantLeases) != 51 || !reflect.DeepEqual(snap.Leases, wantLeases) {
+	if len(wantLeases) != 51 || !sameLeases(snap.Leases, wantLeases) {
 		t.Fatalf("loaded leases %+v, want %+v", snap.Leases, wantLeases)
 	}
 	if len(snap.Cells) != 52 {
 		t.Fatalf("loaded %d cells, want 52", len(snap.Cells))
 	}
+}
+
+// engineLeases returns every lease the engine holds, their keys copied (Leases lends them
+// only for the call).
+func engineLeases(o *engine.Engine) []engine.LeaseRecord {
+	var out []engine.LeaseRecord
+	for r := range o.Leases {
+		r.Key = strings.Clone(r.Key)
+		out = append(out, r)
+	}
+	return out
+}
+
+// sameLeases reports whether a and b hold the same grants, in any order (both are sorted).
+func sameLeases(a, b []engine.LeaseRecord) bool {
+	byKeyRun := func(x, y engine.LeaseRecord) int { return strings.Compare(x.Key+"/"+x.Run, y.Key+"/"+y.Run) }
+	slices.SortFunc(a, byKeyRun)
+	slices.SortFunc(b, byKeyRun)
+	return reflect.DeepEqual(a, b)
 }
