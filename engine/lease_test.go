@@ -52,6 +52,20 @@ func (r *leaseRig) decide(run string, req engine.DecideRequest) engine.Decision 
 	return d
 }
 
+// fitsExactly checks that req's cost is the largest hand-off that fits: one unit more is
+// refused (counting nothing), then req is admitted. beside names what it is beside.
+func (r *leaseRig) fitsExactly(run string, req engine.DecideRequest, beside string) {
+	r.t.Helper()
+	over := req
+	over.Cost++
+	if d := r.decide(run, over); d.Allowed {
+		r.t.Fatalf("a hand-off of %d beside %s was allowed: %+v", over.Cost, beside, d)
+	}
+	if d := r.decide(run, req); !d.Allowed {
+		r.t.Fatalf("a hand-off of %d beside %s was refused: %+v", req.Cost, beside, d)
+	}
+}
+
 // TestLeaseGrantsWithinRoom: each run is granted at most 1/(2 x edges) of the room its
 // grant leaves beside the others' leases, never more than it asked for, so that used and
 // every lease together stay within the limit; grants only grow, and a hand-off counts the
@@ -80,12 +94,7 @@ func TestLeaseGrantsWithinRoom(t *testing.T) {
 	}
 	// The others hold 14 + 11 = 25: a hand-off of e1's may take 100 - 25 - 16 (its own
 	// lease, unspent and not given back) = 59.
-	if d := r.decide("e1/a", engine.DecideRequest{Limit: 100, Cost: 60}); d.Allowed {
-		t.Fatalf("a hand-off of 60 beside leases of 16+14+11 was allowed: %+v", d)
-	}
-	if d := r.decide("e1/a", engine.DecideRequest{Limit: 100, Cost: 59}); !d.Allowed {
-		t.Fatalf("a hand-off of 59 beside leases of 16+14+11 was refused: %+v", d)
-	}
+	r.fitsExactly("e1/a", engine.DecideRequest{Limit: 100, Cost: 59}, "leases of 16+14+11")
 	// Little is left (100 - 59 - 16 - 11 = 14, of which 2 for one of three edges): e2's
 	// lease is not shrunk to that.
 	if cc := r.read("e2/a", 100, 16); cc.LeaseLeft != 14 {
@@ -154,12 +163,7 @@ func TestLeaseSpentWithoutLeaseOps(t *testing.T) {
 	}
 	// A hand-off sees the same reservations: used 29, e2 holds 43, e1's own 85 (its
 	// pending is 0): 1000-29-43-85 = 843 fit, 844 do not.
-	if d := r.decide("e1/a", engine.DecideRequest{Limit: 1000, Cost: 844}); d.Allowed {
-		t.Fatalf("844 admitted beside 29 used and 128 reserved: %+v", d)
-	}
-	if d := r.decide("e1/a", engine.DecideRequest{Limit: 1000, Cost: 843}); !d.Allowed {
-		t.Fatalf("843 refused beside 29 used and 128 reserved: %+v", d)
-	}
+	r.fitsExactly("e1/a", engine.DecideRequest{Limit: 1000, Cost: 843}, "29 used and 128 reserved")
 }
 
 // TestLeaseSpentLargeCost: a replayed cost too large for the slot's owed count (32 bits)
@@ -231,12 +235,7 @@ func TestLeaseHandOffGivesBack(t *testing.T) {
 		t.Fatalf("lease %d, want 5", cc.LeaseLeft)
 	}
 	// 2 spent (not replayed), 3 unspent given back: 2 + 8 = 10 fits; 9 would not.
-	if d := r.decide("e1/a", engine.DecideRequest{Limit: 10, Cost: 9, Pending: 2, Return: cc.LeaseSeq}); d.Allowed {
-		t.Fatalf("a hand-off of 9 beside 2 unreplayed was allowed: %+v", d)
-	}
-	if d := r.decide("e1/a", engine.DecideRequest{Limit: 10, Cost: 8, Pending: 2, Return: cc.LeaseSeq}); !d.Allowed {
-		t.Fatalf("a hand-off of 8 beside 2 unreplayed, the lease given back, was refused: %+v", d)
-	}
+	r.fitsExactly("e1/a", engine.DecideRequest{Limit: 10, Cost: 8, Pending: 2, Return: cc.LeaseSeq}, "2 unreplayed, the lease given back")
 }
 
 // TestEdgeSpendsOnlyItsLease: an edge decides locally within its lease, hands over what

@@ -82,12 +82,7 @@ func TestRestoreKeepsLeases(t *testing.T) {
 	if cc := r.replay("e1/a", 1, engine.ReplayItem{Cost: 20, Limit: 100}); cc.CurRegional != 65 {
 		t.Fatalf("regional %d after e1's replay, want 65", cc.CurRegional)
 	}
-	if d := r.decide("e2/a", engine.DecideRequest{Limit: 100, Cost: 6}); d.Allowed {
-		t.Fatalf("a hand-off of 6 beside 65 used and 30 leased was allowed: %+v", d)
-	}
-	if d := r.decide("e2/a", engine.DecideRequest{Limit: 100, Cost: 5}); !d.Allowed {
-		t.Fatalf("a hand-off of 5 beside 65 used and 30 leased was refused: %+v", d)
-	}
+	r.fitsExactly("e2/a", engine.DecideRequest{Limit: 100, Cost: 5}, "65 used and 30 leased")
 	// The restored lease ends as it would have: e1 replayed after its until (heard, its
 	// replay reported what it spent), so it holds nothing and its room is free again.
 	r.clock.Advance(2100)

@@ -363,7 +363,7 @@ func appendRun(buf []byte, r engine.RunRecord) ([]byte, error) {
 // by one of the tuple's cell records when it can (a save from engine.Tuples), its run by
 // the run's position among the run records, and gives its sequence and end as the
 // difference from the previous record of its chunk: grants made within a minute of each
-// other differ little there. So a record is about a dozen bytes, where format 6 spelled
+// other differ little there. So a record is about 9 bytes, where format 6 spelled
 // out the key, the run's name and both numbers (about 90 bytes for a 20-byte key).
 type leaseEncoder struct {
 	runs      map[string]uint64 // run name -> 1 + its index among the run records
