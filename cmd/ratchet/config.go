@@ -260,7 +260,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool)) (Config, 
 		name := envName(f.Name)
 		if v, ok := lookupEnv(name); ok {
 			if err := fs.Set(f.Name, v); err != nil && envErr == nil {
-				envErr = fmt.Errorf("%s: %w", name, err)
+				envErr = fmt.Errorf("%s %q: %w", name, v, err)
 			}
 		}
 	})
@@ -277,6 +277,9 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool)) (Config, 
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	if err := checkValues(&c, args, lookupEnv); err != nil {
+		return c, err
+	}
 	return c, c.Validate()
 }
 
@@ -291,6 +294,10 @@ func usage(w io.Writer) {
 Ratchet is a rate-limit server that speaks the Redis protocol (see README.md).
 Every flag can also be set by the environment variable shown beside it; a flag on the
 command line wins over the environment, and a variable set to "" is the empty value.
+An empty value is refused, except where it means something: --data-dir, --metrics-listen
+and --pprof-listen (disabled), --requirepass and --cluster-secret (none), --tls-cert and
+--tls-key (no TLS), --origin (an origin has none) and --peer (no peers). --node-id left
+unset is derived from the host and port.
 
 `)
 	fs.VisitAll(func(f *flag.Flag) {

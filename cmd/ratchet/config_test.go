@@ -78,6 +78,41 @@ func TestParseConfig(t *testing.T) {
 			}},
 		{name: "tls half", args: []string{"--tls-cert", "c.pem"}, err: "go together"},
 		{name: "stray arg", args: []string{"extra"}, err: "unexpected argument"},
+
+		// Values that cannot be meant are refused, naming the flag or the variable.
+		{name: "empty env listen", env: map[string]string{"RATCHET_LISTEN": ""}, err: "RATCHET_LISTEN is empty: want HOST:PORT"},
+		{name: "empty listen", args: []string{"--listen", ""}, err: "--listen is empty: want HOST:PORT"},
+		{name: "flag listen beats empty env", args: []string{"--listen", "127.0.0.1:7001"}, env: map[string]string{"RATCHET_LISTEN": ""},
+			check: func(c Config) bool { return c.Listen == "127.0.0.1:7001" }},
+		{name: "empty flag listen beats env", args: []string{"--listen="}, env: map[string]string{"RATCHET_LISTEN": "127.0.0.1:7001"}, err: "--listen is empty"},
+		{name: "listen without port", args: []string{"--listen", "6380"}, err: `--listen "6380": want HOST:PORT`},
+		{name: "listen named port", args: []string{"--listen", "127.0.0.1:redis"}, err: "the port must be a number"},
+		{name: "listen port too big", env: map[string]string{"RATCHET_LISTEN": "127.0.0.1:65536"}, err: `RATCHET_LISTEN "127.0.0.1:65536": the port must be`},
+		{name: "listen every interface", args: []string{"--listen", ":6390"}, check: func(c Config) bool { return c.Listen == ":6390" }},
+		{name: "bad metrics listen", args: []string{"--metrics-listen", "localhost"}, err: `--metrics-listen "localhost": want HOST:PORT, e.g. 127.0.0.1:6380, or empty to disable it`},
+		{name: "bad pprof listen", env: map[string]string{"RATCHET_PPROF_LISTEN": "x"}, err: `RATCHET_PPROF_LISTEN "x"`},
+		{name: "empty region", args: []string{"--region", ""}, err: "--region is empty"},
+		{name: "blank env region", env: map[string]string{"RATCHET_REGION": " "}, err: "RATCHET_REGION is empty"},
+		{name: "empty node id", args: []string{"--node-id="}, err: "--node-id is empty"},
+		{name: "empty env node id", env: map[string]string{"RATCHET_NODE_ID": ""}, err: "RATCHET_NODE_ID is empty"},
+		{name: "spaced node id", args: []string{"--node-id", " a"}, err: `--node-id " a": want a name without`},
+		{name: "node id", args: []string{"--node-id", "a1"}, check: func(c Config) bool { return c.NodeID == "a1" }},
+		{name: "log level verbose", args: []string{"--log-level", "verbose"}, err: `--log-level "verbose": want debug, info, warn or error`},
+		{name: "empty env log level", env: map[string]string{"RATCHET_LOG_LEVEL": ""}, err: `RATCHET_LOG_LEVEL "": want debug`},
+		{name: "log level offset", args: []string{"--log-level", "info+2"}, err: "--log-level"},
+		{name: "log level case", args: []string{"--log-level", "WARN"}, check: func(c Config) bool { return c.LogLevel == "WARN" }},
+		{name: "log format yaml", args: []string{"--log-format", "yaml"}, err: `--log-format "yaml": want text or json`},
+		{name: "empty env log format", env: map[string]string{"RATCHET_LOG_FORMAT": ""}, err: `RATCHET_LOG_FORMAT "": want text or json`},
+		{name: "log format case", args: []string{"--log-format", "JSON"}, check: func(c Config) bool { return c.LogFormat == "JSON" }},
+		{name: "zero publish interval", args: []string{"--publish-interval", "0s"}, err: "--publish-interval 0s: want a positive duration"},
+		{name: "NaN threshold", args: []string{"--publish-threshold", "NaN"}, err: "--publish-threshold NaN"},
+		{name: "NaN env share", env: map[string]string{"RATCHET_DEGRADED_SHARE": "nan"}, err: "RATCHET_DEGRADED_SHARE NaN"},
+		{name: "empty duration", args: []string{"--freshness="}, err: "-freshness"},
+		{name: "empty env duration", env: map[string]string{"RATCHET_SNAPSHOT_INTERVAL": ""}, err: "RATCHET_SNAPSHOT_INTERVAL"},
+		{name: "empty env size", env: map[string]string{"RATCHET_MAX_MEMORY": ""}, err: "RATCHET_MAX_MEMORY"},
+		{name: "empty env float", env: map[string]string{"RATCHET_DEGRADED_SHARE": ""}, err: "RATCHET_DEGRADED_SHARE"},
+		{name: "empty timeout", args: []string{"--timeout="}, err: "invalid timeout"},
+		{name: "bad env value named", env: map[string]string{"RATCHET_THREADS": "two"}, err: `RATCHET_THREADS "two"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -93,6 +128,44 @@ func TestParseConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+// emptyAccepted are the flags whose empty value means something (--help says what).
+var emptyAccepted = map[string]bool{"data-dir": true, "metrics-listen": true, "pprof-listen": true,
+	"requirepass": true, "cluster-secret": true, "tls-cert": true, "tls-key": true, "origin": true, "peer": true}
+
+// TestEmptyValues: every flag refuses the empty value, as --name= and as RATCHET_NAME=,
+// with an error naming it, except those of emptyAccepted, which --help lists. A new flag
+// must be added to one list or the other.
+func TestEmptyValues(t *testing.T) {
+	c := DefaultConfig()
+	var x, y bool
+	var help strings.Builder
+	usage(&help)
+	newFlagSet(&c, &x, &y).VisitAll(func(f *flag.Flag) {
+		if f.Name == "version" {
+			return
+		}
+		for _, tc := range []struct {
+			args   []string
+			env    map[string]string
+			naming string
+		}{
+			{args: []string{"--" + f.Name + "="}, naming: "-" + f.Name},
+			{env: map[string]string{envName(f.Name): ""}, naming: envName(f.Name)},
+		} {
+			_, err := parseConfig(tc.args, env(tc.env))
+			switch {
+			case emptyAccepted[f.Name] && err != nil:
+				t.Errorf("%v %v: %v, want the empty value accepted", tc.args, tc.env, err)
+			case !emptyAccepted[f.Name] && (err == nil || !strings.Contains(err.Error(), tc.naming)):
+				t.Errorf("%v %v: err %v, want it refused naming %s", tc.args, tc.env, err, tc.naming)
+			}
+		}
+		if header, _, _ := strings.Cut(help.String(), "\n  --"); emptyAccepted[f.Name] && !strings.Contains(header, "--"+f.Name) {
+			t.Errorf("--help does not say what an empty --%s means", f.Name)
+		}
+	})
 }
 
 func TestFormatSize(t *testing.T) {

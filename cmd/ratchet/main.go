@@ -22,6 +22,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -57,6 +58,9 @@ func main() {
 		os.Exit(2)
 	}
 	log := newLogger(cfg)
+	// Lines of code without a logger of its own (the standard log package's included) go
+	// through the configured handler too.
+	slog.SetDefault(log)
 	setMemoryLimit(cfg, log)
 	if cfg.Threads > 0 {
 		runtime.GOMAXPROCS(cfg.Threads)
@@ -121,6 +125,8 @@ type node struct {
 	edge    *engine.Edge   // edge role
 	clients []*upstream.Client
 	repl    *replication.Replicator // origin role with --peer
+	// stopping is set at SIGTERM/SIGINT: /readyz then says "shutting down".
+	stopping atomic.Bool
 }
 
 // maxFailedSnapshots is how many snapshots in a row may fail before /readyz fails.
@@ -131,6 +137,9 @@ const maxFailedSnapshots = 3
 // more than that many intervals); an edge while none of its origins answers or all refuse
 // its cluster secret (it decides alone, at the degraded share).
 func (n *node) ready() error {
+	if n.stopping.Load() {
+		return errors.New("shutting down")
+	}
 	if n.store != nil {
 		if f := n.store.Stats().ConsecutiveFailures; f > maxFailedSnapshots {
 			return fmt.Errorf("the last %d snapshots failed (see the log)", f)
@@ -231,6 +240,7 @@ func newEdge(cfg Config, log *slog.Logger, observe func(string, error, time.Dura
 func run(cfg Config, log *slog.Logger) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	ignoreHangups(ctx, log)
 	met := metrics.New()
 
 	var n *node
@@ -298,7 +308,7 @@ func run(cfg Config, log *slog.Logger) error {
 		OnImport: onImport, Peers: peerInfo, PeerRegions: peerRegions,
 		Limiter: n.limiter, Origin: n.origin, ClusterSecret: cfg.ClusterSecret, Host: srv,
 		RequirePass: cfg.RequirePass, Role: cfg.Role, Region: cfg.Region,
-		NodeID: cfg.NodeID, MaxClients: cfg.MaxClients, Version: version, Snapshots: snapStats,
+		NodeID: cfg.NodeID, MaxClients: cfg.MaxClients, Version: version, Snapshots: snapStats, Logger: log,
 		Config: map[string]string{
 			"save": "", "appendonly": "no", "databases": "1", "timeout": redisSeconds(cfg.IdleTimeout),
 			"maxclients": fmt.Sprint(cfg.MaxClients), "port": portOf(cfg.Listen),
@@ -333,13 +343,16 @@ func run(cfg Config, log *slog.Logger) error {
 	}
 
 	background := make(chan struct{})
+	// The periodic snapshots stop at SIGTERM/SIGINT, when the shutdown saves itself.
+	snapCtx, stopSnapshots := context.WithCancel(ctx)
+	defer stopSnapshots()
 	switch {
 	case n.edge != nil:
 		go func() { n.edge.Run(ctx); close(background) }()
 	default:
 		go n.origin.RunSweeper(ctx, time.Second)
 		if n.store != nil {
-			go persist.Run(ctx, n.store, snapshotSource(n.origin), n.origin.Changed, cfg.SnapshotInterval)
+			go persist.Run(snapCtx, n.store, snapshotSource(n.origin), n.origin.Changed, cfg.SnapshotInterval)
 		}
 		if n.repl != nil {
 			go func() { n.repl.Run(ctx); close(background) }()
@@ -352,7 +365,7 @@ func run(cfg Config, log *slog.Logger) error {
 	log.Info("ratchet serving", "listen", srv.Addr().String(), "role", cfg.Role, "region", cfg.Region,
 		"node_id", cfg.NodeID, "origins", cfg.Origins, "data_dir", cfg.DataDir, "metrics", cfg.MetricsListen, "version", version)
 
-	sig := make(chan os.Signal, 1)
+	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	var runErr error
 	select {
@@ -360,9 +373,19 @@ func run(cfg Config, log *slog.Logger) error {
 		log.Info("shutting down", "signal", s.String())
 	case runErr = <-serveErr:
 	}
+	n.stopping.Store(true)
+	stopSnapshots()
+	// An origin first saves while it still serves: if that fails (a full disk) it keeps
+	// serving and retries every second, so that nothing it counts is lost, until a save
+	// succeeds or a second signal exits at once (README, "Stopping").
+	if n.store != nil && runErr == nil {
+		if err := n.saveUntilDone(sig, "snapshot before shutdown failed; still serving, retrying (a second SIGTERM or SIGINT exits without it)", log); err != nil {
+			return err
+		}
+	}
 
 	// Stop accepting and close clients, then flush replays (edge) or write the final
-	// snapshot (origin).
+	// snapshot (origin), which holds what was counted since the save above.
 	shutCtx, shutCancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer shutCancel()
 	if err := srv.Shutdown(shutCtx); err != nil {
@@ -384,8 +407,8 @@ func run(cfg Config, log *slog.Logger) error {
 		}
 	}
 	if n.store != nil {
-		if err := n.store.Write(snapshotSource(n.origin)); err != nil {
-			return fmt.Errorf("final snapshot: %w", err)
+		if err := n.saveUntilDone(sig, "final snapshot failed; retrying (a second SIGTERM or SIGINT exits without it)", log); err != nil {
+			return err
 		}
 		log.Info("final snapshot written", "dir", cfg.DataDir)
 		if err := n.store.Close(); err != nil {
