@@ -41,12 +41,21 @@ func ignoreHangups(ctx context.Context, log *slog.Logger) {
 
 // saveUntilDone writes a snapshot of n's origin (n.store must be set) and, while that
 // fails, logs the error and tries again every saveRetry, until a save succeeds (nil) or a
-// signal arrives on sig: then it logs what is lost and returns errExitUnsaved. failed is
-// the message of the error lines, which come after the 1st, 2nd, 4th, 8th, ... failure,
-// so that a full disk does not fill the log.
+// signal arrives on sig, during a save or between two: then it logs what is lost and
+// returns errExitUnsaved at once (a save left running leaves its temporary file, which the
+// next start removes). failed is the message of the error lines, which come after the 1st,
+// 2nd, 4th, 8th, ... failure, so that a full disk does not fill the log.
 func (n *node) saveUntilDone(sig <-chan os.Signal, failed string, log *slog.Logger) error {
 	for attempt := 1; ; attempt++ {
-		err := n.store.Write(snapshotSource(n.origin))
+		saved := make(chan error, 1)
+		go func() { saved <- n.store.Write(snapshotSource(n.origin)) }()
+		var err error
+		select {
+		case err = <-saved:
+		case s := <-sig:
+			n.logUnsaved(s, log)
+			return errExitUnsaved
+		}
 		if err == nil {
 			if attempt > 1 {
 				log.Info("snapshot written after failures", "attempts", attempt, "dir", n.store.Dir())
