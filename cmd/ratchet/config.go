@@ -261,6 +261,9 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool)) (Config, 
 		if v, ok := lookupEnv(name); ok {
 			if err := fs.Set(f.Name, v); err != nil && envErr == nil {
 				envErr = fmt.Errorf("%s %q: %w", name, v, err)
+				if v == "" {
+					envErr = fmt.Errorf("%s is empty: want a value, or leave it unset for the default (%w)", name, err)
+				}
 			}
 		}
 	})

@@ -109,7 +109,7 @@ func TestParseConfig(t *testing.T) {
 		{name: "NaN env share", env: map[string]string{"RATCHET_DEGRADED_SHARE": "nan"}, err: "RATCHET_DEGRADED_SHARE NaN"},
 		{name: "empty duration", args: []string{"--freshness="}, err: "-freshness"},
 		{name: "empty env duration", env: map[string]string{"RATCHET_SNAPSHOT_INTERVAL": ""}, err: "RATCHET_SNAPSHOT_INTERVAL"},
-		{name: "empty env size", env: map[string]string{"RATCHET_MAX_MEMORY": ""}, err: "RATCHET_MAX_MEMORY"},
+		{name: "empty env size", env: map[string]string{"RATCHET_MAX_MEMORY": ""}, err: "RATCHET_MAX_MEMORY is empty: want a value"},
 		{name: "empty env float", env: map[string]string{"RATCHET_DEGRADED_SHARE": ""}, err: "RATCHET_DEGRADED_SHARE"},
 		{name: "empty timeout", args: []string{"--timeout="}, err: "invalid timeout"},
 		{name: "bad env value named", env: map[string]string{"RATCHET_THREADS": "two"}, err: `RATCHET_THREADS "two"`},
