@@ -94,29 +94,15 @@ func FuzzParseAddr(f *testing.F) {
 	})
 }
 
-// serveTLS accepts one connection at a time on a TLS listener with cfg and writes "ok" on
-// each after its handshake; it returns the address.
+// serveTLS serves TLS with cfg and writes "ok" on each connection after its handshake; it
+// returns the address.
 func serveTLS(t *testing.T, cfg *tls.Config) string {
-	t.Helper()
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-			if c.(*tls.Conn).Handshake() == nil {
-				_, _ = c.Write([]byte("ok"))
-			}
-			_ = c.Close()
+	return testcert.Serve(t, cfg, func(c net.Conn) {
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		if c.(*tls.Conn).Handshake() == nil {
+			_, _ = c.Write([]byte("ok"))
 		}
-	}()
-	return ln.Addr().String()
+	})
 }
 
 func TestDialVerifiesTheHost(t *testing.T) {

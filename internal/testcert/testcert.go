@@ -131,3 +131,27 @@ func (ca *CA) Issue(t testing.TB, host string) tls.Certificate {
 	}
 	return cert
 }
+
+// Serve listens with TLS configuration cfg on a loopback port until t ends, and runs
+// handle on each connection in a goroutine of its own; it returns the address.
+func Serve(t testing.TB, cfg *tls.Config, handle func(net.Conn)) string {
+	t.Helper()
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				handle(c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
