@@ -1,6 +1,7 @@
 // Package upstream is the network client an edge uses to talk to one origin. A Client
 // implements engine.Origin over the internal protocol (docs/internal-protocol.md): one TCP
-// connection (TLS for a tls:// address, package link), authenticated with RL.INTERNAL.HELLO, on which every call is pipelined.
+// connection (TLS for a tls:// address, package link), authenticated with
+// RL.INTERNAL.HELLO, on which every call is pipelined.
 //
 // The client never retries: a call that fails returns its error, and the engine decides
 // when to try again. The next call after a connection failure dials anew.
