@@ -143,3 +143,36 @@ func TestTLSRegions(t *testing.T) {
 		t.Errorf("A's peer b addr=%s, want tls://%s", v, addrs["b"])
 	}
 }
+
+// TestTLSRefusedAtStart: TLS settings that cannot work stop the start, before the node
+// serves, with a message naming the flag.
+func TestTLSRefusedAtStart(t *testing.T) {
+	t.Parallel()
+	f := writeNodeFiles(t)
+	missing := filepath.Join(t.TempDir(), "missing.pem")
+	edge := []string{"--role", "edge", "--cluster-secret", "s", "--origin"}
+	for _, tt := range []struct {
+		name string
+		args []string
+		env  []string
+		flag string
+	}{
+		{name: "edge CA missing", args: append(edge, "tls://127.0.0.1:1", "--cluster-ca", missing), flag: "--cluster-ca"},
+		{name: "edge CA not PEM", args: append(edge, "tls://127.0.0.1:1", "--cluster-ca", f.key), flag: "--cluster-ca"},
+		{name: "peer key missing", args: []string{"--peer", "b=tls://127.0.0.1:1", "--cluster-secret", "s",
+			"--cluster-cert", f.cert, "--cluster-key", missing}, flag: "--cluster-key"},
+		{name: "cert without key", args: append(edge, "tls://127.0.0.1:1"), env: []string{"RATCHET_CLUSTER_CERT=" + f.cert}, flag: "--cluster-cert"},
+		{name: "client CA missing", args: []string{"--tls-cert", f.cert, "--tls-key", f.key, "--cluster-client-ca", missing}, flag: "--cluster-client-ca"},
+		{name: "client CA without TLS", args: []string{"--cluster-client-ca", f.caFile}, flag: "--cluster-client-ca"},
+		{name: "origin without port", args: append(edge, "tls://127.0.0.1"), flag: "--origin"},
+		{name: "peer other scheme", args: []string{"--peer", "b=https://127.0.0.1:1", "--cluster-secret", "s"}, flag: "--peer"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			args := append(tt.args, "--listen", loopback(freePort(t)), "--metrics-listen", "", "--data-dir", "")
+			if out := refusedStart(t, tt.env, args...); !strings.Contains(out, tt.flag) || strings.Contains(out, "ratchet serving") {
+				t.Fatalf("ratchet %v: output does not name %s before serving:\n%s", args, tt.flag, out)
+			}
+		})
+	}
+}

@@ -40,7 +40,11 @@ func ParseAddr(s string) (Addr, error) {
 	}
 	host, port, err := net.SplitHostPort(a.HostPort)
 	if err != nil {
-		return Addr{}, fmt.Errorf("address %q: %w", s, err)
+		why := err.Error()
+		if ae, ok := err.(*net.AddrError); ok {
+			why = ae.Err // without the address, named already
+		}
+		return Addr{}, fmt.Errorf("address %q: %s", s, why)
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 		return Addr{}, fmt.Errorf("address %q: port %q is not a number from 1 to 65535", s, port)
