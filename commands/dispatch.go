@@ -131,6 +131,10 @@ type Options struct {
 	// Forward has the origin run the regional commands of an edge's client (forward.go);
 	// nil on an origin, and on an edge that cannot (they are then refused).
 	Forward Forward
+	// ClusterClientCert makes RL.INTERNAL.HELLO need a TLS client certificate that the
+	// listener verified (Session.CertVerified; --cluster-client-ca): without one it is
+	// refused with NOPERM before the secret is looked at.
+	ClusterClientCert bool
 	// Logger receives the rate-limited lines about failed authentication; nil:
 	// slog.Default().
 	Logger *slog.Logger

@@ -15,6 +15,7 @@ import (
 
 var (
 	errClusterAuth = errors.New("NOAUTH cluster authentication required")
+	errClusterCert = errors.New("NOPERM node links need a TLS client certificate verified against --cluster-client-ca")
 	errNotOrigin   = errors.New("ERR this node is not an origin")
 	errBadKey      = errors.New("ERR internal: malformed tuple key")
 	errBadInt      = errors.New("ERR internal: malformed integer")
@@ -39,6 +40,10 @@ func internalCommands() []*Command {
 
 func cmdInternalHello(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	secret := d.opt.ClusterSecret
+	if d.opt.ClusterClientCert && !s.CertVerified {
+		w.Error(errClusterCert.Error())
+		return
+	}
 	if d.authRefused(s, d.clusterAuth) {
 		w.Error("WRONGPASS invalid cluster secret")
 		return

@@ -124,6 +124,42 @@ func TestInternalRefusedWithoutSecretConfigured(t *testing.T) {
 	_ = w
 }
 
+// TestInternalHelloNeedsClientCert: with ClusterClientCert (--cluster-client-ca), HELLO on a
+// connection without a verified client certificate is refused whatever the secret; with
+// one, the secret decides as before.
+func TestInternalHelloNeedsClientCert(t *testing.T) {
+	tests := []struct {
+		name     string
+		required bool
+		verified bool
+		secret   string
+		want     string
+	}{
+		{name: "not required, no certificate", secret: "cs", want: "+OK"},
+		{name: "required, no certificate, right secret", required: true, secret: "cs", want: "-NOPERM"},
+		{name: "required, no certificate, wrong secret", required: true, secret: "wrong", want: "-NOPERM"},
+		{name: "required, verified, right secret", required: true, verified: true, secret: "cs", want: "+OK"},
+		{name: "required, verified, wrong secret", required: true, verified: true, secret: "wrong", want: "-WRONGPASS"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			eng := engine.New(engine.NewManualClock(1_000_000), engine.Config{})
+			s := commands.NewSession(1, "127.0.0.1:1", "127.0.0.1:2", 1_000_000)
+			s.CertVerified = tt.verified
+			r := &rig{s: s, d: commands.New(commands.Options{Limiter: eng, Origin: eng, ClusterSecret: "cs",
+				ClusterClientCert: tt.required, Host: &fakeHost{sessions: []*commands.Session{s}}, Version: "test"})}
+			if got := r.doArgs("RL.INTERNAL.HELLO", tt.secret, "edge1/a"); !strings.HasPrefix(got, tt.want) {
+				t.Fatalf("hello = %q, want %s", got, tt.want)
+			}
+			key := string(engine.AppendKey(nil, engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte("k"), WindowMs: 1000}))
+			got := r.doArgs("RL.INTERNAL.READ", key, "1000", "0", "0")
+			if ok := strings.HasPrefix(got, "*"); ok != (tt.want == "+OK") {
+				t.Fatalf("read after hello %s = %q", tt.want, got)
+			}
+		})
+	}
+}
+
 // TestInternalPublish: only another region's origin may publish, and only components of
 // known regions are taken.
 func TestInternalPublish(t *testing.T) {

@@ -21,6 +21,9 @@ type Session struct {
 
 	// Owned by the connection's goroutine (or event loop).
 	Authed bool
+	// CertVerified is set by the server once the TLS handshake verified a client
+	// certificate against the listener's client CAs (--cluster-client-ca).
+	CertVerified bool
 	// NoWait is set by a server that serves the connection from an event loop: a command
 	// that would wait on the network (an edge's cold read, hand-off or RL.STATUS) then
 	// writes nothing and sets WouldBlock, and the server serves that request again from a

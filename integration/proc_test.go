@@ -558,3 +558,21 @@ func infoInt(t testing.TB, c *redis.Client, field string) int64 {
 
 // contains reports whether s holds sub, for short failure messages on long texts.
 func contains(s []byte, sub string) bool { return bytes.Contains(s, []byte(sub)) }
+
+// refusedStart runs ratchet with args (and env added to a clean environment) and fails t
+// unless it exits, non-zero, within 10 s; it returns what the process printed.
+func refusedStart(t testing.TB, env []string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binPath, args...)
+	cmd.Env = append(cleanEnv(), env...)
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("ratchet %v did not exit within 10s:\n%s", args, out)
+	}
+	if err == nil || cmd.ProcessState.ExitCode() == 0 {
+		t.Fatalf("ratchet %v exited 0, want a refusal:\n%s", args, out)
+	}
+	return string(out)
+}

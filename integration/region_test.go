@@ -5,11 +5,9 @@ package integration
 // docs/internal-protocol.md "Between regions"), driven through go-redis.
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -630,18 +628,7 @@ func TestRegionPeerNeedsClusterSecret(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			args := append(tc.args, "--listen", loopback(freePort(t)), "--metrics-listen", "", "--data-dir", "")
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, binPath, args...)
-			cmd.Env = append(cleanEnv(), tc.env...)
-			out, err := cmd.CombinedOutput()
-			if ctx.Err() != nil {
-				t.Fatalf("ratchet %v did not exit within 10s:\n%s", args, out)
-			}
-			if err == nil || cmd.ProcessState.ExitCode() == 0 {
-				t.Fatalf("ratchet %v exited 0, want a non-zero exit:\n%s", args, out)
-			}
-			if !strings.Contains(string(out), "--cluster-secret") {
+			if out := refusedStart(t, tc.env, args...); !strings.Contains(out, "--cluster-secret") {
 				t.Errorf("ratchet %v: output does not name --cluster-secret:\n%s", args, out)
 			}
 		})

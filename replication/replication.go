@@ -14,6 +14,7 @@ package replication
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,6 +25,7 @@ import (
 	"time"
 
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/link"
 	"github.com/ratchet/ratchet/resp"
 	"github.com/ratchet/ratchet/wire"
 )
@@ -38,13 +40,14 @@ type Store interface {
 // Peer is another region's origin.
 type Peer struct {
 	Region string
-	Addr   string
+	Addr   string // host:port, or tls://host:port (package link)
 }
 
 // Config configures a Replicator.
 type Config struct {
 	Peers     []Peer
 	Secret    string        // the cluster secret
+	TLS       *tls.Config   // tls:// peers: roots (nil: the system roots) and client certificate
 	Interval  time.Duration // publish interval, jittered by +-20%; default 1s
 	Threshold float64       // share of a cell's lowest limit before it is published (0: every count)
 	Timeout   time.Duration // dial and per-exchange bound; default 2s
@@ -69,7 +72,8 @@ type Replicator struct {
 
 type peer struct {
 	Peer
-	queue chan batch
+	target link.Addr // Addr parsed
+	queue  chan batch
 
 	up          atomic.Bool
 	lastOKMs    atomic.Int64 // last successful exchange
@@ -120,8 +124,12 @@ func New(cfg Config, store Store) (*Replicator, error) {
 		if p.Region == "" || p.Addr == "" || seen[p.Region] {
 			return nil, fmt.Errorf("replication: peer %q=%q: each peer needs its own region (not ours) and an address", p.Region, p.Addr)
 		}
+		target, err := link.ParseAddr(p.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("replication: peer %q: %w", p.Region, err)
+		}
 		seen[p.Region] = true
-		r.peers = append(r.peers, &peer{Peer: p, queue: make(chan batch, cfg.MaxQueue)})
+		r.peers = append(r.peers, &peer{Peer: p, target: target, queue: make(chan batch, cfg.MaxQueue)})
 	}
 	return r, nil
 }
@@ -201,7 +209,7 @@ func (r *Replicator) send(ctx context.Context, p *peer) {
 // session connects, syncs everything, then delivers queued batches until an error or
 // ctx ends (after which it delivers what is queued once more, bounded by Timeout).
 func (r *Replicator) session(ctx context.Context, p *peer) error {
-	c, err := dial(ctx, p.Addr, r.cfg.Secret, wire.PeerRun(r.store.Region()), r.cfg.Timeout)
+	c, err := r.dial(ctx, p)
 	if err != nil {
 		return err
 	}
@@ -348,17 +356,19 @@ type conn struct {
 	buf []byte
 }
 
-func dial(ctx context.Context, addr, secret, run string, timeout time.Duration) (*conn, error) {
-	d := net.Dialer{Timeout: timeout, KeepAlive: 5 * time.Second}
-	nc, err := d.DialContext(ctx, "tcp", addr)
+// dial connects to p (over TLS for a tls:// address) and says HELLO with the cluster
+// secret.
+func (r *Replicator) dial(ctx context.Context, p *peer) (*conn, error) {
+	d := link.Dialer{TLS: r.cfg.TLS, Net: net.Dialer{Timeout: r.cfg.Timeout, KeepAlive: 5 * time.Second}}
+	nc, err := d.Dial(ctx, p.target)
 	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", addr, err)
+		return nil, fmt.Errorf("dial %s: %w", p.Addr, err)
 	}
 	c := &conn{nc: nc, rd: resp.NewReplyReader(nc, 1)}
-	c.buf = wire.AppendHello(c.buf[:0], secret, run)
-	if err := c.roundTrips(1, timeout); err != nil {
+	c.buf = wire.AppendHello(c.buf[:0], r.cfg.Secret, wire.PeerRun(r.store.Region()))
+	if err := c.roundTrips(1, r.cfg.Timeout); err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("hello %s: %w", addr, err)
+		return nil, fmt.Errorf("hello %s: %w", p.Addr, err)
 	}
 	return c, nil
 }

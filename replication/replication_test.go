@@ -638,3 +638,29 @@ func readCommand(br *bufio.Reader) ([]string, error) {
 	}
 	return args, nil
 }
+
+// TestNewRefusesPeers: New refuses a peer it could never dial or that is not another
+// region's, and takes host:port and tls://host:port.
+func TestNewRefusesPeers(t *testing.T) {
+	eng := engine.New(engine.NewManualClock(t0), engine.Config{Region: "a"})
+	tests := []struct {
+		peer replication.Peer
+		err  string
+	}{
+		{peer: replication.Peer{Region: "b", Addr: "127.0.0.1:7002"}},
+		{peer: replication.Peer{Region: "b", Addr: "tls://127.0.0.1:7002"}},
+		{peer: replication.Peer{Region: "b", Addr: "tls://[::1]:7002"}},
+		{peer: replication.Peer{Region: "a", Addr: "127.0.0.1:7002"}, err: "not ours"},
+		{peer: replication.Peer{Region: "b", Addr: ""}, err: "an address"},
+		{peer: replication.Peer{Region: "b", Addr: "tls://127.0.0.1"}, err: "missing port"},
+		{peer: replication.Peer{Region: "b", Addr: "https://127.0.0.1:7002"}, err: "want host:port or tls://host:port"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.peer.Region+"="+tt.peer.Addr, func(t *testing.T) {
+			_, err := replication.New(replication.Config{Peers: []replication.Peer{tt.peer}, Secret: "s", Logger: quiet}, eng)
+			if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+				t.Fatalf("New(%+v) error = %v, want %q", tt.peer, err, tt.err)
+			}
+		})
+	}
+}

@@ -256,6 +256,7 @@ func (s *Server) serveConn(c *conn, nc net.Conn, in, out []byte) {
 			s.logClose(closeHandshake, sess.Addr, err)
 			return
 		}
+		sess.CertVerified = len(tc.ConnectionState().VerifiedChains) > 0
 	}
 	cb, _ := s.bufs.Get().(*connBuffers)
 	if cb == nil {

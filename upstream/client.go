@@ -1,6 +1,7 @@
 // Package upstream is the network client an edge uses to talk to one origin. A Client
 // implements engine.Origin over the internal protocol (docs/internal-protocol.md): one TCP
-// connection, authenticated with RL.INTERNAL.HELLO, on which every call is pipelined.
+// connection (TLS for a tls:// address, package link), authenticated with
+// RL.INTERNAL.HELLO, on which every call is pipelined.
 //
 // The client never retries: a call that fails returns its error, and the engine decides
 // when to try again. The next call after a connection failure dials anew.
@@ -8,6 +9,7 @@ package upstream
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/link"
 	"github.com/ratchet/ratchet/resp"
 	"github.com/ratchet/ratchet/wire"
 )
@@ -56,7 +59,8 @@ var (
 	ErrClosed = errors.New("upstream: client closed")
 	// ErrTooManyInFlight is returned at once when Config.MaxInFlight calls are in flight.
 	ErrTooManyInFlight = errors.New("upstream: too many requests in flight")
-	// ErrAuth is returned when the origin refuses the cluster secret (-WRONGPASS).
+	// ErrAuth is returned when the origin refuses the cluster secret (-WRONGPASS), or this
+	// node's link (-NOPERM: a client certificate it requires, --cluster-client-ca).
 	ErrAuth = errors.New("upstream: origin refused the cluster secret")
 	// ErrTooLarge is returned, without sending anything, for a call beyond MaxReadItems,
 	// MaxReplayItems, MaxForwardArgs or MaxRequestBytes; the caller splits it.
@@ -76,11 +80,15 @@ func (e *ServerError) Error() string { return "origin replied: " + e.Msg }
 
 // Config configures a Client.
 type Config struct {
-	Addr    string // the origin's RESP address, host:port
+	Addr    string // the origin's RESP address, host:port or tls://host:port
 	Secret  string // the cluster secret, sent in RL.INTERNAL.HELLO
 	NodeRun string // this edge run, "node-id/boot-nonce", sent in RL.INTERNAL.HELLO
 
-	// DialTimeout bounds the TCP connect and, again, the HELLO exchange. Default 200ms.
+	// TLS configures a tls:// Addr (link.Dialer): the roots the origin's certificate is
+	// verified against (nil: the system roots) and the client certificate, if any.
+	TLS *tls.Config
+	// DialTimeout bounds the TCP connect with the TLS handshake and, again, the HELLO
+	// exchange. Default 200ms.
 	DialTimeout time.Duration
 	// MaxInFlight bounds the calls admitted and not yet answered, including calls whose
 	// caller gave up but whose reply has not arrived. Beyond it calls fail at once with
@@ -113,6 +121,9 @@ type Config struct {
 //     queued); popping, not the caller leaving, frees the slot.
 type Client struct {
 	addr, secret, nodeRun string
+	target                link.Addr // addr parsed; a dial fails with addrErr when it does not parse
+	addrErr               error
+	tlsCfg                *tls.Config
 	dialTimeout           time.Duration
 	writeTimeout          time.Duration // the writeTimeout constant; tests shorten it
 	replyTimeout          time.Duration // the replyTimeout constant; tests shorten it
@@ -154,8 +165,9 @@ func New(cfg Config) *Client {
 		cfg.Logger = slog.Default()
 	}
 	life, stop := context.WithCancel(context.Background())
+	target, addrErr := link.ParseAddr(cfg.Addr)
 	c := &Client{
-		addr: cfg.Addr, secret: cfg.Secret, nodeRun: cfg.NodeRun,
+		addr: cfg.Addr, secret: cfg.Secret, nodeRun: cfg.NodeRun, target: target, addrErr: addrErr, tlsCfg: cfg.TLS,
 		dialTimeout: cfg.DialTimeout, writeTimeout: writeTimeout, replyTimeout: replyTimeout, maxInFlight: int64(cfg.MaxInFlight),
 		log:  cfg.Logger.With("origin", cfg.Addr),
 		life: life, stop: stop,
@@ -431,10 +443,13 @@ func (c *Client) dial(d *dialState) {
 
 // handshake dials and authenticates. Close aborts it.
 func (c *Client) handshake() (net.Conn, *resp.ReplyReader, error) {
+	if c.addrErr != nil {
+		return nil, nil, c.addrErr
+	}
 	// Keep-alive probes detect an origin host that vanished without closing the connection.
-	dialer := net.Dialer{Timeout: c.dialTimeout,
-		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 5 * time.Second, Interval: time.Second, Count: 3}}
-	nc, err := dialer.DialContext(c.life, "tcp", c.addr)
+	dialer := link.Dialer{TLS: c.tlsCfg, Net: net.Dialer{Timeout: c.dialTimeout,
+		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 5 * time.Second, Interval: time.Second, Count: 3}}}
+	nc, err := dialer.Dial(c.life, c.target)
 	if err != nil {
 		if c.life.Err() != nil {
 			return nil, nil, ErrClosed
@@ -465,7 +480,7 @@ func (c *Client) hello(nc net.Conn) (*resp.ReplyReader, error) {
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("hello: %w", err)
-	case rep.Kind == resp.ErrorReply && hasCode(rep.Text, "WRONGPASS"):
+	case rep.Kind == resp.ErrorReply && (hasCode(rep.Text, "WRONGPASS") || hasCode(rep.Text, "NOPERM")):
 		return nil, fmt.Errorf("%w: %s", ErrAuth, rep.Text)
 	case rep.Kind == resp.ErrorReply:
 		return nil, fmt.Errorf("hello: %w", &ServerError{Msg: string(rep.Text)})

@@ -28,6 +28,7 @@ type fakeOrigin struct {
 	ln         net.Listener
 	secret     string
 	helloWait  <-chan struct{}                     // if set, HELLO is answered only once it is closed
+	helloErr   string                              // if set, HELLO is answered with this error
 	record     bool                                // keep hellos and cmds
 	raw        func(argv [][]byte, w *resp.Writer) // if set, answers instead of handler, without allocating
 	done       chan struct{}                       // closed by close
@@ -158,7 +159,9 @@ func (f *fakeOrigin) serve(nc net.Conn) {
 				f.hellos = append(f.hellos, args)
 				f.mu.Unlock()
 				f.wait(f.helloWait)
-				if string(h.Secret) != f.secret {
+				if f.helloErr != "" {
+					w.Error(f.helloErr)
+				} else if string(h.Secret) != f.secret {
 					w.Error("WRONGPASS invalid cluster secret")
 				} else {
 					authed = true

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ratchet/ratchet/link"
 	"github.com/ratchet/ratchet/replication"
 )
 
@@ -52,6 +53,11 @@ type Config struct {
 	PprofListen      string        // net/http/pprof address; empty disables
 	LogLevel         string
 	LogFormat        string
+
+	ClusterCA       string // PEM roots of tls:// --origin/--peer certificates; empty: the system roots
+	ClusterCert     string // client certificate of tls:// node links
+	ClusterKey      string
+	ClusterClientCA string // PEM roots client certificates of nodes are verified against (mutual TLS)
 }
 
 // DefaultConfig returns the embedded defaults: a standalone origin on 127.0.0.1:6380.
@@ -238,6 +244,10 @@ func newFlagSet(c *Config, cliPeers, showVersion *bool) *flag.FlagSet {
 	fs.StringVar(&c.PprofListen, "pprof-listen", c.PprofListen, "address of net/http/pprof, for profiling; empty disables")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
+	fs.StringVar(&c.ClusterCA, "cluster-ca", c.ClusterCA, "CA certificates (PEM) tls:// --origin and --peer addresses are verified against; empty: the system roots")
+	fs.StringVar(&c.ClusterCert, "cluster-cert", c.ClusterCert, "client certificate (PEM) presented on tls:// --origin and --peer links")
+	fs.StringVar(&c.ClusterKey, "cluster-key", c.ClusterKey, "key (PEM) of --cluster-cert")
+	fs.StringVar(&c.ClusterClientCA, "cluster-client-ca", c.ClusterClientCA, "CA certificates (PEM) of node client certificates: with --tls-cert, RL.INTERNAL.HELLO needs one (mutual TLS)")
 	fs.BoolVar(showVersion, "version", false, "print the version and exit")
 	return fs
 }
@@ -351,6 +361,10 @@ func (c *Config) Validate() error {
 		return errors.New("--threads must be 0 (one per core) or more")
 	case (c.TLSCert == "") != (c.TLSKey == ""):
 		return errors.New("--tls-cert and --tls-key go together")
+	case (c.ClusterCert == "") != (c.ClusterKey == ""):
+		return errors.New("--cluster-cert and --cluster-key go together")
+	case c.ClusterClientCA != "" && c.TLSCert == "":
+		return errors.New("--cluster-client-ca needs --tls-cert (client certificates are checked in the TLS handshake)")
 	case c.SnapshotInterval <= 0:
 		return errors.New("--snapshot-interval must be positive")
 	case c.WriteTimeout <= 0:
@@ -366,6 +380,11 @@ func (c *Config) Validate() error {
 	}
 	if _, err := c.PeerList(); err != nil {
 		return err
+	}
+	for _, a := range c.OriginList() {
+		if _, err := link.ParseAddr(a); err != nil {
+			return fmt.Errorf("--origin: %w", err)
+		}
 	}
 	if c.NodeID == "" {
 		host, _ := os.Hostname()
@@ -384,6 +403,9 @@ func (c *Config) PeerList() ([]replication.Peer, error) {
 		}
 		if region == c.Region {
 			return nil, fmt.Errorf("--peer %q: that is this node's own region", p)
+		}
+		if _, err := link.ParseAddr(addr); err != nil {
+			return nil, fmt.Errorf("--peer %q: %w", p, err)
 		}
 		out = append(out, replication.Peer{Region: region, Addr: addr})
 	}

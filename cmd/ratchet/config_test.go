@@ -77,6 +77,24 @@ func TestParseConfig(t *testing.T) {
 				return len(p) == 3 && p[2].Region == "sa" && p[1].Addr == "127.0.0.1:2"
 			}},
 		{name: "tls half", args: []string{"--tls-cert", "c.pem"}, err: "go together"},
+		{name: "cluster tls flags", args: []string{"--role", "edge", "--cluster-secret", "s", "--origin", "tls://127.0.0.1:1",
+			"--cluster-ca", "ca.pem", "--cluster-cert", "n.pem", "--cluster-key", "n.key"},
+			check: func(c Config) bool {
+				return c.ClusterCA == "ca.pem" && c.ClusterCert == "n.pem" && c.ClusterKey == "n.key" && c.OriginList()[0] == "tls://127.0.0.1:1"
+			}},
+		{name: "cluster tls env", env: map[string]string{"RATCHET_CLUSTER_CA": "ca.pem", "RATCHET_CLUSTER_CERT": "n.pem", "RATCHET_CLUSTER_KEY": "n.key",
+			"RATCHET_CLUSTER_CLIENT_CA": "clients.pem", "RATCHET_TLS_CERT": "s.pem", "RATCHET_TLS_KEY": "s.key"},
+			check: func(c Config) bool {
+				return c.ClusterCA == "ca.pem" && c.ClusterCert == "n.pem" && c.ClusterKey == "n.key" && c.ClusterClientCA == "clients.pem"
+			}},
+		{name: "tls peer", args: []string{"--region", "us", "--peer", "eu=tls://[::1]:7002", "--cluster-secret", "s"},
+			check: func(c Config) bool { p, _ := c.PeerList(); return len(p) == 1 && p[0].Addr == "tls://[::1]:7002" }},
+		{name: "cluster cert half", args: []string{"--cluster-cert", "n.pem"}, err: "--cluster-cert and --cluster-key go together"},
+		{name: "cluster key half", env: map[string]string{"RATCHET_CLUSTER_KEY": "n.key"}, err: "--cluster-cert and --cluster-key go together"},
+		{name: "client CA without TLS", args: []string{"--cluster-client-ca", "ca.pem"}, err: "--cluster-client-ca needs --tls-cert"},
+		{name: "origin other scheme", args: []string{"--role", "edge", "--cluster-secret", "s", "--origin", "rediss://127.0.0.1:1"}, err: "--origin: address"},
+		{name: "origin tls without port", args: []string{"--role", "edge", "--cluster-secret", "s", "--origin", "127.0.0.1:1,tls://127.0.0.1"}, err: "--origin: address"},
+		{name: "peer bad port", args: []string{"--peer", "eu=tls://127.0.0.1:99999", "--cluster-secret", "s"}, err: `--peer "eu=tls://127.0.0.1:99999"`},
 		{name: "stray arg", args: []string{"extra"}, err: "unexpected argument"},
 
 		// Values that cannot be meant are refused, naming the flag or the variable.

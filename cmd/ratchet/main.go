@@ -8,7 +8,6 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -171,8 +170,12 @@ func newOrigin(cfg Config, log *slog.Logger) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
+	linkTLS, err := clusterTLS(cfg)
+	if err != nil {
+		return nil, err
+	}
 	if len(peers) > 0 {
-		if n.repl, err = replication.New(replication.Config{Peers: peers, Secret: cfg.ClusterSecret,
+		if n.repl, err = replication.New(replication.Config{Peers: peers, Secret: cfg.ClusterSecret, TLS: linkTLS,
 			Interval: cfg.PublishInterval, Threshold: cfg.PublishThreshold, Logger: log}, eng); err != nil {
 			return nil, err
 		}
@@ -219,12 +222,16 @@ func newEdge(cfg Config, log *slog.Logger, observe func(string, error, time.Dura
 		return nil, fmt.Errorf("boot nonce: %w", err)
 	}
 	run := cfg.NodeID + "/" + hex.EncodeToString(nonce[:])
+	linkTLS, err := clusterTLS(cfg)
+	if err != nil {
+		return nil, err
+	}
 	n := &node{}
 	ec := engine.EdgeConfig{NodeRun: run, Freshness: cfg.Freshness, ReplayInterval: cfg.ReplayInterval,
 		OriginTimeout: cfg.OriginTimeout, DegradedShare: cfg.DegradedShare, MaxMemoryBytes: cfg.MaxMemory,
 		Logger: log, Observe: observe}
 	for _, addr := range cfg.OriginList() {
-		c := upstream.New(upstream.Config{Addr: addr, Secret: cfg.ClusterSecret, NodeRun: run, Logger: log})
+		c := upstream.New(upstream.Config{Addr: addr, Secret: cfg.ClusterSecret, NodeRun: run, TLS: linkTLS, Logger: log})
 		n.clients = append(n.clients, c)
 		ec.Origins = append(ec.Origins, c)
 		ec.OriginIDs = append(ec.OriginIDs, addr)
@@ -254,13 +261,9 @@ func run(cfg Config, log *slog.Logger) error {
 		return err
 	}
 
-	var tlsCfg *tls.Config
-	if cfg.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
-		if err != nil {
-			return fmt.Errorf("load TLS key pair: %w", err)
-		}
-		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	tlsCfg, err := listenerTLS(cfg)
+	if err != nil {
+		return err
 	}
 	srv := server.New(server.Config{Addr: cfg.Listen, MaxClients: cfg.MaxClients, WriteTimeout: cfg.WriteTimeout, TLS: tlsCfg, Logger: log,
 		EventLoops: eventLoops(cfg), ReadTimeout: cfg.ReadTimeout, IdleTimeout: cfg.IdleTimeout,
@@ -306,7 +309,7 @@ func run(cfg Config, log *slog.Logger) error {
 		// Decide a batch of requests at the instant it was read, where nothing waits.
 		BatchTime: true, Forward: forward,
 		OnImport: onImport, Peers: peerInfo, PeerRegions: peerRegions,
-		Limiter: n.limiter, Origin: n.origin, ClusterSecret: cfg.ClusterSecret, Host: srv,
+		Limiter: n.limiter, Origin: n.origin, ClusterSecret: cfg.ClusterSecret, Host: srv, ClusterClientCert: cfg.ClusterClientCA != "",
 		RequirePass: cfg.RequirePass, Role: cfg.Role, Region: cfg.Region,
 		NodeID: cfg.NodeID, MaxClients: cfg.MaxClients, Version: version, Snapshots: snapStats, Logger: log,
 		Config: map[string]string{
