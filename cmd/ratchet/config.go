@@ -309,8 +309,9 @@ Every flag can also be set by the environment variable shown beside it; a flag o
 command line wins over the environment, and a variable set to "" is the empty value.
 An empty value is refused, except where it means something: --data-dir, --metrics-listen
 and --pprof-listen (disabled), --requirepass and --cluster-secret (none), --tls-cert and
---tls-key (no TLS), --origin (an origin has none) and --peer (no peers). --node-id left
-unset is derived from the host and port.
+--tls-key (no TLS), --cluster-ca (the system roots), --cluster-cert and --cluster-key (no
+client certificate), --cluster-client-ca (none required), --origin (an origin has none)
+and --peer (no peers). --node-id left unset is derived from the host and port.
 
 `)
 	fs.VisitAll(func(f *flag.Flag) {
