@@ -70,12 +70,9 @@ func cmdAuth(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 
 const errWrongPass = "WRONGPASS invalid username-password pair or user is disabled."
 
-// tryPassword checks a password unless the throttle refuses the attempt (auth.go), and
-// records the outcome. It reports whether the connection may log in.
+// tryPassword checks a password, whatever failed before, and records the outcome with the
+// throttle (auth.go). It reports whether the connection may log in.
 func (d *Dispatcher) tryPassword(s *Session, user, pass []byte) bool {
-	if d.authRefused(s, d.clientAuth) {
-		return false
-	}
 	if !d.checkPassword(user, pass) {
 		d.authFailed(s, d.clientAuth)
 		return false

@@ -51,8 +51,8 @@ type ConnStats struct {
 // AuthStats count failed authentication: AUTH, HELLO AUTH and the cluster secret of
 // RL.INTERNAL.HELLO.
 type AuthStats struct {
-	Failures  uint64 // wrong passwords and secrets
-	Throttled uint64 // attempts refused without checking, after repeated failures
+	Failures  uint64 // wrong passwords and secrets, within the throttle's budget
+	Throttled uint64 // wrong ones over the budget, after repeated failures (their connection is closed)
 }
 
 // PeerInfo describes one peer region for INFO.

