@@ -57,7 +57,7 @@ func TestAuthThrottleConnection(t *testing.T) {
 		{0, []string{"AUTH", "default", "b"}, wrongPass, 2, 0, false},
 		{0, []string{"HELLO", "3", "AUTH", "default", "c"}, wrongPass, 3, 0, false},
 		{0, []string{"AUTH", "d"}, wrongPass, 4, 0, false},
-		{0, []string{"AUTH", "e"}, wrongPass, 5, 0, false}, // the fifth: 100 ms over budget
+		{0, []string{"AUTH", "e"}, wrongPass, 5, 0, false},  // the fifth: 100 ms over budget
 		{0, []string{"AUTH", "pw"}, "+OK\r\n", 5, 0, false}, // right: accepted, the count reset
 		{0, []string{"AUTH", "f"}, wrongPass, 6, 0, false},
 		{0, []string{"AUTH", "g"}, wrongPass, 7, 0, false},
@@ -71,7 +71,7 @@ func TestAuthThrottleConnection(t *testing.T) {
 		{0, []string{"AUTH", "n"}, wrongPass, 14, 0, false},
 		{0, []string{"AUTH", "o"}, wrongPass, 15, 0, false},
 		{99 * time.Millisecond, []string{"AUTH", "p"}, wrongPass, 15, 1, true}, // over budget: closed
-		{0, []string{"AUTH", "pw"}, "+OK\r\n", 15, 1, false},                // right: still accepted
+		{0, []string{"AUTH", "pw"}, "+OK\r\n", 15, 1, false},                   // right: still accepted
 	}
 	for i, st := range steps {
 		r.now = r.now.Add(st.advance)

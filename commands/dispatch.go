@@ -8,7 +8,6 @@
 package commands
 
 import (
-	"crypto/subtle"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -131,6 +130,9 @@ type Options struct {
 	// Forward has the origin run the regional commands of an edge's client (forward.go);
 	// nil on an origin, and on an edge that cannot (they are then refused).
 	Forward Forward
+	// ACLFile holds users in Redis's ACL syntax (acl.go); LoadACL reads it. "": the
+	// default user only, with RequirePass.
+	ACLFile string
 	// Logger receives the rate-limited lines about failed authentication; nil:
 	// slog.Default().
 	Logger *slog.Logger
@@ -158,6 +160,8 @@ type Dispatcher struct {
 	clientAuth  *authThrottle    // AUTH and HELLO AUTH failures by address (auth.go)
 	clusterAuth *authThrottle    // RL.INTERNAL.HELLO failures by address
 	now         func() time.Time // the throttle's clock; time.Now but in tests
+
+	acl atomic.Pointer[aclState] // the users in force (acl.go)
 }
 
 // AuthStats returns the failed-authentication counters.
@@ -197,7 +201,9 @@ func New(opt Options) *Dispatcher {
 	if bl, ok := opt.Limiter.(BatchLimiter); ok && opt.BatchTime {
 		d.atBatch = bl
 	}
+	d.acl.Store(newACLState(map[string]*aclUser{"default": defaultUser(opt.RequirePass)}, false))
 	for _, c := range append(append(commandTable(), kvCommands()...), internalCommands()...) {
+		bindACL(c)
 		d.table[c.Name] = c
 		d.ordered = append(d.ordered, c)
 	}
@@ -228,10 +234,17 @@ func (d *Dispatcher) Serve(s *Session, w *resp.Writer, args [][]byte) {
 		w.Error("ERR wrong number of arguments for '" + cmd.Name + "' command")
 		return
 	}
-	if d.opt.RequirePass != "" && !s.Authed && cmd.Flags&flagNoAuth == 0 {
+	if !s.Authed && cmd.Flags&flagNoAuth == 0 && !d.autoAuth(s) {
 		d.processed.add(s.ID)
 		w.Error("NOAUTH Authentication required.")
 		return
+	}
+	if s.user != nil { // an ACL file is in force (acl.go)
+		if msg := d.aclDenied(s, cmd, args); msg != "" {
+			d.processed.add(s.ID)
+			w.Error(msg)
+			return
+		}
 	}
 	if s.lastCmd.Load() != cmd { // clients repeat one command: skip the atomic swap
 		s.lastCmd.Store(cmd)
@@ -301,16 +314,4 @@ func clip(b []byte) string {
 		b = b[:128]
 	}
 	return string(b)
-}
-
-// checkPassword reports whether user (nil: the default user) may log in with pass. As in
-// Redis, the only user is "default"; without --requirepass it takes any password.
-func (d *Dispatcher) checkPassword(user, pass []byte) bool {
-	if user != nil && string(user) != "default" {
-		return false
-	}
-	if d.opt.RequirePass == "" {
-		return true
-	}
-	return subtle.ConstantTimeCompare(pass, []byte(d.opt.RequirePass)) == 1
 }

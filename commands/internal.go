@@ -51,6 +51,7 @@ func cmdInternalHello(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) 
 	}
 	d.authSucceeded(s)
 	s.cluster, s.Authed = true, true
+	s.user, s.aclState = nil, nil // the cluster secret governs a node's connection, never an ACL user
 	s.nodeRun = h.NodeRun
 	if region, ok := wire.PeerRegion(s.nodeRun); ok {
 		s.peerRegion = region // another region's origin, not an edge of ours

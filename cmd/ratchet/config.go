@@ -52,6 +52,7 @@ type Config struct {
 	PprofListen      string        // net/http/pprof address; empty disables
 	LogLevel         string
 	LogFormat        string
+	ACLFile          string // users in Redis's ACL syntax; empty: the default user only
 }
 
 // DefaultConfig returns the embedded defaults: a standalone origin on 127.0.0.1:6380.
@@ -238,6 +239,7 @@ func newFlagSet(c *Config, cliPeers, showVersion *bool) *flag.FlagSet {
 	fs.StringVar(&c.PprofListen, "pprof-listen", c.PprofListen, "address of net/http/pprof, for profiling; empty disables")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
+	fs.StringVar(&c.ACLFile, "aclfile", c.ACLFile, "file of users in Redis's ACL syntax (user NAME on >password ~pattern +@category); --requirepass stays the default user's password")
 	fs.BoolVar(showVersion, "version", false, "print the version and exit")
 	return fs
 }
