@@ -151,7 +151,10 @@ func TestAuthFloodRightPassword(t *testing.T) {
 	stop := make(chan struct{})
 	var wrong atomic.Int64
 	done := make(chan struct{})
-	go func() { defer close(done); wrongFlood(p.Addr, stop, &wrong, func(s string) []string { return []string{"AUTH", s} }) }()
+	go func() {
+		defer close(done)
+		wrongFlood(p.Addr, stop, &wrong, func(s string) []string { return []string{"AUTH", s} })
+	}()
 	defer func() { close(stop); <-done }()
 	poll(t, 30*time.Second, "100 wrong passwords", func() (bool, string) {
 		return wrong.Load() >= 100, strconv.FormatInt(wrong.Load(), 10)
