@@ -348,7 +348,7 @@ func parseACL(name string, text []byte, requirePass string) (*aclState, error) {
 func readACL(path, requirePass string) (*aclState, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("open ACL file %s: %w", path, err)
+		return nil, fmt.Errorf("open ACL file: %w", err)
 	}
 	defer f.Close()
 	text, err := io.ReadAll(io.LimitReader(f, aclMaxFile+1))

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -212,5 +213,58 @@ func redisString(v any) string {
 		return "[" + strings.Join(parts, " ") + "]"
 	default:
 		return fmt.Sprint(x)
+	}
+}
+
+// TestACLFileRefusedAtStart: a file with an error, or none, stops ratchet before it
+// serves, with Redis's message naming the file and line.
+func TestACLFileRefusedAtStart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tc := range []struct{ path, want string }{
+		{writeACL(t, dir, "user acme on >pw +@nope\n"), "users.acl:1: Error in applying operation '+@nope': Unknown command or category name in ACL."},
+		{filepath.Join(dir, "missing.acl"), "missing.acl"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cmd := exec.CommandContext(ctx, binPath, "--aclfile", tc.path, "--listen", loopback(freePort(t)),
+			"--metrics-listen", "", "--data-dir", "")
+		cmd.Env = cleanEnv()
+		out, err := cmd.CombinedOutput()
+		timedOut := ctx.Err() != nil
+		cancel()
+		if err == nil || timedOut {
+			t.Errorf("--aclfile %s: exited %v (timed out: %v); want a failure at once\n%s", tc.path, err, timedOut, out)
+		}
+		if !strings.Contains(string(out), tc.want) || !strings.Contains(string(out), "--aclfile") {
+			t.Errorf("--aclfile %s: output does not name the flag and %q:\n%s", tc.path, tc.want, out)
+		}
+	}
+}
+
+// TestACLEdge: an edge with --aclfile checks its clients' permissions itself, before
+// deciding locally or forwarding to its origin (which has no users of its own): the
+// tenant's RL.LIMIT and INCR under acme: work, others are refused with NOPERM.
+func TestACLEdge(t *testing.T) {
+	t.Parallel()
+	origin := startOrigin(t)
+	edge := startEdge(t, []*proc{origin}, "--aclfile", writeACL(t, t.TempDir(), aclCommon+aclTenant))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	acme := edge.client(t, &redis.Options{Username: "acme", Password: "acmepw"})
+	for _, args := range [][]any{{"RL.LIMIT", "u1", 10, "1m", "NS", "acme"}, {"INCR", "acme:hits"}} {
+		if err := acme.Do(ctx, args...).Err(); err != nil {
+			t.Errorf("acme on the edge: %v: %v", args, err)
+		}
+	}
+	for _, args := range [][]any{{"RL.LIMIT", "u1", 10, "1m", "NS", "globex"}, {"INCR", "globex:hits"}} {
+		if err := acme.Do(ctx, args...).Err(); err == nil || err.Error() != "NOPERM No permissions to access a key" {
+			t.Errorf("acme on the edge: %v: %v, want NOPERM", args, err)
+		}
+	}
+	if v, err := origin.client(t, nil).Get(ctx, "acme:hits").Result(); err != nil || v != "1" {
+		t.Errorf("GET acme:hits on the origin = %q, %v; want 1 (forwarded once)", v, err)
+	}
+	if err := edge.client(t, nil).Ping(ctx).Err(); err == nil || !strings.HasPrefix(err.Error(), "NOAUTH") {
+		t.Errorf("PING on the edge without AUTH: %v, want NOAUTH (the file's default user has a password)", err)
 	}
 }
