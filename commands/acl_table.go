@@ -39,6 +39,8 @@ var aclCommandCategories = map[string]string{
 	"multi": "fast transaction", "exec": "slow transaction", "discard": "fast transaction",
 	"watch": "fast transaction", "unwatch": "fast transaction",
 
+	"command": "slow connection", // bare COMMAND; its subcommands below
+
 	"eval": "slow scripting", "evalsha": "slow scripting", "eval_ro": "slow scripting", "evalsha_ro": "slow scripting",
 }
 
@@ -87,6 +89,7 @@ func buildACLTable() *aclTable {
 	for _, c := range append(commandTable(), kvCommands()...) {
 		if subs, ok := aclSubcommands[c.Name]; ok {
 			names = append(names, c.Name)
+			cats[c.Name] = aclCommandCategories[c.Name] // the bare container: COMMAND's only
 			for sub, cat := range subs {
 				names = append(names, c.Name+"|"+sub)
 				cats[c.Name+"|"+sub] = cat

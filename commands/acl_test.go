@@ -242,6 +242,8 @@ func TestACLPermissions(t *testing.T) {
 		{"acme", "acmepw", "INFO", noCmd("acme", "info")},
 		{"acme", "acmepw", "EVALSHA 0000000000000000000000000000000000000000 1 acme:x", noCmd("acme", "evalsha")},
 		{"acme", "acmepw", "PING", "+PONG"},
+		{"acme", "acmepw", "COMMAND", "*"}, // @slow @connection, as its subcommands
+		{"acme", "acmepw", "COMMAND DOCS rl.limit", "*"},
 		{"ro", "ropw", "GET anything", "$-1"},
 		{"ro", "ropw", "RL.STATUS k 1m", "*"},
 		{"ro", "ropw", "RL.LIMIT k 10 1m", noKey}, // @ratelimit allows it; %R~* grants no write
