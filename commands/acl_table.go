@@ -39,7 +39,8 @@ var aclCommandCategories = map[string]string{
 	"multi": "fast transaction", "exec": "slow transaction", "discard": "fast transaction",
 	"watch": "fast transaction", "unwatch": "fast transaction",
 
-	"command": "slow connection", // bare COMMAND; its subcommands below
+	// The containers themselves (bare COMMAND runs; the others need a subcommand).
+	"command": "slow connection", "acl": "slow", "client": "slow", "config": "slow", "script": "slow",
 
 	"eval": "slow scripting", "evalsha": "slow scripting", "eval_ro": "slow scripting", "evalsha_ro": "slow scripting",
 }
@@ -89,7 +90,7 @@ func buildACLTable() *aclTable {
 	for _, c := range append(commandTable(), kvCommands()...) {
 		if subs, ok := aclSubcommands[c.Name]; ok {
 			names = append(names, c.Name)
-			cats[c.Name] = aclCommandCategories[c.Name] // the bare container: COMMAND's only
+			cats[c.Name] = aclCommandCategories[c.Name] // the bare container
 			for sub, cat := range subs {
 				names = append(names, c.Name+"|"+sub)
 				cats[c.Name+"|"+sub] = cat

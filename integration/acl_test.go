@@ -178,6 +178,38 @@ func TestACLMatchesRedisServer(t *testing.T) {
 		t.Errorf("MULTI with refused commands:\n redis-server %q\n ratchet      %q", replies[0], replies[1])
 	}
 
+	// COMMAND INFO: the same ACL categories and key positions for every command both have.
+	ratchetAdmin := redis.NewClient(&redis.Options{Addr: p.Addr, Password: "adminpw", PoolSize: 1, MaxRetries: -1})
+	realAdmin = redis.NewClient(&redis.Options{Addr: redisAddr, Password: "adminpw", PoolSize: 1, MaxRetries: -1})
+	t.Cleanup(func() { _ = ratchetAdmin.Close(); _ = realAdmin.Close() })
+	names, err := ratchetAdmin.Do(ctx, "COMMAND", "LIST").StringSlice()
+	if err != nil {
+		t.Fatalf("COMMAND LIST: %v", err)
+	}
+	compared := 0
+	for _, name := range names {
+		info := func(c *redis.Client) string {
+			v, err := c.Do(ctx, "COMMAND", "INFO", name).Slice()
+			if err != nil || len(v) != 1 {
+				return fmt.Sprint(err)
+			}
+			e, ok := v[0].([]any)
+			if !ok || len(e) < 7 {
+				return "(none)"
+			}
+			return fmt.Sprint(e[3:7]) // first key, last key, step, categories
+		}
+		want := info(realAdmin)
+		if want == "(none)" {
+			continue // not a Redis command
+		}
+		compared++
+		if got := info(ratchetAdmin); got != want {
+			t.Errorf("COMMAND INFO %s [first last step categories]:\n redis-server %s\n ratchet      %s", name, want, got)
+		}
+	}
+	t.Logf("COMMAND INFO compared for %d commands", compared)
+
 	// ACL LOAD of a bad file: the same error (file names aside), the users kept.
 	bad := "user default on >adminpw ~* &* +@all\nuser counter on >cpw ~acme:* +get +nosuchcmd\nusr x\n"
 	writeACL(t, filepath.Dir(ratchetACL), bad)
