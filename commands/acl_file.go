@@ -184,8 +184,8 @@ func (u *aclUser) commandRule(op, lower string, t *aclTable) error {
 		}
 		set = append(set, bit)
 		if _, container := aclSubcommands[name]; container { // all its subcommands too
-			for i := bit + 1; i < len(t.names) && strings.HasPrefix(t.names[i], name+"|"); i++ {
-				set = append(set, i)
+			for sub := range aclSubcommands[name] {
+				set = append(set, t.ids[name+"|"+sub])
 			}
 		}
 	}

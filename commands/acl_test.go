@@ -200,6 +200,7 @@ user acme on >acmepw ~acme:* +@ratelimit +@read +@write +@connection -@admin
 user ro on >ropw %R~* +@read +@ratelimit
 user scripts on >scpw ~lim:* +@scripting +get
 user off off >offpw +@all ~*
+user cli on >clipw +client -client|list
 `
 
 // TestACLPermissions: commands and keys a user may and may not use, with Redis 7's
@@ -253,6 +254,10 @@ func TestACLPermissions(t *testing.T) {
 		{"scripts", "scpw", "EVAL x 1 other", noKey},
 		{"scripts", "scpw", "GET other", noKey},
 		{"scripts", "scpw", "SCRIPT FLUSH", ok},
+		{"cli", "clipw", "CLIENT ID", ":"}, // +client: every subcommand
+		{"cli", "clipw", "client getname", "$-1"},
+		{"cli", "clipw", "CLIENT LIST", noCmd("cli", "client|list")},
+		{"cli", "clipw", "PING", noCmd("cli", "ping")},
 		{"default", "adminpw", "CONFIG GET maxclients", "*"},
 		{"default", "adminpw", "ACL WHOAMI", "$7\r\ndefault"},
 	}
@@ -283,7 +288,7 @@ func TestACLAuth(t *testing.T) {
 		{"CLIENT INFO", "$"},
 		{"AUTH adminpw", "+OK\r\n"},
 		{"ACL WHOAMI", "$7\r\ndefault\r\n"},
-		{"ACL USERS", "*5\r\n$4\r\nacme\r\n$7\r\ndefault\r\n$3\r\noff\r\n$2\r\nro\r\n$7\r\nscripts\r\n"},
+		{"ACL USERS", "*6\r\n$4\r\nacme\r\n$3\r\ncli\r\n$7\r\ndefault\r\n$3\r\noff\r\n$2\r\nro\r\n$7\r\nscripts\r\n"},
 		{"ACL CAT ratelimit", "*3\r\n$11\r\ncl.throttle\r\n$8\r\nrl.limit\r\n$9\r\nrl.status\r\n"},
 		{"ACL CAT nosuch", "-ERR Unknown category 'nosuch'\r\n"},
 		{"ACL SETUSER x on", "-ERR ACL SETUSER is not supported"},
