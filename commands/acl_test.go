@@ -419,3 +419,16 @@ func TestACLCategoriesCoverTable(t *testing.T) {
 		}
 	}
 }
+
+// TestACLDefaultRestricted: a file's default user "on nopass" with few permissions is
+// what a connection that never authenticates runs as.
+func TestACLDefaultRestricted(t *testing.T) {
+	r := newACLRig(t, "user default on nopass ~pub:* +get +@connection\nuser admin on >adminpw ~* +@all\n", "")
+	r.steps(NewSession(1, "127.0.0.1:5000", "127.0.0.1:6380", 0), []aclStep{
+		{"GET pub:x", "$-1\r\n"},
+		{"GET other", "-NOPERM No permissions to access a key\r\n"},
+		{"INCR pub:x", "-NOPERM User default has no permissions to run the 'incr' command\r\n"},
+		{"AUTH admin adminpw", "+OK\r\n"},
+		{"INCR other", ":1\r\n"},
+	})
+}
