@@ -10,19 +10,24 @@ import (
 	"github.com/ratchet/ratchet/ratelog"
 )
 
-// Failed authentication is throttled, per connection and per source address (the IP
-// without its port), separately for client passwords (AUTH, HELLO AUTH) and for the
-// cluster secret (RL.INTERNAL.HELLO):
+// Failed authentication is throttled, per connection, per source address (the IP without
+// its port) and for the whole server, separately for client passwords (AUTH, HELLO AUTH)
+// and for the cluster secret (RL.INTERNAL.HELLO). The rule: a wrong guess never stops the
+// right secret. Every attempt is checked (in constant time), and a right one is accepted
+// whatever failed before from the same connection or address; the throttle acts on wrong
+// ones only:
 //
-//   - the first authFreeFailures failures of a connection, and authFreeAddrFailures of an
-//     address (several clients may share one), are answered at once;
-//   - each further failure refuses every attempt from that connection or address for a
-//     backoff, authBackoffMin doubling up to authBackoffMax; an attempt made while refused
-//     gets the same WRONGPASS reply without the password being checked (so a reply tells an
-//     attacker nothing), and counts in AuthStats.Throttled;
-//   - a success resets the connection's count; an address's count is forgotten after
-//     authForget without a failure. At most authAddrs addresses are remembered per kind,
-//     the least recently failed forgotten first.
+//   - the first authFreeFailures failures of a connection, authFreeAddrFailures of an
+//     address (several clients may share one) and authFreeAllFailures of the server (a
+//     botnet of addresses) are counted in AuthStats.Failures and answered WRONGPASS;
+//   - each further failure puts that connection, address or the server over budget for a
+//     backoff, authBackoffMin doubling up to authBackoffMax. A wrong attempt made while
+//     over budget gets the same WRONGPASS reply (it tells an attacker nothing), counts in
+//     AuthStats.Throttled, and closes its connection: a guesser then pays a new
+//     connection for each guess and cannot pipeline them;
+//   - a success resets the connection's count; an address's or the server's count is
+//     forgotten after authForget without a failure. At most authAddrs addresses are
+//     remembered per kind, the least recently failed forgotten first.
 //
 // Nothing sleeps: handlers may run on an event loop shared by many connections. Failures
 // are logged at most once per 10 s per kind, with the number not logged, and never with
@@ -31,6 +36,7 @@ import (
 const (
 	authFreeFailures     = 5
 	authFreeAddrFailures = 20
+	authFreeAllFailures  = 1000
 	authBackoffMin       = 100 * time.Millisecond
 	authBackoffMax       = 10 * time.Second
 	authForget           = time.Minute
@@ -41,13 +47,13 @@ const (
 type failState struct {
 	fails        int
 	lastMs       int64 // the last failure
-	blockedUntil int64 // ms; attempts before it are refused unchecked
+	blockedUntil int64 // ms; wrong attempts before it are over budget
 }
 
 func (f *failState) blocked(nowMs int64) bool { return nowMs < f.blockedUntil }
 
 // fail records a failure at nowMs, forgetting the count when forget ms passed without one
-// (0: never); past free failures it refuses attempts for a backoff.
+// (0: never); past free failures it puts further wrong attempts over budget for a backoff.
 func (f *failState) fail(nowMs, forget int64, free int) {
 	if forget > 0 && nowMs-f.lastMs > forget {
 		f.fails = 0
@@ -69,6 +75,7 @@ type authThrottle struct {
 	log  *ratelog.Limiter
 
 	mu    sync.Mutex
+	all   failState                // the server's failures, every address together
 	addrs map[string]*list.Element // of *addrFails
 	lru   list.List                // most recently failed in front
 }
@@ -82,10 +89,14 @@ func newAuthThrottle(kind string) *authThrottle {
 	return &authThrottle{kind: kind, log: ratelog.New(10 * time.Second), addrs: make(map[string]*list.Element)}
 }
 
-// blocked reports whether attempts from addr are refused at nowMs.
+// blocked reports whether wrong attempts from addr are over budget at nowMs: addr's, or
+// every address's together.
 func (t *authThrottle) blocked(addr string, nowMs int64) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.all.blocked(nowMs) {
+		return true
+	}
 	e := t.addrs[addr]
 	return e != nil && e.Value.(*addrFails).blocked(nowMs)
 }
@@ -108,6 +119,7 @@ func (t *authThrottle) fail(addr string, nowMs int64) int {
 	}
 	a := e.Value.(*addrFails)
 	a.fail(nowMs, authForget.Milliseconds(), authFreeAddrFailures)
+	t.all.fail(nowMs, authForget.Milliseconds(), authFreeAllFailures)
 	return a.fails
 }
 
@@ -120,23 +132,20 @@ func hostOf(addr string) string {
 	return addr
 }
 
-// authRefused reports whether s may not try a secret of kind t now; the attempt is then
-// counted as throttled, and the caller answers as for a wrong secret.
-func (d *Dispatcher) authRefused(s *Session, t *authThrottle) bool {
-	now := d.now().UnixMilli()
-	if !s.authFail.blocked(now) && !t.blocked(hostOf(s.Addr), now) {
-		return false
-	}
-	d.authThrottled.Add(1)
-	return true
-}
-
-// authFailed records a wrong secret of kind t from s, and logs it rate-limited.
+// authFailed records a wrong secret of kind t from s, and logs it rate-limited. Over
+// budget, the attempt counts as throttled instead and s is closed after its reply (the
+// caller answers WRONGPASS either way).
 func (d *Dispatcher) authFailed(s *Session, t *authThrottle) {
 	now := d.now()
+	nowMs := now.UnixMilli()
 	host := hostOf(s.Addr)
-	s.authFail.fail(now.UnixMilli(), 0, authFreeFailures)
-	n := t.fail(host, now.UnixMilli())
+	if s.authFail.blocked(nowMs) || t.blocked(host, nowMs) {
+		d.authThrottled.Add(1)
+		s.closing = true
+		return
+	}
+	s.authFail.fail(nowMs, 0, authFreeFailures)
+	n := t.fail(host, nowMs)
 	total := d.authFailures.Add(1)
 	if ok, suppressed := t.log.Allow(now); ok {
 		d.logger().Warn("authentication failed", "secret", t.kind, "remote", host, "address_failures", n,

@@ -40,8 +40,9 @@ func (r *throttleRig) serve(s *Session, args ...string) string {
 
 const wrongPass = "-" + errWrongPass + "\r\n"
 
-// TestAuthThrottleConnection: five failures are checked; then attempts, the right password
-// included, are refused unchecked for 100 ms, then 200 ms, ...; a success resets the count.
+// TestAuthThrottleConnection: five failures of a connection are counted; a further wrong
+// attempt within the backoff is throttled and closes the connection; the right password
+// is accepted at any time, and a success resets the count.
 func TestAuthThrottleConnection(t *testing.T) {
 	r := newThrottleRig()
 	s := NewSession(1, "127.0.0.1:5000", "127.0.0.1:6380", 0)
@@ -50,22 +51,31 @@ func TestAuthThrottleConnection(t *testing.T) {
 		cmd             []string
 		want            string
 		failed, refused uint64
+		closing         bool
 	}{
-		{0, []string{"AUTH", "a"}, wrongPass, 1, 0},
-		{0, []string{"AUTH", "default", "b"}, wrongPass, 2, 0},
-		{0, []string{"HELLO", "3", "AUTH", "default", "c"}, wrongPass, 3, 0},
-		{0, []string{"AUTH", "d"}, wrongPass, 4, 0},
-		{0, []string{"AUTH", "e"}, wrongPass, 5, 0}, // the fifth: 100 ms of refusals
-		{0, []string{"AUTH", "pw"}, wrongPass, 5, 1},
-		{99 * time.Millisecond, []string{"HELLO", "3", "AUTH", "default", "pw"}, wrongPass, 5, 2},
-		{time.Millisecond, []string{"AUTH", "f"}, wrongPass, 6, 2}, // checked: 200 ms now
-		{199 * time.Millisecond, []string{"AUTH", "pw"}, wrongPass, 6, 3},
-		{time.Millisecond, []string{"AUTH", "pw"}, "+OK\r\n", 6, 3},
-		{0, []string{"AUTH", "g"}, wrongPass, 7, 3}, // counted afresh after the success
-		{0, []string{"AUTH", "pw"}, "+OK\r\n", 7, 3},
+		{0, []string{"AUTH", "a"}, wrongPass, 1, 0, false},
+		{0, []string{"AUTH", "default", "b"}, wrongPass, 2, 0, false},
+		{0, []string{"HELLO", "3", "AUTH", "default", "c"}, wrongPass, 3, 0, false},
+		{0, []string{"AUTH", "d"}, wrongPass, 4, 0, false},
+		{0, []string{"AUTH", "e"}, wrongPass, 5, 0, false},  // the fifth: 100 ms over budget
+		{0, []string{"AUTH", "pw"}, "+OK\r\n", 5, 0, false}, // right: accepted, the count reset
+		{0, []string{"AUTH", "f"}, wrongPass, 6, 0, false},
+		{0, []string{"AUTH", "g"}, wrongPass, 7, 0, false},
+		{0, []string{"AUTH", "h"}, wrongPass, 8, 0, false},
+		{0, []string{"AUTH", "i"}, wrongPass, 9, 0, false},
+		{0, []string{"AUTH", "j"}, wrongPass, 10, 0, false},
+		{99 * time.Millisecond, []string{"HELLO", "3", "AUTH", "default", "pw"}, "%7", 10, 0, false},
+		{0, []string{"AUTH", "k"}, wrongPass, 11, 0, false}, // counted afresh after the success
+		{0, []string{"AUTH", "l"}, wrongPass, 12, 0, false},
+		{0, []string{"AUTH", "m"}, wrongPass, 13, 0, false},
+		{0, []string{"AUTH", "n"}, wrongPass, 14, 0, false},
+		{0, []string{"AUTH", "o"}, wrongPass, 15, 0, false},
+		{99 * time.Millisecond, []string{"AUTH", "p"}, wrongPass, 15, 1, true}, // over budget: closed
+		{0, []string{"AUTH", "pw"}, "+OK\r\n", 15, 1, false},                   // right: still accepted
 	}
 	for i, st := range steps {
 		r.now = r.now.Add(st.advance)
+		s.closing = false
 		got := r.serve(s, st.cmd...)
 		if !strings.HasPrefix(got, strings.TrimSuffix(st.want, "\r\n")) {
 			t.Fatalf("step %d %v = %q, want %q", i, st.cmd, got, st.want)
@@ -73,56 +83,120 @@ func TestAuthThrottleConnection(t *testing.T) {
 		if a := r.d.AuthStats(); a.Failures != st.failed || a.Throttled != st.refused {
 			t.Fatalf("step %d %v: stats %+v, want failures %d throttled %d", i, st.cmd, a, st.failed, st.refused)
 		}
+		if s.Closing() != st.closing {
+			t.Fatalf("step %d %v: closing %v, want %v", i, st.cmd, s.Closing(), st.closing)
+		}
 	}
 }
 
-// TestAuthThrottleAddress: 20 failures from one address, over any connections, refuse its
-// attempts; another address is unaffected; the cluster secret is throttled apart.
+// TestAuthRightSecretAlwaysAccepted: however many wrong passwords and cluster secrets come
+// from one address, over fresh connections, the right ones from that address are
+// accepted every time (failure 1 of issue 20: wrong RL.INTERNAL.HELLO from an edge's
+// address locked the edge out), and the wrong ones past the budget are throttled.
+func TestAuthRightSecretAlwaysAccepted(t *testing.T) {
+	r := newThrottleRig()
+	id := int64(0)
+	fresh := func() *Session {
+		id++
+		return NewSession(id, fmt.Sprintf("127.0.0.1:%d", 5000+id%50000), "127.0.0.1:6380", 0)
+	}
+	for i := range 2000 {
+		r.now = r.now.Add(time.Millisecond)
+		if got := r.serve(fresh(), "RL.INTERNAL.HELLO", "wrong", "n/1"); !strings.HasPrefix(got, "-WRONGPASS") {
+			t.Fatalf("wrong secret %d = %q", i, got)
+		}
+		if got := r.serve(fresh(), "AUTH", "wrong"); got != wrongPass {
+			t.Fatalf("wrong password %d = %q", i, got)
+		}
+		if i%10 == 0 {
+			if got := r.serve(fresh(), "RL.INTERNAL.HELLO", "cs", "node/1"); got != "+OK\r\n" {
+				t.Fatalf("right secret after %d wrong ones = %q", i+1, got)
+			}
+			if got := r.serve(fresh(), "HELLO", "2", "AUTH", "default", "pw"); !strings.HasPrefix(got, "*14\r\n") {
+				t.Fatalf("right password after %d wrong ones = %q", i+1, got)
+			}
+		}
+	}
+	a := r.d.AuthStats()
+	if a.Failures+a.Throttled != 4000 || a.Throttled < 3900 {
+		t.Fatalf("stats %+v; want 4000 wrong attempts, most of them throttled", a)
+	}
+}
+
+// TestAuthThrottleAddress: 20 failures from one address, over any connections, put its
+// further wrong attempts over budget (throttled, the connection closed); another
+// address's wrong attempts are still counted; the cluster secret is throttled apart.
 func TestAuthThrottleAddress(t *testing.T) {
 	r := newThrottleRig()
 	for i := range 20 {
 		s := NewSession(int64(i), fmt.Sprintf("127.0.0.1:%d", 5000+i), "127.0.0.1:6380", 0)
-		if got := r.serve(s, "AUTH", "x"); got != wrongPass {
-			t.Fatalf("failure %d = %q", i, got)
+		if got := r.serve(s, "AUTH", "x"); got != wrongPass || s.Closing() {
+			t.Fatalf("failure %d = %q, closing %v", i, got, s.Closing())
 		}
 	}
-	fresh := NewSession(100, "127.0.0.1:6000", "127.0.0.1:6380", 0)
-	if got := r.serve(fresh, "AUTH", "pw"); got != wrongPass {
-		t.Fatalf("right password from the throttled address = %q", got)
+	s := NewSession(100, "127.0.0.1:6000", "127.0.0.1:6380", 0)
+	if got := r.serve(s, "AUTH", "y"); got != wrongPass || !s.Closing() {
+		t.Fatalf("wrong password from the throttled address = %q, closing %v", got, s.Closing())
 	}
 	other := NewSession(101, "127.0.0.2:6000", "127.0.0.1:6380", 0)
-	if got := r.serve(other, "AUTH", "pw"); got != "+OK\r\n" {
-		t.Fatalf("right password from another address = %q", got)
+	if got := r.serve(other, "AUTH", "y"); got != wrongPass || other.Closing() {
+		t.Fatalf("wrong password from another address = %q, closing %v", got, other.Closing())
 	}
-	if got := r.serve(fresh, "RL.INTERNAL.HELLO", "cs", "node/1"); got != "+OK\r\n" {
-		t.Fatalf("cluster secret from an address throttled for passwords = %q", got)
+	s = NewSession(102, "127.0.0.1:6001", "127.0.0.1:6380", 0)
+	if got := r.serve(s, "RL.INTERNAL.HELLO", "wrong", "node/1"); !strings.HasPrefix(got, "-WRONGPASS") || s.Closing() {
+		t.Fatalf("cluster secret from an address throttled for passwords = %q, closing %v", got, s.Closing())
 	}
 	r.now = r.now.Add(authBackoffMin)
-	if got := r.serve(fresh, "AUTH", "pw"); got != "+OK\r\n" {
-		t.Fatalf("right password after the backoff = %q", got)
+	s = NewSession(103, "127.0.0.1:6002", "127.0.0.1:6380", 0)
+	if got := r.serve(s, "AUTH", "z"); got != wrongPass || s.Closing() {
+		t.Fatalf("wrong password after the backoff = %q, closing %v", got, s.Closing())
 	}
-	if a := r.d.AuthStats(); a.Failures != 20 || a.Throttled != 1 {
+	if a := r.d.AuthStats(); a.Failures != 23 || a.Throttled != 1 {
 		t.Fatalf("stats %+v", a)
 	}
 }
 
-// TestAuthThrottleRate: 10,000 guesses over one connection within one second get fewer than
-// 100 passwords checked, and the cluster secret likewise.
+// TestAuthThrottleGlobal: failures spread over many addresses, each within its own
+// budget, put the whole server over budget past authFreeAllFailures; the right password
+// is still accepted.
+func TestAuthThrottleGlobal(t *testing.T) {
+	r := newThrottleRig()
+	addr := func(i int) string { return fmt.Sprintf("10.%d.%d.%d:5000", i>>16&255, i>>8&255, i&255) }
+	for i := range authFreeAllFailures {
+		if got := r.serve(NewSession(int64(i), addr(i), "", 0), "AUTH", "x"); got != wrongPass {
+			t.Fatalf("failure %d = %q", i, got)
+		}
+	}
+	s := NewSession(1<<20, addr(1<<20), "", 0)
+	if got := r.serve(s, "AUTH", "x"); got != wrongPass || !s.Closing() {
+		t.Fatalf("a new address's wrong password past the global budget = %q, closing %v", got, s.Closing())
+	}
+	if got := r.serve(NewSession(1<<20+1, addr(1<<20+1), "", 0), "AUTH", "pw"); got != "+OK\r\n" {
+		t.Fatalf("right password past the global budget = %q", got)
+	}
+	if a := r.d.AuthStats(); a.Failures != authFreeAllFailures || a.Throttled != 1 {
+		t.Fatalf("stats %+v", a)
+	}
+}
+
+// TestAuthThrottleRate: 10,000 wrong guesses within one second, each over a fresh
+// connection from one address, get fewer than 100 counted as failures (so logged and
+// checked against the budget); all the rest throttled. The cluster secret likewise.
 func TestAuthThrottleRate(t *testing.T) {
 	for _, cmd := range [][]string{{"AUTH", "guess"}, {"RL.INTERNAL.HELLO", "guess", "n/1"}} {
 		r := newThrottleRig()
-		s := NewSession(1, "127.0.0.1:5000", "127.0.0.1:6380", 0)
-		for range 10_000 {
+		for i := range 10_000 {
 			r.now = r.now.Add(100 * time.Microsecond)
+			s := NewSession(int64(i), "127.0.0.1:5000", "127.0.0.1:6380", 0)
 			if got := r.serve(s, cmd...); !strings.HasPrefix(got, "-WRONGPASS") {
 				t.Fatalf("%v = %q", cmd, got)
 			}
 		}
 		a := r.d.AuthStats()
 		if a.Failures >= 100 || a.Failures+a.Throttled != 10_000 {
-			t.Fatalf("%v: %+v; want fewer than 100 checked of 10,000", cmd, a)
+			t.Fatalf("%v: %+v; want fewer than 100 failures of 10,000", cmd, a)
 		}
-		t.Logf("%v: %d checked, %d refused unchecked in 1 s", cmd[0], a.Failures, a.Throttled)
+		t.Logf("%v: %d failures, %d throttled in 1 s", cmd[0], a.Failures, a.Throttled)
 	}
 }
 

@@ -52,7 +52,7 @@ func cmdAuth(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		w.Error(errSyntax.Error())
 		return
 	}
-	if d.opt.RequirePass == "" && len(args) == 2 {
+	if def := d.acl.Load().def; def.nopass && len(args) == 2 {
 		w.Error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
 		return
 	}
@@ -70,17 +70,17 @@ func cmdAuth(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 
 const errWrongPass = "WRONGPASS invalid username-password pair or user is disabled."
 
-// tryPassword checks a password unless the throttle refuses the attempt (auth.go), and
-// records the outcome. It reports whether the connection may log in.
+// tryPassword checks a password, whatever failed before, and records the outcome with the
+// throttle (auth.go). It reports whether the connection may log in.
 func (d *Dispatcher) tryPassword(s *Session, user, pass []byte) bool {
-	if d.authRefused(s, d.clientAuth) {
-		return false
-	}
-	if !d.checkPassword(user, pass) {
+	st := d.acl.Load()
+	u := st.login(user, pass)
+	if u == nil {
 		d.authFailed(s, d.clientAuth)
 		return false
 	}
 	d.authSucceeded(s)
+	s.setUser(st, u)
 	return true
 }
 
@@ -123,7 +123,7 @@ func cmdHello(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 			return
 		}
 	}
-	if d.opt.RequirePass != "" && !authed {
+	if !authed && d.acl.Load().needAuth {
 		w.Error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
 		return
 	}

@@ -8,7 +8,6 @@
 package commands
 
 import (
-	"crypto/subtle"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -51,8 +50,8 @@ type ConnStats struct {
 // AuthStats count failed authentication: AUTH, HELLO AUTH and the cluster secret of
 // RL.INTERNAL.HELLO.
 type AuthStats struct {
-	Failures  uint64 // wrong passwords and secrets
-	Throttled uint64 // attempts refused without checking, after repeated failures
+	Failures  uint64 // wrong passwords and secrets, within the throttle's budget
+	Throttled uint64 // wrong ones over the budget, after repeated failures (their connection is closed)
 }
 
 // PeerInfo describes one peer region for INFO.
@@ -135,6 +134,9 @@ type Options struct {
 	// listener verified (Session.CertVerified; --cluster-client-ca): without one it is
 	// refused with NOPERM before the secret is looked at.
 	ClusterClientCert bool
+	// ACLFile holds users in Redis's ACL syntax (acl.go); LoadACL reads it. "": the
+	// default user only, with RequirePass.
+	ACLFile string
 	// Logger receives the rate-limited lines about failed authentication; nil:
 	// slog.Default().
 	Logger *slog.Logger
@@ -162,6 +164,8 @@ type Dispatcher struct {
 	clientAuth  *authThrottle    // AUTH and HELLO AUTH failures by address (auth.go)
 	clusterAuth *authThrottle    // RL.INTERNAL.HELLO failures by address
 	now         func() time.Time // the throttle's clock; time.Now but in tests
+
+	acl atomic.Pointer[aclState] // the users in force (acl.go)
 }
 
 // AuthStats returns the failed-authentication counters.
@@ -201,7 +205,9 @@ func New(opt Options) *Dispatcher {
 	if bl, ok := opt.Limiter.(BatchLimiter); ok && opt.BatchTime {
 		d.atBatch = bl
 	}
+	d.acl.Store(newACLState(map[string]*aclUser{"default": defaultUser(opt.RequirePass)}, false))
 	for _, c := range append(append(commandTable(), kvCommands()...), internalCommands()...) {
+		bindACL(c)
 		d.table[c.Name] = c
 		d.ordered = append(d.ordered, c)
 	}
@@ -232,10 +238,17 @@ func (d *Dispatcher) Serve(s *Session, w *resp.Writer, args [][]byte) {
 		w.Error("ERR wrong number of arguments for '" + cmd.Name + "' command")
 		return
 	}
-	if d.opt.RequirePass != "" && !s.Authed && cmd.Flags&flagNoAuth == 0 {
+	if !s.Authed && cmd.Flags&flagNoAuth == 0 && !d.autoAuth(s) {
 		d.processed.add(s.ID)
 		w.Error("NOAUTH Authentication required.")
 		return
+	}
+	if s.user != nil { // an ACL file is in force (acl.go)
+		if msg := d.aclDenied(s, cmd, args); msg != "" {
+			d.processed.add(s.ID)
+			w.Error(msg)
+			return
+		}
 	}
 	if s.lastCmd.Load() != cmd { // clients repeat one command: skip the atomic swap
 		s.lastCmd.Store(cmd)
@@ -305,16 +318,4 @@ func clip(b []byte) string {
 		b = b[:128]
 	}
 	return string(b)
-}
-
-// checkPassword reports whether user (nil: the default user) may log in with pass. As in
-// Redis, the only user is "default"; without --requirepass it takes any password.
-func (d *Dispatcher) checkPassword(user, pass []byte) bool {
-	if user != nil && string(user) != "default" {
-		return false
-	}
-	if d.opt.RequirePass == "" {
-		return true
-	}
-	return subtle.ConstantTimeCompare(pass, []byte(d.opt.RequirePass)) == 1
 }

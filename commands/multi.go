@@ -118,11 +118,19 @@ func (d *Dispatcher) serveInMulti(s *Session, w *resp.Writer, args [][]byte) {
 		w.Error(msg)
 		return
 	}
-	if d.opt.RequirePass != "" && !s.Authed && cmd.Flags&flagNoAuth == 0 {
+	if !s.Authed && cmd.Flags&flagNoAuth == 0 && !d.autoAuth(s) {
 		d.processed.add(s.ID)
 		s.flagTx()
 		w.Error("NOAUTH Authentication required.")
 		return
+	}
+	if s.user != nil { // as Redis 7: a command refused by the ACL aborts the transaction
+		if msg := d.aclDenied(s, cmd, args); msg != "" {
+			d.processed.add(s.ID)
+			s.flagTx()
+			w.Error(msg)
+			return
+		}
 	}
 	if s.lastCmd.Load() != cmd {
 		s.lastCmd.Store(cmd)

@@ -48,8 +48,11 @@ type Session struct {
 	libVer   string
 	proto    int
 	tracking tracking // CLIENT TRACKING's mode; no invalidation is ever sent
+	userName string   // the user logged in ("": default), for CLIENT LIST and ACL WHOAMI
 
 	// Owned by the connection's goroutine, like Authed.
+	user     *aclUser      // the ACL user logged in; nil: every permission (no --aclfile, or a node)
+	aclState *aclState     // the users user was found among; another after ACL LOAD (acl.go)
 	authFail failState     // consecutive failed AUTH/HELLO AUTH/RL.INTERNAL.HELLO (auth.go)
 	tx       *txQueue      // the open transaction; nil outside MULTI
 	txAcct   *txAccount    // this session's share of the queued-bytes budget; nil before MULTI
@@ -117,8 +120,11 @@ func (s *Session) getName() string {
 // fields that apply.
 func (s *Session) ClientLine(nowMs int64) string {
 	s.mu.Lock()
-	name, lib, ver, proto := s.name, s.libName, s.libVer, s.proto
+	name, lib, ver, proto, user := s.name, s.libName, s.libVer, s.proto, s.userName
 	s.mu.Unlock()
+	if user == "" {
+		user = "default"
+	}
 	cmd := "NULL"
 	if c := s.lastCmd.Load(); c != nil {
 		cmd = c.Name
@@ -134,7 +140,7 @@ func (s *Session) ClientLine(nowMs int64) string {
 		flags = "x"
 	}
 	b.WriteString(" flags=" + flags + " db=0 sub=0 psub=0 ssub=0 multi=" + s.multiField() + " resp=" + strconv.Itoa(proto))
-	b.WriteString(" lib-name=" + lib + " lib-ver=" + ver + " cmd=" + cmd)
+	b.WriteString(" lib-name=" + lib + " lib-ver=" + ver + " cmd=" + cmd + " user=" + user)
 	return b.String()
 }
 

@@ -20,6 +20,7 @@ type Command struct {
 	Arity    int    // Redis convention: n exact, -n at least n (the name counts)
 	Flags    cmdFlags
 	FirstKey int // position of the key argument, 0 when none
+	LastKey  int // 0: FirstKey is the only key; -1: every argument from FirstKey is a key
 	Group    string
 	Summary  string
 	Args     []ArgDoc
@@ -27,6 +28,9 @@ type Command struct {
 	// Check, when set, validates the arguments (after the name) when the command is
 	// queued in a transaction, so that an error aborts the transaction at EXEC.
 	Check func(args [][]byte) error
+
+	aclBit  int            // the command's bit in an ACL user's set; -1: never checked (acl.go)
+	aclSubs map[string]int // a container's subcommands' bits (CLIENT LIST: "list")
 }
 
 // ArgDoc documents one argument for COMMAND DOCS (and so for redis-cli's hints).
@@ -76,14 +80,15 @@ func commandTable() []*Command {
 		{Name: "multi", Arity: 1, Flags: flagFast | flagTx, Group: "transactions", Summary: "Starts a transaction.", Handler: cmdMulti},
 		{Name: "exec", Arity: 1, Flags: flagTx, Group: "transactions", Summary: "Executes all commands in a transaction.", Handler: cmdExecKV},
 		{Name: "discard", Arity: 1, Flags: flagFast | flagTx, Group: "transactions", Summary: "Discards a transaction.", Handler: cmdDiscard},
-		{Name: "watch", Arity: -2, Flags: flagFast | flagTx, FirstKey: 1, Group: "transactions",
+		{Name: "watch", Arity: -2, Flags: flagFast | flagTx, FirstKey: 1, LastKey: -1, Group: "transactions",
 			Summary: "Accepted; watched keys are not tracked, so EXEC never aborts because of them.",
 			Args:    []ArgDoc{{Name: "key", Type: "key"}}, Handler: cmdWatch},
 		{Name: "unwatch", Arity: 1, Flags: flagFast, Group: "transactions", Summary: "Forgets the watched keys.", Handler: cmdUnwatch},
 		{Name: "config", Arity: -2, Group: "server", Summary: "CONFIG GET parameter [parameter ...].",
 			Args: []ArgDoc{{Name: "subcommand", Type: "string"}}, Handler: cmdConfig},
 	}
-	return append(rows, scriptCommands()...) // EVAL, EVALSHA, SCRIPT: scripts.go
+	rows = append(rows, scriptCommands()...) // EVAL, EVALSHA, SCRIPT: scripts.go
+	return append(rows, aclCommand())        // ACL: acl.go
 }
 
 func (c *Command) flagNames() []string {
@@ -113,15 +118,22 @@ func (c *Command) writeInfo(w *resp.Writer) {
 	for _, f := range flags {
 		w.Simple(f)
 	}
-	k := int64(c.FirstKey)
+	k, last := int64(c.FirstKey), int64(c.FirstKey)
+	if c.LastKey != 0 {
+		last = int64(c.LastKey)
+	}
 	w.Int(k)
-	w.Int(k)
+	w.Int(last)
 	if k > 0 {
 		w.Int(1)
 	} else {
 		w.Int(0)
 	}
-	w.Array(0) // ACL categories
+	cats := categoriesOf(c.Name)
+	w.Array(len(cats))
+	for _, cat := range cats {
+		w.Simple("@" + cat)
+	}
 	w.Array(0) // tips
 	w.Array(0) // key specs
 	w.Array(0) // subcommands

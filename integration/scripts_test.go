@@ -21,12 +21,12 @@ import (
 // startRedisServer runs redis-server on a free loopback port without persistence and
 // returns its address. It skips t (fails it under RATCHET_CI=1) when redis-server is not
 // installed.
-func startRedisServer(t *testing.T) string {
+func startRedisServer(t *testing.T, extra ...string) string {
 	t.Helper()
 	server := requireTool(t, "redis-server", "apt-get install -y redis-server")
 	addr := loopback(freePort(t))
 	host, port, _ := strings.Cut(addr, ":")
-	cmd := exec.Command(server, "--bind", host, "--port", port, "--save", "", "--appendonly", "no", "--dir", t.TempDir())
+	cmd := exec.Command(server, append([]string{"--bind", host, "--port", port, "--save", "", "--appendonly", "no", "--dir", t.TempDir()}, extra...)...)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start redis-server: %v", err)
 	}

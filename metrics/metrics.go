@@ -62,7 +62,7 @@ func newCollector(src Sources) *collector {
 		queryBytes:      d("query_buffer_bytes", "Request bytes buffered across all connections."),
 		queryLimit:      d("query_buffer_limit_bytes", "The --max-query-buffer bound of buffered request bytes."),
 		authFailures:    d("auth_failures_total", "Wrong passwords: AUTH, HELLO AUTH, and the node-to-node password of RL.INTERNAL.HELLO."),
-		authThrottled:   d("auth_throttled_total", "Authentication attempts refused unchecked after repeated failures."),
+		authThrottled:   d("auth_throttled_total", "Wrong authentication attempts over the budget of repeated failures (their connection is closed; the right password is always accepted)."),
 		snapDuration:    d("snapshot_duration_seconds", "Duration of the last successful snapshot."),
 		snapLastSuccess: d("snapshot_last_success_timestamp_seconds", "Unix time of the last successful snapshot."),
 		snapCells:       d("snapshot_cells", "Cells written by the last successful snapshot."),

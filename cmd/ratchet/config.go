@@ -58,6 +58,7 @@ type Config struct {
 	ClusterCert     string // client certificate of tls:// node links
 	ClusterKey      string
 	ClusterClientCA string // PEM roots client certificates of nodes are verified against (mutual TLS)
+	ACLFile         string // users in Redis's ACL syntax; empty: the default user only
 }
 
 // DefaultConfig returns the embedded defaults: a standalone origin on 127.0.0.1:6380.
@@ -248,6 +249,7 @@ func newFlagSet(c *Config, cliPeers, showVersion *bool) *flag.FlagSet {
 	fs.StringVar(&c.ClusterCert, "cluster-cert", c.ClusterCert, "client certificate (PEM) presented on tls:// --origin and --peer links")
 	fs.StringVar(&c.ClusterKey, "cluster-key", c.ClusterKey, "key (PEM) of --cluster-cert")
 	fs.StringVar(&c.ClusterClientCA, "cluster-client-ca", c.ClusterClientCA, "CA certificates (PEM) of node client certificates: with --tls-cert, RL.INTERNAL.HELLO needs one (mutual TLS)")
+	fs.StringVar(&c.ACLFile, "aclfile", c.ACLFile, "file of users in Redis's ACL syntax (user NAME on >password ~pattern +@category); --requirepass stays the default user's password")
 	fs.BoolVar(showVersion, "version", false, "print the version and exit")
 	return fs
 }
@@ -310,8 +312,8 @@ command line wins over the environment, and a variable set to "" is the empty va
 An empty value is refused, except where it means something: --data-dir, --metrics-listen
 and --pprof-listen (disabled), --requirepass and --cluster-secret (none), --tls-cert and
 --tls-key (no TLS), --cluster-ca (the system roots), --cluster-cert and --cluster-key (no
-client certificate), --cluster-client-ca (none required), --origin (an origin has none)
-and --peer (no peers). --node-id left unset is derived from the host and port.
+client certificate), --cluster-client-ca (none required), --aclfile (the default user only), --origin (an
+origin has none) and --peer (no peers). --node-id left unset is derived from the host and port.
 
 `)
 	fs.VisitAll(func(f *flag.Flag) {

@@ -151,7 +151,7 @@ func TestParseConfig(t *testing.T) {
 // emptyAccepted are the flags whose empty value means something (--help says what).
 var emptyAccepted = map[string]bool{"data-dir": true, "metrics-listen": true, "pprof-listen": true,
 	"requirepass": true, "cluster-secret": true, "tls-cert": true, "tls-key": true, "origin": true, "peer": true,
-	"cluster-ca": true, "cluster-cert": true, "cluster-key": true, "cluster-client-ca": true}
+	"cluster-ca": true, "cluster-cert": true, "cluster-key": true, "cluster-client-ca": true, "aclfile": true}
 
 // TestEmptyValues: every flag refuses the empty value, as --name= and as RATCHET_NAME=,
 // with an error naming it, except those of emptyAccepted, which --help lists. A new flag

@@ -310,7 +310,7 @@ func run(cfg Config, log *slog.Logger) error {
 		BatchTime: true, Forward: forward,
 		OnImport: onImport, Peers: peerInfo, PeerRegions: peerRegions,
 		Limiter: n.limiter, Origin: n.origin, ClusterSecret: cfg.ClusterSecret, Host: srv, ClusterClientCert: cfg.ClusterClientCA != "",
-		RequirePass: cfg.RequirePass, Role: cfg.Role, Region: cfg.Region,
+		RequirePass: cfg.RequirePass, ACLFile: cfg.ACLFile, Role: cfg.Role, Region: cfg.Region,
 		NodeID: cfg.NodeID, MaxClients: cfg.MaxClients, Version: version, Snapshots: snapStats, Logger: log,
 		Config: map[string]string{
 			"save": "", "appendonly": "no", "databases": "1", "timeout": redisSeconds(cfg.IdleTimeout),
@@ -322,6 +322,10 @@ func run(cfg Config, log *slog.Logger) error {
 			"ratchet-max-query-buffer":  fmt.Sprint(cfg.MaxQueryBuffer),
 		},
 	})
+
+	if err := disp.LoadACL(); err != nil {
+		return fmt.Errorf("--aclfile: %w", err)
+	}
 
 	var metricsSrv *http.Server
 	if cfg.MetricsListen != "" {
