@@ -64,12 +64,16 @@ const NoSnapshots = math.MaxInt64
 
 // keptState is an originLink's unsaved cost (owned by the flusher).
 type keptState struct {
-	kept  []keptBatch // acknowledged by run boot, not durable there; IDs ascending
-	hands []keptHand  // counted hand-offs not durable yet
-	boot  int64       // the origin run that acknowledged kept (the last heard by the flusher)
-	items int         // items in kept and hands
-	heard int64       // ms: when an answer to the flusher last told the durable mark
+	kept  []keptBatch  // acknowledged by run boot, not durable there; IDs ascending
+	hands []keptHand   // counted hand-offs not durable yet
+	boot  int64        // the origin run that acknowledged kept (the last heard by the flusher)
+	items int          // items in kept and hands
+	heard int64        // ms: when an answer to the flusher last told the durable mark
+	free  [][]keptItem // item slices of dropped batches, reused by keep (at most maxFree)
 }
+
+// maxFree bounds the item slices a link keeps for reuse.
+const maxFree = 16
 
 func (k *keptState) empty() bool { return len(k.kept) == 0 && len(k.hands) == 0 }
 
@@ -110,22 +114,23 @@ func (e *Edge) keep(l *originLink, b *pendingBatch, meta OriginMeta, now int64) 
 	if b.ID <= meta.Durable {
 		return
 	}
+	k := &l.keep
 	var items []keptItem
+	if n := len(k.free); n > 0 {
+		items, k.free[n-1] = k.free[n-1], nil
+		k.free = k.free[:n-1]
+	}
 	var units uint64
 	for i, it := range b.Items {
-		if it.Cost == 0 {
-			continue
+		if it.Cost > 0 {
+			items = append(items, keptItem{le: b.entries[i], seq: it.Seq, cost: it.Cost, limit: it.Limit})
+			units = satAdd(units, it.Cost)
 		}
-		if items == nil {
-			items = make([]keptItem, 0, len(b.Items)-i)
-		}
-		items = append(items, keptItem{le: b.entries[i], seq: it.Seq, cost: it.Cost, limit: it.Limit})
-		units = satAdd(units, it.Cost)
 	}
 	if len(items) == 0 {
+		k.recycle(items)
 		return
 	}
-	k := &l.keep
 	k.kept = append(k.kept, keptBatch{id: b.ID, items: items})
 	k.items += len(items)
 	l.unsaved.Add(units)
@@ -260,6 +265,14 @@ func (e *Edge) repend(l *originLink, it keptItem, now int64) uint64 {
 	return it.cost
 }
 
+// recycle keeps items (emptied) for a later batch, unless enough are kept.
+func (k *keptState) recycle(items []keptItem) {
+	if cap(items) > 0 && len(k.free) < maxFree {
+		clear(items)
+		k.free = append(k.free, items[:0])
+	}
+}
+
 // dropKept drops the n oldest kept batches.
 func (e *Edge) dropKept(l *originLink, n int) (units uint64) {
 	k := &l.keep
@@ -271,6 +284,7 @@ func (e *Edge) dropKept(l *originLink, n int) (units uint64) {
 			units = satAdd(units, it.cost)
 		}
 		k.items -= len(k.kept[i].items)
+		k.recycle(k.kept[i].items)
 		k.kept[i] = keptBatch{}
 	}
 	k.kept = k.kept[n:]
