@@ -122,8 +122,8 @@ func (e *Edge) keep(l *originLink, b *pendingBatch, meta OriginMeta, now int64) 
 	}
 	var units uint64
 	for i, it := range b.Items {
-		if it.Cost > 0 {
-			items = append(items, keptItem{le: b.entries[i], seq: it.Seq, cost: it.Cost, limit: it.Limit})
+		if le := b.entries[i]; it.Cost > 0 && it.Seq >= now/le.window-1 { // a dead cell never matters again
+			items = append(items, keptItem{le: le, seq: it.Seq, cost: it.Cost, limit: it.Limit})
 			units = satAdd(units, it.Cost)
 		}
 	}
