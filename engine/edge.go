@@ -36,6 +36,10 @@ import (
 // backoff, shared by all requests: while it lasts nothing waits on that origin, and one
 // probe at a time tests it afterwards; meanwhile the edge spends its unexpired leases,
 // then enforces limit x DegradedShare.
+//
+// Unsaved cost (edge_keep.go): what an origin counted for this edge (replays, hand-offs)
+// and has not saved yet is kept by that origin's flusher until a snapshot holds it, and
+// given back to a run of the origin restarted from an older snapshot (kill -9).
 
 // EdgeConfig configures an Edge.
 type EdgeConfig struct {
