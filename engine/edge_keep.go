@@ -72,8 +72,9 @@ type keptState struct {
 	free  [][]keptItem // item slices of dropped batches, reused by keep (at most maxFree)
 }
 
-// maxFree bounds the item slices a link keeps for reuse.
-const maxFree = 16
+// maxFree bounds the item slices a link keeps for reuse (at most 64 batches of
+// MaxBatchItems: 2 MiB at the default 1000).
+const maxFree = 64
 
 func (k *keptState) empty() bool { return len(k.kept) == 0 && len(k.hands) == 0 }
 
@@ -94,13 +95,15 @@ func (e *Edge) keepHandOff(l *originLink, le *localEntry, seq int64, cost, limit
 	}
 	h := keptHand{keptItem: keptItem{le: le, seq: seq, cost: cost, limit: limit}, after: meta.Applied, boot: meta.Boot}
 	l.mu.Lock()
-	if len(l.handed) < maxHanded {
+	kept := len(l.handed) < maxHanded
+	if kept {
 		l.handed = append(l.handed, h)
-		h.cost = 0
 	}
 	l.mu.Unlock()
-	if h.cost > 0 {
-		e.unsavedDropped.Add(h.cost)
+	if kept {
+		l.unsaved.Add(cost)
+	} else {
+		e.unsavedDropped.Add(cost)
 	}
 }
 
@@ -119,6 +122,8 @@ func (e *Edge) keep(l *originLink, b *pendingBatch, meta OriginMeta, now int64) 
 	if n := len(k.free); n > 0 {
 		items, k.free[n-1] = k.free[n-1], nil
 		k.free = k.free[:n-1]
+	} else {
+		items = make([]keptItem, 0, len(b.Items))
 	}
 	var units uint64
 	for i, it := range b.Items {
@@ -150,11 +155,8 @@ func (e *Edge) heard(l *originLink, meta OriginMeta, now int64) {
 	handed := l.handed
 	l.handed = nil
 	l.mu.Unlock()
-	for _, h := range handed {
-		k.hands = append(k.hands, h)
-		k.items++
-		l.unsaved.Add(h.cost)
-	}
+	k.hands = append(k.hands, handed...) // keepHandOff counted them in l.unsaved
+	k.items += len(handed)
 	if k.empty() {
 		k.boot = meta.Boot
 		return

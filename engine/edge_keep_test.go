@@ -91,14 +91,17 @@ func (c crashLink) Decide(ctx context.Context, r engine.DecideRequest) (engine.D
 	return c.local().Decide(ctx, r)
 }
 
-func crashEdges(t *testing.T, o *crashOrigin, n int, cfg engine.EdgeConfig) []*engine.Edge {
+func crashEdges(t testing.TB, o *crashOrigin, n int, cfg engine.EdgeConfig) []*engine.Edge {
 	t.Helper()
 	var edges []*engine.Edge
 	for i := range n {
 		run := fmt.Sprintf("edge-%d/boot", i+1)
 		c := cfg
 		c.Origins, c.OriginIDs, c.NodeRun = []engine.Origin{crashLink{o: o, node: run}}, []string{"origin-1:6380"}, run
-		c.DegradedShare, c.MaxMemoryBytes = 1, 1<<20
+		c.DegradedShare = 1
+		if c.MaxMemoryBytes == 0 {
+			c.MaxMemoryBytes = 1 << 20
+		}
 		e, err := engine.NewEdge(o.clock, c)
 		if err != nil {
 			t.Fatalf("NewEdge: %v", err)
