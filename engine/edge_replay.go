@@ -296,7 +296,8 @@ type OriginStat struct {
 	Pinned    int  // entries awaiting replay to it
 	Inflight  bool // a batch is being delivered
 	Edges     int  // active edges in the region, as the origin last said
-	// Unsaved is acknowledged cost the origin has not saved, kept to re-send.
+	// Unsaved is cost the origin counted (replays, hand-offs) and has not saved yet, kept
+	// to re-send should it restart from its snapshot.
 	Unsaved uint64
 }
 

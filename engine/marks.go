@@ -94,9 +94,10 @@ func (e *Engine) Leases(yield func(LeaseRecord) bool) {
 
 // RestoreRuns loads replay marks into the node table, merging with what it holds (the
 // larger batch and times). A restored mark is durable: it came from a snapshot on disk,
-// and edges re-send the batches after it that they keep. Times later than now are taken as now. The table is bounded:
-// of more than 4096 records, those heard most recently are kept. It returns the number of
-// records loaded and dropped (an empty or overlong run name, or beyond the bound).
+// and edges re-send what they keep of the batches after it. Times later than now are
+// taken as now. The table is bounded: of more than 4096 records, those heard most
+// recently are kept. It returns the number of records loaded and dropped (an empty or
+// overlong run name, or beyond the bound).
 func (e *Engine) RestoreRuns(recs []RunRecord) (loaded, dropped int) {
 	now := e.clock.NowMs()
 	recs = slices.Clone(recs)

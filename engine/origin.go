@@ -44,8 +44,8 @@ type OriginMeta struct {
 	// nothing for it.
 	Durable uint64
 	// Boot names this run of the origin (its start time, ms): an edge drops the leases of
-	// an origin that restarted, which knows nothing of them, and re-sends to it the
-	// batches it applied that its snapshot does not hold.
+	// an origin that restarted, which knows nothing of them, and re-sends to it the cost
+	// the run before counted that its snapshot does not hold.
 	Boot int64
 	// Now is the origin's clock when it answered (ms): an edge estimates from it the
 	// offset of the origin's clock, to give a hand-off a deadline in the origin's time.
@@ -78,10 +78,10 @@ type ReplayItem struct {
 // ReplayBatch is one delivery of replays. (Node, ID) identify it: an origin applies a
 // batch once, however often it is delivered, provided a node's IDs only grow. Node names
 // one run of one edge process (node id and a boot nonce). Boot, when not 0, is the origin
-// run (OriginMeta.Boot) that acknowledged the batches the edge keeps for re-sending: an
-// origin of another run applies nothing of the batch and answers it as a re-delivery, so
-// that the edge learns of the restart before any batch of its lands after the ones it
-// must re-send (batch IDs only grow, and the origin skips an ID not above its mark).
+// run (OriginMeta.Boot) that counted the cost the edge keeps until a snapshot holds it
+// (edge_keep.go): an origin of another run applies nothing of the batch and answers it as a
+// re-delivery, so that the edge learns the mark that run restored from its snapshot before
+// any batch of its lands there, and so which kept batches the snapshot holds.
 type ReplayBatch struct {
 	Node  string
 	ID    uint64
@@ -332,8 +332,9 @@ func (e *Engine) ServeReplay(b ReplayBatch) ([]CellCounts, OriginMeta) {
 	st.apply.Lock()
 	defer st.apply.Unlock()
 	st.replayMs.Store(now)
-	// A batch sent for another run of this origin waits until the edge has re-sent what
-	// that run acknowledged and this one lacks: it changes nothing, leases included.
+	// A batch sent for another run of this origin changes nothing, leases included: its
+	// answer tells the edge the mark this run restored for it (Applied), so the edge knows
+	// what this run's snapshot lacks (edge_keep.go).
 	other := b.Boot != 0 && b.Boot != e.boot
 	fresh := b.ID > st.lastBatch.Load() && !other
 	out := make([]CellCounts, len(b.Items))
