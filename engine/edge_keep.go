@@ -45,7 +45,8 @@ type keptBatch struct {
 }
 
 // keptHand is the cost of one hand-off the origin counted: run boot counted it after it
-// had applied batch after of this edge run.
+// had applied batch after of this edge run. Boots are start times, so a later run of the
+// origin has a larger one (unless its clock stepped back across the restart).
 type keptHand struct {
 	keptItem
 	after uint64
