@@ -27,7 +27,7 @@ func internalCommands() []*Command {
 			Summary: "Authenticates a node-to-node connection with the cluster secret.", Handler: cmdInternalHello},
 		{Name: "rl.internal.read", Arity: -1, Flags: flagReadonly, Group: "ratchet",
 			Summary: "Reads cells for an edge.", Handler: cmdInternalRead},
-		{Name: "rl.internal.replay", Arity: -8, Flags: flagWrite, Group: "ratchet",
+		{Name: "rl.internal.replay", Arity: -9, Flags: flagWrite, Group: "ratchet",
 			Summary: "Applies a batch of an edge's accepted cost, once.", Handler: cmdInternalReplay},
 		{Name: "rl.internal.publish", Arity: -5, Flags: flagWrite, Group: "ratchet",
 			Summary: "Merges G-Counter components from another region's origin.", Handler: cmdInternalPublish},
@@ -109,7 +109,7 @@ func cmdInternalRead(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	wire.WriteCountsReply(w, meta, counts)
 }
 
-// cmdInternalReplay serves RL.INTERNAL.REPLAY batch-id key seq cost limit want return [...].
+// cmdInternalReplay serves RL.INTERNAL.REPLAY batch-id boot key seq cost limit want return [...].
 func cmdInternalReplay(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	if !internalReady(d, s, w) {
 		return

@@ -36,6 +36,10 @@ import (
 // backoff, shared by all requests: while it lasts nothing waits on that origin, and one
 // probe at a time tests it afterwards; meanwhile the edge spends its unexpired leases,
 // then enforces limit x DegradedShare.
+//
+// Unsaved cost (edge_keep.go): what an origin counted for this edge (replays, hand-offs)
+// and has not saved yet is kept by that origin's flusher until a snapshot holds it, and
+// given back to a run of the origin restarted from an older snapshot (kill -9).
 
 // EdgeConfig configures an Edge.
 type EdgeConfig struct {
@@ -56,6 +60,11 @@ type EdgeConfig struct {
 	// Observe, when set, receives every origin call: kind (read, replay, decide, forward), outcome
 	// and latency. It must be cheap and safe for concurrent use.
 	Observe func(kind string, err error, d time.Duration)
+
+	// MaxUnsaved bounds the replayed cells (of all origins) an edge keeps until their
+	// origin's snapshot holds them (edge_keep.go); default from MaxMemoryBytes (an eighth
+	// of it). Past it the oldest are dropped, and a kill -9 of the origin would lose them.
+	MaxUnsaved int
 }
 
 // ErrReplayFull is returned when accepting a request would need a new entry in a full
@@ -248,7 +257,7 @@ type originLink struct {
 	slowSince atomic.Int64 // ms of the first timeout since the last success; 0: none
 	hardDown  atomic.Bool  // a call failed otherwise than by timing out since the last success
 
-	mu sync.Mutex // guards pins, byKey, cursor, batch, batchID
+	mu sync.Mutex // guards pins, byKey, cursor, batch, batchID, handed
 	// pins holds every entry with unacknowledged cost: the replay set (each entry knows
 	// its index, so removal is a swap). byKey finds them by the hash of their tuple key,
 	// for a lookup after the cache lost an entry: it holds a chain (through sameHash) of
@@ -262,6 +271,10 @@ type originLink struct {
 	batchID uint64
 
 	kick chan struct{} // asks the flusher to send now (a batch is full)
+
+	keep    keptState     // counted cost the origin has not saved (flusher only; edge_keep.go)
+	handed  []keptHand    // counted hand-offs for the flusher to keep (guarded by mu)
+	unsaved atomic.Uint64 // units kept, for Stats
 }
 
 type pendingBatch struct {
@@ -369,6 +382,10 @@ type Edge struct {
 	retried       atomic.Uint64
 	expired       atomic.Uint64 // pending cost of cells that died before delivery
 	refused       atomic.Uint64
+
+	unsavedDropped atomic.Uint64 // kept cost dropped by the MaxUnsaved bound
+	resent         atomic.Uint64 // kept cost requeued for a restarted origin
+	lastUnsavedLog atomic.Int64  // ms of the last log line about unsaved cost dropped
 }
 
 // NewEdge returns an Edge over the given origins. Run starts its replay flushers.
@@ -393,6 +410,9 @@ func NewEdge(clock Clock, cfg EdgeConfig) (*Edge, error) {
 	}
 	if cfg.MaxBatchItems <= 0 {
 		cfg.MaxBatchItems = 1000
+	}
+	if cfg.MaxUnsaved <= 0 {
+		cfg.MaxUnsaved = int(max(cfg.MaxMemoryBytes/8/keptItemBytes, 1024))
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -783,6 +803,9 @@ func (e *Edge) handOff(l *originLink, le *localEntry, req DecideRequest) (Decisi
 		e.enterStrict(le, cc.Seq, le.window)
 	}
 	le.mu.Unlock()
+	if d.Allowed {
+		e.keepHandOff(l, le, cc.Seq, req.Cost, req.Limit, meta)
+	}
 	e.count(le, d.Allowed)
 	return d, true
 }

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -44,5 +45,40 @@ func BenchmarkEdgeLimitWarmManyKeys(b *testing.B) {
 	}
 	if s := e.Stats(); s.OriginReads != reads {
 		b.Fatalf("the warm path read the origin: %d reads", s.OriginReads-reads)
+	}
+}
+
+// BenchmarkEdgeFlushKeep: one replay flush of 1000 warm tuples, each with one request
+// accepted since the last, to an origin that saves snapshots (the flusher keeps each
+// acknowledged batch until a save holds it; a save every 200 batches) or not (nothing is
+// kept). The Limit calls are inside the loop too: compare the two.
+func BenchmarkEdgeFlushKeep(b *testing.B) {
+	for _, snapshots := range []bool{false, true} {
+		b.Run(fmt.Sprintf("snapshots=%v", snapshots), func(b *testing.B) {
+			clock := engine.NewManualClock(t0)
+			o := newCrashOrigin(clock, snapshots)
+			e := crashEdges(b, o, 1, engine.EdgeConfig{Freshness: time.Hour, MaxMemoryBytes: 256 << 20})[0]
+			ts := benchTuples(1000)
+			for _, tp := range ts {
+				edgeLimit(b, e, tp, engine.MaxLimit, 1)
+			}
+			flushAll(b, e)
+			b.ReportAllocs()
+			n := 0
+			for b.Loop() {
+				for _, tp := range ts {
+					if d, err := e.Limit(tp, engine.MaxLimit, 1); err != nil || !d.Allowed {
+						b.Fatalf("%+v, %v", d, err)
+					}
+				}
+				e.FlushOnce()
+				if n++; snapshots && n%200 == 0 {
+					for range o.engine().Runs { // a save captures the marks, then is on disk
+					}
+					o.engine().RunsSaved()
+				}
+			}
+			b.ReportMetric(float64(e.Stats().ReplayUnsaved), "unsaved-units")
+		})
 	}
 }

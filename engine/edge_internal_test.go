@@ -21,6 +21,14 @@ func (e *Edge) FlushOnce() (more bool) {
 	return more
 }
 
+// Heartbeat sends every origin link the heartbeat Run's flusher sends to an idle origin
+// (an empty read, which also tells the edge the origin's run and durable mark). Test hook.
+func (e *Edge) Heartbeat() {
+	for _, l := range e.links {
+		e.heartbeat(l)
+	}
+}
+
 // TestEdgeEvictedEntryDoesNotStealReplayPin reproduces, step by step, an interleaving of
 // two concurrent Limit calls on one key while the local cache evicts its entry:
 //

@@ -39,8 +39,8 @@ func (e *Edge) flushLoop(ctx context.Context, l *originLink) {
 		case <-l.kick:
 		}
 		e.flush(l, false)
-		if e.clock.NowMs()-l.lastOKMs.Load() >= heartbeatMs {
-			e.heartbeat(l)
+		if now := e.clock.NowMs(); now-l.lastOKMs.Load() >= heartbeatMs || (!l.keep.empty() && now-l.keep.heard >= heartbeatMs) {
+			e.heartbeat(l) // also tells the durable mark while batches are kept
 		}
 	}
 }
@@ -51,7 +51,8 @@ func (e *Edge) flushLoop(ctx context.Context, l *originLink) {
 const heartbeatMs = 1000
 
 // heartbeat is an empty read: it only refreshes the origin's view of this edge and this
-// edge's count of active edges.
+// edge's count of active edges, and tells the flusher the origin's durable mark and run
+// (edge_keep.go).
 func (e *Edge) heartbeat(l *originLink) {
 	now := e.clock.NowMs()
 	if !l.usable(now) {
@@ -65,6 +66,7 @@ func (e *Edge) heartbeat(l *originLink) {
 		return
 	}
 	l.succeeded(now, e.clock.NowMs(), meta)
+	e.heard(l, meta, e.clock.NowMs())
 }
 
 // flush delivers the pending batch of l, building one first from the replay set when none
@@ -89,6 +91,7 @@ func (e *Edge) flush(l *originLink, final bool) (more bool) {
 	} else {
 		e.retried.Add(1)
 	}
+	b.Boot = l.keep.replayBoot()
 	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.OriginTimeout)
 	start := time.Now()
 	sent := now
@@ -104,6 +107,13 @@ func (e *Edge) flush(l *originLink, final bool) (more bool) {
 		return true
 	}
 	l.succeeded(sent, now, meta)
+	if b.Boot != 0 && meta.Boot != b.Boot {
+		// A new run of the origin: it applied nothing of b, which is sent again once the
+		// cost it lacks is back in the entries (edge_keep.go).
+		e.heard(l, meta, now)
+		return true
+	}
+	e.keep(l, b, meta, now)
 	fresh := now + e.cfg.Freshness.Milliseconds()
 	for i, it := range b.Items {
 		le := b.entries[i]
@@ -286,6 +296,9 @@ type OriginStat struct {
 	Pinned    int  // entries awaiting replay to it
 	Inflight  bool // a batch is being delivered
 	Edges     int  // active edges in the region, as the origin last said
+	// Unsaved is cost the origin counted (replays, hand-offs) and has not saved yet, kept
+	// to re-send should it restart from its snapshot.
+	Unsaved uint64
 }
 
 // Stats returns the edge's counters. Cells and Tuples count local entries.
@@ -306,12 +319,16 @@ func (e *Edge) Stats() Stats {
 		ReplayExpired:  e.expired.Load(),
 		Strict:         e.strict.Load(),
 		Edge:           true,
+
+		ReplayUnsavedDropped: e.unsavedDropped.Load(),
+		ReplayResent:         e.resent.Load(),
 	}
 	for _, l := range e.links {
 		l.mu.Lock()
 		st := OriginStat{ID: l.id, Reachable: l.reachable.Load(), LastOKMs: l.lastOKMs.Load(),
-			Pinned: len(l.pins), Inflight: l.batch != nil, Edges: int(l.edges.Load())}
+			Pinned: len(l.pins), Inflight: l.batch != nil, Edges: int(l.edges.Load()), Unsaved: l.unsaved.Load()}
 		l.mu.Unlock()
+		s.ReplayUnsaved = satAdd(s.ReplayUnsaved, st.Unsaved)
 		s.Origins = append(s.Origins, st)
 	}
 	return s

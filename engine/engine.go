@@ -25,6 +25,12 @@ type Config struct {
 	// LeaseTTL is how long a lease granted to an edge lives (lease.go); 0 means
 	// DefaultLeaseTTL.
 	LeaseTTL time.Duration
+	// Snapshots says that the origin's cells and its edge runs' replay marks are saved
+	// (package persist, which calls RunsSaved after each save): replay answers then report
+	// as durable (OriginMeta.Durable) only the batches a save holds, and edges keep the
+	// cost of the others to re-send it should this origin restart from its snapshot.
+	// Without, answers report NoSnapshots: a restart keeps nothing, so edges keep nothing.
+	Snapshots bool
 }
 
 // DefaultMaxMemory is the cell store's bound when Config leaves it 0: 256 MiB.
@@ -53,6 +59,7 @@ type Engine struct {
 	leaseTTLMs int64
 	leaseSeq   atomic.Uint64 // the last lease sequence handed out; starts from the boot time
 	boot       int64         // ms at New: names this run of the origin in replies
+	snapshots  bool          // Config.Snapshots
 }
 
 // New returns an Engine reading time from clock.
@@ -71,7 +78,7 @@ func New(clock Clock, cfg Config) *Engine {
 		cfg.LeaseTTL = DefaultLeaseTTL
 	}
 	e := &Engine{clock: clock, store: newStore(cfg.MaxMemoryBytes), log: log, region: cfg.Region,
-		leaseTTLMs: max(cfg.LeaseTTL.Milliseconds(), 1), boot: clock.NowMs()}
+		leaseTTLMs: max(cfg.LeaseTTL.Milliseconds(), 1), boot: clock.NowMs(), snapshots: cfg.Snapshots}
 	// Lease sequences grow across restarts as long as fewer than 2^20 are made per ms.
 	e.leaseSeq.Store(uint64(max(e.boot, 0)) << 20)
 	e.kv = newKV(clock, &e.store.bytes, cfg.MaxMemoryBytes, e.refusedFull, e.markDirty)
@@ -296,6 +303,14 @@ type Stats struct {
 	MaxMemoryBytes int64
 	KVKeys         int64  // counter keyspace keys (expired ones not yet dropped included)
 	KVExpired      uint64 // counter keyspace keys dropped because their TTL passed
+
+	// Edge only: ReplayUnsaved is cost the origins acknowledged and have not saved yet,
+	// kept to be re-sent should one restart from its snapshot (kill -9);
+	// ReplayUnsavedDropped is such cost dropped by the bound (EdgeConfig.MaxUnsaved);
+	// ReplayResent is such cost re-sent to a restarted origin.
+	ReplayUnsaved        uint64
+	ReplayUnsavedDropped uint64
+	ReplayResent         uint64
 }
 
 // Stats returns a consistent-enough reading of the engine's counters (each is atomic).

@@ -41,7 +41,9 @@ const MaxRunLen = 1024
 // Each run's applied mark is read under its apply lock, so it never names a batch whose
 // items are still being applied. A snapshot captures the runs before the cells (persist):
 // its cells may then hold a batch its marks do not claim (re-sent after a restart, it is
-// applied again: counted twice), never lack one they claim (it would be lost).
+// applied again: counted twice), never lack one they claim (it would be lost). Each mark
+// read is remembered as the run's capture: RunsSaved, once the save is on disk, makes it
+// the run's durable mark, which replay answers report to the edge.
 func (e *Engine) Runs(yield func(RunRecord) bool) {
 	e.nodes.mu.Lock()
 	out := make([]RunRecord, 0, len(e.nodes.runs))
@@ -55,11 +57,25 @@ func (e *Engine) Runs(yield func(RunRecord) bool) {
 		m.apply.Lock()
 		out[i].Applied = m.lastBatch.Load()
 		m.apply.Unlock()
+		m.captured.Store(out[i].Applied)
 	}
 	for _, r := range out {
 		if !yield(r) {
 			return
 		}
+	}
+}
+
+// RunsSaved records that the save that last read Runs is on disk: each run's batches up
+// to the mark Runs read are durable, and replay answers say so (OriginMeta.Durable), so
+// that edges stop keeping their cost. Call it only after a save that read Runs succeeded,
+// before the next call of Runs (persist calls it under its save lock, through
+// Source.Saved). It matters only with Config.Snapshots.
+func (e *Engine) RunsSaved() {
+	e.nodes.mu.Lock()
+	defer e.nodes.mu.Unlock()
+	for _, m := range e.nodes.runs {
+		storeMax(&m.durable, m.captured.Load())
 	}
 }
 
@@ -77,9 +93,11 @@ func (e *Engine) Leases(yield func(LeaseRecord) bool) {
 }
 
 // RestoreRuns loads replay marks into the node table, merging with what it holds (the
-// larger batch and times). Times later than now are taken as now. The table is bounded:
-// of more than 4096 records, those heard most recently are kept. It returns the number of
-// records loaded and dropped (an empty or overlong run name, or beyond the bound).
+// larger batch and times). A restored mark is durable: it came from a snapshot on disk,
+// and edges re-send what they keep of the batches after it. Times later than now are
+// taken as now. The table is bounded: of more than 4096 records, those heard most
+// recently are kept. It returns the number of records loaded and dropped (an empty or
+// overlong run name, or beyond the bound).
 func (e *Engine) RestoreRuns(recs []RunRecord) (loaded, dropped int) {
 	now := e.clock.NowMs()
 	recs = slices.Clone(recs)
@@ -101,6 +119,7 @@ func (e *Engine) RestoreRuns(recs []RunRecord) (loaded, dropped int) {
 		m.lastMs = max(m.lastMs, heard)
 		m.heardMs.Store(m.lastMs)
 		storeMax(&m.lastBatch, r.Applied)
+		storeMax(&m.durable, r.Applied)
 		storeMax(&m.replayMs, min(r.ReplayMs, now))
 		if r.Superseded {
 			m.superseded.Store(true)

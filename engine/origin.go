@@ -36,8 +36,16 @@ type OriginMeta struct {
 	// LeaseTTLMs is how long the leases in the reply live, from when the edge sent its
 	// request.
 	LeaseTTLMs int64
+	// Durable is the last replay batch of the asking edge run that a snapshot on disk
+	// holds (at most Applied): a kill -9 of this origin loses none of the batches up to
+	// it, nor the hand-offs it counted before the next. An edge keeps the cost of the
+	// others, to re-send it to the next run of this origin (edge_keep.go). An origin
+	// without snapshots reports NoSnapshots: a restart keeps nothing, so edges keep
+	// nothing for it.
+	Durable uint64
 	// Boot names this run of the origin (its start time, ms): an edge drops the leases of
-	// an origin that restarted, which knows nothing of them.
+	// an origin that restarted, which knows nothing of them, and re-sends to it the cost
+	// the run before counted that its snapshot does not hold.
 	Boot int64
 	// Now is the origin's clock when it answered (ms): an edge estimates from it the
 	// offset of the origin's clock, to give a hand-off a deadline in the origin's time.
@@ -69,10 +77,15 @@ type ReplayItem struct {
 
 // ReplayBatch is one delivery of replays. (Node, ID) identify it: an origin applies a
 // batch once, however often it is delivered, provided a node's IDs only grow. Node names
-// one run of one edge process (node id and a boot nonce).
+// one run of one edge process (node id and a boot nonce). Boot, when not 0, is the origin
+// run (OriginMeta.Boot) that counted the cost the edge keeps until a snapshot holds it
+// (edge_keep.go): an origin of another run applies nothing of the batch and answers it as a
+// re-delivery, so that the edge learns the mark that run restored from its snapshot before
+// any batch of its lands there, and so which kept batches the snapshot holds.
 type ReplayBatch struct {
 	Node  string
 	ID    uint64
+	Boot  int64
 	Items []ReplayItem
 }
 
@@ -127,13 +140,18 @@ type nodeTable struct {
 
 // runMarks are one edge run's marks. A batch is applied under apply, and only then is
 // lastBatch raised: so every answer that reports Applied = N holds counts read after
-// batch N was applied, provided it loads lastBatch before reading the counts.
+// batch N was applied, provided it loads lastBatch before reading the counts. durable is
+// the last batch a snapshot on disk holds: captured is the mark the running save read
+// (Runs), made durable once that save is on disk (RunsSaved), and a restored mark is
+// durable (it came from disk).
 type runMarks struct {
 	name      string        // the run ("node/nonce"), as saved with its leases (marks.go)
 	id        uint32        // names the run in a slot's owed lease cost (entry.owedRun); never 0
 	apply     sync.Mutex    // held while one batch of the run is checked and applied
 	lastMs    int64         // guarded by nodeTable.mu
 	lastBatch atomic.Uint64 // stored under apply
+	captured  atomic.Uint64 // lastBatch as the running save read it
+	durable   atomic.Uint64 // the last batch a saved snapshot holds (<= lastBatch)
 	heardMs   atomic.Int64  // lastMs, for readers without nodeTable.mu (leases)
 	replayMs  atomic.Int64  // when a replay batch of the run was last served
 	// superseded: a later run of the same node was heard, so this run has ended (node ids
@@ -264,12 +282,25 @@ func (e *Engine) heard(node string) (OriginMeta, *runMarks) {
 	e.nodes.mu.Lock()
 	defer e.nodes.mu.Unlock()
 	m := e.nodes.touch(node, now)
-	return e.meta(now, m.lastBatch.Load()), m
+	meta := e.meta(now, 0)
+	e.marks(&meta, m)
+	return meta, m
 }
 
 // meta is the header of a reply to an edge (nodes.mu held).
 func (e *Engine) meta(now int64, applied uint64) OriginMeta {
 	return OriginMeta{Edges: e.nodes.active(now), Applied: applied, LeaseTTLMs: e.leaseTTLMs, Boot: e.boot, Now: now}
+}
+
+// marks sets meta's Applied and Durable from run's marks: durable first, so that it is
+// never above applied.
+func (e *Engine) marks(meta *OriginMeta, run *runMarks) {
+	durable := run.durable.Load()
+	meta.Applied = run.lastBatch.Load()
+	meta.Durable = NoSnapshots
+	if e.snapshots {
+		meta.Durable = min(durable, meta.Applied)
+	}
 }
 
 // nodeName strips the boot nonce ("node/nonce") so that a restarted edge counts once.
@@ -301,7 +332,11 @@ func (e *Engine) ServeReplay(b ReplayBatch) ([]CellCounts, OriginMeta) {
 	st.apply.Lock()
 	defer st.apply.Unlock()
 	st.replayMs.Store(now)
-	fresh := b.ID > st.lastBatch.Load()
+	// A batch sent for another run of this origin changes nothing, leases included: its
+	// answer tells the edge the mark this run restored for it (Applied), so the edge knows
+	// what this run's snapshot lacks (edge_keep.go).
+	other := b.Boot != 0 && b.Boot != e.boot
+	fresh := b.ID > st.lastBatch.Load() && !other
 	out := make([]CellCounts, len(b.Items))
 	for i := 0; i < len(b.Items); {
 		// An edge sends a tuple's cells side by side: one lookup serves them all.
@@ -309,21 +344,22 @@ func (e *Engine) ServeReplay(b ReplayBatch) ([]CellCounts, OriginMeta) {
 		for j < len(b.Items) && string(b.Items[j].Key) == string(b.Items[i].Key) {
 			j++
 		}
-		e.serveItems(b.Items[i:j], out[i:j], st, fresh, meta.Edges, now)
+		e.serveItems(b.Items[i:j], out[i:j], st, fresh, !other, meta.Edges, now)
 		i = j
 	}
 	if fresh {
 		st.lastBatch.Store(b.ID)
 	}
-	meta.Applied = st.lastBatch.Load()
+	e.marks(&meta, st)
 	e.replayed.Add(uint64(len(b.Items)))
 	return out, meta
 }
 
 // serveItems applies the replay items of one tuple (when fresh: not a re-delivery) and
-// answers each with the tuple's counts after all of them, applying its lease request
-// (lease requests are applied on every delivery: they are idempotent, lease.go).
-func (e *Engine) serveItems(items []ReplayItem, out []CellCounts, run *runMarks, fresh bool, edges int, now int64) {
+// answers each with the tuple's counts after all of them, applying its lease request when
+// leases is set (lease requests are applied on every delivery: they are idempotent,
+// lease.go).
+func (e *Engine) serveItems(items []ReplayItem, out []CellCounts, run *runMarks, fresh, leases bool, edges int, now int64) {
 	key := items[0].Key
 	w := windowOfKey(string(key))
 	sh, h := e.store.locate(key)
@@ -336,7 +372,11 @@ func (e *Engine) serveItems(items []ReplayItem, out []CellCounts, run *runMarks,
 		}
 	}
 	for i, it := range items {
-		out[i], ent = e.answer(sh, h, key, ent, w, it.Seq, run, LeaseRequest{Limit: it.Limit, Want: it.Want, Return: it.Return}, edges, now)
+		lr := LeaseRequest{Limit: it.Limit, Want: it.Want, Return: it.Return}
+		if !leases {
+			lr = LeaseRequest{}
+		}
+		out[i], ent = e.answer(sh, h, key, ent, w, it.Seq, run, lr, edges, now)
 	}
 }
 
@@ -390,7 +430,7 @@ func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts
 	}
 	run.apply.Lock()
 	defer run.apply.Unlock()
-	meta.Applied = run.lastBatch.Load()
+	e.marks(&meta, run)
 	extra := r.Pending
 	if r.InflightBatch > meta.Applied {
 		extra = satAdd(extra, r.Inflight) // that batch has not arrived: its cost is on its way

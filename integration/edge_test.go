@@ -612,7 +612,7 @@ func TestEdgeInternalAuth(t *testing.T) {
 	internal := [][]any{
 		{"RL.INTERNAL.READ"},
 		{"RL.INTERNAL.READ", "k", "0", "0", "0"},
-		{"RL.INTERNAL.REPLAY", "1", "k", "0", "1", "0", "0", "0"},
+		{"RL.INTERNAL.REPLAY", "1", "0", "k", "0", "1", "0", "0", "0"},
 		{"RL.INTERNAL.DECIDE", "k", "10", "1", "0", "0", "0", "0", "0", "0"},
 	}
 	refused := func(t *testing.T, c *redis.Client) {
@@ -645,8 +645,8 @@ func TestEdgeInternalAuth(t *testing.T) {
 		before := time.Now().UnixMilli()
 		v, err := c.Do(ctx, "RL.INTERNAL.READ").Result()
 		after := time.Now().UnixMilli()
-		if arr, ok := v.([]any); err != nil || !ok || len(arr) != 5 {
-			t.Errorf("RL.INTERNAL.READ after HELLO = %#v, %v; want [edges, applied, lease_ttl_ms, boot, now]", v, err)
+		if arr, ok := v.([]any); err != nil || !ok || len(arr) != 6 {
+			t.Errorf("RL.INTERNAL.READ after HELLO = %#v, %v; want [edges, applied, lease_ttl_ms, boot, now, durable]", v, err)
 		} else if now, ok := arr[4].(int64); !ok || now < before || now > after {
 			// The origin's clock is this machine's.
 			t.Errorf("RL.INTERNAL.READ after HELLO: now = %v, want from %d to %d", arr[4], before, after)

@@ -37,6 +37,7 @@ type collector struct {
 	closed, queryBytes, queryLimit, authFailures, authThrottled                   *prometheus.Desc
 	snapDuration, snapLastSuccess, snapCells, snapFailures                        *prometheus.Desc
 	replayPending, replayRetried, replayExpired, strict, originUp                 *prometheus.Desc
+	replayUnsaved, replayUnsavedDropped, replayResent                             *prometheus.Desc
 	published, imported, peerUp, peerLag, peerLastOK, peerPublished, peerImported *prometheus.Desc
 }
 
@@ -79,6 +80,10 @@ func newCollector(src Sources) *collector {
 		peerLastOK:      d("peer_last_exchange_timestamp_seconds", "Unix time of the last successful exchange with the peer.", "peer"),
 		peerPublished:   d("peer_published_total", "Components delivered to the peer by publication.", "peer"),
 		peerImported:    d("peer_imported_total", "Components received from the peer.", "peer"),
+
+		replayUnsaved:        d("replay_unsaved", "Edge: cost the origins acknowledged and have not saved yet, kept to re-send should one restart from its snapshot."),
+		replayUnsavedDropped: d("replay_unsaved_dropped_total", "Edge: acknowledged cost dropped from what is kept for re-sending, by its bound (a kill -9 of the origin would lose it)."),
+		replayResent:         d("replay_resent_total", "Edge: acknowledged cost re-sent to an origin restarted from a snapshot that lacked it."),
 	}
 }
 
@@ -94,6 +99,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			m(c.replayPending, prometheus.GaugeValue, float64(s.ReplayPending))
 			m(c.replayRetried, prometheus.CounterValue, float64(s.ReplayRetried))
 			m(c.replayExpired, prometheus.CounterValue, float64(s.ReplayExpired))
+			m(c.replayUnsaved, prometheus.GaugeValue, float64(s.ReplayUnsaved))
+			m(c.replayUnsavedDropped, prometheus.CounterValue, float64(s.ReplayUnsavedDropped))
+			m(c.replayResent, prometheus.CounterValue, float64(s.ReplayResent))
 			m(c.strict, prometheus.CounterValue, float64(s.Strict))
 			for _, o := range s.Origins {
 				up := 0.0

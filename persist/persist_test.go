@@ -744,3 +744,21 @@ func TestForeignComponentsRoundTrip(t *testing.T) {
 		t.Fatalf("loaded %+v", got)
 	}
 }
+
+// TestWriteSavedHook: Source.Saved is called once a save is on disk, and not after a save
+// that failed (an origin's edges then keep the replays the snapshot does not hold).
+func TestWriteSavedHook(t *testing.T) {
+	s, dir := openStore(t)
+	saved := 0
+	src := persist.Source{Cells: slices.Values(genRecords(10, 3)), Saved: func() { saved++ }}
+	if err := s.Write(src); err != nil || saved != 1 {
+		t.Fatalf("Write: %v, Saved called %d times, want 1", err, saved)
+	}
+	tmp := filepath.Join(dir, "snapshot.db.tmp")
+	if err := os.MkdirAll(filepath.Join(tmp, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(src); err == nil || saved != 1 {
+		t.Fatalf("failed Write: %v, Saved called %d times, want 1", err, saved)
+	}
+}

@@ -87,6 +87,10 @@ type Source struct {
 	Runs   iter.Seq[engine.RunRecord]
 	Leases iter.Seq[engine.LeaseRecord]
 	Tuples iter.Seq[engine.TupleRecord]
+	// Saved, when not nil, is called after a save of the records succeeded (the file is
+	// on disk), before Write returns and before another save starts: an origin's
+	// engine.RunsSaved, which tells its edges which replay batches are durable.
+	Saved func()
 }
 
 // Save writes recs as the new snapshot, replacing the previous one only once the new file
@@ -128,6 +132,9 @@ func (s *Store) Write(src Source) error {
 		return fmt.Errorf("save snapshot %s: %w", filepath.Join(s.dir, fileName), err)
 	}
 	s.consecutive.Store(0)
+	if src.Saved != nil {
+		src.Saved()
+	}
 	s.lastDuration.Store(int64(time.Since(start)))
 	s.lastCells.Store(n)
 	s.lastKV.Store(nkv)

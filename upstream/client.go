@@ -37,7 +37,7 @@ const (
 const (
 	// MaxReadItems is the most items of one Read: RL.INTERNAL.READ has 1+4n arguments.
 	MaxReadItems = wire.MaxReadItems
-	// MaxReplayItems is the most items of one Replay: RL.INTERNAL.REPLAY has 2+6n arguments.
+	// MaxReplayItems is the most items of one Replay: RL.INTERNAL.REPLAY has 3+6n arguments.
 	MaxReplayItems = wire.MaxReplayItems
 	// MaxForwardArgs is the most arguments of one Forward's payload.
 	MaxForwardArgs = wire.MaxForwardArgs
@@ -231,7 +231,7 @@ func (c *Client) Read(ctx context.Context, items []engine.ReadItem) ([]engine.Ce
 	return out, meta, nil
 }
 
-// Replay delivers a batch of accepted cost: RL.INTERNAL.REPLAY batch-id key seq cost ....
+// Replay delivers a batch of accepted cost: RL.INTERNAL.REPLAY batch-id boot key seq cost ....
 // The result is the counts after applying, one per item. b.Node is not sent: the origin
 // knows this run from HELLO (Config.NodeRun). At most MaxReplayItems items. b is not
 // retained: a retry re-sends the same batch with a new call.
@@ -248,7 +248,7 @@ func (c *Client) Replay(ctx context.Context, b engine.ReplayBatch) ([]engine.Cel
 	}
 	cl := c.getCall(opReplay)
 	cl.counts = out
-	err := c.roundTrip(ctx, cl, func(buf []byte) []byte { return wire.AppendReplay(buf, b.ID, b.Items) })
+	err := c.roundTrip(ctx, cl, func(buf []byte) []byte { return wire.AppendReplay(buf, b) })
 	if err != nil {
 		return nil, engine.OriginMeta{}, c.wrap("replay", err)
 	}

@@ -213,13 +213,13 @@ const (
 // error) and answers with wire's Write*Reply, every integer of the reply made from the
 // request so that a field decoded into the wrong place shows:
 //
-//	READ   key seq limit want          -> meta 3, 6, 10000, cannedBoot, cannedNow; per item
+//	READ   key seq limit want          -> meta 3, 6, 10000, cannedBoot, cannedNow, 0; per item
 //	                                      [seq, len(key), seq%7, 2*len(key), 1, want, limit]
-//	REPLAY id key seq cost limit want return
-//	                                   -> meta 2, id, 5000, cannedBoot, cannedNow; per item
+//	REPLAY id boot key seq cost limit want return
+//	                                   -> meta 2, id, 5000, cannedBoot, cannedNow, 0; per item
 //	                                      [seq, 100+cost, id, limit, 9, want, return]
 //	DECIDE key limit cost pending inflight batch want return deadline
-//	                                   -> meta 5, 6, 7000, cannedBoot, deadline; allowed cost<=limit,
+//	                                   -> meta 5, 6, 7000, cannedBoot, deadline, 0; allowed cost<=limit,
 //	                                      limit, remaining limit-cost or 0, retry 0 or -1,
 //	                                      reset 1234, [17, pending, inflight, batch, cost,
 //	                                      want, return]

@@ -17,7 +17,7 @@ func BenchmarkAppendReplay(b *testing.B) {
 	buf := make([]byte, 0, 4096)
 	b.ReportAllocs()
 	for b.Loop() {
-		buf = wire.AppendReplay(buf[:0], 42, items)
+		buf = wire.AppendReplay(buf[:0], engine.ReplayBatch{ID: 42, Boot: 1763898912000, Items: items})
 	}
 }
 
@@ -27,7 +27,7 @@ func BenchmarkParseReplay(b *testing.B) {
 	for i := range items {
 		items[i] = engine.ReplayItem{Key: key, Seq: 29000000 + int64(i), Cost: 3, Limit: 100}
 	}
-	args := parse(b, wire.AppendReplay(nil, 42, items))
+	args := parse(b, wire.AppendReplay(nil, engine.ReplayBatch{ID: 42, Boot: 1763898912000, Items: items}))
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := wire.ParseReplay(args); err != nil {

@@ -8,15 +8,15 @@ import (
 	"github.com/ratchet/ratchet/resp"
 )
 
-// RL.INTERNAL.READ [key seq limit want ...] and RL.INTERNAL.REPLAY batch-id key seq cost
-// limit want return [...] are both answered with [meta, counts × n]: the meta is
-// edges, applied, lease_ttl_ms, boot, now; a counts group is seq, cur_regional, cur_imported,
+// RL.INTERNAL.READ [key seq limit want ...] and RL.INTERNAL.REPLAY batch-id boot key seq
+// cost limit want return [...] are both answered with [meta, counts × n]: the meta is
+// edges, applied, lease_ttl_ms, boot, now, durable; a counts group is seq, cur_regional, cur_imported,
 // prev_regional, prev_imported, lease_left, lease_seq, one per item in order.
 
 // countsInts is the number of integers of one counts group; metaInts of the meta.
 const (
 	countsInts = 7
-	metaInts   = 5
+	metaInts   = 6
 )
 
 // AppendRead appends RL.INTERNAL.READ key seq limit want ... to dst. No items is a
@@ -55,13 +55,14 @@ func ParseRead(args [][]byte) ([]engine.ReadItem, error) {
 	return items, nil
 }
 
-// AppendReplay appends RL.INTERNAL.REPLAY id key seq cost limit want return ... to
-// dst. The caller keeps len(items) from 1 to MaxReplayItems.
-func AppendReplay(dst []byte, id uint64, items []engine.ReplayItem) []byte {
-	dst = resp.AppendArray(dst, 2+replayArgs*len(items))
+// AppendReplay appends RL.INTERNAL.REPLAY id boot key seq cost limit want return ... to
+// dst: batch b, without its Node. The caller keeps len(b.Items) from 1 to MaxReplayItems.
+func AppendReplay(dst []byte, b engine.ReplayBatch) []byte {
+	dst = resp.AppendArray(dst, replayHeadArgs+replayArgs*len(b.Items))
 	dst = resp.AppendBulkString(dst, CmdReplay)
-	dst = resp.AppendBulkUint(dst, id)
-	for _, it := range items {
+	dst = resp.AppendBulkUint(dst, b.ID)
+	dst = resp.AppendBulkUint(dst, uint64(max(b.Boot, 0)))
+	for _, it := range b.Items {
 		dst = resp.AppendBulk(dst, it.Key)
 		dst = resp.AppendBulkInt(dst, it.Seq)
 		dst = resp.AppendBulkUint(dst, it.Cost)
@@ -75,15 +76,19 @@ func AppendReplay(dst []byte, id uint64, items []engine.ReplayItem) []byte {
 // ParseReplay decodes an RL.INTERNAL.REPLAY request of at least one item. The batch's
 // Node is left empty: the origin knows the sender from its HELLO. Keys alias args.
 func ParseReplay(args [][]byte) (engine.ReplayBatch, error) {
-	if len(args) < 2+replayArgs || (len(args)-2)%replayArgs != 0 {
+	if len(args) < replayHeadArgs+replayArgs || (len(args)-replayHeadArgs)%replayArgs != 0 {
 		return engine.ReplayBatch{}, fmt.Errorf("%w: %d arguments to REPLAY", ErrSyntax, len(args))
 	}
 	id, ok := parseInt(args[1])
 	if !ok {
 		return engine.ReplayBatch{}, fmt.Errorf("%w: batch id", ErrSyntax)
 	}
-	rest := args[2:]
-	b := engine.ReplayBatch{ID: uint64(id), Items: make([]engine.ReplayItem, 0, len(rest)/replayArgs)}
+	boot, ok := parseInt(args[2])
+	if !ok {
+		return engine.ReplayBatch{}, fmt.Errorf("%w: boot", ErrSyntax)
+	}
+	rest := args[replayHeadArgs:]
+	b := engine.ReplayBatch{ID: uint64(id), Boot: boot, Items: make([]engine.ReplayItem, 0, len(rest)/replayArgs)}
 	for i := 0; i < len(rest); i += replayArgs {
 		if !validKey(rest[i]) {
 			return engine.ReplayBatch{}, fmt.Errorf("%w: item %d", ErrKey, i/replayArgs)
@@ -143,17 +148,20 @@ func writeMeta(w *resp.Writer, meta engine.OriginMeta) {
 	w.Int(meta.LeaseTTLMs)
 	w.Int(meta.Boot)
 	w.Int(meta.Now)
+	w.Int(clampInt(meta.Durable))
 }
 
 // parseMeta reads a reply's header (metaInts integers): edges (at least 1 by the
 // protocol; 0 is read as 1), the last replay batch the origin applied for this edge run,
-// the leases' TTL, the origin's boot and its clock.
+// the leases' TTL, the origin's boot, its clock, and the last batch of the run its saved
+// snapshot holds.
 func parseMeta(v []int64) (engine.OriginMeta, error) {
-	edges, applied, ttl, boot, now := v[0], v[1], v[2], v[3], v[4]
-	if edges < 0 || applied < 0 || ttl < 0 {
+	edges, applied, ttl, boot, now, durable := v[0], v[1], v[2], v[3], v[4], v[5]
+	if edges < 0 || applied < 0 || ttl < 0 || durable < 0 {
 		return engine.OriginMeta{}, fmt.Errorf("%w: negative edge count, batch id or lease TTL", ErrReply)
 	}
-	return engine.OriginMeta{Edges: int(max(edges, 1)), Applied: uint64(applied), LeaseTTLMs: ttl, Boot: boot, Now: now}, nil
+	return engine.OriginMeta{Edges: int(max(edges, 1)), Applied: uint64(applied), LeaseTTLMs: ttl, Boot: boot, Now: now,
+		Durable: uint64(durable)}, nil
 }
 
 func writeCellCounts(w *resp.Writer, c engine.CellCounts) {

@@ -37,8 +37,8 @@ func requestSeeds() [][]byte {
 		wire.AppendHello(nil, "s", "edge/1"),
 		wire.AppendRead(nil, []engine.ReadItem{{Key: key, Seq: 3, Limit: 100, Want: 16}, {Key: k2, Seq: 0}}),
 		wire.AppendRead(nil, nil),
-		wire.AppendReplay(nil, 9, []engine.ReplayItem{{Key: key, Seq: 3, Cost: 2, Limit: 100, Want: 16, Return: 5},
-			{Key: k2, Seq: 4, Limit: 10, Return: 1 << 40}}),
+		wire.AppendReplay(nil, engine.ReplayBatch{ID: 9, Boot: 1763898912000, Items: []engine.ReplayItem{{Key: key, Seq: 3, Cost: 2, Limit: 100, Want: 16, Return: 5},
+			{Key: k2, Seq: 4, Limit: 10, Return: 1 << 40}}}),
 		wire.AppendDecide(nil, engine.DecideRequest{Key: key, Limit: 10, Cost: 1, Pending: 2, Inflight: 3, InflightBatch: 4,
 			Want: 16, Return: 6, Deadline: 1763898913750}),
 		wire.AppendPublish(nil, []engine.Component{{Key: k2, Seq: 5, Region: "eu", Count: 7}}),
@@ -93,7 +93,7 @@ func FuzzParseReplay(f *testing.F) {
 		if err != nil {
 			return
 		}
-		again, err := wire.ParseReplay(parse(t, wire.AppendReplay(nil, b.ID, b.Items)))
+		again, err := wire.ParseReplay(parse(t, wire.AppendReplay(nil, b)))
 		if err != nil || !reflect.DeepEqual(again, b) {
 			t.Fatalf("%+v re-read as %+v, %v", b, again, err)
 		}
@@ -153,7 +153,7 @@ func FuzzParseForward(f *testing.F) {
 // fuzzReply runs check on the integers of the first reply in data, if it is one.
 func fuzzReply(f *testing.F, check func(t *testing.T, v []int64)) {
 	var w resp.Writer
-	meta := engine.OriginMeta{Edges: 2, Applied: 3, LeaseTTLMs: 10000, Boot: 1763898912000, Now: 1763898913234}
+	meta := engine.OriginMeta{Edges: 2, Applied: 3, LeaseTTLMs: 10000, Boot: 1763898912000, Now: 1763898913234, Durable: 2}
 	wire.WriteCountsReply(&w, meta, []engine.CellCounts{{Seq: 4, CurRegional: 5, LeaseLeft: 6, LeaseSeq: 7}, {Seq: 9}})
 	f.Add(append([]byte(nil), w.Bytes()...))
 	w.Reset()
@@ -177,10 +177,10 @@ func fuzzReply(f *testing.F, check func(t *testing.T, v []int64)) {
 func FuzzParseCountsReply(f *testing.F) {
 	fuzzReply(f, func(t *testing.T, v []int64) {
 		// The request it answers asked for the seqs the reply holds, when it has groups.
-		// A reply is the meta (5 integers), then 7 per item.
-		counts := make([]engine.CellCounts, max(len(v)-5, 0)/7)
+		// A reply is the meta (6 integers), then 7 per item.
+		counts := make([]engine.CellCounts, max(len(v)-6, 0)/7)
 		for i := range counts {
-			counts[i].Seq = v[5+7*i]
+			counts[i].Seq = v[6+7*i]
 		}
 		meta, err := wire.ParseCountsReply(v, counts)
 		if err != nil {

@@ -58,7 +58,7 @@ func TestMaxArgsIsTheParsersBound(t *testing.T) {
 func TestGolden(t *testing.T) {
 	k := "$" + strconv.Itoa(len(key)) + "\r\n" + string(key) // the key as a bulk string
 	var w resp.Writer
-	meta := engine.OriginMeta{Edges: 3, Applied: 1<<64 - 1, LeaseTTLMs: 10000, Boot: 1763898912000, Now: 1763898913234}
+	meta := engine.OriginMeta{Edges: 3, Applied: 1<<64 - 1, LeaseTTLMs: 10000, Boot: 1763898912000, Now: 1763898913234, Durable: 77}
 	cc := engine.CellCounts{Seq: 5, CurRegional: 1, CurImported: 2, PrevRegional: 3, PrevImported: 1<<64 - 1,
 		LeaseLeft: 40, LeaseSeq: 1849598113792}
 	reply := func(f func(w *resp.Writer)) []byte { w.Reset(); f(&w); return append([]byte(nil), w.Bytes()...) }
@@ -76,11 +76,11 @@ func TestGolden(t *testing.T) {
 				"$2\r\nk2\r\n$1\r\n0\r\n$16\r\n1125899906842624\r\n$1\r\n0\r\n" +
 				"$0\r\n\r\n$2\r\n-3\r\n$1\r\n0\r\n$2\r\n16\r\n")},
 		{"heartbeat", wire.AppendRead(nil, nil), []byte("*1\r\n$16\r\nRL.INTERNAL.READ\r\n")},
-		// batch-id, then key seq cost limit want return per item.
-		{"replay", wire.AppendReplay(nil, 1<<63+5, []engine.ReplayItem{
+		// batch-id boot, then key seq cost limit want return per item.
+		{"replay", wire.AppendReplay(nil, engine.ReplayBatch{ID: 1<<63 + 5, Boot: 1763898912000, Items: []engine.ReplayItem{
 			{Key: key, Seq: 7, Cost: 3, Limit: 10, Want: 64, Return: 1 << 40},
-			{Key: []byte("k2"), Seq: 8, Cost: 1<<64 - 1}}),
-			[]byte("*14\r\n$18\r\nRL.INTERNAL.REPLAY\r\n$19\r\n9223372036854775813\r\n" +
+			{Key: []byte("k2"), Seq: 8, Cost: 1<<64 - 1}}}),
+			[]byte("*15\r\n$18\r\nRL.INTERNAL.REPLAY\r\n$19\r\n9223372036854775813\r\n$13\r\n1763898912000\r\n" +
 				k + "\r\n$1\r\n7\r\n$1\r\n3\r\n$2\r\n10\r\n$2\r\n64\r\n$13\r\n1099511627776\r\n" +
 				"$2\r\nk2\r\n$1\r\n8\r\n$20\r\n18446744073709551615\r\n$1\r\n0\r\n$1\r\n0\r\n$1\r\n0\r\n")},
 		// key limit cost pending inflight batch-id want return deadline.
@@ -95,19 +95,19 @@ func TestGolden(t *testing.T) {
 			[]byte("*9\r\n$19\r\nRL.INTERNAL.PUBLISH\r\n$4\r\n\x01\x00\x00k\r\n$1\r\n9\r\n$2\r\neu\r\n$20\r\n18446744073709551615\r\n$1\r\nx\r\n$2\r\n-2\r\n$7\r\nus-east\r\n$1\r\n0\r\n")},
 		{"forward", wire.AppendForward(nil, 3, "ws", wire.AppendForwardCmd(wire.AppendForwardCmd(nil, strs("INCR", "k")), strs("PING"))),
 			[]byte("*8\r\n$19\r\nRL.INTERNAL.FORWARD\r\n$1\r\n3\r\n$2\r\nws\r\n$1\r\n2\r\n$4\r\nINCR\r\n$1\r\nk\r\n$1\r\n1\r\n$4\r\nPING\r\n")},
-		// meta (edges applied lease_ttl_ms boot now), then per item seq cur_regional
+		// meta (edges applied lease_ttl_ms boot now durable), then per item seq cur_regional
 		// cur_imported prev_regional prev_imported lease_left lease_seq.
 		{"counts reply", reply(func(w *resp.Writer) { wire.WriteCountsReply(w, meta, []engine.CellCounts{cc, {Seq: -1}}) }),
-			[]byte("*19\r\n:3\r\n:9223372036854775807\r\n:10000\r\n:1763898912000\r\n:1763898913234\r\n" +
+			[]byte("*20\r\n:3\r\n:9223372036854775807\r\n:10000\r\n:1763898912000\r\n:1763898913234\r\n:77\r\n" +
 				":5\r\n:1\r\n:2\r\n:3\r\n:9223372036854775807\r\n:40\r\n:1849598113792\r\n" +
 				":-1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n")},
 		{"saturated lease", reply(func(w *resp.Writer) {
 			wire.WriteCountsReply(w, engine.OriginMeta{Edges: 1}, []engine.CellCounts{{Seq: 2, LeaseLeft: 1<<64 - 1, LeaseSeq: 1 << 63}})
-		}), []byte("*12\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:2\r\n:0\r\n:0\r\n:0\r\n:0\r\n:9223372036854775807\r\n:9223372036854775807\r\n")},
+		}), []byte("*13\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:2\r\n:0\r\n:0\r\n:0\r\n:0\r\n:9223372036854775807\r\n:9223372036854775807\r\n")},
 		// meta, allowed limit remaining retry_after_ms reset_after_ms, counts.
 		{"decide reply", reply(func(w *resp.Writer) {
 			wire.WriteDecideReply(w, engine.Decision{Allowed: true, Limit: 10, Remaining: 7, RetryAfterMs: -1, ResetAfterMs: 1234}, cc, meta)
-		}), []byte("*17\r\n:3\r\n:9223372036854775807\r\n:10000\r\n:1763898912000\r\n:1763898913234\r\n" +
+		}), []byte("*18\r\n:3\r\n:9223372036854775807\r\n:10000\r\n:1763898912000\r\n:1763898913234\r\n:77\r\n" +
 			":1\r\n:10\r\n:7\r\n:-1\r\n:1234\r\n" +
 			":5\r\n:1\r\n:2\r\n:3\r\n:9223372036854775807\r\n:40\r\n:1849598113792\r\n")},
 		{"publish reply", reply(func(w *resp.Writer) { wire.WritePublishReply(w, 42) }), []byte("*1\r\n:42\r\n")},
@@ -153,12 +153,12 @@ func TestReadRoundTrip(t *testing.T) {
 }
 
 func TestReplayRoundTrip(t *testing.T) {
-	want := engine.ReplayBatch{ID: math.MaxInt64, Items: []engine.ReplayItem{
+	want := engine.ReplayBatch{ID: math.MaxInt64, Boot: math.MaxInt64, Items: []engine.ReplayItem{
 		{Key: key, Seq: 7, Cost: 3, Limit: 10, Want: 64, Return: 1 << 40},
 		{Key: key, Seq: math.MaxInt64, Cost: math.MaxInt64, Limit: 0, Want: math.MaxInt64, Return: math.MaxInt64},
 		{Key: key, Seq: 8, Limit: 5, Return: 9}, // a return alone: no cost
 	}}
-	got, err := wire.ParseReplay(parse(t, wire.AppendReplay(nil, want.ID, want.Items)))
+	got, err := wire.ParseReplay(parse(t, wire.AppendReplay(nil, want)))
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, %v", got, err)
 	}
@@ -211,7 +211,7 @@ func TestForwardRoundTrip(t *testing.T) {
 }
 
 func TestCountsReplyRoundTrip(t *testing.T) {
-	meta := engine.OriginMeta{Edges: 4, Applied: 99, LeaseTTLMs: 10000, Boot: 1763898912000, Now: 1763898913001}
+	meta := engine.OriginMeta{Edges: 4, Applied: 99, LeaseTTLMs: 10000, Boot: 1763898912000, Now: 1763898913001, Durable: 98}
 	want := []engine.CellCounts{{Seq: 12, CurRegional: 1, CurImported: 2, PrevRegional: 3, PrevImported: 4, LeaseLeft: 5, LeaseSeq: 6}, {Seq: 11}}
 	var w resp.Writer
 	wire.WriteCountsReply(&w, meta, want)
@@ -233,7 +233,7 @@ func TestCountsReplyRoundTrip(t *testing.T) {
 }
 
 func TestDecideReplyRoundTrip(t *testing.T) {
-	meta := engine.OriginMeta{Edges: 2, Applied: 5, LeaseTTLMs: 2500, Boot: 1763898912000, Now: math.MaxInt64}
+	meta := engine.OriginMeta{Edges: 2, Applied: 5, LeaseTTLMs: 2500, Boot: 1763898912000, Now: math.MaxInt64, Durable: 4}
 	cc := engine.CellCounts{Seq: 8, CurRegional: 9, PrevImported: 1, LeaseLeft: 30, LeaseSeq: math.MaxInt64}
 	for _, dec := range []engine.Decision{
 		{Allowed: true, Limit: 10, Remaining: 7, RetryAfterMs: -1, ResetAfterMs: 1234},
@@ -252,9 +252,9 @@ func TestDecideReplyRoundTrip(t *testing.T) {
 // longest) are within the origin's parser, one more item is not, and the replies to them
 // are within what a sender reads.
 func TestBounds(t *testing.T) {
-	// The values docs/internal-protocol.md states: 1+4n arguments of READ, 2+6n of REPLAY.
-	if wire.MaxReadItems != 2047 || wire.MaxReplayItems != 1365 || wire.MaxPublishItems != 2047 || wire.MaxForwardArgs != 8189 {
-		t.Errorf("bounds %d %d %d %d, documented 2047 1365 2047 8189",
+	// The values docs/internal-protocol.md states: 1+4n arguments of READ, 3+6n of REPLAY.
+	if wire.MaxReadItems != 2047 || wire.MaxReplayItems != 1364 || wire.MaxPublishItems != 2047 || wire.MaxForwardArgs != 8189 {
+		t.Errorf("bounds %d %d %d %d, documented 2047 1364 2047 8189",
 			wire.MaxReadItems, wire.MaxReplayItems, wire.MaxPublishItems, wire.MaxForwardArgs)
 	}
 	k := engine.AppendKey(nil, engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte("k"), WindowMs: 1})
@@ -285,7 +285,8 @@ func TestBounds(t *testing.T) {
 		max, over []byte
 	}{
 		{"read", wire.AppendRead(nil, reads[:wire.MaxReadItems]), wire.AppendRead(nil, reads)},
-		{"replay", wire.AppendReplay(nil, math.MaxInt64, replays[:wire.MaxReplayItems]), wire.AppendReplay(nil, math.MaxInt64, replays)},
+		{"replay", wire.AppendReplay(nil, engine.ReplayBatch{ID: math.MaxInt64, Boot: math.MaxInt64, Items: replays[:wire.MaxReplayItems]}),
+			wire.AppendReplay(nil, engine.ReplayBatch{ID: math.MaxInt64, Boot: math.MaxInt64, Items: replays})},
 		{"publish", wire.AppendPublish(nil, comps[:wire.MaxPublishItems]), wire.AppendPublish(nil, comps)},
 		{"forward", wire.AppendForward(nil, 2, "ws", payload[:wire.MaxForwardArgs]), wire.AppendForward(nil, 2, "ws", payload)},
 	}
@@ -304,7 +305,8 @@ func TestBounds(t *testing.T) {
 	// sender reads, and decode.
 	full := engine.CellCounts{CurRegional: math.MaxInt64, CurImported: math.MaxInt64, PrevRegional: math.MaxInt64,
 		PrevImported: math.MaxInt64, LeaseLeft: math.MaxInt64, LeaseSeq: math.MaxInt64}
-	meta := engine.OriginMeta{Edges: math.MaxInt64, Applied: math.MaxInt64, LeaseTTLMs: math.MaxInt64, Boot: math.MinInt64, Now: math.MinInt64}
+	meta := engine.OriginMeta{Edges: math.MaxInt64, Applied: math.MaxInt64, LeaseTTLMs: math.MaxInt64, Boot: math.MinInt64, Now: math.MinInt64,
+		Durable: math.MaxInt64}
 	for _, n := range []int{wire.MaxReadItems, wire.MaxReplayItems} {
 		counts := make([]engine.CellCounts, n)
 		asked := make([]engine.CellCounts, n)
@@ -315,7 +317,7 @@ func TestBounds(t *testing.T) {
 		var w resp.Writer
 		wire.WriteCountsReply(&w, meta, counts)
 		v := ints(t, &w)
-		if len(v) != 5+7*n || len(v) > wire.MaxReplyInts {
+		if len(v) != 6+7*n || len(v) > wire.MaxReplyInts {
 			t.Errorf("counts reply to %d items: %d integers, MaxReplyInts %d", n, len(v), wire.MaxReplyInts)
 		}
 		if m, err := wire.ParseCountsReply(v, asked); err != nil || m != meta || !reflect.DeepEqual(asked, counts) {
@@ -359,22 +361,24 @@ func TestMalformedRequests(t *testing.T) {
 		{"read bad want in second item", read, []string{"RL.INTERNAL.READ", k, "1", "10", "16", k, "2", "10", "x"}, wire.ErrInt},
 		{"read key error first", read, []string{"RL.INTERNAL.READ", "", "x", "x", "x"}, wire.ErrKey},
 
-		{"replay valid", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1", "2", "10", "16", "7", k, "2", "0", "0", "0", "0"}, nil},
-		{"replay no items", replay, []string{"RL.INTERNAL.REPLAY", "1"}, wire.ErrSyntax},
-		{"replay old format", replay, []string{"RL.INTERNAL.REPLAY", "1", k, "1", "1", "1"}, wire.ErrSyntax},
-		{"replay short item", replay, []string{"RL.INTERNAL.REPLAY", "1", k, "1", "2", "10", "16"}, wire.ErrSyntax},
-		{"replay long item", replay, []string{"RL.INTERNAL.REPLAY", "1", k, "1", "2", "10", "16", "7", "0"}, wire.ErrSyntax},
-		{"replay bad id", replay, []string{"RL.INTERNAL.REPLAY", "x", k, "1", "2", "10", "16", "7"}, wire.ErrSyntax},
-		{"replay bad key", replay, []string{"RL.INTERNAL.REPLAY", "1", "\x00", "1", "2", "10", "16", "7"}, wire.ErrKey},
-		{"replay bad seq", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "-1", "2", "10", "16", "7"}, wire.ErrInt},
-		{"replay bad cost", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1000", "x", "10", "16", "7"}, wire.ErrInt},
-		{"replay bad limit", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1000", "2", "+1", "16", "7"}, wire.ErrInt},
-		{"replay bad want", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1000", "2", "10", "x", "7"}, wire.ErrInt},
-		{"replay want leading zero", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1000", "2", "10", "016", "7"}, wire.ErrInt},
-		{"replay bad return", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1000", "2", "10", "16", ""}, wire.ErrInt},
-		{"replay return overflow", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1000", "2", "10", "16", beyond}, wire.ErrInt},
-		{"replay bad return in second item", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1", "2", "10", "16", "7", k, "2", "0", "0", "0", "x"}, wire.ErrInt},
-		{"replay key error first", replay, []string{"RL.INTERNAL.REPLAY", "3", "", "x", "x", "x", "x", "x"}, wire.ErrKey},
+		{"replay valid", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", k, "1", "2", "10", "16", "7", k, "2", "0", "0", "0", "0"}, nil},
+		{"replay no items", replay, []string{"RL.INTERNAL.REPLAY", "1", "0"}, wire.ErrSyntax},
+		{"replay without boot", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1", "2", "10", "16", "7"}, wire.ErrSyntax},
+		{"replay bad boot", replay, []string{"RL.INTERNAL.REPLAY", "3", "-5", k, "1", "2", "10", "16", "7"}, wire.ErrSyntax},
+		{"replay old format", replay, []string{"RL.INTERNAL.REPLAY", "1", "0", k, "1", "1", "1"}, wire.ErrSyntax},
+		{"replay short item", replay, []string{"RL.INTERNAL.REPLAY", "1", "0", k, "1", "2", "10", "16"}, wire.ErrSyntax},
+		{"replay long item", replay, []string{"RL.INTERNAL.REPLAY", "1", "0", k, "1", "2", "10", "16", "7", "0"}, wire.ErrSyntax},
+		{"replay bad id", replay, []string{"RL.INTERNAL.REPLAY", "x", "0", k, "1", "2", "10", "16", "7"}, wire.ErrSyntax},
+		{"replay bad key", replay, []string{"RL.INTERNAL.REPLAY", "1", "0", "\x00", "1", "2", "10", "16", "7"}, wire.ErrKey},
+		{"replay bad seq", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", k, "-1", "2", "10", "16", "7"}, wire.ErrInt},
+		{"replay bad cost", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", k, "1000", "x", "10", "16", "7"}, wire.ErrInt},
+		{"replay bad limit", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", k, "1000", "2", "+1", "16", "7"}, wire.ErrInt},
+		{"replay bad want", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", k, "1000", "2", "10", "x", "7"}, wire.ErrInt},
+		{"replay want leading zero", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", k, "1000", "2", "10", "016", "7"}, wire.ErrInt},
+		{"replay bad return", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", k, "1000", "2", "10", "16", ""}, wire.ErrInt},
+		{"replay return overflow", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", k, "1000", "2", "10", "16", beyond}, wire.ErrInt},
+		{"replay bad return in second item", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", k, "1", "2", "10", "16", "7", k, "2", "0", "0", "0", "x"}, wire.ErrInt},
+		{"replay key error first", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", "", "x", "x", "x", "x", "x"}, wire.ErrKey},
 
 		{"decide valid", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "7", "1763898913750"}, nil},
 		{"decide old format", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0"}, wire.ErrSyntax},
@@ -436,8 +440,8 @@ func TestMalformedReplies(t *testing.T) {
 	decideReply := func(v []int64) error { _, _, _, err := wire.ParseDecideReply(v); return err }
 	publishReply := func(v ...int64) error { _, err := wire.ParsePublishReply(v); return err }
 	// Valid replies (checked below), and each changed in one place.
-	meta := []int64{1, 0, 10000, 1763898912000, 1763898913234} // edges applied lease_ttl_ms boot now
-	group := []int64{7, 0, 0, 0, 0, 30, 99}                    // seq cur_regional cur_imported prev_regional prev_imported lease_left lease_seq
+	meta := []int64{1, 0, 10000, 1763898912000, 1763898913234, 0} // edges applied lease_ttl_ms boot now durable
+	group := []int64{7, 0, 0, 0, 0, 30, 99}                       // seq cur_regional cur_imported prev_regional prev_imported lease_left lease_seq
 	cr := slices.Concat(meta, group)
 	dr := slices.Concat(meta, []int64{1, 10, 9, 0, 500}, group) // allowed limit remaining retry reset
 	set := func(v []int64, i int, n int64) []int64 { v = slices.Clone(v); v[i] = n; return v }
@@ -454,26 +458,28 @@ func TestMalformedReplies(t *testing.T) {
 		{"counts short", counts(cr[:len(cr)-1])},
 		{"counts long", counts(append(slices.Clone(cr), 0))},
 		{"counts old format", counts([]int64{1, 0, 7, 0, 0, 0, 0})},
-		{"counts meta without now", counts(slices.Concat(meta[:4], group))},
-		{"counts other seq", counts(set(cr, 5, 8))},
-		{"counts negative cur_regional", counts(set(cr, 6, -1))},
-		{"counts negative prev_imported", counts(set(cr, 9, -1))},
-		{"counts negative lease_left", counts(set(cr, 10, -1))},
-		{"counts negative lease_seq", counts(set(cr, 11, -1))},
+		{"counts meta without now", counts(slices.Concat(meta[:4], meta[5:], group))},
+		{"counts other seq", counts(set(cr, 6, 8))},
+		{"counts negative cur_regional", counts(set(cr, 7, -1))},
+		{"counts negative prev_imported", counts(set(cr, 10, -1))},
+		{"counts negative lease_left", counts(set(cr, 11, -1))},
+		{"counts negative lease_seq", counts(set(cr, 12, -1))},
 		{"counts negative edges", counts(set(cr, 0, -1))},
 		{"counts negative applied", counts(set(cr, 1, -1))},
 		{"counts negative lease ttl", counts(set(cr, 2, -1))},
+		{"counts negative durable", counts(set(cr, 5, -1))},
+		{"counts meta without durable", counts(slices.Concat(meta[:5], group))},
 		{"decide short", decideReply(dr[:len(dr)-1])},
 		{"decide long", decideReply(append(slices.Clone(dr), 0))},
 		{"decide old format", decideReply([]int64{1, 0, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0})},
-		{"decide meta without now", decideReply(slices.Concat(meta[:4], dr[5:]))},
+		{"decide meta without now", decideReply(slices.Concat(meta[:4], dr[6:]))},
 		{"decide negative lease ttl", decideReply(set(dr, 2, -1))},
-		{"decide allowed 2", decideReply(set(dr, 5, 2))},
-		{"decide retry -2", decideReply(set(dr, 8, -2))},
-		{"decide negative reset", decideReply(set(dr, 9, -1))},
-		{"decide negative count", decideReply(set(dr, 11, -5))},
-		{"decide negative lease_left", decideReply(set(dr, 15, -1))},
-		{"decide negative lease_seq", decideReply(set(dr, 16, -1))},
+		{"decide allowed 2", decideReply(set(dr, 6, 2))},
+		{"decide retry -2", decideReply(set(dr, 9, -2))},
+		{"decide negative reset", decideReply(set(dr, 10, -1))},
+		{"decide negative count", decideReply(set(dr, 12, -5))},
+		{"decide negative lease_left", decideReply(set(dr, 16, -1))},
+		{"decide negative lease_seq", decideReply(set(dr, 17, -1))},
 		{"publish empty", publishReply()},
 		{"publish negative", publishReply(-1)},
 	}

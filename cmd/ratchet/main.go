@@ -164,7 +164,8 @@ func (n *node) ready() error {
 }
 
 func newOrigin(cfg Config, log *slog.Logger) (*node, error) {
-	eng := engine.New(engine.SystemClock{}, engine.Config{MaxMemoryBytes: cfg.MaxMemory, Logger: log, Region: cfg.Region})
+	eng := engine.New(engine.SystemClock{}, engine.Config{MaxMemoryBytes: cfg.MaxMemory, Logger: log, Region: cfg.Region,
+		Snapshots: cfg.DataDir != ""})
 	n := &node{limiter: eng, origin: eng}
 	peers, err := cfg.PeerList()
 	if err != nil {
@@ -426,9 +427,10 @@ func run(cfg Config, log *slog.Logger) error {
 }
 
 // snapshotSource is what an origin's snapshots hold: its cells and lease grants (read in
-// one pass over the tuples), counter keys and edge runs' replay marks.
+// one pass over the tuples), counter keys and edge runs' replay marks; once one is on
+// disk, edges learn which of their replay batches it holds (RunsSaved).
 func snapshotSource(e *engine.Engine) persist.Source {
-	return persist.Source{Tuples: e.Tuples, KV: e.KV().Records, Runs: e.Runs}
+	return persist.Source{Tuples: e.Tuples, KV: e.KV().Records, Runs: e.Runs, Saved: e.RunsSaved}
 }
 
 // redisSeconds writes a duration as Redis's CONFIG GET timeout does: whole seconds, a

@@ -1,0 +1,359 @@
+package engine
+
+import "math"
+
+// What an edge keeps of the cost its origin counted but has not saved, so that a kill -9
+// of the origin loses none of it (docs/internal-protocol.md, "Unsaved cost").
+//
+// An origin's snapshot captures each edge run's replay mark before the cells (marks.go),
+// so once a save is on disk every batch up to the mark it captured is durable; answers
+// report that mark (OriginMeta.Durable). The flusher keeps, per origin, the cost of every
+// acknowledged batch after it (kept, under its batch ID) and of every hand-off the origin
+// counted after it (hands: a hand-off is counted between two batches of the run, after
+// batch Applied of its answer, so the mark covers it once it reaches Applied+1), and drops
+// them as the mark covers them. When the origin's run changes (its Boot), the new run
+// restored its marks from its snapshot: the batches up to its mark (its Applied, before any
+// batch of this edge lands there) are in that snapshot, and the cost of the others, and of
+// the hand-offs after it, goes back into the entries as pending cost, which the flusher
+// then delivers in new batches, applied once like any other. A batch carries the run that
+// counted what is kept (ReplayBatch.Boot): an origin of another run applies nothing of it
+// and answers with its restored mark, so the edge learns that mark before any batch of its
+// lands there.
+//
+// A snapshot may hold in its cells cost of batches and hand-offs its marks do not claim
+// (the cells are captured after the marks): re-sent after a restart, that cost counts
+// twice. So a kill -9 may over-count what was counted while the origin captured its
+// snapshot; it never loses what an edge kept.
+//
+// kept and hands are owned by the flusher goroutine of the origin (flush, heartbeat); the
+// hand-off path appends to originLink.handed under originLink.mu; Stats reads atomics.
+// The local decision path never touches any of it.
+
+// keptItem is one cell's cost counted by the origin: 32 bytes (the entry names the key
+// and its window).
+type keptItem struct {
+	le    *localEntry
+	seq   int64
+	cost  uint64
+	limit uint64
+}
+
+// keptBatch is the cost of one acknowledged batch that no snapshot holds yet.
+type keptBatch struct {
+	id    uint64
+	items []keptItem
+}
+
+// keptHand is the cost of one hand-off the origin counted: run boot counted it after it
+// had applied batch after of this edge run. Boots are start times, so a later run of the
+// origin has a larger one (unless its clock stepped back across the restart).
+type keptHand struct {
+	keptItem
+	after uint64
+	boot  int64
+}
+
+// keptItemBytes is what one kept item costs, with its share of the slices' headers.
+const keptItemBytes = 40
+
+// unsavedLogMs is the least time between two log lines about dropped unsaved cost.
+const unsavedLogMs = 60_000
+
+// NoSnapshots is the Durable an origin without snapshots reports: its restart keeps
+// nothing, so edges keep nothing for it.
+const NoSnapshots = math.MaxInt64
+
+// keptState is an originLink's unsaved cost (owned by the flusher).
+type keptState struct {
+	kept  []keptBatch  // acknowledged by run boot, not durable there; IDs ascending
+	hands []keptHand   // counted hand-offs not durable yet
+	boot  int64        // the origin run that acknowledged kept (the last heard by the flusher)
+	items int          // items in kept and hands
+	heard int64        // ms: when an answer to the flusher last told the durable mark
+	free  [][]keptItem // item slices of dropped batches, reused by keep (at most maxFree)
+}
+
+// maxFree bounds the item slices a link keeps for reuse (at most 64 batches of
+// MaxBatchItems: 2 MiB at the default 1000).
+const maxFree = 64
+
+func (k *keptState) empty() bool { return len(k.kept) == 0 && len(k.hands) == 0 }
+
+// replayBoot is the Boot a batch carries: the run that counted what is kept, or 0 when
+// nothing is (any run may apply the batch).
+func (k *keptState) replayBoot() int64 {
+	if k.empty() {
+		return 0
+	}
+	return k.boot
+}
+
+// keepHandOff records, from the hand-off path, cost of le the origin counted (meta is its
+// answer, seq the cell it counted it in): the flusher keeps it until a snapshot holds it.
+func (e *Edge) keepHandOff(l *originLink, le *localEntry, seq int64, cost, limit uint64, meta OriginMeta) {
+	if cost == 0 || meta.Durable > meta.Applied {
+		return // nothing to keep (an origin without snapshots reports NoSnapshots)
+	}
+	h := keptHand{keptItem: keptItem{le: le, seq: seq, cost: cost, limit: limit}, after: meta.Applied, boot: meta.Boot}
+	l.mu.Lock()
+	kept := len(l.handed) < maxHanded
+	if kept {
+		l.handed = append(l.handed, h)
+	}
+	l.mu.Unlock()
+	if kept {
+		l.unsaved.Add(cost)
+	} else {
+		e.unsavedDropped.Add(cost)
+	}
+}
+
+// maxHanded bounds the hand-offs waiting for the flusher to take them into its kept cost.
+const maxHanded = 1 << 16
+
+// keep records that batch b was acknowledged by the origin with meta: what meta.Durable
+// covers is dropped, and b's cost is kept unless that covers it too.
+func (e *Edge) keep(l *originLink, b *pendingBatch, meta OriginMeta, now int64) {
+	e.heard(l, meta, now)
+	if b.ID <= meta.Durable {
+		return
+	}
+	k := &l.keep
+	var items []keptItem
+	if n := len(k.free); n > 0 {
+		items, k.free[n-1] = k.free[n-1], nil
+		k.free = k.free[:n-1]
+	} else {
+		items = make([]keptItem, 0, len(b.Items))
+	}
+	var units uint64
+	for i, it := range b.Items {
+		if le := b.entries[i]; it.Cost > 0 && it.Seq >= now/le.window-1 { // a dead cell never matters again
+			items = append(items, keptItem{le: le, seq: it.Seq, cost: it.Cost, limit: it.Limit})
+			units = satAdd(units, it.Cost)
+		}
+	}
+	if len(items) == 0 {
+		k.recycle(items)
+		return
+	}
+	k.kept = append(k.kept, keptBatch{id: b.ID, items: items})
+	k.items += len(items)
+	l.unsaved.Add(units)
+	e.boundKept(l, now)
+}
+
+// heard takes an answer to a call of the flusher (an acknowledged or refused batch, a
+// heartbeat): it takes in the hand-offs counted since, and drops what the durable mark
+// covers; an answer from another run of the origin while cost is kept means the origin
+// restarted from its snapshot: what that lacks is handed back to the entries.
+func (e *Edge) heard(l *originLink, meta OriginMeta, now int64) {
+	k := &l.keep
+	// While batches are kept, every batch sent carries k.boot, so a new run has applied
+	// none of them: its Applied is the mark it restored. Otherwise a batch may have landed.
+	exact := len(k.kept) > 0
+	l.mu.Lock()
+	handed := l.handed
+	l.handed = nil
+	l.mu.Unlock()
+	k.hands = append(k.hands, handed...) // keepHandOff counted them in l.unsaved
+	k.items += len(handed)
+	if k.empty() {
+		k.boot = meta.Boot
+		return
+	}
+	k.heard = now
+	if exact && meta.Boot != k.boot {
+		e.requeue(l, meta.Boot, meta.Applied, now)
+	} else { // hand-offs of a run gone since are requeued: it may not have saved them
+		e.dropDurable(l, meta.Boot, meta.Durable, now)
+	}
+	k.boot = meta.Boot
+	e.boundKept(l, now)
+}
+
+// dropDurable drops the kept batches up to mark, the hand-offs run boot counted that mark
+// covers, and requeues those an earlier run counted (it is gone, and its snapshot may
+// lack them).
+func (e *Edge) dropDurable(l *originLink, boot int64, mark uint64, now int64) {
+	k := &l.keep
+	n := 0
+	for n < len(k.kept) && k.kept[n].id <= mark {
+		n++
+	}
+	e.dropKept(l, n)
+	e.filterHands(l, now, func(h keptHand) (keep, requeue bool) {
+		switch {
+		case h.boot > boot: // a later run than this answer's: not heard by the flusher yet
+			return true, false
+		case h.boot < boot:
+			return false, true
+		}
+		return h.after >= mark, false
+	})
+}
+
+// requeue handles a restart of the origin: run boot restored mark from its snapshot. The
+// kept batches up to mark and the hand-offs it covers are in that snapshot; the cost of
+// the others goes back into the entries as pending cost, to be delivered in new batches.
+// The hand-offs boot counted itself are kept.
+func (e *Edge) requeue(l *originLink, boot int64, mark uint64, now int64) {
+	k := &l.keep
+	var units uint64
+	for _, kb := range k.kept {
+		if kb.id > mark {
+			for _, it := range kb.items {
+				units = satAdd(units, e.repend(l, it, now))
+			}
+		}
+	}
+	e.dropKept(l, len(k.kept))
+	e.filterHands(l, now, func(h keptHand) (keep, requeue bool) {
+		if h.boot >= boot {
+			return true, false
+		}
+		return false, h.after >= mark
+	})
+	e.log.Info("origin restarted from its snapshot: re-sending the counted cost it lacks",
+		"origin", l.id, "units", units, "snapshot_batch", mark)
+}
+
+// filterHands keeps, drops or requeues each kept hand-off as f says.
+func (e *Edge) filterHands(l *originLink, now int64, f func(keptHand) (keep, requeue bool)) {
+	k := &l.keep
+	hands := k.hands[:0]
+	var gone uint64
+	for _, h := range k.hands {
+		keep, requeue := f(h)
+		switch {
+		case keep:
+			hands = append(hands, h)
+			continue
+		case requeue:
+			e.repend(l, h.keptItem, now)
+		}
+		gone = satAdd(gone, h.cost)
+		k.items--
+	}
+	clear(k.hands[len(hands):])
+	k.hands = hands
+	if len(hands) == 0 {
+		k.hands = nil
+	}
+	l.unsaved.Add(-gone)
+}
+
+// repend puts kept cost back into its entry as pending cost (the entry is pinned, so the
+// next batches deliver it), unless its cell has died; it returns the units requeued.
+func (e *Edge) repend(l *originLink, it keptItem, now int64) uint64 {
+	le := it.le
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	if it.seq < now/le.window-1 {
+		return 0 // the cell never matters again
+	}
+	if err := e.pin(l, le); err != nil {
+		e.unsavedDropped.Add(it.cost)
+		return 0
+	}
+	c := le.slot(it.seq)
+	if c == nil {
+		return 0
+	}
+	c.pending = satAdd(c.pending, it.cost)
+	if c.minLimit == 0 || (it.limit > 0 && it.limit < c.minLimit) {
+		c.minLimit = it.limit
+	}
+	e.resent.Add(it.cost)
+	return it.cost
+}
+
+// recycle keeps items (emptied) for a later batch, unless enough are kept.
+func (k *keptState) recycle(items []keptItem) {
+	if cap(items) > 0 && len(k.free) < maxFree {
+		clear(items)
+		k.free = append(k.free, items[:0])
+	}
+}
+
+// dropKept drops the n oldest kept batches.
+func (e *Edge) dropKept(l *originLink, n int) (units uint64) {
+	k := &l.keep
+	if n == 0 {
+		return 0
+	}
+	for i := range n {
+		for _, it := range k.kept[i].items {
+			units = satAdd(units, it.cost)
+		}
+		k.items -= len(k.kept[i].items)
+		k.recycle(k.kept[i].items)
+		k.kept[i] = keptBatch{}
+	}
+	k.kept = k.kept[n:]
+	if len(k.kept) == 0 {
+		k.kept = nil // let the array go
+	}
+	l.unsaved.Add(-units)
+	return units
+}
+
+// boundKept holds the kept items within the edge's bound (EdgeConfig.MaxUnsaved, shared by
+// the origins): past it, the cost of cells that have died is dropped first (it never
+// matters again), then the oldest batches and hand-offs, down to 7/8 of the bound so that
+// the work is done once per eighth of it; what is dropped is counted and logged (at most
+// once a minute). Only an origin that saves rarely, or not at all, gets there.
+func (e *Edge) boundKept(l *originLink, now int64) {
+	k := &l.keep
+	bound := max(e.cfg.MaxUnsaved/len(e.links), 1)
+	if k.items <= bound {
+		return
+	}
+	target := bound - bound/8
+	live := func(it keptItem) bool { return it.seq >= now/it.le.window-1 }
+	var dead uint64
+	for i := 0; i < len(k.kept) && k.items > target; i++ {
+		kb := &k.kept[i]
+		items := kb.items[:0]
+		for _, it := range kb.items {
+			if live(it) {
+				items = append(items, it)
+			} else {
+				dead = satAdd(dead, it.cost)
+			}
+		}
+		clear(kb.items[len(items):])
+		k.items -= len(kb.items) - len(items)
+		kb.items = items
+	}
+	l.unsaved.Add(-dead)
+	if k.items > target {
+		e.filterHands(l, now, func(h keptHand) (bool, bool) { return live(h.keptItem), false })
+	}
+	n, left := 0, k.items
+	for n < len(k.kept) && (left > target || len(k.kept[n].items) == 0) {
+		left -= len(k.kept[n].items)
+		n++
+	}
+	over := e.dropKept(l, n)
+	if left > target { // hand-offs alone are over: drop the oldest
+		m := min(left-target, len(k.hands))
+		var u uint64
+		for _, h := range k.hands[:m] {
+			u = satAdd(u, h.cost)
+		}
+		k.items -= m
+		l.unsaved.Add(-u)
+		over = satAdd(over, u)
+		clear(k.hands[:m])
+		k.hands = k.hands[m:]
+	}
+	if over == 0 {
+		return
+	}
+	e.unsavedDropped.Add(over)
+	if last := e.lastUnsavedLog.Load(); now-last >= unsavedLogMs && e.lastUnsavedLog.CompareAndSwap(last, now) {
+		e.log.Warn("counted cost the origin has not saved exceeds the edge's bound: dropped the oldest; a kill -9 of the origin would lose it",
+			"origin", l.id, "units", over, "bound_items", bound, "dropped_total", e.unsavedDropped.Load())
+	}
+}
