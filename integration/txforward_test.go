@@ -1,0 +1,72 @@
+package integration
+
+// A transaction of counter commands on an edge runs whole on the origin: EXEC answers an
+// array whatever the number of commands, on every role, byte for byte as redis-server
+// (README "Transactions").
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestTxOfOneCommandIsAnArray: go-redis TxPipelined of one INCR, through an edge and on its
+// origin, in RESP2 and RESP3, gets the INCR's value (a bare ":2" instead of "*1 :2" made
+// go-redis fail).
+func TestTxOfOneCommandIsAnArray(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for name, p := range multiTargets(t) {
+		for _, proto := range []int{2, 3} {
+			c := p.client(t, &redis.Options{Protocol: proto})
+			key := fmt.Sprintf("tx1-%s-%d", name, proto)
+			for want := int64(1); want <= 2; want++ {
+				var incr *redis.IntCmd
+				cmds, err := c.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+					incr = pipe.Incr(ctx, key)
+					return nil
+				})
+				if err != nil || len(cmds) != 1 || incr.Val() != want {
+					t.Fatalf("%s RESP%d: TxPipelined(INCR) = %d, %v (%d cmds), want %d", name, proto, incr.Val(), err, len(cmds), want)
+				}
+			}
+		}
+	}
+}
+
+// TestTxRepliesMatchRedisServer: MULTI with zero, one and two counter commands (and one
+// of a queue-time error) on an edge and on its origin answer the bytes redis-server
+// answers, in RESP2 and RESP3.
+func TestTxRepliesMatchRedisServer(t *testing.T) {
+	t.Parallel()
+	redisAddr := startRedisServer(t)
+	script := []string{
+		"MULTI", "EXEC",
+		"MULTI", "INCR c", "EXEC",
+		"MULTI", "INCR c", "GET c", "EXEC",
+		"MULTI", "GET nokey", "EXEC",
+		"MULTI", "INCRBY c x", "EXEC",
+		"MULTI", "GET", "EXEC",
+		"DEL c",
+	}
+	for name, p := range multiTargets(t) {
+		for _, proto := range []string{"2", "3"} {
+			rc, rt := dialRaw(t, redisAddr), dialRaw(t, p.Addr)
+			for _, c := range []*rawConn{rc, rt} {
+				c.send("HELLO", proto)
+				rawReply(t, c)
+			}
+			for _, line := range script {
+				args := strings.Fields(line)
+				rc.send(args...)
+				rt.send(args...)
+				if want, got := rawReply(t, rc), rawReply(t, rt); want != got {
+					t.Errorf("%s RESP%s %s:\n redis-server %q\n ratchet      %q", name, proto, line, want, got)
+				}
+			}
+		}
+	}
+}
