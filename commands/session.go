@@ -42,12 +42,11 @@ type Session struct {
 	lastCmd atomic.Pointer[Command] // the last command served
 	txLen   atomic.Int32            // commands queued + 1 inside MULTI; 0 outside (CLIENT LIST)
 
-	mu       sync.Mutex // guards the fields below
-	name     string
-	libName  string
-	libVer   string
-	proto    int
-	tracking tracking // CLIENT TRACKING's mode; no invalidation is ever sent
+	mu      sync.Mutex // guards the fields below
+	name    string
+	libName string
+	libVer  string
+	proto   int
 
 	// Owned by the connection's goroutine, like Authed.
 	authFail failState     // consecutive failed AUTH/HELLO AUTH/RL.INTERNAL.HELLO (auth.go)
