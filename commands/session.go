@@ -53,6 +53,7 @@ type Session struct {
 	tx       *txQueue      // the open transaction; nil outside MULTI
 	txAcct   *txAccount    // this session's share of the queued-bytes budget; nil before MULTI
 	fwd      *forwardState // a cluster connection's RL.INTERNAL.FORWARD state (forward.go)
+	watch    *engine.Watch // WATCH's keys; nil before the first WATCH (multi.go)
 }
 
 // NewSession returns the state of a new connection, unauthenticated, in RESP2 and in

@@ -79,10 +79,11 @@ type KV struct {
 }
 
 type kvShard struct {
-	mu      sync.Mutex
-	index   map[string]int32 // key -> position in entries
-	entries []kvEntry
-	_       [16]byte
+	mu       sync.Mutex
+	index    map[string]int32 // key -> position in entries
+	entries  []kvEntry
+	watchers map[string][]*Watch // key -> the connections watching it (watch.go); nil until one does
+	_        [8]byte
 }
 
 // kvEntry is one key. key is the workspace-encoded key (see kvKey).
@@ -332,8 +333,16 @@ func (tx *KVTx) set(i int, val []byte, expireAt int64, keepTTL bool) error {
 	if !keepTTL {
 		en.expireAt = expireAt
 	}
-	tx.wrote = true
+	tx.changed(i)
 	return nil
+}
+
+// changed records that key i was written: snapshots and watchers are told.
+func (tx *KVTx) changed(i int) {
+	tx.wrote = true
+	if r := &tx.keys[i]; len(r.sh.watchers) > 0 {
+		r.sh.touch(string(r.key))
+	}
 }
 
 // grow makes en's value capacity at least n, charging the difference to the budget.
@@ -374,6 +383,7 @@ func (tx *KVTx) insert(i int, n int, check bool) (*kvEntry, error) {
 		return nil, ErrFull
 	}
 	key := string(r.key)
+	r.sh.touch(key)
 	r.sh.index[key] = int32(len(r.sh.entries))
 	r.sh.entries = append(r.sh.entries, kvEntry{key: key, val: make([]byte, 0, c)})
 	tx.kv.keys.Add(1)
@@ -393,7 +403,7 @@ func (tx *KVTx) SetExpireAt(i int, at int64) bool {
 		return true
 	}
 	en.expireAt = at
-	tx.wrote = true
+	tx.changed(i)
 	return true
 }
 
@@ -435,7 +445,7 @@ func (tx *KVTx) IncrBy(i int, delta int64) (int64, error) {
 		}
 	} else {
 		_ = tx.grow(en, len(s), false) // a counter's few more digits are never refused
-		tx.wrote = true
+		tx.changed(i)
 	}
 	en.val = append(en.val[:0], s...)
 	return cur, nil
@@ -483,6 +493,7 @@ func ParseRedisInt(b []byte) (int64, bool) {
 // hole, so entries only move down.
 func (kv *KV) remove(sh *kvShard, p int32) {
 	en := &sh.entries[p]
+	sh.touch(en.key)
 	kv.bytes.Add(-kvEntryBytes(len(en.key), cap(en.val)))
 	kv.keys.Add(-1)
 	delete(sh.index, en.key)

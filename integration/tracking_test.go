@@ -24,7 +24,9 @@ func TestTrackingRefused(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for name, p := range multiTargets(t) {
+	targets := multiTargets(t)
+	waitForwarding(t, targets["edge"].Addr)
+	for name, p := range targets {
 		opt := rueidis.ClientOption{InitAddress: []string{p.Addr}, DisableRetry: true,
 			Dialer: net.Dialer{Timeout: 5 * time.Second}}
 		c, err := rueidis.NewClient(opt)

@@ -9,9 +9,28 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
+
+// waitForwarding waits until the edge at addr forwards to its origin: its link may still
+// be connecting when it first answers PING.
+func waitForwarding(t testing.TB, addr string) {
+	t.Helper()
+	c := dialRaw(t, addr)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		v := c.do("GET", "forwarding-probe")
+		if e, ok := v.(respError); !ok || !strings.HasPrefix(string(e), "TRYAGAIN") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the edge %s still answers %v after 30 s", addr, v)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
 
 // TestTxOfOneCommandIsAnArray: go-redis TxPipelined of one INCR, through an edge and on its
 // origin, in RESP2 and RESP3, gets the INCR's value (a bare ":2" instead of "*1 :2" made
@@ -19,7 +38,9 @@ import (
 func TestTxOfOneCommandIsAnArray(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	for name, p := range multiTargets(t) {
+	targets := multiTargets(t)
+	waitForwarding(t, targets["edge"].Addr)
+	for name, p := range targets {
 		for _, proto := range []int{2, 3} {
 			c := p.client(t, &redis.Options{Protocol: proto})
 			key := fmt.Sprintf("tx1-%s-%d", name, proto)
@@ -52,7 +73,9 @@ func TestTxRepliesMatchRedisServer(t *testing.T) {
 		"MULTI", "GET", "EXEC",
 		"DEL c",
 	}
-	for name, p := range multiTargets(t) {
+	targets := multiTargets(t)
+	waitForwarding(t, targets["edge"].Addr)
+	for name, p := range targets {
 		for _, proto := range []string{"2", "3"} {
 			rc, rt := dialRaw(t, redisAddr), dialRaw(t, p.Addr)
 			for _, c := range []*rawConn{rc, rt} {
