@@ -150,14 +150,15 @@ func (kv *KV) shardIndex(k []byte) int {
 // named by their index in the slice given to Do. A KVTx, and every value it returns, is
 // valid only during the callback.
 type KVTx struct {
-	kv    *KV
-	now   int64
-	ws    string
-	keys  []kvRef
-	held  [kvShardCount / 64]uint64 // bit i: shard i is locked
-	buf   []byte                    // the keyspace keys of keys, back to back
-	wrote bool
-	full  int // refusals to report after unlocking
+	kv     *KV
+	now    int64
+	ws     string
+	keys   []kvRef
+	held   [kvShardCount / 64]uint64 // bit i: shard i is locked
+	buf    []byte                    // the keyspace keys of keys, back to back
+	wrote  bool
+	full   int   // refusals to report after unlocking
+	lastUs int64 // the last NowUs of the step
 }
 
 type kvRef struct {
@@ -215,6 +216,7 @@ func (kv *KV) release(tx *KVTx) {
 		return // a very large request's buffers are not kept
 	}
 	tx.kv, tx.ws, tx.keys, tx.buf, tx.held, tx.wrote, tx.full = nil, "", tx.keys[:0], tx.buf[:0], [kvShardCount / 64]uint64{}, false, 0
+	tx.lastUs = 0
 	kvTxPool.Put(tx)
 }
 
@@ -239,6 +241,25 @@ func (tx *KVTx) unlock() {
 
 // Now returns the instant of the step, in ms since the epoch (the engine's clock).
 func (tx *KVTx) Now() int64 { return tx.now }
+
+// NowUs returns the time a script reads with TIME, in microseconds since the epoch. As
+// Redis's TIME, it is read when called (it moves during a step: the scripts of one
+// MULTI do not share it), from the clock's microseconds (MicroClock; else its ms times
+// 1000). It is never before the step's instant (Now), and each call of a step is later
+// than the one before: Redis spends microseconds on each script, while a native one may
+// take less than one, and a burst at one reading would accumulate the scripts' rounding
+// (go-redis/redis_rate then refused the last call of a full burst).
+func (tx *KVTx) NowUs() int64 {
+	us := tx.now * 1000
+	if mc, ok := tx.kv.clock.(MicroClock); ok {
+		us = max(us, mc.NowUs())
+	}
+	if tx.lastUs != 0 && us <= tx.lastUs {
+		us = tx.lastUs + 1
+	}
+	tx.lastUs = us
+	return us
+}
 
 // Len returns the number of keys given to Do.
 func (tx *KVTx) Len() int { return len(tx.keys) }

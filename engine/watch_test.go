@@ -114,3 +114,34 @@ func TestWatchSeveral(t *testing.T) {
 		t.Fatalf("after a.Clear and a write: a %v, b %v; want false, true", kv.Changed(&a), kv.Changed(&b))
 	}
 }
+
+// microClock is a MicroClock at a fixed microsecond.
+type microClock struct{ us int64 }
+
+func (c *microClock) NowMs() int64 { return c.us / 1000 }
+func (c *microClock) NowUs() int64 { return c.us }
+
+// TestKVTxNowUs: a script's TIME is the clock's microseconds, and each reading of one step
+// is later than the last (a burst of scripts in one MULTI never shares an instant); a
+// clock with milliseconds only gives them times 1000.
+func TestKVTxNowUs(t *testing.T) {
+	mc := &microClock{us: 1_700_000_000_123_456}
+	kv := engine.New(mc, engine.Config{}).KV()
+	var got []int64
+	_ = kv.Do("default", [][]byte{[]byte("k")}, func(tx *engine.KVTx) error {
+		for range 3 {
+			got = append(got, tx.NowUs())
+		}
+		return nil
+	})
+	if fmt.Sprint(got) != "[1700000000123456 1700000000123457 1700000000123458]" {
+		t.Fatalf("NowUs in one step = %v", got)
+	}
+	_, kv2, clock := newKV(0)
+	_ = one(kv2, "k", func(tx *engine.KVTx) error {
+		if us := tx.NowUs(); us != clock.NowMs()*1000 {
+			t.Fatalf("NowUs on a millisecond clock = %d, want %d", us, clock.NowMs()*1000)
+		}
+		return nil
+	})
+}
