@@ -6,6 +6,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"os/exec"
 	"strconv"
 	"testing"
 	"time"
@@ -172,6 +173,54 @@ func TestWatchMatchesRedisServer(t *testing.T) {
 			if replies[0] != replies[1] {
 				t.Errorf("RESP%s step %d %c: %s:\n redis-server %q\n ratchet      %q", proto, i, s.conn, s.line, replies[0], replies[1])
 			}
+		}
+	}
+}
+
+// watchRedisPy is redis-py's optimistic-locking idiom (pipeline.watch, then multi and
+// execute), with another connection's INCR between WATCH and EXEC when argv[2] is
+// "meddle". It prints "committed N" or "WatchError".
+const watchRedisPy = `
+import sys, redis
+host, port = sys.argv[1].rsplit(":", 1)
+r = redis.Redis(host=host, port=int(port))
+other = redis.Redis(host=host, port=int(port))
+r.set("pywatched", 10)
+with r.pipeline() as pipe:
+    pipe.watch("pywatched")
+    n = int(pipe.get("pywatched"))
+    if sys.argv[2] == "meddle":
+        other.incr("pywatched")
+    pipe.multi()
+    pipe.set("pywatched", n + 1)
+    try:
+        pipe.execute()
+        print("committed", int(r.get("pywatched")))
+    except redis.WatchError:
+        print("WatchError", int(r.get("pywatched")))
+`
+
+// TestWatchRedisPy: redis-py's WATCH idiom raises WatchError on ratchet's origin as on
+// redis-server when another connection writes the key, and commits when none does.
+func TestWatchRedisPy(t *testing.T) {
+	t.Parallel()
+	py := pythonWithRedis(t)
+	redisAddr := startRedisServer(t)
+	p := start(t, "--data-dir", "")
+	for _, mode := range []string{"meddle", "alone"} {
+		var outs []string
+		for _, addr := range []string{redisAddr, p.Addr} {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			out, err := exec.CommandContext(ctx, py, "-c", watchRedisPy, addr, mode).CombinedOutput()
+			cancel()
+			if err != nil {
+				t.Fatalf("%s against %s: %v\n%s", mode, addr, err, out)
+			}
+			outs = append(outs, string(out))
+		}
+		want := map[string]string{"meddle": "WatchError 11\n", "alone": "committed 11\n"}[mode]
+		if outs[0] != want || outs[1] != want {
+			t.Errorf("%s: redis-server %q, ratchet %q, want %q", mode, outs[0], outs[1], want)
 		}
 	}
 }
