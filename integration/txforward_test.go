@@ -7,6 +7,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -91,5 +93,34 @@ func TestTxRepliesMatchRedisServer(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestTxRedisCLI: redis-cli shows a one-command transaction through an edge as an array
+// of one, as it shows redis-server's.
+func TestTxRedisCLI(t *testing.T) {
+	t.Parallel()
+	cli := requireTool(t, "redis-cli", installRedisTools)
+	redisAddr := startRedisServer(t)
+	targets := multiTargets(t)
+	waitForwarding(t, targets["edge"].Addr)
+	run := func(addr string) string {
+		host, port, _ := net.SplitHostPort(addr)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, cli, "-h", host, "-p", port, "--no-raw")
+		cmd.Stdin = strings.NewReader("MULTI\nINCR c\nEXEC\nMULTI\nEXEC\nDEL c\n")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("redis-cli against %s: %v\n%s", addr, err, out)
+		}
+		return string(out)
+	}
+	want := run(redisAddr)
+	if !strings.Contains(want, "1) (integer) 1\n") {
+		t.Fatalf("redis-server through redis-cli: %q", want)
+	}
+	if got := run(targets["edge"].Addr); got != want {
+		t.Errorf("redis-cli through an edge:\n%s\nredis-server:\n%s", got, want)
 	}
 }
