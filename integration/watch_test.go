@@ -204,23 +204,58 @@ with r.pipeline() as pipe:
 // redis-server when another connection writes the key, and commits when none does.
 func TestWatchRedisPy(t *testing.T) {
 	t.Parallel()
-	py := pythonWithRedis(t)
+	runWatchProgram(t, pythonWithRedis(t), "", []string{"-c", watchRedisPy},
+		map[string]string{"meddle": "WatchError 11\n", "alone": "committed 11\n"})
+}
+
+// runWatchProgram runs interpreter with args, then the address of redis-server or of
+// ratchet's origin, then "meddle" or "alone", in dir; each run must print want[mode].
+func runWatchProgram(t *testing.T, interpreter, dir string, args []string, want map[string]string) {
+	t.Helper()
 	redisAddr := startRedisServer(t)
 	p := start(t, "--data-dir", "")
 	for _, mode := range []string{"meddle", "alone"} {
 		var outs []string
 		for _, addr := range []string{redisAddr, p.Addr} {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			out, err := exec.CommandContext(ctx, py, "-c", watchRedisPy, addr, mode).CombinedOutput()
+			cmd := exec.CommandContext(ctx, interpreter, append(args, addr, mode)...)
+			cmd.Dir = dir
+			out, err := cmd.CombinedOutput()
 			cancel()
 			if err != nil {
 				t.Fatalf("%s against %s: %v\n%s", mode, addr, err, out)
 			}
 			outs = append(outs, string(out))
 		}
-		want := map[string]string{"meddle": "WatchError 11\n", "alone": "committed 11\n"}[mode]
-		if outs[0] != want || outs[1] != want {
-			t.Errorf("%s: redis-server %q, ratchet %q, want %q", mode, outs[0], outs[1], want)
+		if outs[0] != want[mode] || outs[1] != want[mode] {
+			t.Errorf("%s: redis-server %q, ratchet %q, want %q", mode, outs[0], outs[1], want[mode])
 		}
 	}
+}
+
+// watchIoredis is ioredis's WATCH idiom: watch, get, then multi().set().exec(), which
+// resolves to null when EXEC answered null; another connection's INCR between WATCH and
+// EXEC when argv[2] is "meddle". It prints the exec result and the key's value.
+const watchIoredis = `
+const Redis = require("ioredis");
+const [host, port] = process.argv[1].split(":");
+(async () => {
+  const r = new Redis(Number(port), host), other = new Redis(Number(port), host);
+  await r.set("iowatched", 10);
+  await r.watch("iowatched");
+  const n = Number(await r.get("iowatched"));
+  if (process.argv[2] === "meddle") await other.incr("iowatched");
+  const res = await r.multi().set("iowatched", n + 1).exec();
+  console.log(JSON.stringify(res), await other.get("iowatched"));
+  r.disconnect(); other.disconnect();
+})().catch((e) => { console.error(e); process.exit(1); });
+`
+
+// TestWatchIoredis: ioredis's exec() resolves to null on ratchet's origin as on
+// redis-server when another connection writes the watched key, and commits when none
+// does.
+func TestWatchIoredis(t *testing.T) {
+	t.Parallel()
+	runWatchProgram(t, nodeWithClients(t, "ioredis"), clientsDir(t), []string{"-e", watchIoredis},
+		map[string]string{"meddle": "null 11\n", "alone": "[[null,\"OK\"]] 11\n"})
 }
