@@ -145,7 +145,7 @@ func TestWatchMatchesRedisServer(t *testing.T) {
 	add('B', "SET k 5")
 	tx()
 	// A TTL that passes between WATCH and EXEC.
-	add('B', "SET k 1 PX 50")
+	add('B', "SET k 1 PX 1500")
 	add('A', "WATCH k", "DEBUG-SLEEP", "MULTI", "GET k", "EXEC")
 	add('B', "DEL k a b other")
 
@@ -160,7 +160,7 @@ func TestWatchMatchesRedisServer(t *testing.T) {
 		}
 		for i, s := range script {
 			if s.line == "DEBUG-SLEEP" {
-				time.Sleep(120 * time.Millisecond) // past the 50 ms TTL; any longer wait gives the same replies
+				time.Sleep(1600 * time.Millisecond) // past the TTL (1.5 s: WATCH comes well before); any longer wait gives the same replies
 				continue
 			}
 			args := splitQuoted(s.line)
