@@ -228,27 +228,33 @@ func cmdClient(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	case (sub == "NO-EVICT" || sub == "NO-TOUCH") && len(args) == 3:
 		w.OK()
 	case sub == "TRACKING" && len(args) >= 3:
-		clientTracking(s, w, args[2:])
+		clientTracking(w, args[2:])
 	case sub == "CACHING" && len(args) == 3:
-		if v := strings.ToUpper(string(args[2])); v != "YES" && v != "NO" {
-			w.Error(errSyntax.Error())
-			return
-		}
-		w.OK()
+		w.Error(errCachingNoTracking) // checked before the argument, as Redis does
 	case sub == "TRACKINGINFO" && len(args) == 2:
-		clientTrackingInfo(s, w)
+		clientTrackingInfo(w)
 	case sub == "GETREDIR" && len(args) == 2:
-		w.Int(s.trackingRedirect())
+		w.Int(-1) // tracking is never on
 	default:
 		w.Error("ERR unknown subcommand or wrong number of arguments for '" + clip(args[1]) + "'. Try CLIENT HELP.")
 	}
 }
 
+// errNoTracking refuses CLIENT TRACKING ON: Ratchet sends no invalidation, so a
+// client-side cache of its replies (a counter read with rueidis DoCache, node-redis
+// clientSideCache) would read stale values forever. rueidis then fails at connect with
+// ErrNoCache, unless its cache is off.
+const errNoTracking = "ERR Ratchet does not track keys and sends no invalidations, so CLIENT TRACKING ON is refused " +
+	"(a client-side cache would read stale values); turn the client's cache off (rueidis: DisableCache, node-redis: no clientSideCache)"
+
+// errCachingNoTracking is Redis's reply to CLIENT CACHING outside OPTIN/OPTOUT tracking:
+// tracking is never on in Ratchet.
+const errCachingNoTracking = "ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled"
+
 // clientTracking serves CLIENT TRACKING ON|OFF [REDIRECT id] [PREFIX p ...] [BCAST]
-// [OPTIN] [OPTOUT] [NOLOOP]. Ratchet has no cacheable reads, so it never sends an
-// invalidation: the mode is only remembered for CLIENT TRACKINGINFO, and clients with a
-// client-side cache (rueidis) connect unchanged.
-func clientTracking(s *Session, w *resp.Writer, args [][]byte) {
+// [OPTIN] [OPTOUT] [NOLOOP]: the arguments are checked as Redis checks them, then OFF
+// answers OK (tracking is always off) and ON is refused with errNoTracking.
+func clientTracking(w *resp.Writer, args [][]byte) {
 	var on bool
 	switch strings.ToUpper(string(args[0])) {
 	case "ON":
@@ -258,7 +264,6 @@ func clientTracking(s *Session, w *resp.Writer, args [][]byte) {
 		w.Error(errSyntax.Error())
 		return
 	}
-	tr := tracking{on: on}
 	for i := 1; i < len(args); i++ {
 		switch strings.ToUpper(string(args[i])) {
 		case "REDIRECT":
@@ -266,74 +271,39 @@ func clientTracking(s *Session, w *resp.Writer, args [][]byte) {
 				w.Error(errSyntax.Error())
 				return
 			}
-			id, err := strconv.ParseInt(string(args[i+1]), 10, 64)
-			if err != nil {
+			if _, err := strconv.ParseInt(string(args[i+1]), 10, 64); err != nil {
 				w.Error(errNotInt.Error())
 				return
 			}
-			tr.redirect = id
 			i++
 		case "PREFIX":
 			if i+1 >= len(args) {
 				w.Error(errSyntax.Error())
 				return
 			}
-			i++ // prefixes are not kept: nothing is ever invalidated
+			i++
 		case "BCAST", "OPTIN", "OPTOUT", "NOLOOP":
-			tr.flags = append(tr.flags, strings.ToLower(string(args[i])))
 		default:
 			w.Error(errSyntax.Error())
 			return
 		}
 	}
-	if !on {
-		tr = tracking{}
+	if on {
+		w.Error(errNoTracking)
+		return
 	}
-	s.mu.Lock()
-	s.tracking = tr
-	s.mu.Unlock()
 	w.OK()
 }
 
-// tracking is what CLIENT TRACKING set, for CLIENT TRACKINGINFO.
-type tracking struct {
-	on       bool
-	redirect int64
-	flags    []string // bcast, optin, optout, noloop
-}
-
-func (s *Session) trackingRedirect() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.tracking.on {
-		return -1
-	}
-	return s.tracking.redirect
-}
-
-// clientTrackingInfo serves CLIENT TRACKINGINFO as Redis: flags, redirect, prefixes.
-func clientTrackingInfo(s *Session, w *resp.Writer) {
-	s.mu.Lock()
-	tr := s.tracking
-	s.mu.Unlock()
+// clientTrackingInfo serves CLIENT TRACKINGINFO as Redis answers it with tracking off,
+// which it always is.
+func clientTrackingInfo(w *resp.Writer) {
 	w.Map(3)
 	w.BulkString("flags")
-	if !tr.on {
-		w.Array(1)
-		w.Simple("off")
-	} else {
-		w.Array(1 + len(tr.flags))
-		w.Simple("on")
-		for _, f := range tr.flags {
-			w.Simple(f)
-		}
-	}
+	w.Array(1)
+	w.Simple("off")
 	w.BulkString("redirect")
-	if tr.on {
-		w.Int(tr.redirect)
-	} else {
-		w.Int(-1)
-	}
+	w.Int(-1)
 	w.BulkString("prefixes")
 	w.Array(0)
 }

@@ -1,6 +1,8 @@
 package commands
 
 import (
+	"strings"
+
 	"github.com/ratchet/ratchet/resp"
 	"github.com/ratchet/ratchet/wire"
 )
@@ -13,8 +15,10 @@ import (
 //
 // RL.INTERNAL.FORWARD proto workspace argc arg... [argc arg...] (wire.AppendForward,
 // wire.ParseForward): one command runs as it would for a client of that workspace and
-// protocol; several run as MULTI ... EXEC. The reply is one bulk string: the command's (or
-// EXEC's) reply, encoded for the client.
+// protocol. A transaction is framed: MULTI, its commands, EXEC, so that one of a single
+// command still answers EXEC's array (an edge before this framing sent a transaction's
+// commands bare, and an origin still runs two or more bare commands as MULTI ... EXEC).
+// The reply is one bulk string: the command's (or EXEC's) reply, encoded for the client.
 
 // Forward runs a payload of RL.INTERNAL.FORWARD on the origin of key (engine.Edge.Forward).
 type Forward func(ws string, key []byte, proto int, payload [][]byte) ([]byte, error)
@@ -118,12 +122,24 @@ func (d *Dispatcher) forwardExec(s *Session, w *resp.Writer) bool {
 		return true
 	}
 	s.endTx()
-	var payload [][]byte
+	payload := wire.AppendForwardCmd(nil, argsMulti) // framed: EXEC answers an array, even of one
 	for _, q := range tx.cmds {
 		payload = wire.AppendForwardCmd(payload, q.args)
 	}
+	payload = wire.AppendForwardCmd(payload, argsExec)
 	d.forward(s, w, key, payload)
 	return true
+}
+
+// unframeTx returns the commands of a forwarded transaction framed by MULTI ... EXEC, and
+// true; any other payload as it is, and false.
+func unframeTx(cmds [][][]byte) ([][][]byte, bool) {
+	n := len(cmds)
+	if n >= 2 && len(cmds[0]) == 1 && len(cmds[n-1]) == 1 &&
+		strings.EqualFold(string(cmds[0][0]), "multi") && strings.EqualFold(string(cmds[n-1][0]), "exec") {
+		return cmds[1 : n-1], true
+	}
+	return cmds, false
 }
 
 // cmdInternalForward serves RL.INTERNAL.FORWARD on an origin: see the top of this file.
@@ -143,7 +159,8 @@ func cmdInternalForward(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte
 		s.fwd = fs
 	}
 	cs := fs.sess // the client's connection, as the origin sees it
-	for _, c := range f.Cmds {
+	cmds, framed := unframeTx(f.Cmds)
+	for _, c := range cmds {
 		if cmd := d.lookup(cs, c[0]); cmd == nil || !forwardable(cmd.Name) {
 			w.Error("ERR RL.INTERNAL.FORWARD runs counter, CL.THROTTLE and script commands only")
 			return
@@ -155,13 +172,13 @@ func cmdInternalForward(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte
 	cs.mu.Unlock()
 	fs.out.Reset()
 	fs.out.SetProto(f.Proto)
-	if len(f.Cmds) == 1 {
-		d.Serve(cs, &fs.out, f.Cmds[0])
+	if len(cmds) == 1 && !framed {
+		d.Serve(cs, &fs.out, cmds[0])
 	} else {
 		fs.scratch.Reset()
 		fs.scratch.SetProto(f.Proto)
 		d.Serve(cs, &fs.scratch, argsMulti)
-		for _, c := range f.Cmds {
+		for _, c := range cmds {
 			d.Serve(cs, &fs.scratch, c)
 		}
 		d.Serve(cs, &fs.out, argsExec)

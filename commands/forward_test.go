@@ -35,6 +35,11 @@ func TestInternalForward(t *testing.T) {
 		{[]string{"2", "default", "3", "INCRBY", "k", "x"}, bulk("-ERR value is not an integer or out of range\r\n")},
 		// A transaction: run whole, EXEC's reply.
 		{[]string{"2", "default", "2", "INCR", "k", "2", "GET", "k", "2", "PTTL", "k"}, bulk("*3\r\n:6\r\n$1\r\n6\r\n:-1\r\n")},
+		// Framed by MULTI ... EXEC: EXEC's array, even of one command, or of none.
+		{[]string{"2", "default", "1", "MULTI", "2", "INCR", "k", "1", "EXEC"}, bulk("*1\r\n:7\r\n")},
+		{[]string{"3", "default", "1", "multi", "2", "GET", "nokey", "1", "exec"}, bulk("*1\r\n_\r\n")},
+		{[]string{"2", "default", "1", "MULTI", "1", "EXEC"}, bulk("*0\r\n")},
+		{[]string{"2", "default", "1", "MULTI", "2", "INCR", "k"}, "-ERR RL.INTERNAL.FORWARD runs counter"},
 		{[]string{"2", "default", "3", "RL.LIMIT", "k", "10"}, "-ERR RL.INTERNAL.FORWARD runs counter"},
 		{[]string{"2", "default", "2", "CLIENT", "LIST"}, "-ERR RL.INTERNAL.FORWARD runs counter"},
 		{[]string{"4", "default", "2", "GET", "k"}, "-ERR syntax error"},
@@ -87,12 +92,12 @@ func TestEdgeForwards(t *testing.T) {
 		t.Fatalf("on an event loop: %q, WouldBlock %v", got, s.WouldBlock)
 	}
 	s.NoWait, s.WouldBlock = false, false
-	// A transaction of them is forwarded whole, framed as argc groups ...
+	// A transaction of them is forwarded whole, as argc groups framed by MULTI and EXEC ...
 	sent = nil
 	for _, c := range []string{"MULTI", "INCR k", "PING"} {
 		serve(strings.Fields(c)...)
 	}
-	if got := serve("EXEC"); got != ":42\r\n" || string(joinArgs(sent)) != "default k 2 2 INCR k 1 PING" {
+	if got := serve("EXEC"); got != ":42\r\n" || string(joinArgs(sent)) != "default k 2 1 MULTI 2 INCR k 1 PING 1 EXEC" {
 		t.Fatalf("forwarded transaction: %q, payload %q", got, joinArgs(sent))
 	}
 	// ... unless it holds a command the origin would not run for the edge.

@@ -693,7 +693,9 @@ func globOne(p []byte, c byte) (int, bool) {
 // their keys (and, on an origin, the RL commands of the queue in one engine.Transact
 // inside it: keyspace locks are always taken before cell-store locks). Inside the Do, each
 // queued counter command is rebound to run on the Do's keys, and cmdExec runs the queue.
-// Any other queue is cmdExec's alone.
+// Any other queue is cmdExec's alone. With watched keys (WATCH), a change to one of them
+// makes EXEC answer a null array instead, checked inside that Do: a write to a watched key
+// that the queue also touches cannot fall between the check and the queue.
 func cmdExecKV(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	tx := s.tx
 	kv := d.kv()
@@ -704,6 +706,7 @@ func cmdExecKV(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		cmdExec(d, s, w, args)
 		return
 	}
+	watched := s.watch != nil && s.watch.Len() > 0
 	var reqs []kvReq // by queue position; nil while the queue has no counter command
 	var keys [][]byte
 	for i, q := range tx.cmds {
@@ -721,10 +724,22 @@ func cmdExecKV(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		keys = append(keys, reqs[i].keys...)
 	}
 	if reqs == nil {
+		if watched && kv.Changed(s.watch) {
+			watchFailed(s, w)
+			return
+		}
 		cmdExec(d, s, w, args)
 		return
 	}
+	// The watched keys are forgotten once the Do has unlocked (Watch.Clear locks shards).
+	wt := s.watch
+	s.watch = nil
+	defer func() { s.watch = wt; s.unwatch() }()
 	_ = kv.Do(s.Workspace, keys, func(ktx *engine.KVTx) error {
+		if watched && ktx.Changed(wt) { // checked under the queue's keys' locks
+			watchFailed(s, w)
+			return nil
+		}
 		base := 0
 		for i, q := range tx.cmds { // the queue is this EXEC's: cmdExec ends it
 			if kvParsers[q.cmd.Name] == nil {

@@ -79,18 +79,27 @@ func (a *txAccount) reserve(n int64) bool {
 func (a *txAccount) release() { a.total.Add(-a.n.Swap(0)) }
 
 // Close releases what the session holds beyond its connection: an open transaction's
-// queue. The server calls it when the connection closes; it is safe to call more than once.
+// queue and its watched keys. The server calls it when the connection closes; it is safe
+// to call more than once.
 func (s *Session) Close() { s.endTx() }
 
 // InMulti reports whether the connection is inside MULTI.
 func (s *Session) InMulti() bool { return s.tx != nil }
 
-// endTx ends the session's transaction, releasing its bytes.
+// endTx ends the session's transaction, releasing its bytes, and forgets the watched keys:
+// as in Redis, EXEC (run, aborted or refused) and DISCARD unwatch.
 func (s *Session) endTx() {
 	s.tx = nil
 	s.txLen.Store(0)
 	if s.txAcct != nil {
 		s.txAcct.release()
+	}
+	s.unwatch()
+}
+
+func (s *Session) unwatch() {
+	if s.watch != nil && s.watch.Len() > 0 {
+		s.watch.Clear()
 	}
 }
 
@@ -224,17 +233,55 @@ func cmdDiscard(_ *Dispatcher, s *Session, w *resp.Writer, _ [][]byte) {
 	w.OK()
 }
 
-// cmdWatch accepts WATCH outside MULTI: Ratchet has no key a client can write, so a
-// watched key never changes and EXEC never fails for it.
-func cmdWatch(_ *Dispatcher, s *Session, w *resp.Writer, _ [][]byte) {
+// maxWatchedKeys bounds the keys one connection watches.
+const maxWatchedKeys = 10_000
+
+const (
+	errWatchInMulti = "ERR WATCH inside MULTI is not allowed"
+	errWatchTooMany = "ERR too many watched keys: at most 10000 per connection in Ratchet"
+	errWatchOnEdge  = "ERR WATCH is not supported on an edge: the keys live on the origin, which cannot see this connection's transaction; connect to the origin to WATCH"
+)
+
+// cmdWatch serves WATCH key [key ...] on an origin: a change to any of the keys in the
+// counter keyspace before EXEC makes EXEC answer a null array (engine.Watch). RL tuples
+// are not keyspace keys: a key is watched in the keyspace only. An edge refuses WATCH
+// (errWatchOnEdge) rather than answer an EXEC that ignores a change on the origin.
+func cmdWatch(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	if s.tx != nil {
-		w.Error("ERR WATCH inside MULTI is not allowed")
+		w.Error(errWatchInMulti)
+		return
+	}
+	kv := d.kv()
+	if kv == nil {
+		w.Error(errWatchOnEdge)
+		return
+	}
+	if s.watch == nil {
+		s.watch = new(engine.Watch)
+		runtime.AddCleanup(s, (*engine.Watch).Clear, s.watch) // should Close never come
+	}
+	if s.watch.Len()+len(args)-1 > maxWatchedKeys {
+		w.Error(errWatchTooMany)
+		return
+	}
+	if err := kv.Watch(s.watch, s.Workspace, args[1:]); err != nil {
+		w.Error(err.Error())
 		return
 	}
 	w.OK()
 }
 
-func cmdUnwatch(_ *Dispatcher, _ *Session, w *resp.Writer, _ [][]byte) { w.OK() }
+func cmdUnwatch(_ *Dispatcher, s *Session, w *resp.Writer, _ [][]byte) {
+	s.unwatch()
+	w.OK()
+}
+
+// watchFailed ends the transaction of s, whose watched keys changed: EXEC answers a null
+// array and runs nothing.
+func watchFailed(s *Session, w *resp.Writer) {
+	s.endTx()
+	w.NullArray()
+}
 
 func cmdExec(d *Dispatcher, s *Session, w *resp.Writer, _ [][]byte) {
 	tx := s.tx

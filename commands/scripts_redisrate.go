@@ -7,7 +7,7 @@ import "math"
 // The key holds the theoretical arrival time (TAT) as the script stores it: a number of
 // seconds since 2017-01-01 as Redis 7.0 formats a Lua number ("%.17g"), with SET ... EX
 // of the seconds until then rounded up. The clock is the server's (the script calls
-// TIME): tx.Now(), whose milliseconds become TIME's microseconds. Every step is the
+// TIME): tx.NowUs(), in microseconds as Redis's TIME. Every step is the
 // script's float64 arithmetic in its order, so the replies are the ones Redis gives:
 // {allowed, remaining} as integers (Lua numbers truncated), retry_after and reset_after as
 // tostring's "%.14g" strings ("-1" when allowed).
@@ -40,9 +40,10 @@ func init() {
 // jan2017 is the script's epoch, in Unix seconds.
 const jan2017 = 1483228800
 
-// redisRateNow is the script's now: (TIME[1] - jan_1_2017) + TIME[2] / 1000000.
-func redisRateNow(ms int64) float64 {
-	sec, usec := ms/1000, ms%1000*1000
+// redisRateNow is the script's now: (TIME[1] - jan_1_2017) + TIME[2] / 1000000, of a
+// TIME of us microseconds since the epoch.
+func redisRateNow(us int64) float64 {
+	sec, usec := us/1_000_000, us%1_000_000
 	if usec < 0 {
 		sec, usec = sec-1, usec+1_000_000
 	}
@@ -72,7 +73,7 @@ func redisRateTAT(c *scriptRun, v rrVersion) (key int, now, tat float64, ok bool
 	if !hasKey {
 		return 0, 0, 0, false
 	}
-	now = redisRateNow(c.tx.Now())
+	now = redisRateNow(c.tx.NowUs())
 	val, found := c.tx.Get(key)
 	if !found {
 		return key, now, now, true

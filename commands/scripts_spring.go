@@ -44,7 +44,7 @@ func springTokenBucket(c *scriptRun, clock springClock) {
 	now, hasNow := c.num(3)
 	var nowText []byte
 	if clock == springTime || (clock == springArgOrTime && !hasNow) {
-		secs := c.tx.Now() / 1000
+		secs := c.tx.NowUs() / 1_000_000 // TIME[1]
 		now, hasNow, nowText = float64(secs), true, strconv.AppendInt(make([]byte, 0, 20), secs, 10)
 	} else {
 		nowText = redisArg(now)

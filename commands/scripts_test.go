@@ -248,8 +248,10 @@ func TestScriptSpring(t *testing.T) {
 	})
 }
 
-// TestScriptMulti: EVALSHA queues inside MULTI and runs at EXEC, at one instant with the
-// other counter commands; RESP3 nulls for Lua false.
+// TestScriptMulti: EVALSHA queues inside MULTI and runs at EXEC with the other counter
+// commands; the second script's TIME is a microsecond after the first's (Redis's TIME
+// moves between the scripts of a MULTI), so its retry_after is just under 1 s; RESP3
+// nulls for Lua false.
 func TestScriptMulti(t *testing.T) {
 	r := newScriptRig()
 	allow := "EVALSHA " + shaAllowN + " 1 rate:t 1 1 1 1"
@@ -259,7 +261,7 @@ func TestScriptMulti(t *testing.T) {
 		{allow, "+QUEUED\r\n"},
 		{"EVALSHA 0000000000000000000000000000000000000000 0", "+QUEUED\r\n"},
 		{"GET rate:t", "+QUEUED\r\n"},
-		{"EXEC", "*4\r\n*4\r\n:1\r\n:0\r\n$2\r\n-1\r\n$1\r\n1\r\n*4\r\n:0\r\n:0\r\n$1\r\n1\r\n$1\r\n1\r\n" +
+		{"EXEC", "*4\r\n*4\r\n:1\r\n:0\r\n$2\r\n-1\r\n$1\r\n1\r\n*4\r\n:0\r\n:0\r\n$16\r\n0.99999898672104\r\n$16\r\n0.99999898672104\r\n" +
 			"-NOSCRIPT No matching script. Please use EVAL.\r\n$9\r\n312123600\r\n"},
 	})
 	r.do("HELLO 3")

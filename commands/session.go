@@ -47,8 +47,7 @@ type Session struct {
 	libName  string
 	libVer   string
 	proto    int
-	tracking tracking // CLIENT TRACKING's mode; no invalidation is ever sent
-	userName string   // the user logged in ("": default), for CLIENT LIST and ACL WHOAMI
+	userName string // the user logged in ("": default), for CLIENT LIST and ACL WHOAMI
 
 	// Owned by the connection's goroutine, like Authed.
 	user     *aclUser      // the ACL user logged in; nil: every permission (no --aclfile, or a node)
@@ -57,6 +56,7 @@ type Session struct {
 	tx       *txQueue      // the open transaction; nil outside MULTI
 	txAcct   *txAccount    // this session's share of the queued-bytes budget; nil before MULTI
 	fwd      *forwardState // a cluster connection's RL.INTERNAL.FORWARD state (forward.go)
+	watch    *engine.Watch // WATCH's keys; nil before the first WATCH (multi.go)
 }
 
 // NewSession returns the state of a new connection, unauthenticated, in RESP2 and in

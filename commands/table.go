@@ -81,7 +81,7 @@ func commandTable() []*Command {
 		{Name: "exec", Arity: 1, Flags: flagTx, Group: "transactions", Summary: "Executes all commands in a transaction.", Handler: cmdExecKV},
 		{Name: "discard", Arity: 1, Flags: flagFast | flagTx, Group: "transactions", Summary: "Discards a transaction.", Handler: cmdDiscard},
 		{Name: "watch", Arity: -2, Flags: flagFast | flagTx, FirstKey: 1, LastKey: -1, Group: "transactions",
-			Summary: "Accepted; watched keys are not tracked, so EXEC never aborts because of them.",
+			Summary: "Watches counter keys: EXEC answers null if one changed. Refused on an edge.",
 			Args:    []ArgDoc{{Name: "key", Type: "key"}}, Handler: cmdWatch},
 		{Name: "unwatch", Arity: 1, Flags: flagFast, Group: "transactions", Summary: "Forgets the watched keys.", Handler: cmdUnwatch},
 		{Name: "config", Arity: -2, Group: "server", Summary: "CONFIG GET parameter [parameter ...].",

@@ -11,11 +11,22 @@ type Clock interface {
 	NowMs() int64
 }
 
+// MicroClock is a Clock that also reads microseconds: the time scripts read with TIME.
+// A Clock without it gives scripts its milliseconds, times 1000.
+type MicroClock interface {
+	Clock
+	// NowUs returns the time in microseconds since the Unix epoch.
+	NowUs() int64
+}
+
 // SystemClock reads the wall clock.
 type SystemClock struct{}
 
 // NowMs returns the wall-clock time in milliseconds since the Unix epoch.
 func (SystemClock) NowMs() int64 { return time.Now().UnixMilli() }
+
+// NowUs returns the wall-clock time in microseconds since the Unix epoch.
+func (SystemClock) NowUs() int64 { return time.Now().UnixMicro() }
 
 // ManualClock is a Clock that only moves when told to. It is safe for concurrent use.
 type ManualClock struct{ ms atomic.Int64 }

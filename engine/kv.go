@@ -79,10 +79,11 @@ type KV struct {
 }
 
 type kvShard struct {
-	mu      sync.Mutex
-	index   map[string]int32 // key -> position in entries
-	entries []kvEntry
-	_       [16]byte
+	mu       sync.Mutex
+	index    map[string]int32 // key -> position in entries
+	entries  []kvEntry
+	watchers map[string][]*Watch // key -> the connections watching it (watch.go); nil until one does
+	_        [8]byte
 }
 
 // kvEntry is one key. key is the workspace-encoded key (see kvKey).
@@ -149,14 +150,15 @@ func (kv *KV) shardIndex(k []byte) int {
 // named by their index in the slice given to Do. A KVTx, and every value it returns, is
 // valid only during the callback.
 type KVTx struct {
-	kv    *KV
-	now   int64
-	ws    string
-	keys  []kvRef
-	held  [kvShardCount / 64]uint64 // bit i: shard i is locked
-	buf   []byte                    // the keyspace keys of keys, back to back
-	wrote bool
-	full  int // refusals to report after unlocking
+	kv     *KV
+	now    int64
+	ws     string
+	keys   []kvRef
+	held   [kvShardCount / 64]uint64 // bit i: shard i is locked
+	buf    []byte                    // the keyspace keys of keys, back to back
+	wrote  bool
+	full   int   // refusals to report after unlocking
+	lastUs int64 // the last NowUs of the step
 }
 
 type kvRef struct {
@@ -214,6 +216,7 @@ func (kv *KV) release(tx *KVTx) {
 		return // a very large request's buffers are not kept
 	}
 	tx.kv, tx.ws, tx.keys, tx.buf, tx.held, tx.wrote, tx.full = nil, "", tx.keys[:0], tx.buf[:0], [kvShardCount / 64]uint64{}, false, 0
+	tx.lastUs = 0
 	kvTxPool.Put(tx)
 }
 
@@ -238,6 +241,25 @@ func (tx *KVTx) unlock() {
 
 // Now returns the instant of the step, in ms since the epoch (the engine's clock).
 func (tx *KVTx) Now() int64 { return tx.now }
+
+// NowUs returns the time a script reads with TIME, in microseconds since the epoch. As
+// Redis's TIME, it is read when called (it moves during a step: the scripts of one
+// MULTI do not share it), from the clock's microseconds (MicroClock; else its ms times
+// 1000). It is never before the step's instant (Now), and each call of a step is later
+// than the one before: Redis spends microseconds on each script, while a native one may
+// take less than one, and a burst at one reading would accumulate the scripts' rounding
+// (go-redis/redis_rate then refused the last call of a full burst).
+func (tx *KVTx) NowUs() int64 {
+	us := tx.now * 1000
+	if mc, ok := tx.kv.clock.(MicroClock); ok {
+		us = max(us, mc.NowUs())
+	}
+	if tx.lastUs != 0 && us <= tx.lastUs {
+		us = tx.lastUs + 1
+	}
+	tx.lastUs = us
+	return us
+}
 
 // Len returns the number of keys given to Do.
 func (tx *KVTx) Len() int { return len(tx.keys) }
@@ -332,8 +354,16 @@ func (tx *KVTx) set(i int, val []byte, expireAt int64, keepTTL bool) error {
 	if !keepTTL {
 		en.expireAt = expireAt
 	}
-	tx.wrote = true
+	tx.changed(i)
 	return nil
+}
+
+// changed records that key i was written: snapshots and watchers are told.
+func (tx *KVTx) changed(i int) {
+	tx.wrote = true
+	if r := &tx.keys[i]; len(r.sh.watchers) > 0 {
+		r.sh.touch(string(r.key))
+	}
 }
 
 // grow makes en's value capacity at least n, charging the difference to the budget.
@@ -374,6 +404,7 @@ func (tx *KVTx) insert(i int, n int, check bool) (*kvEntry, error) {
 		return nil, ErrFull
 	}
 	key := string(r.key)
+	r.sh.touch(key)
 	r.sh.index[key] = int32(len(r.sh.entries))
 	r.sh.entries = append(r.sh.entries, kvEntry{key: key, val: make([]byte, 0, c)})
 	tx.kv.keys.Add(1)
@@ -393,7 +424,7 @@ func (tx *KVTx) SetExpireAt(i int, at int64) bool {
 		return true
 	}
 	en.expireAt = at
-	tx.wrote = true
+	tx.changed(i)
 	return true
 }
 
@@ -435,7 +466,7 @@ func (tx *KVTx) IncrBy(i int, delta int64) (int64, error) {
 		}
 	} else {
 		_ = tx.grow(en, len(s), false) // a counter's few more digits are never refused
-		tx.wrote = true
+		tx.changed(i)
 	}
 	en.val = append(en.val[:0], s...)
 	return cur, nil
@@ -483,6 +514,7 @@ func ParseRedisInt(b []byte) (int64, bool) {
 // hole, so entries only move down.
 func (kv *KV) remove(sh *kvShard, p int32) {
 	en := &sh.entries[p]
+	sh.touch(en.key)
 	kv.bytes.Add(-kvEntryBytes(len(en.key), cap(en.val)))
 	kv.keys.Add(-1)
 	delete(sh.index, en.key)

@@ -219,17 +219,16 @@ func TestClientNamesBounded(t *testing.T) {
 	}
 }
 
-// TestClientTrackingAndInfo: go-redis sends CLIENT TRACKING as rueidis does at connect;
-// INFO memory has a real used_memory (redis-cli --stat reads it) and INFO keyspace db0's
-// cells.
+// TestClientTrackingAndInfo: CLIENT TRACKING OFF and TRACKINGINFO answer as Redis (ON is
+// refused: TestTrackingRefused); INFO memory has a real used_memory (redis-cli --stat
+// reads it) and INFO keyspace db0's cells.
 func TestClientTrackingAndInfo(t *testing.T) {
 	t.Parallel()
 	p := start(t, "--data-dir", "")
 	ctx := context.Background()
 	for _, proto := range []int{2, 3} {
 		c := p.client(t, &redis.Options{Protocol: proto, PoolSize: 1})
-		for _, args := range [][]any{{"CLIENT", "TRACKING", "ON", "OPTIN"}, {"CLIENT", "CACHING", "YES"},
-			{"CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "a:", "NOLOOP"}, {"CLIENT", "TRACKING", "OFF"}} {
+		for _, args := range [][]any{{"CLIENT", "TRACKING", "OFF"}, {"CLIENT", "TRACKING", "OFF", "BCAST"}} {
 			if err := c.Do(ctx, args...).Err(); err != nil {
 				t.Errorf("RESP%d %v: %v", proto, args, err)
 			}
@@ -255,15 +254,15 @@ func TestClientTrackingAndInfo(t *testing.T) {
 	}
 }
 
-// TestRueidisClientSideCache: rueidis with its defaults (client-side caching on, so it
-// sends CLIENT TRACKING ON OPTIN at connect) connects, decides, and runs a transaction.
+// TestRueidisClientSideCache: rueidis with its client-side cache off (with it on, the
+// connection is refused: TestTrackingRefused) connects, decides, and runs a transaction.
 func TestRueidisClientSideCache(t *testing.T) {
 	t.Parallel()
 	p := start(t, "--requirepass", "s3cret", "--data-dir", "")
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{p.Addr}, Password: "s3cret",
-		DisableRetry: true, Dialer: net.Dialer{Timeout: 5 * time.Second}})
+		DisableCache: true, DisableRetry: true, Dialer: net.Dialer{Timeout: 5 * time.Second}})
 	if err != nil {
-		t.Fatalf("rueidis.NewClient with client-side caching: %v", err)
+		t.Fatalf("rueidis.NewClient without client-side caching: %v", err)
 	}
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -346,10 +346,11 @@ func goRedisExample(ctx context.Context, addr string) ([][]int64, error) {
 
 // rueidisExample is the README's rueidis example.
 func rueidisExample(ctx context.Context, addr string) ([][]int64, error) {
-	// RESP3 with client-side caching on: Ratchet accepts CLIENT TRACKING and never sends
-	// an invalidation. DisableRetry: rueidis resends only read-only commands, which an
-	// Arbitrary one is not, but nothing here should ever be sent twice.
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableRetry: true})
+	// RESP3. DisableCache: Ratchet refuses CLIENT TRACKING ON (it sends no invalidations),
+	// so rueidis's client-side cache must be off. DisableRetry: rueidis resends only
+	// read-only commands, which an Arbitrary one is not, but nothing here should ever be
+	// sent twice.
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, DisableRetry: true})
 	if err != nil {
 		return nil, err
 	}

@@ -66,13 +66,17 @@ func TestMultiRaw(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := dialRaw(t, p.Addr)
 			key := "raw-" + name
+			var watch any = "OK"
+			if name == "edge" {
+				watch = respError(errWatchOnEdge)
+			}
 			steps := []struct {
 				args []string
 				want any // a string: the simple string or the error text
 			}{
 				{[]string{"EXEC"}, respError("ERR EXEC without MULTI")},
 				{[]string{"DISCARD"}, respError("ERR DISCARD without MULTI")},
-				{[]string{"WATCH", key}, "OK"},
+				{[]string{"WATCH", key}, watch},
 				{[]string{"MULTI"}, "OK"},
 				{[]string{"WATCH", key}, respError("ERR WATCH inside MULTI is not allowed")},
 				{[]string{"MULTI"}, respError("ERR MULTI calls can not be nested")},

@@ -76,6 +76,16 @@ func (w *Writer) Null() {
 	w.buf = redcon.AppendNull(w.buf)
 }
 
+// NullArray writes a null array (EXEC of a transaction whose watched keys changed): "_"
+// in RESP3, "*-1" in RESP2.
+func (w *Writer) NullArray() {
+	if w.Proto() == 3 {
+		w.buf = append(w.buf, '_', '\r', '\n')
+		return
+	}
+	w.buf = append(w.buf, '*', '-', '1', '\r', '\n')
+}
+
 // Raw appends bytes that are already RESP.
 func (w *Writer) Raw(b []byte) { w.buf = append(w.buf, b...) }
 
