@@ -14,6 +14,24 @@ func openCjson(L *lua.LState) *lua.LTable {
 	t := L.NewTable()
 	null := L.NewUserData() // cjson.null: JSON null in a table
 	t.RawSetString("null", null)
+	t.RawSetString("_NAME", lua.LString("cjson"))
+	t.RawSetString("_VERSION", lua.LString("2.1.0"))
+	// The settings answer lua-cjson's defaults and change nothing: a script must not
+	// change how the next one encodes.
+	for name, vals := range map[string][]lua.LValue{
+		"encode_keep_buffer": {lua.LTrue}, "encode_max_depth": {lua.LNumber(jsonMaxDepth)},
+		"decode_max_depth": {lua.LNumber(jsonMaxDepth)}, "encode_number_precision": {lua.LNumber(14)},
+		"encode_sparse_array":    {lua.LFalse, lua.LNumber(2), lua.LNumber(10)},
+		"encode_invalid_numbers": {lua.LFalse}, "decode_invalid_numbers": {lua.LTrue},
+	} {
+		t.RawSetString(name, L.NewFunction(func(L *lua.LState) int {
+			for _, v := range vals {
+				L.Push(v)
+			}
+			return len(vals)
+		}))
+	}
+	t.RawSetString("new", L.NewFunction(func(L *lua.LState) int { L.Push(t); return 1 }))
 	t.RawSetString("encode", L.NewFunction(func(L *lua.LState) int {
 		if L.GetTop() != 1 {
 			L.ArgError(1, "expected 1 argument")

@@ -83,7 +83,8 @@ func TestStateReuse(t *testing.T) {
 	e := scripting.New(scripting.Config{MaxIdle: 1})
 	steps := []struct{ body, want string }{
 		{"table.insert(_G, 'leak') return 1", ":1\r\n"},
-		{"return rawget(_G, 1)", "$-1\r\n"},
+		{"return _G[1]", "-ERR user_script:1: Script attempted to access nonexistent global variable '1' script: " +
+			scripting.SHA1([]byte("return _G[1]")) + ", on @user_script:1.\r\n"},
 		{"pcall(loadstring('y = 1')) return 1", ":1\r\n"},
 		{"return y", "-ERR user_script:1: Script attempted to access nonexistent global variable 'y' script: " +
 			scripting.SHA1([]byte("return y")) + ", on @user_script:1.\r\n"},

@@ -22,16 +22,15 @@ func openMsgpack(L *lua.LState) *lua.LTable {
 		L.Push(lua.LString(b))
 		return 1
 	}))
-	unpack := func(L *lua.LState) int {
-		d := mpDecoder{L: L, s: L.CheckString(1)}
-		n := 0
-		for d.i < len(d.s) {
-			L.Push(d.value(0))
-			n++
-		}
-		return n
+	t.RawSetString("unpack", L.NewFunction(func(L *lua.LState) int { return mpUnpack(L, 0, 0, false) }))
+	t.RawSetString("unpack_one", L.NewFunction(func(L *lua.LState) int { return mpUnpack(L, 1, L.OptInt(2, 0), true) }))
+	t.RawSetString("unpack_limit", L.NewFunction(func(L *lua.LState) int {
+		return mpUnpack(L, L.CheckInt(2), L.OptInt(3, 0), true)
+	}))
+	for name, v := range map[string]string{"_NAME": "cmsgpack", "_VERSION": "lua-cmsgpack 0.4.0",
+		"_COPYRIGHT": "Copyright (C) 2012, Salvatore Sanfilippo", "_DESCRIPTION": "MessagePack C implementation for Lua"} {
+		t.RawSetString(name, lua.LString(v))
 	}
-	t.RawSetString("unpack", L.NewFunction(unpack))
 	return t
 }
 
@@ -136,6 +135,34 @@ func mpHeader(b []byte, n int, fix, c16 byte) []byte {
 		return binary.BigEndian.AppendUint16(append(b, c16), uint16(n))
 	}
 	return binary.BigEndian.AppendUint32(append(b, c16+1), uint32(n))
+}
+
+// mpUnpack decodes up to limit values (all when limit <= 0) from offset. unpack_one and
+// unpack_limit (withOffset) answer first the offset to continue from, -1 at the end.
+func mpUnpack(L *lua.LState, limit, offset int, withOffset bool) int {
+	s := L.CheckString(1)
+	if offset < 0 || limit < 0 {
+		L.RaiseError("Invalid request to unpack with offset of %d and limit of %d.", offset, limit)
+	}
+	if offset > len(s) {
+		L.RaiseError("Start offset %d greater than input length %d.", offset, len(s))
+	}
+	d := mpDecoder{L: L, s: s, i: offset}
+	top := L.GetTop()
+	n := 0
+	for d.i < len(d.s) && (limit == 0 || n < limit) {
+		L.Push(d.value(0))
+		n++
+	}
+	if withOffset {
+		next := d.i
+		if next == len(s) {
+			next = -1
+		}
+		L.Insert(lua.LNumber(next), top+1)
+		n++
+	}
+	return n
 }
 
 type mpDecoder struct {

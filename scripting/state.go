@@ -18,9 +18,9 @@ type state struct {
 	env     *lua.LTable // the read-only view of globals every script runs in
 	// proxies are the read-only views (globals, the libraries, the protected metatables):
 	// tables that stay empty; one a script wrote into raw makes the state unusable.
-	proxies  map[*lua.LTable]bool
-	handler  *lua.LFunction // the error handler: Redis's __redis__err__handler
-	callArgs [][]byte       // redis.call's arguments, reused
+	proxies  map[*lua.LTable]*lua.LTable // view -> the table it shows
+	handler  *lua.LFunction              // the error handler: Redis's __redis__err__handler
+	callArgs [][]byte                    // redis.call's arguments, reused
 	rand     rand48
 
 	// Per run, set by exec.
@@ -54,7 +54,7 @@ func newState(cfg Config) *state {
 		L.Push(lua.LString(lib.name))
 		L.Call(1, 0)
 	}
-	st := &state{L: L, cfg: cfg, globals: L.G.Global, proxies: map[*lua.LTable]bool{}}
+	st := &state{L: L, cfg: cfg, globals: L.G.Global, proxies: map[*lua.LTable]*lua.LTable{}}
 	st.rand.seed(0) // Redis 7.0 seeds once and no more per script (effects replication)
 	g := st.globals
 	for _, name := range []string{"dofile", "loadfile", "print", "getfenv", "setfenv", "module", "require",
@@ -69,6 +69,14 @@ func newState(cfg Config) *state {
 	g.RawSetString("rawset", L.NewFunction(st.rawset))
 	g.RawSetString("setmetatable", L.NewFunction(st.setmetatable))
 	g.RawSetString("pcall", L.NewFunction(pcall))
+	for _, name := range []string{"next", "pairs", "rawget"} { // they see through the read-only views
+		orig := g.RawGetString(name).(*lua.LFunction)
+		g.RawSetString(name, L.NewFunction(st.seeThrough(orig)))
+	}
+	tab := g.RawGetString("table").(*lua.LTable)
+	tab.RawSetString("foreach", L.NewFunction(tableForeach(false)))
+	tab.RawSetString("foreachi", L.NewFunction(tableForeach(true)))
+	tab.RawSetString("setn", L.NewFunction(func(L *lua.LState) int { L.RaiseError("'setn' is obsolete"); return 0 }))
 	g.RawSetString("loadstring", L.NewFunction(st.loadstring))
 	g.RawSetString("load", L.NewFunction(st.load))
 	str := g.RawGetString("string").(*lua.LTable)
@@ -84,6 +92,7 @@ func newState(cfg Config) *state {
 	g.RawSetString("struct", openStruct(L))
 	g.RawSetString("cmsgpack", openMsgpack(L))
 	st.handler = L.NewFunction(st.onError)
+	g.RawSetString("__redis__err__handler", st.handler)
 	st.sandbox(str)
 	return st
 }
@@ -126,7 +135,7 @@ func (st *state) proxy(t *lua.LTable, ro *lua.LFunction, sealed lua.LValue) *lua
 		mt.RawSetString("__metatable", sealed)
 	}
 	st.L.SetMetatable(p, mt)
-	st.proxies[p] = true
+	st.proxies[p] = t
 	return p
 }
 
@@ -257,7 +266,7 @@ func (st *state) luaError(L *lua.LState) int {
 // rawset is Lua's rawset, refusing the read-only views.
 func (st *state) rawset(L *lua.LState) int {
 	t := L.CheckTable(1)
-	if st.proxies[t] {
+	if st.proxies[t] != nil {
 		L.Error(lua.LString(errReadonly), 0)
 	}
 	t.RawSet(L.CheckAny(2), L.CheckAny(3))
@@ -268,7 +277,7 @@ func (st *state) rawset(L *lua.LState) int {
 // setmetatable is Lua's setmetatable, refusing the read-only views.
 func (st *state) setmetatable(L *lua.LState) int {
 	t := L.CheckTable(1)
-	if st.proxies[t] {
+	if st.proxies[t] != nil {
 		L.Error(lua.LString(errReadonly), 0)
 	}
 	if L.GetMetaField(t, "__metatable") != lua.LNil {
@@ -435,4 +444,54 @@ func chunkID(source string) string {
 		return `[string "` + line + `..."]`
 	}
 	return `[string "` + line + `"]`
+}
+
+// seeThrough wraps next, pairs or rawget so that a read-only view reads as the table it
+// shows: pairs(redis) lists redis's functions as on Redis.
+func (st *state) seeThrough(orig *lua.LFunction) lua.LGFunction {
+	return func(L *lua.LState) int {
+		n := L.GetTop()
+		if t, ok := L.Get(1).(*lua.LTable); ok && st.proxies[t] != nil {
+			L.Replace(1, st.proxies[t])
+		}
+		L.Insert(orig, 1)
+		L.Call(n, lua.MultRet)
+		return L.GetTop()
+	}
+}
+
+// tableForeach is Lua 5.0's table.foreach (array false) and table.foreachi, which Redis's
+// Lua 5.1 keeps: f(k, v) for each pair until f returns non-nil, which is returned.
+func tableForeach(array bool) lua.LGFunction {
+	return func(L *lua.LState) int {
+		t, f := L.CheckTable(1), L.CheckFunction(2)
+		var ret lua.LValue = lua.LNil
+		visit := func(k, v lua.LValue) bool {
+			L.Push(f)
+			L.Push(k)
+			L.Push(v)
+			L.Call(2, 1)
+			ret = L.Get(-1)
+			L.Pop(1)
+			return ret == lua.LNil
+		}
+		if array {
+			for i := 1; i <= t.Len(); i++ {
+				if !visit(lua.LNumber(i), t.RawGetInt(i)) {
+					break
+				}
+			}
+		} else {
+			for k, v := t.Next(lua.LNil); k != lua.LNil; k, v = t.Next(k) {
+				if !visit(k, v) {
+					break
+				}
+			}
+		}
+		if ret == lua.LNil {
+			return 0
+		}
+		L.Push(ret)
+		return 1
+	}
 }
