@@ -22,12 +22,14 @@
 package scripting
 
 import (
+	"bytes"
 	"container/list"
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -179,7 +181,7 @@ func (e *Engine) compile(body []byte) (*script, string) {
 	}
 	chunk, err := parse.Parse(strings.NewReader(string(body)), chunkName)
 	if err != nil {
-		return nil, "ERR Error compiling script (new function): " + oneLine(err.Error())
+		return nil, "ERR Error compiling script (new function): " + compileError(err, body)
 	}
 	proto, err := lua.Compile(chunk, chunkName)
 	if err != nil {
@@ -203,6 +205,20 @@ func (e *Engine) compile(body []byte) (*script, string) {
 
 // chunkName is the name Redis 7.0 gives every script: errors read "user_script:1: ...".
 const chunkName = "user_script"
+
+// compileError words a syntax error as Lua 5.1 places it: "user_script:<line>: <what>
+// near '<token>'" (gopher-lua's <what> is its own: "syntax error", "parse error").
+func compileError(err error, body []byte) string {
+	var pe *parse.Error
+	if !errors.As(err, &pe) {
+		return oneLine(err.Error())
+	}
+	line, near := pe.Pos.Line, pe.Token
+	if line == parse.EOF {
+		line, near = 1+bytes.Count(body, []byte("\n")), "<eof>"
+	}
+	return oneLine(chunkName + ":" + strconv.Itoa(line) + ": " + strings.TrimSpace(pe.Message) + " near '" + near + "'")
+}
 
 func oneLine(s string) string { return strings.NewReplacer("\r", " ", "\n", " ").Replace(s) }
 

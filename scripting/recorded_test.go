@@ -185,4 +185,6 @@ var recorded = []vector{
 	{"library", "local n = 0 for k, v in next, bit do n = n + 1 end return n", nil, nil, ":12\r\n", ":12\r\n", false},
 	{"library", "return {math.huge > 0, math.pi > 3, math.atan2(1, 1) > 0, math.log10(100), math.fmod(7, 3)}", nil, nil, "*5\r\n:1\r\n:1\r\n:1\r\n:2\r\n:1\r\n", "*5\r\n:1\r\n:1\r\n:1\r\n:2\r\n:1\r\n", false},
 	{"sandbox", "return type(__redis__err__handler)", nil, nil, "$8\r\nfunction\r\n", "$8\r\nfunction\r\n", false},
+	{"conversion", "redis.setresp(3) return {true, false, nil}", nil, nil, "*2\r\n:1\r\n:0\r\n", "*2\r\n#t\r\n#f\r\n", false},
+	{"conversion", "redis.setresp(3) return false", nil, nil, ":0\r\n", "#f\r\n", false},
 }

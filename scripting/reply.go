@@ -97,7 +97,7 @@ func (r Reply) Append(b []byte, proto int) []byte {
 		case r.Int != 0:
 			return append(b, ":1\r\n"...)
 		}
-		return append(b, "$-1\r\n"...)
+		return append(b, ":0\r\n"...)
 	case BigNumber:
 		if resp3 {
 			return appendLine(append(b, '('), r.Str)
