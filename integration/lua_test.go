@@ -1,9 +1,13 @@
 package integration
 
 import (
+	"context"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // tokenBucket is a hash-free token bucket as users write it over strings: the tokens and
@@ -117,4 +121,25 @@ func dialProto(t *testing.T, addr, proto string) *rawConn {
 	c.send("HELLO", proto)
 	rawReply(t, c)
 	return c
+}
+
+// TestLuaThroughEdges: a script with no native path sent to edges runs on the origin, one
+// counter whichever node is asked; go-redis's Script.Run (EVALSHA, EVAL after NOSCRIPT)
+// works through an edge that never saw the script.
+func TestLuaThroughEdges(t *testing.T) {
+	ctx := context.Background()
+	origin := startOrigin(t)
+	edges := startEdges(t, 2, []*proc{origin})
+	script := redis.NewScript(fixedWindow)
+	clients := []*redis.Client{edges[0].client(t, nil), edges[1].client(t, &redis.Options{Protocol: 2}), origin.client(t, nil)}
+	for i, c := range append(clients, clients[0]) {
+		v, err := script.Run(ctx, c, []string{"edge:fw"}, 60000).Int64Slice()
+		if err != nil || len(v) != 2 || v[0] != int64(i+1) || v[1] < 50000 || v[1] > 60000 {
+			t.Fatalf("run %d: %v %v, want [%d ~60000]", i+1, v, err, i+1)
+		}
+	}
+	err := clients[1].Eval(ctx, "return (", nil).Err()
+	if err == nil || !strings.HasPrefix(err.Error(), "ERR Error compiling script (new function): user_script:1: ") {
+		t.Fatalf("a syntax error through an edge: %v", err)
+	}
 }
