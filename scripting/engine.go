@@ -44,7 +44,8 @@ type Caller interface {
 	// reply in protocol proto (2, or 3 after redis.setresp(3)), and whether the command
 	// changed the keyspace (a script that wrote cannot be killed). What Redis refuses
 	// before running a command (unknown command, wrong number of arguments, a write from a
-	// read-only script) is an error reply too. args are valid only during the call.
+	// read-only script) is an error reply too. args are valid only during the call and
+	// must not be modified (they may share memory with the script's strings).
 	Call(args [][]byte, proto int) (reply Reply, wrote bool)
 }
 

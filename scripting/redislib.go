@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	lua "github.com/yuin/gopher-lua"
 )
@@ -78,7 +79,7 @@ func (st *state) call(L *lua.LState, raise bool) int {
 	for i := 1; i <= n; i++ {
 		switch v := L.Get(i).(type) {
 		case lua.LString:
-			args = append(args, []byte(v))
+			args = append(args, unsafe.Slice(unsafe.StringData(string(v)), len(v))) // read only: Caller's contract
 		case lua.LNumber:
 			args = append(args, strconv.AppendFloat(nil, float64(v), 'g', 17, 64))
 		default:
