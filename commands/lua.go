@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -15,8 +16,9 @@ import (
 // another text or SHA1 parse into a kvReq on the EVAL's KEYS like a known script, and the
 // script's redis.call runs the counter commands (kvParsers) inside that same KV.Do, so the
 // script is one atomic step on its keys. A command must name keys among the EVAL's KEYS,
-// in their order (the transaction holds only those); other commands are unknown to
-// scripts, as Redis answers for a command it does not have.
+// in their order (the transaction holds only those); TIME answers the transaction's
+// instant; other commands are unknown to scripts, as Redis answers for a command it does
+// not have.
 
 // luaEngine caches the compiled scripts of the process and runs them.
 var luaEngine = scripting.New(scripting.DefaultConfig())
@@ -69,6 +71,15 @@ type txCaller struct {
 // first, then the command on the transaction.
 func (c *txCaller) Call(args [][]byte, proto int) (scripting.Reply, bool) {
 	name := strings.ToLower(string(args[0]))
+	if name == "time" { // the transaction's instant, as the native paths see it (ms)
+		if len(args) != 1 {
+			return scripting.ErrorReply(errLuaArity), false
+		}
+		now := c.tx.Now()
+		return scripting.Reply{Kind: scripting.Array, Elems: []scripting.Reply{
+			scripting.BulkReply(strconv.AppendInt(nil, now/1000, 10)),
+			scripting.BulkReply(strconv.AppendInt(nil, now%1000*1000, 10))}}, false
+	}
 	cmd := luaCommands()[name]
 	if cmd == nil {
 		return scripting.ErrorReply(errLuaUnknownCmd), false
