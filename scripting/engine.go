@@ -6,9 +6,10 @@
 // Design. An Engine holds a cache of compiled scripts by SHA1 (bounded in count and bytes,
 // least recently used dropped first) and a bounded pool of interpreter states. A state is
 // built once (libraries opened, globals made read-only through proxy tables) and reused:
-// each run sets KEYS, ARGV, the PRNG seed and the RESP version afresh, and a state a script
-// managed to dirty (a raw write into a read-only proxy) or that was killed is closed rather
-// than pooled. A run's context is the state's: cancelling it (Kill, or the caller's
+// each run sets KEYS, ARGV and the RESP version afresh (the PRNG, Redis's rand48, is seeded
+// once: Redis 7.0 no longer reseeds it per script), and a state a script managed to dirty
+// (a raw write into a read-only proxy), that was stopped or in which gopher-lua panicked is
+// closed rather than pooled. A run's context is the state's: cancelling it (Kill, or the caller's
 // context) stops the script between two Lua instructions.
 //
 // The package knows no sockets and no commands: redis.call reaches the keyspace through a
@@ -19,6 +20,14 @@
 // transaction, and turns the bytes into a Reply with ParseReply; EVAL writes the Reply
 // that Run returns with Reply.Append in the client's protocol. The server answers BUSY to
 // other clients while Busy() and SCRIPT KILL with Kill().
+//
+// Known differences from Redis 7.0: gopher-lua words runtime and
+// syntax errors its own way (the error code and the "script: <sha1>, on
+// @user_script:<line>." position are Redis's); ".." and string.format("%s") print
+// non-integer numbers with Go's shortest form where Lua prints "%.14g" (tostring is
+// Lua's); table iteration order, hence cjson objects (keys sorted here) and map or set
+// replies, is not Lua's hash order. A script's memory is bounded by its time, not by a
+// byte limit (string.rep is bounded by MaxString).
 package scripting
 
 import (

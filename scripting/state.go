@@ -168,7 +168,11 @@ func (st *state) exec(ctx context.Context, s *script, req Request, c Caller, r *
 	L.RemoveContext()
 	if err != nil {
 		L.SetTop(0)
-		return st.failure(err, r), false
+		// PCall unwound the state: it serves again unless the script was stopped from
+		// outside or gopher-lua itself panicked.
+		apiErr, ok := err.(*lua.ApiError)
+		reuse := ok && apiErr.Type != lua.ApiErrorPanic && ctx.Err() == nil && st.clean()
+		return st.failure(err, r), reuse
 	}
 	ret := L.Get(-1)
 	L.SetTop(0)
