@@ -10,6 +10,7 @@ require (
 	github.com/redis/rueidis v1.0.76
 	github.com/tidwall/redcon v1.6.4
 	github.com/ulule/limiter/v3 v3.11.2
+	github.com/yuin/gopher-lua v1.1.2
 	go.etcd.io/bbolt v1.4.3
 )
 

@@ -13,7 +13,7 @@ import (
 )
 
 // The limiter scripts Ratchet knows (EVAL, EVALSHA, their _RO forms, SCRIPT LOAD, EXISTS,
-// FLUSH). Ratchet runs no Lua: each known script text (scripts_text.go) is recognised by
+// FLUSH, KILL). Each known script text (scripts_text.go) is recognised by
 // its SHA1 and run by a native equivalent (scripts_<library>.go) on the counter keyspace,
 // with the reply types the script gives on Redis 7 and the same state in the keys, so that
 // the library's own GET, PTTL and DEL on those keys agree.
@@ -21,8 +21,8 @@ import (
 // Known SHA1s always exist: EVALSHA of one works without SCRIPT LOAD, SCRIPT EXISTS
 // answers 1, SCRIPT FLUSH forgets nothing. Every library falls back from NOSCRIPT to EVAL
 // or SCRIPT LOAD of the same text, so this changes no decision and saves the round trip
-// after a restart or failover. An unknown SHA1 answers NOSCRIPT, and an unknown text (EVAL,
-// SCRIPT LOAD) an error naming the libraries supported.
+// after a restart or failover. Any other script runs on the Lua interpreter (lua.go): an
+// unknown SHA1 answers NOSCRIPT unless SCRIPT LOAD or EVAL cached it.
 //
 // EVAL and EVALSHA are counter-keyspace requests (kvParsers): alone, one engine.KV.Do on
 // their KEYS at one instant; in a transaction, inside EXEC's KV.Do with the other queued
@@ -82,11 +82,10 @@ func init() {
 // Replies of script lookups.
 const (
 	errNoScript      = "NOSCRIPT No matching script. Please use EVAL."
-	errUnknownScript = "ERR Ratchet runs no Lua; this script is not one it knows (supported: go-redis/redis_rate, " +
-		"rate-limiter-flexible, rate-limit-redis, limits, ulule/limiter, Spring Cloud Gateway); see the README"
-	errNumKeysMore = "ERR Number of keys can't be greater than number of args"
-	errNumKeysNeg  = "ERR Number of keys can't be negative"
-	errScriptRO    = "ERR Write commands are not allowed from read-only scripts."
+	errUnknownScript = "no native path" // lookupScript's answer for a text it does not know: the interpreter runs it
+	errNumKeysMore   = "ERR Number of keys can't be greater than number of args"
+	errNumKeysNeg    = "ERR Number of keys can't be negative"
+	errScriptRO      = "ERR Write commands are not allowed from read-only scripts."
 )
 
 // scriptCommands are the command table's rows of EVAL, EVALSHA, their _RO forms and SCRIPT.
@@ -98,11 +97,11 @@ func scriptCommands() []*Command {
 			Args: append([]ArgDoc{{Name: first, Type: "string"}}, args...), Handler: kvHandler(name)}
 	}
 	return []*Command{
-		row("eval", "script", "Runs a known limiter script natively (Ratchet runs no Lua).", flagWrite),
-		row("evalsha", "sha1", "Runs a known limiter script, by its SHA1, natively.", flagWrite),
+		row("eval", "script", "Runs a Lua script (a known limiter script natively).", flagWrite),
+		row("evalsha", "sha1", "Runs a cached Lua script by its SHA1 (a known limiter script natively).", flagWrite),
 		row("eval_ro", "script", "EVAL that refuses writes.", flagReadonly),
 		row("evalsha_ro", "sha1", "EVALSHA that refuses writes.", flagReadonly),
-		{Name: "script", Arity: -2, Group: "scripting", Summary: "SCRIPT LOAD, EXISTS, FLUSH of the known limiter scripts.",
+		{Name: "script", Arity: -2, Group: "scripting", Summary: "SCRIPT LOAD, EXISTS, FLUSH, KILL.",
 			Args: []ArgDoc{{Name: "subcommand", Type: "string"}}, Handler: cmdScript},
 	}
 }
@@ -146,7 +145,8 @@ func parseEval(bySHA, readOnly bool) func(args [][]byte) kvReq {
 			return kvReq{err: errNumKeysNeg}
 		}
 		s, e := lookupScript(bySHA, args[1])
-		if e != "" {
+		lua := e == errUnknownScript || e != "" && len(args[1]) == 40 // no native path: the interpreter
+		if e != "" && !lua {
 			return kvReq{err: e}
 		}
 		keys := args[3 : 3+n]
@@ -154,6 +154,12 @@ func parseEval(bySHA, readOnly bool) func(args [][]byte) kvReq {
 			return kvReq{err: e}
 		}
 		argv := args[3+n:]
+		switch {
+		case lua && bySHA:
+			return parseLua(nil, strings.ToLower(string(args[1])), keys, argv, readOnly)
+		case lua:
+			return parseLua(args[1], "", keys, argv, readOnly)
+		}
 		return kvReq{keys: keys, run: func(tx *engine.KVTx, base int, w *resp.Writer) {
 			s.run(scriptRun{script: s, tx: tx, base: base, argv: argv, keyNames: keys, w: w, ro: readOnly})
 		}}
@@ -165,24 +171,26 @@ func cmdScript(_ *Dispatcher, _ *Session, w *resp.Writer, args [][]byte) {
 	sub := strings.ToLower(string(args[1]))
 	switch {
 	case sub == "load" && len(args) == 3:
-		s, e := lookupScript(false, args[2])
-		if e != "" {
-			w.Error(e)
-			return
+		if s, e := lookupScript(false, args[2]); e == "" {
+			w.BulkString(s.sha)
+		} else if sha, msg := luaEngine.Load(args[2]); msg != "" {
+			w.Error(msg)
+		} else {
+			w.BulkString(sha)
 		}
-		w.BulkString(s.sha)
 	case sub == "exists" && len(args) >= 3:
 		w.Array(len(args) - 2)
 		for _, sha := range args[2:] {
 			_, e := lookupScript(true, sha)
-			w.Int(boolInt(e == ""))
+			w.Int(boolInt(e == "" || luaEngine.Exists(string(sha))))
 		}
 	case sub == "flush" && len(args) <= 3:
 		if len(args) == 3 && !strings.EqualFold(string(args[2]), "async") && !strings.EqualFold(string(args[2]), "sync") {
 			w.Error("ERR SCRIPT FLUSH only support SYNC|ASYNC option")
 			return
 		}
-		w.OK() // the known scripts cannot be forgotten: there is nothing else to flush
+		luaEngine.Flush() // the known scripts cannot be forgotten; the interpreter's are
+		w.OK()
 	case sub == "help" && len(args) == 2:
 		lines := []string{
 			"SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -190,8 +198,10 @@ func cmdScript(_ *Dispatcher, _ *Session, w *resp.Writer, args [][]byte) {
 			"    Return information about the existence of the scripts in the script cache.",
 			"FLUSH [ASYNC|SYNC]",
 			"    Flush the Lua scripts cache (Ratchet's known scripts always stay).",
+			"KILL",
+			"    Kill the currently executing Lua script.",
 			"LOAD <script>",
-			"    Answer the SHA1 of a script Ratchet knows; unknown scripts are refused.",
+			"    Load a script into the scripts cache without executing it.",
 			"HELP",
 			"    Print this help.",
 		}
@@ -200,7 +210,11 @@ func cmdScript(_ *Dispatcher, _ *Session, w *resp.Writer, args [][]byte) {
 			w.Simple(l)
 		}
 	case sub == "kill" && len(args) == 2:
-		w.Error("NOTBUSY No scripts in execution right now.")
+		if e := luaEngine.Kill(); e != "" {
+			w.Error(e)
+			return
+		}
+		w.OK()
 	default:
 		w.Error("ERR unknown subcommand or wrong number of arguments for '" + clip(args[1]) + "'. Try SCRIPT HELP.")
 	}

@@ -61,7 +61,9 @@ func TestScriptSHAs(t *testing.T) {
 	if got := do("EVAL", textRLFlexIncrTTL, "1", "rlflx:k", "1", "60", "5", "60"); got != "*2\r\n:1\r\n:60000\r\n" {
 		t.Errorf("EVAL rate-limiter-flexible: %q", got)
 	}
-	if got := do("EVAL", textRLFlexIncrTTL+" ", "1", "rlflx:k", "1", "60", "5", "60"); got != "-"+errUnknownScript+"\r\n" {
+	// A text one space longer has no native path: the interpreter runs it, on the same key
+	// (the second hit), and answers what the native path answers.
+	if got := do("EVAL", textRLFlexIncrTTL+" ", "1", "rlflx:k", "1", "60", "5", "60"); got != "*2\r\n:2\r\n:60000\r\n" {
 		t.Errorf("EVAL of a text one space longer: %q", got)
 	}
 }

@@ -1,8 +1,8 @@
 package commands
 
 // The texts of the limiter scripts Ratchet knows, byte for byte as each library sends them
-// (what SCRIPT LOAD and EVAL receive). They are data: Ratchet runs no Lua; each text maps
-// to a native equivalent in scripts_*.go. They were copied from the libraries' sources
+// (what SCRIPT LOAD and EVAL receive). They are data: each text maps to a native
+// equivalent in scripts_*.go (any other text runs on the interpreter, lua.go). They were copied from the libraries' sources
 // (named beside each) by a program, not by hand; TestScriptSHAs checks every SHA1 against
 // the one the library's users see on the wire. Do not reformat them: a changed byte is an
 // unknown script.

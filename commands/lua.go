@@ -1,0 +1,134 @@
+package commands
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/resp"
+	"github.com/ratchet/ratchet/scripting"
+)
+
+// The scripts Ratchet has no native path for run on the Lua interpreter (package
+// scripting), with Redis 7.0's semantics, over the counter keyspace: EVAL and EVALSHA of
+// another text or SHA1 parse into a kvReq on the EVAL's KEYS like a known script, and the
+// script's redis.call runs the counter commands (kvParsers) inside that same KV.Do, so the
+// script is one atomic step on its keys. A command must name keys among the EVAL's KEYS,
+// in their order (the transaction holds only those); TIME answers the transaction's
+// instant; other commands are unknown to scripts, as Redis answers for a command it does
+// not have.
+
+// luaEngine caches the compiled scripts of the process and runs them.
+var luaEngine = scripting.New(scripting.DefaultConfig())
+
+// Replies of the Lua fallback.
+const (
+	errLuaUnknownCmd = "ERR Unknown Redis command called from script"
+	errLuaArity      = "ERR Wrong number of args calling Redis command from script"
+	errLuaUndeclared = "ERR Ratchet runs a script's commands on its KEYS only: pass every key the script uses in KEYS, in order"
+)
+
+// luaCommands are the command table's rows of the commands scripts may call.
+var luaCommands = sync.OnceValue(func() map[string]*Command {
+	m := map[string]*Command{}
+	for _, c := range kvCommands() {
+		m[c.Name] = c
+	}
+	return m
+})
+
+// parseLua is parseEval for a script without a native path: keys and argv as the EVAL
+// gave them; body nil for EVALSHA of sha. A body is compiled at once, so a syntax error
+// answers before any key is locked (an edge too).
+func parseLua(body []byte, sha string, keys, argv [][]byte, readOnly bool) kvReq {
+	if body != nil {
+		if _, msg := luaEngine.Load(body); msg != "" {
+			return kvReq{err: msg}
+		}
+	} else if !luaEngine.Exists(sha) {
+		return kvReq{err: errNoScript}
+	}
+	return kvReq{keys: keys, run: func(tx *engine.KVTx, base int, w *resp.Writer) {
+		c := &txCaller{tx: tx, base: base, keys: keys, ro: readOnly}
+		r := luaEngine.Run(context.Background(), scripting.Request{Body: body, SHA: sha, Keys: keys, Args: argv}, c)
+		w.Raw(r.Append(nil, w.Proto()))
+	}}
+}
+
+// txCaller runs a script's redis.call on the counter keyspace inside the EVAL's KV.Do:
+// KEYS[i] is the transaction's key base+i-1.
+type txCaller struct {
+	tx   *engine.KVTx
+	base int
+	keys [][]byte
+	ro   bool
+	w    resp.Writer // the command's reply, parsed into a scripting.Reply
+}
+
+// Call runs one command as Redis's scriptCall: unknown command, arity and read-only checks
+// first, then the command on the transaction.
+func (c *txCaller) Call(args [][]byte, proto int) (scripting.Reply, bool) {
+	name := strings.ToLower(string(args[0]))
+	if name == "time" { // the transaction's instant, as the native paths see it (ms)
+		if len(args) != 1 {
+			return scripting.ErrorReply(errLuaArity), false
+		}
+		now := c.tx.Now()
+		return scripting.Reply{Kind: scripting.Array, Elems: []scripting.Reply{
+			scripting.BulkReply(strconv.AppendInt(nil, now/1000, 10)),
+			scripting.BulkReply(strconv.AppendInt(nil, now%1000*1000, 10))}}, false
+	}
+	cmd := luaCommands()[name]
+	if cmd == nil {
+		return scripting.ErrorReply(errLuaUnknownCmd), false
+	}
+	if cmd.Arity > 0 && len(args) != cmd.Arity || cmd.Arity < 0 && len(args) < -cmd.Arity {
+		return scripting.ErrorReply(errLuaArity), false
+	}
+	write := cmd.Flags&flagWrite != 0
+	if write && c.ro {
+		return scripting.ErrorReply(errScriptRO), false
+	}
+	r := kvParsers[name](args)
+	if r.err != "" {
+		return scripting.ErrorReply(r.err), false
+	}
+	base, ok := c.declared(r.keys)
+	if !ok {
+		return scripting.ErrorReply(errLuaUndeclared), false
+	}
+	c.w.Reset()
+	c.w.SetProto(proto)
+	r.run(c.tx, base, &c.w)
+	reply, _, err := scripting.ParseReply(c.w.Bytes())
+	if err != nil { // a handler wrote something that is not one reply: a bug, said plainly
+		return scripting.ErrorReply("ERR internal error: " + err.Error()), write
+	}
+	return reply, write
+}
+
+// declared returns the transaction index of keys[0] when keys are consecutive KEYS of the
+// EVAL, in order (a command without keys: any index).
+func (c *txCaller) declared(keys [][]byte) (int, bool) {
+	if len(keys) == 0 {
+		return c.base, true
+	}
+	for j := range c.keys {
+		if j+len(keys) > len(c.keys) {
+			break
+		}
+		match := true
+		for i, k := range keys {
+			if string(c.keys[j+i]) != string(k) {
+				match = false
+				break
+			}
+		}
+		if match {
+			return c.base + j, true
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,209 @@
+package scripting_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratchet/ratchet/scripting"
+)
+
+// clock is a frozen clock the tests move.
+type clock struct{ ns atomic.Int64 }
+
+func (c *clock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *clock) advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+func evalString(e *scripting.Engine, body string, keys, args []string) string {
+	r := e.Run(context.Background(), scripting.Request{Body: []byte(body), Keys: bs(keys), Args: bs(args)}, newFake())
+	return string(r.Append(nil, 2))
+}
+
+// TestKill: a script past the time limit makes the engine Busy; SCRIPT KILL stops it with
+// Redis's error unless it wrote (UNKILLABLE), and NOTBUSY answers when none is past it.
+func TestKill(t *testing.T) {
+	clk := &clock{}
+	e := scripting.New(scripting.Config{TimeLimit: 5 * time.Second, Now: clk.now})
+	if got := e.Kill(); got != scripting.ErrNotBusy {
+		t.Fatalf("Kill with nothing running = %q, want %q", got, scripting.ErrNotBusy)
+	}
+	body := "local x = 0\nwhile true do x = x + 1 end"
+	done := make(chan scripting.Reply, 1)
+	go func() {
+		done <- e.Run(context.Background(), scripting.Request{Body: []byte(body)}, newFake())
+	}()
+	waitBusy(t, e, clk)
+	if got := e.Kill(); got != "" {
+		t.Fatalf("Kill of a busy script that did not write = %q, want success", got)
+	}
+	r := <-done
+	want := "-ERR Script killed by user with SCRIPT KILL... script: " + scripting.SHA1([]byte(body)) + ", on @user_script:2.\r\n"
+	if got := string(r.Append(nil, 2)); got != want {
+		t.Fatalf("killed script answered %q, want %q", got, want)
+	}
+	if e.Busy() {
+		t.Fatal("Busy after the script ended")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		done <- e.Run(ctx, scripting.Request{Body: []byte("redis.call('set','k','v') while true do end")}, newFake())
+	}()
+	waitBusy(t, e, clk)
+	if got := e.Kill(); got != scripting.ErrUnkillable {
+		t.Fatalf("Kill of a script that wrote = %q, want %q", got, scripting.ErrUnkillable)
+	}
+	cancel() // the server's shutdown: the context ends any script
+	if r := <-done; r.Kind != scripting.Error {
+		t.Fatalf("cancelled script answered %q, want an error", r.Append(nil, 2))
+	}
+}
+
+// waitBusy moves the clock on until the script started runs past the time limit.
+func waitBusy(t *testing.T, e *scripting.Engine, clk *clock) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !e.Busy() {
+		if time.Now().After(deadline) {
+			t.Fatal("the script did not start within 30 s")
+		}
+		clk.advance(6 * time.Second)
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestStateReuse: a pooled interpreter carries nothing from one script to the next: not a
+// write into a read-only view, not a global made by a loadstring chunk, not KEYS.
+func TestStateReuse(t *testing.T) {
+	e := scripting.New(scripting.Config{MaxIdle: 1})
+	steps := []struct{ body, want string }{
+		{"table.insert(_G, 'leak') return 1", ":1\r\n"},
+		{"return _G[1]", "-ERR user_script:1: Script attempted to access nonexistent global variable '1' script: " +
+			scripting.SHA1([]byte("return _G[1]")) + ", on @user_script:1.\r\n"},
+		{"pcall(loadstring('y = 1')) return 1", ":1\r\n"},
+		{"return y", "-ERR user_script:1: Script attempted to access nonexistent global variable 'y' script: " +
+			scripting.SHA1([]byte("return y")) + ", on @user_script:1.\r\n"},
+		{"return #KEYS", ":0\r\n"},
+		{"redis.setresp(3) return true", "#t\r\n"},
+		{"return true", ":1\r\n"},
+		{"string.rep = nil", ""},
+		{"return string.rep('a', 2)", "$2\r\naa\r\n"},
+	}
+	for _, s := range steps {
+		got := evalString(e, s.body, nil, nil)
+		if s.want == "" {
+			continue
+		}
+		if s.body == "redis.setresp(3) return true" {
+			r := e.Run(context.Background(), scripting.Request{Body: []byte(s.body)}, newFake())
+			got = string(r.Append(nil, 3))
+		}
+		if got != s.want {
+			t.Errorf("%q = %q, want %q", s.body, got, s.want)
+		}
+	}
+}
+
+// TestCache: scripts are found by SHA1 in any case, the cache is bounded by count and by
+// bytes (least recently used dropped), SCRIPT FLUSH empties it, and a script that does not
+// compile is refused and not cached.
+func TestCache(t *testing.T) {
+	e := scripting.New(scripting.Config{MaxScripts: 2, MaxBytes: 1000})
+	shas := make([]string, 3)
+	for i := range shas {
+		sha, msg := e.Load([]byte("return " + strings.Repeat("1", i+1)))
+		if msg != "" {
+			t.Fatal(msg)
+		}
+		shas[i] = sha
+	}
+	if shas[0] != "e0e1f9fabfc9d4800c877a703b823ac0578ff8db" { // redis-server: SCRIPT LOAD "return 1"
+		t.Fatalf("SHA1 of 'return 1' = %s", shas[0])
+	}
+	if e.Exists(shas[0]) || !e.Exists(strings.ToUpper(shas[1])) || !e.Exists(shas[2]) {
+		t.Fatalf("after 3 loads into 2 places: exists %v %v %v, want false true true",
+			e.Exists(shas[0]), e.Exists(shas[1]), e.Exists(shas[2]))
+	}
+	r := e.Run(context.Background(), scripting.Request{SHA: strings.ToUpper(shas[2])}, newFake())
+	if got := string(r.Append(nil, 2)); got != ":111\r\n" {
+		t.Fatalf("EVALSHA in upper case = %q", got)
+	}
+	r = e.Run(context.Background(), scripting.Request{SHA: shas[0]}, newFake())
+	if got := string(r.Append(nil, 2)); got != "-"+scripting.ErrNoScript+"\r\n" {
+		t.Fatalf("EVALSHA of an evicted script = %q", got)
+	}
+	big := []byte("return '" + strings.Repeat("x", 600) + "'")
+	e.Load(big)
+	e.Load(append(big[:len(big):len(big)], ' '))
+	if e.Exists(scripting.SHA1(big)) {
+		t.Fatal("1200 bytes of scripts kept under MaxBytes 1000")
+	}
+	e.Flush()
+	if e.Exists(shas[2]) {
+		t.Fatal("a script survived Flush")
+	}
+	if sha, msg := e.Load([]byte("return (")); sha != "" || !strings.HasPrefix(msg, "ERR Error compiling script (new function): ") {
+		t.Fatalf("Load of a syntax error = %q, %q", sha, msg)
+	}
+}
+
+// TestConcurrentRuns: runs on many goroutines share the cache and the pool (run with -race).
+func TestConcurrentRuns(t *testing.T) {
+	e := scripting.New(scripting.Config{MaxIdle: 2})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				arg := string(rune('a' + g))
+				got := evalString(e, "return {KEYS[1], ARGV[1], cjson.encode({ARGV[1]})}", []string{arg}, []string{arg})
+				want := "*3\r\n$1\r\n" + arg + "\r\n$1\r\n" + arg + "\r\n$5\r\n[\"" + arg + "\"]\r\n"
+				if got != want {
+					t.Errorf("goroutine %d run %d: %q, want %q", g, i, got, want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestParseReply: every kind written in RESP3 (and RESP2's nulls) parses back to itself,
+// and every strict prefix is incomplete.
+func TestParseReply(t *testing.T) {
+	replies := []scripting.Reply{
+		scripting.StatusReply("OK"), scripting.ErrorReply("ERR x"), scripting.IntReply(-12), scripting.BulkReply([]byte("a\r\nb")),
+		{}, {Kind: scripting.Double, Float: 1.5}, {Kind: scripting.Bool, Int: 1}, {Kind: scripting.Bool},
+		{Kind: scripting.BigNumber, Str: []byte("123456789012345678901234567890")},
+		{Kind: scripting.Verbatim, Str: []byte("txt:hello")},
+		{Kind: scripting.Array, Elems: []scripting.Reply{scripting.IntReply(1), {Kind: scripting.Array, Elems: []scripting.Reply{{}}}}},
+		{Kind: scripting.Map, Elems: []scripting.Reply{scripting.BulkReply([]byte("f")), scripting.IntReply(2)}},
+		{Kind: scripting.Set, Elems: []scripting.Reply{scripting.BulkReply([]byte("m"))}},
+	}
+	for _, r := range replies {
+		b := r.Append(nil, 3)
+		got, n, err := scripting.ParseReply(b)
+		if err != nil || n != len(b) || !bytes.Equal(got.Append(nil, 3), b) {
+			t.Errorf("ParseReply(%q) = %q, %d, %v", b, got.Append(nil, 3), n, err)
+		}
+		for i := range len(b) {
+			if _, _, err := scripting.ParseReply(b[:i]); !errors.Is(err, scripting.ErrIncomplete) {
+				t.Errorf("ParseReply(%q) = %v, want ErrIncomplete", b[:i], err)
+			}
+		}
+	}
+	for _, null := range []string{"$-1\r\n", "*-1\r\n", "_\r\n"} {
+		if got, _, err := scripting.ParseReply([]byte(null)); err != nil || got.Kind != scripting.Null {
+			t.Errorf("ParseReply(%q) = %+v, %v; want a null", null, got, err)
+		}
+	}
+	if got, _, err := scripting.ParseReply([]byte("|1\r\n+k\r\n+v\r\n:7\r\n")); err != nil || got.Int != 7 {
+		t.Errorf("attribute then :7 = %+v, %v", got, err)
+	}
+}
