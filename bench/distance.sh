@@ -177,12 +177,13 @@ echo "$(date -u +%F) $(git rev-parse --short HEAD); $(nproc) cores, load average
 echo "origin: ${origin_flags[*]:-(defaults)}; edge: ${edge_flags[*]:-(defaults)}; hot: $hot_keys keys, $seconds s, 50 connections;"
 echo "tail: $tail_keys keys at $tail_rate/s (a key every $(awk -v k="$tail_keys" -v r="$tail_rate" 'BEGIN { printf "%.1f", k / r }') s on average), $tail_n requests, $tail_workers connections; cold: $((seconds * 500)) ms, 50 connections"
 echo "crossed: share of requests slower than RTT/2; reads, hand-offs: the edge's origin calls per request;"
-echo "failed: the edge's origin calls that failed (most often past --origin-timeout: the edge then decides alone"
-echo "for a while, with --degraded-share); errors: requests that got an error"
+echo "failed: the edge's origin calls that failed (most often past --origin-timeout; the origin is then in"
+echo "backoff for a while); denied: requests refused (no limit here is reached: an edge refuses what its lease"
+echo "does not cover while its origin is slow); errors: requests that got an error"
 echo "server us: server CPU per request (redis-server; origin; edge + origin); proxy us: Toxiproxy's"
-fmt='%-9s %-7s %10s %9s %9s %9s %8s %7s %9s %7s %10s %9s %6s\n'
+fmt='%-9s %-7s %10s %9s %9s %9s %8s %7s %9s %7s %7s %10s %9s %6s\n'
 # shellcheck disable=SC2059
-printf "$fmt" pattern target requests/s "p50 ms" "p99 ms" "p99.9 ms" crossed reads hand-offs failed "server us" "proxy us" errors
+printf "$fmt" pattern target requests/s "p50 ms" "p99 ms" "p99.9 ms" crossed reads hand-offs failed denied "server us" "proxy us" errors
 declare -A names=([lua]="redis" [origin]="origin" [edge]="edge")
 for pattern in "${patterns[@]}"; do
   for t in "${targets[@]}"; do
@@ -190,6 +191,7 @@ for pattern in "${patterns[@]}"; do
     # shellcheck disable=SC2059
     printf "$fmt" "$pattern" "${names[$t]}" "$(field "$l" rps)" "$(field "$l" p50)" "$(field "$l" p99)" "$(field "$l" p999)" \
       "$(awk -v c="$(field "$l" crossed)" 'BEGIN { printf "%.1f%%", c * 100 }')" "$(field "$l" reads)" "$(field "$l" handoffs)" "$(field "$l" origin_errors)" \
+      "$(awk -v d="$(field "$l" denied)" -v n="$(field "$l" requests)" 'BEGIN { printf "%.1f%%", d * 100 / n }')" \
       "$(field "$l" server_us)" "$(field "$l" proxy_us)" "$(field "$l" errors)"
   done
 done
