@@ -30,6 +30,7 @@
 #        DIST_N=1000000        the most requests of each hot or cold row
 #        DIST_TAIL_N=60000     requests of each tail row (20 s at DIST_TAIL_RATE)
 #        DIST_TAIL_RATE=3000   DIST_TAIL_KEYS=20000   DIST_TAIL_WORKERS=200
+#        DIST_REDIS_BENCHMARK=N  then N requests of redis-benchmark on the hot keys, per target
 #        RATCHET_ORIGIN_FLAGS, RATCHET_EDGE_FLAGS   extra flags (default: none, the
 #                              defaults of the code: --freshness 1s, one event loop a core)
 # Toxiproxy v2.12.0 is taken from $(go env GOPATH)/bin/server when that is it, else
@@ -166,6 +167,17 @@ for pattern in "${patterns[@]}"; do
   case $pattern in cold*) limit=${pattern#cold} ;; esac
   for t in "${targets[@]}"; do row "$pattern" "$t" "$limit"; done
 done
+# DIST_REDIS_BENCHMARK=N: then N requests of redis-benchmark -c 50 -P 1 on 1000 random keys
+# per target (bench/lib.sh's run; the edge's keys once unmeasured first): the hot rows
+# measured by another client.
+rb=()
+if [ -n "${DIST_REDIS_BENCHMARK:-}" ]; then
+  n=$DIST_REDIS_BENCHMARK keys=$hot_keys cli=()
+  rb+=("redis $(run "$pid_redis" "$P_REDIS_FAR" 1 rand EVALSHA "$sha" 1 "rb:lua:__rand_int__" $never $window 1)")
+  rb+=("origin $(run "$pid_origin" "$P_ORIGIN_FAR" 1 rand RL.LIMIT "rb:origin:__rand_int__" $never $window)")
+  run "$pid_edge $pid_origin" "$P_EDGE" 1 rand RL.LIMIT "rb:edge:__rand_int__" $never $window >/dev/null
+  rb+=("edge $(run "$pid_edge $pid_origin" "$P_EDGE" 1 rand RL.LIMIT "rb:edge:__rand_int__" $never $window)")
+fi
 
 field() { # LINE NAME -> the value of NAME=
   local v=" $1"
@@ -206,6 +218,14 @@ for pattern in "${patterns[@]}"; do
       "$(ratio "$(field "$l" p50)" "$(field "$lua" p50)")" "$(ratio "$(field "$l" server_us)" "$(field "$lua" server_us)")"
   done
 done
+if [ ${#rb[@]} -gt 0 ]; then
+  echo
+  echo "redis-benchmark -c 50 -P 1 -r $hot_keys -n $DIST_REDIS_BENCHMARK: requests/s, p50, p99 (ms), server us, client us"
+  for line in "${rb[@]}"; do
+    # shellcheck disable=SC2086 # the fields of the line
+    printf '  %-7s %10s %9s %9s %10s %9s\n' $line
+  done
+fi
 echo
 echo "the edge's origin calls over the whole run, by kind: count, mean ms (read: cold, stale or strict;"
 echo "decide: a hand-off; both on a request's path. replay: in the background)"
