@@ -362,26 +362,24 @@ func scrape(url string) (originCalls, error) {
 func (r result) line(c config, before, after reading) string {
 	n := float64(len(r.lat))
 	crossed, _ := slices.BinarySearch(r.lat, c.cross)
-	perReq := func(ok bool, v float64) string {
+	// perReq formats v per request with prec decimals (0: v itself, not per request).
+	perReq := func(ok bool, v float64, prec int) string {
 		if !ok {
 			return "-"
 		}
-		return fmt.Sprintf("%.2f", v/n)
-	}
-	count := func(ok bool, v float64) string {
-		if !ok {
-			return "-"
+		if prec > 0 {
+			v /= n
 		}
-		return fmt.Sprintf("%.0f", v)
+		return strconv.FormatFloat(v, 'f', prec, 64)
 	}
 	us := 1e6 / float64(c.clkTck)
 	return fmt.Sprintf("requests=%d errors=%d denied=%d seconds=%.2f rps=%.0f p50=%.3f p99=%.3f p999=%.3f max=%.3f crossed=%.4f server_us=%s proxy_us=%s reads=%s handoffs=%s origin_errors=%s",
 		len(r.lat), r.errors, r.denied, r.elapsed.Seconds(), n/r.elapsed.Seconds(),
 		ms(quantile(r.lat, 0.5)), ms(quantile(r.lat, 0.99)), ms(quantile(r.lat, 0.999)), ms(r.lat[len(r.lat)-1]),
 		1-float64(crossed)/n,
-		perReq(c.pids != "", float64(after.ticks-before.ticks)*us), perReq(c.proxy != "", float64(after.proxyTicks-before.proxyTicks)*us),
-		perReq(c.metrics != "", after.calls.reads-before.calls.reads), perReq(c.metrics != "", after.calls.handoffs-before.calls.handoffs),
-		count(c.metrics != "", after.calls.failed-before.calls.failed))
+		perReq(c.pids != "", float64(after.ticks-before.ticks)*us, 2), perReq(c.proxy != "", float64(after.proxyTicks-before.proxyTicks)*us, 2),
+		perReq(c.metrics != "", after.calls.reads-before.calls.reads, 4), perReq(c.metrics != "", after.calls.handoffs-before.calls.handoffs, 4),
+		perReq(c.metrics != "", after.calls.failed-before.calls.failed, 0))
 }
 
 // quantile returns the nearest-rank q-quantile of sorted (not empty).
