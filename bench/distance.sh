@@ -20,9 +20,10 @@
 #   cold  every request a key never seen before, with limits 10, 100 and 1000, DIST_SECONDS/2
 #         of requests as fast as the replies come
 # Per row: requests/s, p50, p99, p99.9 (ms), the share of requests slower than RTT/2 (those
-# that crossed the hop), the edge's origin reads and hand-offs per request (from its
-# /metrics), server CPU per request (user+sys from /proc: redis-server, the origin, the
-# edge plus its origin) and Toxiproxy's, then the ratios ratchet/redis.
+# that crossed the hop, or stalled as long on this machine), the edge's origin reads and
+# hand-offs per request and its failed origin calls (from its /metrics), the share of
+# requests refused, server CPU per request (user+sys from /proc: redis-server, the origin,
+# the edge plus its origin) and Toxiproxy's, then the ratios ratchet/redis.
 #
 # Usage: bench/distance.sh [rtt_ms]   (default 20)
 # Env:   DIST_SECONDS=10       length of each hot row (half of it for the cold rows): long
