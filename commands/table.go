@@ -27,6 +27,8 @@ type Command struct {
 	// Check, when set, validates the arguments (after the name) when the command is
 	// queued in a transaction, so that an error aborts the transaction at EXEC.
 	Check func(args [][]byte) error
+
+	id int // the place in its Dispatcher's table, from 1: the index of its statistics
 }
 
 // ArgDoc documents one argument for COMMAND DOCS (and so for redis-cli's hints).

@@ -232,6 +232,7 @@ func run(cfg Config, log *slog.Logger) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	met := metrics.New()
+	met.SetBuildInfo(version, buildRevision(), cfg.Role)
 
 	var n *node
 	var err error
@@ -312,7 +313,7 @@ func run(cfg Config, log *slog.Logger) error {
 
 	var metricsSrv *http.Server
 	if cfg.MetricsListen != "" {
-		met.Register(metrics.Sources{Engine: n.limiter.Stats, Conns: srv.ConnStats, Commands: disp.Processed,
+		met.Register(metrics.Sources{Engine: n.limiter.Stats, Conns: srv.ConnStats, Commands: disp.CommandStats,
 			Snapshots: snapStats, Peers: peerInfo, Auth: disp.AuthStats, Ready: n.ready})
 		ln, err := net.Listen("tcp", cfg.MetricsListen)
 		if err != nil {
