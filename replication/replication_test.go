@@ -381,7 +381,9 @@ func TestNoGoroutineLeak(t *testing.T) {
 		start := time.Now()
 		a.stopReplication()
 		b.stopReplication()
-		if d := time.Since(start); d > 2*time.Second {
+		// Stopping delivers what is queued once more, bounded by Timeout (1 s): five of it
+		// leave a loaded machine room (a stop that never returns hangs the test).
+		if d := time.Since(start); d > 5*time.Second {
 			t.Errorf("stopping took %v", d)
 		}
 		a.stopServer()
