@@ -105,29 +105,32 @@ type callMark struct {
 
 // begin notes where cmd's reply starts and, for one request in durationSample of the
 // session, the time.
-func (cs *cmdStats) begin(s *Session, w *resp.Writer) callMark {
-	s.statTick++
-	if s.statTick%durationSample != 1 {
-		return callMark{at: w.Len()}
+func (cs *cmdStats) begin(s *Session, w *resp.Writer) (m callMark) {
+	m.at = len(w.Bytes())
+	if s.statTick++; s.statTick&(durationSample-1) == 1 {
+		m.began = monoNs()
 	}
-	return callMark{at: w.Len(), began: monoNs()}
+	return m
 }
 
 // done counts a request for cmd that ran, failed when its reply is an error.
 func (cs *cmdStats) done(s *Session, cmd *Command, w *resp.Writer, m callMark) {
 	if m.began != 0 {
-		cs.observe(cmd.id, monoNs()-m.began)
+		cs.observe(cmd.id, m.began)
 	}
-	c := &cs.stripe(s)[cmd.id]
+	c := &cs.stripes[uint64(s.ID)%counterStripes].c[cmd.id]
 	c.calls.Add(1)
 	if b := w.Bytes(); len(b) > m.at && (b[m.at] == '-' || b[m.at] == '!') {
 		c.failed.Add(1)
 	}
 }
 
-func (cs *cmdStats) observe(id int, ns int64) {
+// observe records the duration of a timed call of command id that began at began.
+//
+//go:noinline
+func (cs *cmdStats) observe(id int, began int64) {
+	ns := max(monoNs()-began, 1)
 	t := &cs.timing[id]
-	ns = max(ns, 1)
 	i := 0
 	for i < len(boundsNs) && ns > boundsNs[i] {
 		i++
@@ -188,4 +191,6 @@ func (d *Dispatcher) CommandStats() []CommandStat { return d.cmds.snapshot() }
 var processStart = time.Now()
 
 // monoNs is the monotonic clock in nanoseconds since processStart, at least 1.
+//
+//go:noinline
 func monoNs() int64 { return int64(time.Since(processStart)) + 1 }
