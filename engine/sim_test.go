@@ -137,20 +137,6 @@ const (
 	simShortRuns       = 2
 )
 
-// simRaceEnabled reports whether the test binary was built with -race.
-func simRaceEnabled() bool {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return false
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "-race" {
-			return s.Value == "true"
-		}
-	}
-	return false
-}
-
 const (
 	simWindowMs  = 3_600_000
 	simStartMs   = 1_704_067_200_000 + 1_000 // 1 s into a window
@@ -1126,7 +1112,7 @@ func TestSim(t *testing.T) {
 	switch {
 	case testing.Short():
 		runs = simShortRuns
-	case simRaceEnabled():
+	case raceOn:
 		runs = simDefaultRunsRace
 	}
 	if v := os.Getenv("RATCHET_SIM_RUNS"); v != "" {

@@ -1009,11 +1009,14 @@ func TestReplyTimeout(t *testing.T) {
 	}
 
 	// An unanswered call: its caller gives up at its ctx, the connection at replyTimeout,
-	// even while other requests keep being written behind it.
+	// even while other requests keep being written behind it. (A caller that a loaded
+	// machine wakes only after replyTimeout may see the connection's failure first.)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if _, _, err := c.Read(ctx, []engine.ReadItem{{Key: testKey, Seq: 1}}); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("error = %v, want context.DeadlineExceeded", err)
+	began := time.Now()
+	_, _, err := c.Read(ctx, []engine.ReadItem{{Key: testKey, Seq: 1}})
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) && (time.Since(began) < c.replyTimeout || !strings.Contains(err.Error(), "connection lost")) {
+		t.Fatalf("error = %v after %v, want context.DeadlineExceeded", err, time.Since(began))
 	}
 	stop := time.Now().Add(atOnce) // replyTimeout is 100 ms; the fault is never failing it
 	for {
