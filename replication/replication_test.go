@@ -29,9 +29,12 @@ import (
 // clock never leaves, so no cell rolls over while replication runs.
 const t0 int64 = 1_704_067_200_000 + 1000
 
+// waitFor bounds every wait for a condition: generous, since on a loaded 2-core machine
+// under -race an exchange can miss its Timeout and be retried after a backoff (5 s once
+// left TestLongKeysReachPeer's anti-entropy of 2 MiB short, with one failure).
 const (
 	interval = 50 * time.Millisecond
-	waitFor  = 5 * time.Second
+	waitFor  = 20 * time.Second
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
