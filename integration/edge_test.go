@@ -530,7 +530,7 @@ func TestEdgeOriginOutage(t *testing.T) {
 func TestEdgeTwoOrigins(t *testing.T) {
 	t.Parallel()
 	oa, ob := startOrigin(t), startOrigin(t)
-	edges := startEdges(t, 3, []*proc{oa, ob})
+	edges := startEdges(t, 3, []*proc{oa, ob}, countsNotTimeouts...)
 	ec := clients(t, edges, &redis.Options{PoolSize: 4})
 	ca, cb := oa.client(t, nil), ob.client(t, nil)
 	waitEdgesKnown(t, ec, 2, 3)
@@ -718,7 +718,7 @@ func TestEdgeInternalAuth(t *testing.T) {
 func TestEdgeStatusSource(t *testing.T) {
 	t.Parallel()
 	origin := startOrigin(t)
-	edge := startEdge(t, []*proc{origin})
+	edge := startEdge(t, []*proc{origin}, countsNotTimeouts...)
 	c := edge.client(t, nil)
 	for range 3 {
 		limitReply(t, c, "src", 100, "1h")
@@ -993,7 +993,7 @@ func TestEdgeDegradedShare(t *testing.T) {
 func TestEdgeRestartRereadsOrigin(t *testing.T) {
 	t.Parallel()
 	origin := startOrigin(t)
-	edge := startEdge(t, []*proc{origin})
+	edge := startEdge(t, []*proc{origin}, countsNotTimeouts...)
 	c := edge.client(t, nil)
 	// Far below the limit: every request is decided from the edge's memory.
 	for i := range 50 {
