@@ -145,7 +145,7 @@ type Dispatcher struct {
 	table     map[string]*Command
 	ordered   []*Command
 	startedMs int64
-	processed stripedCounter // requests inside MULTI; the others count in cmds
+	processed stripedCounter // requests counted without a command; per command they count in cmds
 	cmds      *cmdStats
 
 	authFailures  atomic.Uint64 // see AuthStats
