@@ -131,7 +131,7 @@ func testIdleTimeout(t *testing.T, loop bool) {
 		var addr string
 		srv, addr = start(t, server.Config{EventLoops: loops(loop), IdleTimeout: it})
 		c, r = dial(t, addr)
-		p.step() // the idle time counts from the connection
+		p.step()      // the idle time counts from the connection
 		for range 4 { // active connections stay: requests every IdleTimeout/3 over 4 of them
 			_, _ = io.WriteString(c, "PING\r\n")
 			if line, err := r.ReadString('\n'); line != "+PONG\r\n" {
