@@ -766,7 +766,7 @@ func TestEdgeSIGTERMFlushesReplays(t *testing.T) {
 	t.Parallel()
 	origin := startOrigin(t)
 	// No periodic flush in the test's lifetime: only the final one can deliver.
-	edges := startEdges(t, 2, []*proc{origin}, "--replay-interval", "1h")
+	edges := startEdges(t, 2, []*proc{origin}, append([]string{"--replay-interval", "1h"}, countsNotTimeouts...)...)
 	ec := clients(t, edges, nil)
 	oc := origin.client(t, nil)
 
