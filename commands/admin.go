@@ -123,7 +123,30 @@ func cmdInfo(d *Dispatcher, _ *Session, w *resp.Writer, args [][]byte) {
 			fmt.Fprintf(&b, "%s:%v\r\n", f.k, f.v)
 		}
 	}
+	if want["commandstats"] || want["all"] || want["everything"] { // not in the default, as Redis
+		if b.Len() > 0 {
+			b.WriteString("\r\n")
+		}
+		d.writeCommandStats(&b)
+	}
 	w.BulkString(b.String())
+}
+
+// writeCommandStats writes INFO commandstats as Redis 7 does: a line per command that
+// was requested (unknown names are not listed; usec is estimated, see cmdstats.go).
+func (d *Dispatcher) writeCommandStats(b *strings.Builder) {
+	b.WriteString("# Commandstats\r\n")
+	for _, st := range d.CommandStats() {
+		if st.Name == unknownCommand {
+			continue
+		}
+		perCall := 0.0
+		if st.Calls > 0 {
+			perCall = float64(st.Usec) / float64(st.Calls)
+		}
+		fmt.Fprintf(b, "cmdstat_%s:calls=%d,usec=%d,usec_per_call=%.2f,rejected_calls=%d,failed_calls=%d\r\n",
+			st.Name, st.Calls, st.Usec, perCall, st.Rejected, st.Failed)
+	}
 }
 
 type infoField struct {

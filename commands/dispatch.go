@@ -151,7 +151,8 @@ type Dispatcher struct {
 	table     map[string]*Command
 	ordered   []*Command
 	startedMs int64
-	processed stripedCounter
+	processed stripedCounter // requests counted without a command; per command they count in cmds
+	cmds      *cmdStats
 
 	authFailures  atomic.Uint64 // see AuthStats
 	authThrottled atomic.Uint64
@@ -211,11 +212,12 @@ func New(opt Options) *Dispatcher {
 		d.table[c.Name] = c
 		d.ordered = append(d.ordered, c)
 	}
+	d.cmds = newCmdStats(d.ordered)
 	return d
 }
 
 // Processed returns the number of commands served.
-func (d *Dispatcher) Processed() uint64 { return d.processed.load() }
+func (d *Dispatcher) Processed() uint64 { return d.processed.load() + d.cmds.total() }
 
 // Serve handles one request and appends its reply to w. args[0] is the command name.
 func (d *Dispatcher) Serve(s *Session, w *resp.Writer, args [][]byte) {
@@ -228,24 +230,24 @@ func (d *Dispatcher) Serve(s *Session, w *resp.Writer, args [][]byte) {
 	}
 	cmd := d.lookup(s, args[0])
 	if cmd == nil {
-		d.processed.add(s.ID)
+		d.cmds.reject(s, nil)
 		d.unknown(w, args)
 		return
 	}
 	// Redis's order: unknown command, then arity, then authentication.
 	if (cmd.Arity > 0 && len(args) != cmd.Arity) || (cmd.Arity < 0 && len(args) < -cmd.Arity) {
-		d.processed.add(s.ID)
+		d.cmds.reject(s, cmd)
 		w.Error("ERR wrong number of arguments for '" + cmd.Name + "' command")
 		return
 	}
 	if !s.Authed && cmd.Flags&flagNoAuth == 0 && !d.autoAuth(s) {
-		d.processed.add(s.ID)
+		d.cmds.reject(s, cmd)
 		w.Error("NOAUTH Authentication required.")
 		return
 	}
 	if s.user != nil { // an ACL file is in force (acl.go)
 		if msg := d.aclDenied(s, cmd, args); msg != "" {
-			d.processed.add(s.ID)
+			d.cmds.reject(s, cmd)
 			w.Error(msg)
 			return
 		}
@@ -253,9 +255,10 @@ func (d *Dispatcher) Serve(s *Session, w *resp.Writer, args [][]byte) {
 	if s.lastCmd.Load() != cmd { // clients repeat one command: skip the atomic swap
 		s.lastCmd.Store(cmd)
 	}
+	mark := d.cmds.begin(s, w)
 	cmd.Handler(d, s, w, args)
 	if !s.WouldBlock { // else it is served again, and counted then, where it may wait
-		d.processed.add(s.ID)
+		d.cmds.done(s, cmd, w, mark)
 	}
 }
 

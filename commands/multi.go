@@ -109,13 +109,13 @@ func (d *Dispatcher) serveInMulti(s *Session, w *resp.Writer, args [][]byte) {
 	tx := s.tx
 	cmd := d.lookup(s, args[0])
 	if cmd == nil {
-		d.processed.add(s.ID)
+		d.cmds.reject(s, nil)
 		s.flagTx()
 		d.unknown(w, args)
 		return
 	}
 	if (cmd.Arity > 0 && len(args) != cmd.Arity) || (cmd.Arity < 0 && len(args) < -cmd.Arity) {
-		d.processed.add(s.ID)
+		d.cmds.reject(s, cmd)
 		msg := "ERR wrong number of arguments for '" + cmd.Name + "' command"
 		if cmd.Name == "exec" {
 			// As Redis: an EXEC refused ends the transaction.
@@ -128,14 +128,14 @@ func (d *Dispatcher) serveInMulti(s *Session, w *resp.Writer, args [][]byte) {
 		return
 	}
 	if !s.Authed && cmd.Flags&flagNoAuth == 0 && !d.autoAuth(s) {
-		d.processed.add(s.ID)
+		d.cmds.reject(s, cmd)
 		s.flagTx()
 		w.Error("NOAUTH Authentication required.")
 		return
 	}
 	if s.user != nil { // as Redis 7: a command refused by the ACL aborts the transaction
 		if msg := d.aclDenied(s, cmd, args); msg != "" {
-			d.processed.add(s.ID)
+			d.cmds.reject(s, cmd)
 			s.flagTx()
 			w.Error(msg)
 			return
@@ -145,13 +145,15 @@ func (d *Dispatcher) serveInMulti(s *Session, w *resp.Writer, args [][]byte) {
 		s.lastCmd.Store(cmd)
 	}
 	if cmd.Flags&flagTx != 0 { // MULTI, EXEC, DISCARD, WATCH, QUIT run now
+		mark := d.cmds.begin(s, w)
 		cmd.Handler(d, s, w, args)
 		if !s.WouldBlock {
-			d.processed.add(s.ID)
+			d.cmds.done(s, cmd, w, mark)
 		}
 		return
 	}
-	d.processed.add(s.ID)
+	mark := d.cmds.begin(s, w) // a queued command counts as it is queued
+	defer d.cmds.done(s, cmd, w, mark)
 	if cmd.Check != nil {
 		if err := cmd.Check(args[1:]); err != nil {
 			s.flagTx()

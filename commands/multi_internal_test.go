@@ -63,7 +63,7 @@ func TestTxBudgetAcrossSessions(t *testing.T) {
 		serve(c, "MULTI")
 		serve(c, "ECHO", "zzzz")
 	}()
-	for deadline := time.Now().Add(2 * time.Second); d.txBytes.Load() != 0 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(10 * time.Second); d.txBytes.Load() != 0 && time.Now().Before(deadline); {
 		runtime.GC()
 		time.Sleep(10 * time.Millisecond)
 	}

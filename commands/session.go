@@ -37,6 +37,7 @@ type Session struct {
 	peerRegion string    // set when that node is another region's origin
 	nsSeen     [4]string // the last namespaces named by NS, reused so NS costs no allocation
 	nsNext     uint8     // the nsSeen slot to replace next
+	statTick   uint32    // requests begun, for the timed sample (cmdstats.go)
 
 	lastMs  atomic.Int64            // ms of the last request batch
 	lastCmd atomic.Pointer[Command] // the last command served

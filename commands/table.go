@@ -31,6 +31,7 @@ type Command struct {
 
 	aclBit  int            // the command's bit in an ACL user's set; -1: never checked (acl.go)
 	aclSubs map[string]int // a container's subcommands' bits (CLIENT LIST: "list")
+	id      int            // the place in its Dispatcher's table, from 1: the index of its statistics
 }
 
 // ArgDoc documents one argument for COMMAND DOCS (and so for redis-cli's hints).

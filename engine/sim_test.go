@@ -120,33 +120,22 @@ import (
 // encoding (package upstream); the origin's persistence code (package persist).
 //
 // Running: go test -run TestSim ./engine/ runs each scenario that is not open over
-// RATCHET_SIM_RUNS seeds (default below; fewer for rollover), and RATCHET_SIM=1 the open
+// RATCHET_SIM_RUNS seeds (default below, a few; fewer for rollover), and RATCHET_SIM=1 the open
 // ones too; RATCHET_SIM_SEED=n runs seed n only, and with RATCHET_SIM_TRACE=1 logs its
 // every event (rollover runs also log each decision's instant and cell, and each admission
 // that takes the sliding-window count over the limit).
 
-// simDefaultRuns is the number of seeds per scenario of a plain test run (about 9 s for
-// the one-cell scenarios that are not open, 25 s with RATCHET_SIM=1); a rollover scenario
-// runs a quarter as many (runsDiv: about 3.5 s for the three not open); the race detector
-// slows the edge about eightfold, so a -race run takes simDefaultRunsRace.
+// simDefaultRuns is the number of seeds per scenario of a plain test run (about 1.5 s
+// for the scenarios that are not open); a rollover scenario runs a quarter as many
+// (runsDiv); the race detector slows the edge about eightfold, so a -race run takes
+// simDefaultRunsRace (about 10 s on a loaded 2-core machine), and -short simShortRuns.
+// These are a smoke test: the long run, which found every sim failure so far, is
+// RATCHET_SIM_RUNS=1000 go test -run TestSim ./engine/ (a few minutes without -race).
 const (
-	simDefaultRuns     = 300
-	simDefaultRunsRace = 50
+	simDefaultRuns     = 40
+	simDefaultRunsRace = 8
+	simShortRuns       = 2
 )
-
-// simRaceEnabled reports whether the test binary was built with -race.
-func simRaceEnabled() bool {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return false
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "-race" {
-			return s.Value == "true"
-		}
-	}
-	return false
-}
 
 const (
 	simWindowMs  = 3_600_000
@@ -1120,7 +1109,10 @@ func runSim(sc simScenario, seed uint64, trace func(string, ...any)) simResult {
 func TestSim(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(400)) // a run makes short-lived garbage: a third faster
 	runs := uint64(simDefaultRuns)
-	if simRaceEnabled() {
+	switch {
+	case testing.Short():
+		runs = simShortRuns
+	case raceOn:
 		runs = simDefaultRunsRace
 	}
 	if v := os.Getenv("RATCHET_SIM_RUNS"); v != "" {

@@ -67,7 +67,11 @@ func TestTableAgainstMap(t *testing.T) {
 			if name == "maphash" {
 				keys = 5000
 			}
-			for step := 0; step < 40_000; step++ {
+			steps := 40_000
+			if raceOn || testing.Short() {
+				steps = 10_000
+			}
+			for step := 0; step < steps; step++ {
 				k := fmt.Sprintf("k%d", rng.IntN(keys))
 				if n := rng.IntN(8); n > 0 { // lengths around keyInline: inline, long, and both sides of the edge
 					k = fmt.Sprintf("%0*d", keyInline-5+n, 0) + k

@@ -49,7 +49,7 @@ func atMostSlack(t *testing.T, what string, admitted, limit int) {
 // exactly what the edges admitted.
 func TestAccuracyFlood(t *testing.T) {
 	t.Parallel()
-	_, ec, oc := accuracyEdges(t, 16)
+	_, ec, oc := accuracyEdges(t, 16, countsNotTimeouts...)
 	// Each flood starts just after a cell boundary, as in bench/accuracy, so that it fits in
 	// one cell, after the edges have idled for up to a window.
 	const window, windowMs = "4s", 4_000

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -561,6 +562,23 @@ func TestMetrics(t *testing.T) {
 	}
 	if !allowed || !denied {
 		t.Errorf("ratchet_decisions_total does not show 1 allowed and 1 denied:\n%s", grepLines(body, "ratchet_decisions_total"))
+	}
+	// Per command: names of the table only (a client's made-up name counts as unknown),
+	// with the sample of durations; the build that runs.
+	_ = c.Do(t.Context(), "secret-command-5521").Err()
+	_, body = get("/metrics")
+	for _, want := range []string{`ratchet_commands_total{command="rl.limit"} 2`, `ratchet_commands_total{command="unknown"} 1`,
+		`ratchet_command_duration_seconds_count{command="`, `ratchet_build_info{goversion="go`, `role="origin",version="`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, grepLines(body, "command"))
+		}
+	}
+	if strings.Contains(body, "secret-command") {
+		t.Error("/metrics exposes a client's command name")
+	}
+	stats, err := c.Info(t.Context(), "commandstats").Result()
+	if err != nil || !regexp.MustCompile(`cmdstat_rl\.limit:calls=2,usec=\d+,usec_per_call=[\d.]+,rejected_calls=0,failed_calls=0`).MatchString(stats) {
+		t.Errorf("INFO commandstats: %q (%v)", stats, err)
 	}
 	if code, body := get("/healthz"); code != http.StatusOK {
 		t.Errorf("GET /healthz: %d %q", code, body)

@@ -5,6 +5,7 @@ package metrics
 
 import (
 	"net/http"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -20,7 +21,7 @@ import (
 type Sources struct {
 	Engine    func() engine.Stats
 	Conns     func() commands.ConnStats
-	Commands  func() uint64
+	Commands  func() []commands.CommandStat // per-command counts and sampled durations
 	Snapshots func() commands.SnapshotStats
 	Peers     func() []commands.PeerInfo
 	Auth      func() commands.AuthStats
@@ -33,7 +34,7 @@ type collector struct {
 	src Sources
 
 	decisions, refused, cells, tuples, memBytes, memMax                           *prometheus.Desc
-	clients, connections, rejected, commands                                      *prometheus.Desc
+	clients, connections, rejected, commands, cmdDuration                         *prometheus.Desc
 	closed, queryBytes, queryLimit, authFailures, authThrottled                   *prometheus.Desc
 	snapDuration, snapLastSuccess, snapCells, snapFailures                        *prometheus.Desc
 	replayPending, replayRetried, replayExpired, strict, originUp                 *prometheus.Desc
@@ -56,7 +57,8 @@ func newCollector(src Sources) *collector {
 		clients:     d("connected_clients", "Open client connections."),
 		connections: d("connections_total", "Connections accepted."),
 		rejected:    d("connections_rejected_total", "Connections refused at --max-clients."),
-		commands:    d("commands_total", "Commands served."),
+		commands:    d("commands_total", "Requests by command (those of names not in the command table as \"unknown\"), run or refused.", "command"),
+		cmdDuration: d("command_duration_seconds", "Time to run a command, from a sample: each connection's first request and 1 in 16 after.", "command"),
 		closed: d("connections_closed_total", "Connections the server closed, by reason: read_timeout (an incomplete request made no progress for --read-timeout), "+
 			"idle_timeout (--timeout), write_timeout (replies not read for --write-timeout), handshake_timeout (TLS), "+
 			"query_buffer (held the most request bytes when --max-query-buffer was full), protocol_error.", "reason"),
@@ -162,7 +164,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		m(c.authThrottled, prometheus.CounterValue, float64(s.Throttled))
 	}
 	if c.src.Commands != nil {
-		m(c.commands, prometheus.CounterValue, float64(c.src.Commands()))
+		for _, st := range c.src.Commands() {
+			m(c.commands, prometheus.CounterValue, float64(st.Calls+st.Rejected), st.Name)
+			if st.Timed == 0 {
+				continue
+			}
+			buckets := make(map[float64]uint64, len(st.Buckets))
+			for i, n := range st.Buckets {
+				buckets[commands.DurationBounds[i]] = n
+			}
+			ch <- prometheus.MustNewConstHistogram(c.cmdDuration, st.Timed, st.TimedSeconds, buckets, st.Name)
+		}
 	}
 	if c.src.Snapshots != nil {
 		s := c.src.Snapshots()
@@ -194,6 +206,16 @@ func New() *Metrics {
 	m.reg.MustRegister(m.originOps, collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// SetBuildInfo exports ratchet_build_info{version, revision, goversion, role} 1: what runs
+// where, to join with the other series.
+func (m *Metrics) SetBuildInfo(version, revision, role string) {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ratchet_build_info",
+		Help: "Always 1; the labels say which build runs, and in which role."},
+		[]string{"version", "revision", "goversion", "role"})
+	g.WithLabelValues(version, revision, runtime.Version(), role).Set(1)
+	m.reg.MustRegister(g)
 }
 
 // Register adds the collector over src; src.Ready answers /readyz from then on.

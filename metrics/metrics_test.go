@@ -98,3 +98,37 @@ func fetch(t *testing.T, url string) (int, string) {
 	b, _ := io.ReadAll(res.Body)
 	return res.StatusCode, string(b)
 }
+
+// TestCommandMetrics: per-command counts and sampled durations, labelled by the command
+// table's names only; build info as a gauge of 1.
+func TestCommandMetrics(t *testing.T) {
+	m := metrics.New()
+	m.SetBuildInfo("1.2.3", "abc123", "edge")
+	m.Register(metrics.Sources{Commands: func() []commands.CommandStat {
+		bounds := len(commands.DurationBounds)
+		b := make([]uint64, bounds)
+		for i := range b {
+			b[i] = 3 // all three timed calls under the first bound
+		}
+		return []commands.CommandStat{{Name: "unknown", Rejected: 4},
+			{Name: "rl.limit", Calls: 40, Rejected: 2, Timed: 3, TimedSeconds: 0.0000015, Buckets: b}}
+	}})
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	body := get(t, srv.URL+"/metrics")
+	for _, want := range []string{
+		`ratchet_commands_total{command="unknown"} 4`,
+		`ratchet_commands_total{command="rl.limit"} 42`,
+		`ratchet_command_duration_seconds_bucket{command="rl.limit",le="1e-06"} 3`,
+		`ratchet_command_duration_seconds_bucket{command="rl.limit",le="+Inf"} 3`,
+		`ratchet_command_duration_seconds_count{command="rl.limit"} 3`,
+		`ratchet_build_info{goversion="go`, `",revision="abc123",role="edge",version="1.2.3"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if strings.Contains(body, `ratchet_command_duration_seconds_count{command="unknown"}`) {
+		t.Error("a histogram for a command never timed")
+	}
+}

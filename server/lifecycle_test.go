@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -22,6 +23,45 @@ func waitStat(t *testing.T, srv *server.Server, what string, cond func() bool) {
 		}
 	}
 	t.Fatalf("%s: never happened; stats %+v", what, srv.ConnStats())
+}
+
+// pauses measures the longest pause between a test client's steps (its reads or writes),
+// from the first step on.
+type pauses struct {
+	last    time.Time
+	longest time.Duration
+}
+
+func (p *pauses) step() {
+	now := time.Now()
+	if !p.last.IsZero() {
+		p.longest = max(p.longest, now.Sub(p.last))
+	}
+	p.last = now
+}
+
+// steadyClient runs attempt, a client that must not be dropped by a server with timeout,
+// since it makes progress (steps) more often: first with timeout first, then three and nine
+// times as long. A client that pauses longer than the timeout is rightly dropped, and on a
+// loaded machine (-race, shared cores) a test's client can be descheduled that long however
+// short its sleeps. So an attempt that fails is a failure of the server only when the
+// client's longest pause stayed under half the timeout (the server looks for progress
+// every quarter of it); otherwise it proves nothing, and the next attempt, with a longer
+// timeout and pace, runs.
+func steadyClient(t *testing.T, first time.Duration, attempt func(timeout time.Duration, p *pauses) error) {
+	t.Helper()
+	for timeout := first; timeout <= 9*first; timeout *= 3 {
+		var p pauses
+		err := attempt(timeout, &p)
+		if err == nil {
+			return
+		}
+		if p.longest < timeout/2 {
+			t.Fatalf("timeout %v: dropped although the client never paused longer than %v: %v", timeout, p.longest, err)
+		}
+		t.Logf("timeout %v: the client paused %v (a loaded machine), so this proves nothing: %v", timeout, p.longest, err)
+	}
+	t.Skipf("the client paused longer than half the timeout at every timeout up to %v: the machine is too loaded to tell", 9*first)
 }
 
 // expectClosed reads from c until EOF or a reset, at most 10 s, and fails otherwise.
@@ -64,31 +104,44 @@ func testReadTimeout(t *testing.T, loop bool) {
 func TestReadTimeoutProgress(t *testing.T) { eachMode(t, testReadTimeoutProgress) }
 
 func testReadTimeoutProgress(t *testing.T, loop bool) {
-	srv, addr := start(t, server.Config{EventLoops: loops(loop), ReadTimeout: 300 * time.Millisecond})
-	c, r := dial(t, addr)
-	req := "*2\r\n$4\r\nECHO\r\n$5\r\nhello\r\n"
-	for i := range req { // 40 ms a byte: 1.2 s for the request, four ReadTimeouts
-		_, _ = io.WriteString(c, req[i:i+1])
-		time.Sleep(40 * time.Millisecond)
-	}
-	if line, _ := r.ReadString('\n'); line != "$5\r\n" {
-		t.Fatalf("got %q; stats %+v", line, srv.ConnStats())
-	}
+	steadyClient(t, 300*time.Millisecond, func(rt time.Duration, p *pauses) error {
+		srv, addr := start(t, server.Config{EventLoops: loops(loop), ReadTimeout: rt})
+		c, r := dial(t, addr)
+		req := "*2\r\n$4\r\nECHO\r\n$5\r\nhello\r\n"
+		for i := range req { // a byte every ReadTimeout/7.5: the request takes four ReadTimeouts
+			_, _ = io.WriteString(c, req[i:i+1])
+			p.step()
+			time.Sleep(rt * 2 / 15)
+		}
+		if line, err := r.ReadString('\n'); line != "$5\r\n" {
+			return fmt.Errorf("got %q (%v); stats %+v", line, err, srv.ConnStats())
+		}
+		return nil
+	})
 }
 
 // TestIdleTimeout: Redis's timeout closes a connection with no request for that long.
 func TestIdleTimeout(t *testing.T) { eachMode(t, testIdleTimeout) }
 
 func testIdleTimeout(t *testing.T, loop bool) {
-	srv, addr := start(t, server.Config{EventLoops: loops(loop), IdleTimeout: 150 * time.Millisecond})
-	c, r := dial(t, addr)
-	for range 4 { // active connections stay: requests every 50 ms over 4 × 50 ms
-		_, _ = io.WriteString(c, "PING\r\n")
-		if line, _ := r.ReadString('\n'); line != "+PONG\r\n" {
-			t.Fatalf("got %q", line)
+	var srv *server.Server
+	var c net.Conn
+	var r *bufio.Reader
+	steadyClient(t, 150*time.Millisecond, func(it time.Duration, p *pauses) error {
+		var addr string
+		srv, addr = start(t, server.Config{EventLoops: loops(loop), IdleTimeout: it})
+		c, r = dial(t, addr)
+		p.step()      // the idle time counts from the connection
+		for range 4 { // active connections stay: requests every IdleTimeout/3 over 4 of them
+			_, _ = io.WriteString(c, "PING\r\n")
+			if line, err := r.ReadString('\n'); line != "+PONG\r\n" {
+				return fmt.Errorf("got %q (%v); stats %+v", line, err, srv.ConnStats())
+			}
+			p.step()
+			time.Sleep(it / 3)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	expectClosed(t, c, r)
 	if s := srv.ConnStats(); s.IdleTimeouts != 1 {
 		t.Fatalf("stats %+v", s)
@@ -130,33 +183,38 @@ func testQueryBudget(t *testing.T, loop bool) {
 func TestWriteTimeoutFromProgress(t *testing.T) { eachMode(t, testWriteTimeoutFromProgress) }
 
 func testWriteTimeoutFromProgress(t *testing.T, loop bool) {
-	srv, addr := start(t, server.Config{EventLoops: loops(loop), WriteTimeout: 100 * time.Millisecond})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	// 200 replies of 100 KB, 20 MB, twice what the sockets' buffers hold; read 64 KiB
-	// every 5 ms, 1.5 s at least, so the server's writes wait many WriteTimeouts in all.
-	// (A small SO_RCVBUF would be quicker, but on loopback TCP then stalls by itself.)
-	const n = 200
-	payload := strings.Repeat("p", 100_000)
-	go func() { _, _ = io.WriteString(c, strings.Repeat("*2\r\n$4\r\nECHO\r\n$100000\r\n"+payload+"\r\n", n)) }()
-	want := n * len("$100000\r\n"+payload+"\r\n")
-	buf := make([]byte, 64<<10)
-	got := 0
-	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	for got < want {
-		m, err := c.Read(buf)
-		got += m
+	steadyClient(t, 100*time.Millisecond, func(wt time.Duration, p *pauses) error {
+		srv, addr := start(t, server.Config{EventLoops: loops(loop), WriteTimeout: wt})
+		c, err := net.Dial("tcp", addr)
 		if err != nil {
-			t.Fatalf("after %d of %d bytes: %v; stats %+v", got, want, err, srv.ConnStats())
+			t.Fatal(err)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if s := srv.ConnStats(); s.WriteTimeouts != 0 {
-		t.Fatalf("stats %+v", s)
-	}
+		defer c.Close()
+		// 200 replies of 100 KB, 20 MB, twice what the sockets' buffers hold; read 64 KiB
+		// every WriteTimeout/20, 15 WriteTimeouts at least, so the server's writes wait many
+		// WriteTimeouts in all. (A small SO_RCVBUF would be quicker, but on loopback TCP then
+		// stalls by itself.)
+		const n = 200
+		payload := strings.Repeat("p", 100_000)
+		go func() { _, _ = io.WriteString(c, strings.Repeat("*2\r\n$4\r\nECHO\r\n$100000\r\n"+payload+"\r\n", n)) }()
+		want := n * len("$100000\r\n"+payload+"\r\n")
+		buf := make([]byte, 64<<10)
+		got := 0
+		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		for got < want {
+			m, err := c.Read(buf)
+			p.step()
+			got += m
+			if err != nil {
+				return fmt.Errorf("after %d of %d bytes: %w; stats %+v", got, want, err, srv.ConnStats())
+			}
+			time.Sleep(wt / 20)
+		}
+		if s := srv.ConnStats(); s.WriteTimeouts != 0 {
+			t.Fatalf("stats %+v", s)
+		}
+		return nil
+	})
 }
 
 // TestHandshakeTimeout: a TLS client that never finishes its handshake loses its slot

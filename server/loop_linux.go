@@ -522,9 +522,12 @@ func (l *loop) sweep(now time.Time) {
 			l.close(c)
 			continue
 		case len(c.out) > 0:
-			// Progress is also the kernel sending what we queued (see unsentFD).
+			// Progress is also the kernel sending what we queued (see unsentFD). The first
+			// look cannot tell whether the queue shrank before it (a loop held up for
+			// longer than WriteTimeout would drop a client that read all along), so the
+			// timeout counts again from it.
 			if q, ok := unsentFD(c.fd); ok {
-				if c.outQ >= 0 && q < c.outQ {
+				if c.outQ < 0 || q < c.outQ {
 					c.outSince = now
 				}
 				c.outQ = q

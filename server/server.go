@@ -444,8 +444,10 @@ const (
 // writeAll writes b. WriteTimeout counts from the last progress: a write that times out
 // goes on while it took bytes or the kernel sent some of what was queued (see unsentFD),
 // looking again every quarter of WriteTimeout, so a client that reads a large reply
-// slowly but steadily is never dropped; one that takes nothing is dropped after 1.25 to
-// 1.5 WriteTimeouts. The deadline is moved only when it is a quarter of WriteTimeout old.
+// slowly but steadily is never dropped. The first look at the queue cannot tell whether
+// it shrank before, so WriteTimeout counts again from it: a client that takes nothing is
+// dropped after 2.25 to 2.5 WriteTimeouts. The deadline is moved only when it is a
+// quarter of WriteTimeout old.
 func (s *Server) writeAll(c *conn, nc net.Conn, b []byte, dl *deadline, now time.Time) error {
 	if len(b) == 0 {
 		return nil
@@ -475,9 +477,9 @@ func (s *Server) writeAll(c *conn, nc net.Conn, b []byte, dl *deadline, now time
 		if ok {
 			lastQ = q
 		}
-		if progressed {
+		if progressed || firstLook {
 			stalledSince = now
-		} else if !firstLook && now.Sub(stalledSince) >= wt {
+		} else if now.Sub(stalledSince) >= wt {
 			s.logClose(closeWriteTimeout, c.sess.Addr, nil)
 			return fmt.Errorf("write replies: %w", err)
 		}

@@ -435,7 +435,7 @@ func TestWriteTimeout(t *testing.T) {
 	if !errors.As(err, &ne) || !ne.Timeout() || !strings.Contains(err.Error(), "connection lost: write") {
 		t.Fatalf("error = %v, want a write timeout", err)
 	}
-	if d := time.Since(start); d > time.Second {
+	if d := time.Since(start); d > atOnce {
 		t.Fatalf("took %v", d)
 	}
 	c.mu.Lock()
@@ -477,8 +477,8 @@ func TestContextTimeoutWhileStalled(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("error = %v, want context.DeadlineExceeded", err)
 	}
-	if d := time.Since(start); d > 500*time.Millisecond {
-		t.Fatalf("returned after %v, want about 50ms", d)
+	if d := time.Since(start); d > atOnce {
+		t.Fatalf("returned after %v, want about 50ms (the origin never answers)", d)
 	}
 
 	// A canceled caller returns at once too.
@@ -636,8 +636,8 @@ func TestConnectionRefusedFailsFast(t *testing.T) {
 		if !strings.HasPrefix(err.Error(), "upstream "+addr+": read: ") {
 			t.Errorf("error %q is not wrapped with the address and operation", err)
 		}
-		if d := time.Since(start); d > time.Second {
-			t.Fatalf("took %v", d)
+		if d := time.Since(start); d > 5*time.Second/2 {
+			t.Fatalf("took %v: waited for DialTimeout (5 s) although the origin refused at once", d)
 		}
 	}
 	if n := h.total(); n != 1 {
@@ -659,7 +659,7 @@ func TestHelloTimeout(t *testing.T) {
 	if err == nil || isCtxErr(err) || !strings.Contains(err.Error(), "hello") {
 		t.Fatalf("error = %v, want a HELLO timeout", err)
 	}
-	if d := time.Since(start); d > time.Second {
+	if d := time.Since(start); d > atOnce {
 		t.Fatalf("took %v", d)
 	}
 }
@@ -678,8 +678,8 @@ func TestOneDialAtATime(t *testing.T) {
 	if _, _, err := c.Read(ctx, []engine.ReadItem{{Key: testKey, Seq: 1}}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("error = %v, want context.DeadlineExceeded", err)
 	}
-	if d := time.Since(start); d > 500*time.Millisecond {
-		t.Fatalf("took %v", d)
+	if d := time.Since(start); d > atOnce {
+		t.Fatalf("took %v: waited for the dial (DialTimeout 10 s)", d)
 	}
 
 	const n = 50
@@ -729,8 +729,8 @@ func TestMaxInFlight(t *testing.T) {
 	}
 	start := time.Now()
 	err := read(context.Background())
-	if !errors.Is(err, ErrTooManyInFlight) || time.Since(start) > 100*time.Millisecond {
-		t.Fatalf("error = %v after %v, want ErrTooManyInFlight at once", err, time.Since(start))
+	if !errors.Is(err, ErrTooManyInFlight) || time.Since(start) > atOnce {
+		t.Fatalf("error = %v after %v, want ErrTooManyInFlight at once (the slots free only when the gate opens)", err, time.Since(start))
 	}
 	if !strings.Contains(err.Error(), "upstream: too many requests in flight") {
 		t.Fatalf("error text %q", err)
@@ -864,7 +864,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 			t.Errorf("pending call: error = %v, want ErrClosed", err)
 		}
 	}
-	if d := time.Since(start); d > time.Second {
+	if d := time.Since(start); d > atOnce {
 		t.Fatalf("Close took %v", d)
 	}
 	if _, _, err := c.Read(ctx, []engine.ReadItem{{Key: testKey, Seq: 1}}); !errors.Is(err, ErrClosed) {
@@ -896,7 +896,7 @@ func TestCloseDuringDial(t *testing.T) {
 	if err := <-errs; !errors.Is(err, ErrClosed) {
 		t.Fatalf("error = %v, want ErrClosed", err)
 	}
-	if d := time.Since(start); d > time.Second {
+	if d := time.Since(start); d > atOnce {
 		t.Fatalf("Close took %v", d)
 	}
 	close(release)
@@ -1009,13 +1009,16 @@ func TestReplyTimeout(t *testing.T) {
 	}
 
 	// An unanswered call: its caller gives up at its ctx, the connection at replyTimeout,
-	// even while other requests keep being written behind it.
+	// even while other requests keep being written behind it. (A caller that a loaded
+	// machine wakes only after replyTimeout may see the connection's failure first.)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if _, _, err := c.Read(ctx, []engine.ReadItem{{Key: testKey, Seq: 1}}); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("error = %v, want context.DeadlineExceeded", err)
+	began := time.Now()
+	_, _, err := c.Read(ctx, []engine.ReadItem{{Key: testKey, Seq: 1}})
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) && (time.Since(began) < c.replyTimeout || !strings.Contains(err.Error(), "connection lost")) {
+		t.Fatalf("error = %v after %v, want context.DeadlineExceeded", err, time.Since(began))
 	}
-	stop := time.Now().Add(2 * time.Second)
+	stop := time.Now().Add(atOnce) // replyTimeout is 100 ms; the fault is never failing it
 	for {
 		c.mu.Lock()
 		gone := c.cur == nil

@@ -304,7 +304,7 @@ func newClient(t testing.TB, addr string, cfg Config) *Client {
 // eventually polls cond for up to 5 s.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(atOnce)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting until %s", what)
@@ -312,6 +312,12 @@ func eventually(t testing.TB, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// atOnce bounds a call that must return without waiting: where the behaviour under test
+// waits instead, it waits for a gate the test keeps closed, for DialTimeout 10 s, or
+// forever. A loaded 2-core machine under -race delays a call by hundreds of milliseconds,
+// not by seconds, so a bound near the call's own timeout (tens of ms) would be a flake.
+const atOnce = 5 * time.Second
 
 func isCtxErr(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)

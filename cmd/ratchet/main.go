@@ -250,6 +250,7 @@ func run(cfg Config, log *slog.Logger) error {
 	defer cancel()
 	ignoreHangups(ctx, log)
 	met := metrics.New()
+	met.SetBuildInfo(version, buildRevision(), cfg.Role)
 
 	var n *node
 	var err error
@@ -330,7 +331,7 @@ func run(cfg Config, log *slog.Logger) error {
 
 	var metricsSrv *http.Server
 	if cfg.MetricsListen != "" {
-		met.Register(metrics.Sources{Engine: n.limiter.Stats, Conns: srv.ConnStats, Commands: disp.Processed,
+		met.Register(metrics.Sources{Engine: n.limiter.Stats, Conns: srv.ConnStats, Commands: disp.CommandStats,
 			Snapshots: snapStats, Peers: peerInfo, Auth: disp.AuthStats, Ready: n.ready})
 		ln, err := net.Listen("tcp", cfg.MetricsListen)
 		if err != nil {
