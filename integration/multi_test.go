@@ -17,7 +17,7 @@ import (
 func multiTargets(t *testing.T) map[string]*proc {
 	t.Helper()
 	origin := startOrigin(t, "--data-dir", "")
-	return map[string]*proc{"origin": origin, "edge": startEdge(t, []*proc{origin})}
+	return map[string]*proc{"origin": origin, "edge": startEdge(t, []*proc{origin}, countsNotTimeouts...)}
 }
 
 // TestMultiTxPipeline: go-redis TxPipeline of 10 RL.LIMIT with limit 5 gets exactly 5
