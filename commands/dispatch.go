@@ -151,7 +151,6 @@ type Dispatcher struct {
 	table     map[string]*Command
 	ordered   []*Command
 	startedMs int64
-	processed stripedCounter // requests counted without a command; per command they count in cmds
 	cmds      *cmdStats
 
 	authFailures  atomic.Uint64 // see AuthStats
@@ -217,7 +216,7 @@ func New(opt Options) *Dispatcher {
 }
 
 // Processed returns the number of commands served.
-func (d *Dispatcher) Processed() uint64 { return d.processed.load() + d.cmds.total() }
+func (d *Dispatcher) Processed() uint64 { return d.cmds.total() }
 
 // Serve handles one request and appends its reply to w. args[0] is the command name.
 func (d *Dispatcher) Serve(s *Session, w *resp.Writer, args [][]byte) {
