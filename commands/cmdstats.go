@@ -10,8 +10,8 @@ import (
 // Per-command statistics: INFO commandstats (Redis's format) and, through CommandStats,
 // Prometheus's ratchet_commands_total{command} and ratchet_command_duration_seconds.
 //
-// Counts are exact and cost one atomic add per request, in the session's stripe (as
-// stripedCounter) at the command's place in the table (Command.id; 0 stands for every
+// Counts are exact and cost one atomic add per request, in the session's stripe
+// (counterStripes) at the command's place in the table (Command.id; 0 stands for every
 // unknown name, so no client-chosen name ever becomes a label): no map, no lock. The
 // durations are a sample: each session times its first request and then one in
 // durationSample (two readings of the monotonic clock), which keeps the clock off the hot

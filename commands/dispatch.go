@@ -173,28 +173,10 @@ func (d *Dispatcher) AuthStats() AuthStats {
 	return AuthStats{Failures: d.authFailures.Load(), Throttled: d.authThrottled.Load()}
 }
 
-// stripedCounter counts commands without one cache line that every core writes: each
-// session adds to the stripe of its ID, so concurrent connections mostly touch lines of
-// their own. The total is the sum of the stripes; no count is ever lost, and successive
-// reads never decrease.
-type stripedCounter struct {
-	stripes [counterStripes]struct {
-		n atomic.Uint64
-		_ [120]byte // a stripe per 128 bytes: adjacent-line prefetch pairs 64-byte lines
-	}
-}
-
+// counterStripes is how many stripes the command statistics spread their counters over
+// (cmdstats.go): each session adds to the stripe of its ID, so concurrent connections
+// mostly touch cache lines of their own.
 const counterStripes = 32
-
-func (c *stripedCounter) add(id int64) { c.stripes[uint64(id)%counterStripes].n.Add(1) }
-
-func (c *stripedCounter) load() uint64 {
-	var sum uint64
-	for i := range c.stripes {
-		sum += c.stripes[i].n.Load()
-	}
-	return sum
-}
 
 // New returns a Dispatcher over the command table.
 func New(opt Options) *Dispatcher {
