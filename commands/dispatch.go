@@ -257,6 +257,9 @@ func (d *Dispatcher) Serve(s *Session, w *resp.Writer, args [][]byte) {
 			return
 		}
 	}
+	if d.busyRefused(s, w, cmd, args) { // a script runs past the time limit (lua.go)
+		return
+	}
 	if s.lastCmd.Load() != cmd { // clients repeat one command: skip the atomic swap
 		s.lastCmd.Store(cmd)
 	}

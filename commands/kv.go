@@ -62,6 +62,10 @@ func kvHandler(name string) func(*Dispatcher, *Session, *resp.Writer, [][]byte) 
 			d.forwardOne(s, w, upper, r, args)
 			return
 		}
+		if r.lua != nil && s.NoWait { // a script runs off the event loop (lua.go)
+			s.WouldBlock = true
+			return
+		}
 		if r.err != "" {
 			w.Error(r.err)
 			return
@@ -717,6 +721,10 @@ func cmdExecKV(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 			reqs = make([]kvReq, len(tx.cmds))
 		}
 		reqs[i] = d.parseKV(q.cmd.Name, q.args)
+		if reqs[i].lua != nil && s.NoWait { // a script runs off the event loop (lua.go)
+			s.WouldBlock = true
+			return
+		}
 		if reqs[i].err != "" {
 			reqs[i].keys = nil // answered with its error; it touches nothing
 		}

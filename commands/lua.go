@@ -66,11 +66,52 @@ func (d *Dispatcher) bindLua(q *luaReq) kvReq {
 	} else if !d.lua.Exists(q.sha) {
 		return kvReq{err: errNoScript}
 	}
-	return kvReq{keys: q.keys, run: func(tx *engine.KVTx, base int, w *resp.Writer) {
+	return kvReq{keys: q.keys, lua: q, run: func(tx *engine.KVTx, base int, w *resp.Writer) {
 		c := &txCaller{tx: tx, base: base, keys: q.keys, ro: q.readOnly}
 		r := d.lua.Run(context.Background(), scripting.Request{Body: q.body, SHA: q.sha, Keys: q.keys, Args: q.argv}, c)
 		w.Raw(r.Append(nil, w.Proto()))
 	}}
+}
+
+// While a script runs past the time limit (Options.Scripting.TimeLimit, Redis's
+// busy-reply-threshold), other clients' commands answer BUSY, as Redis's processCommand
+// answers them: after the unknown-command, arity, authentication and ACL checks, and in a
+// transaction too (flagging it; EXEC answers EXECABORT). The commands Redis 7.0 flags
+// allow_busy and Ratchet has still run, but for WATCH and UNWATCH, which may wait on the
+// script's keys; so do the RL commands, which decide on the rate limiter's own store that
+// no script holds, and the cluster's RL.INTERNAL traffic (a forwarded command answers
+// BUSY inside it, as the origin's own clients get). Busy is one atomic load while no
+// script runs. A script runs off the event loops (Session.NoWait: it sets WouldBlock),
+// so that it blocks no other connection and SCRIPT KILL can reach it.
+
+// allowBusy reports whether cmd runs while a script is busy.
+func allowBusy(cmd *Command, args [][]byte) bool {
+	switch cmd.Name {
+	case "auth", "hello", "quit", "reset", "multi", "discard":
+		return true
+	case "script":
+		return len(args) == 2 && strings.EqualFold(string(args[1]), "kill")
+	}
+	return strings.HasPrefix(cmd.Name, "rl.")
+}
+
+// busyRefused answers BUSY to cmd when a script is busy and cmd may not run meanwhile.
+func (d *Dispatcher) busyRefused(s *Session, w *resp.Writer, cmd *Command, args [][]byte) bool {
+	if !d.lua.Busy() || allowBusy(cmd, args) {
+		return false
+	}
+	d.processed.add(s.ID)
+	switch {
+	case s.tx != nil && cmd.Name == "exec": // as Redis's rejectCommand: the transaction ends
+		s.endTx()
+		w.Error("EXECABORT Transaction discarded because of: " + scripting.ErrBusy)
+	case s.tx != nil:
+		s.flagTx()
+		w.Error(scripting.ErrBusy)
+	default:
+		w.Error(scripting.ErrBusy)
+	}
+	return true
 }
 
 // txCaller runs a script's redis.call on the counter keyspace inside the EVAL's KV.Do:

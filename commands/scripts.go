@@ -86,6 +86,9 @@ const (
 	errNumKeysMore   = "ERR Number of keys can't be greater than number of args"
 	errNumKeysNeg    = "ERR Number of keys can't be negative"
 	errScriptRO      = "ERR Write commands are not allowed from read-only scripts."
+	// errKillOnEdge refuses SCRIPT KILL on an edge: scripts run on their origin, which one
+	// of several the script's first key chose, so an edge has none to stop.
+	errKillOnEdge = "ERR SCRIPT KILL on an edge: scripts run on their origin; send SCRIPT KILL to the origin that answers BUSY"
 )
 
 // scriptCommands are the command table's rows of EVAL, EVALSHA, their _RO forms and SCRIPT.
@@ -209,6 +212,8 @@ func cmdScript(d *Dispatcher, _ *Session, w *resp.Writer, args [][]byte) {
 		for _, l := range lines {
 			w.Simple(l)
 		}
+	case sub == "kill" && len(args) == 2 && d.kv() == nil:
+		w.Error(errKillOnEdge)
 	case sub == "kill" && len(args) == 2:
 		if e := d.lua.Kill(); e != "" {
 			w.Error(e)
