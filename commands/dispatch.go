@@ -17,6 +17,7 @@ import (
 
 	"github.com/ratchet/ratchet/engine"
 	"github.com/ratchet/ratchet/resp"
+	"github.com/ratchet/ratchet/scripting"
 )
 
 // Host is what the commands need from the server around them.
@@ -140,6 +141,9 @@ type Options struct {
 	// Logger receives the rate-limited lines about failed authentication; nil:
 	// slog.Default().
 	Logger *slog.Logger
+	// Scripting bounds the Lua interpreter of the scripts without a native path (its
+	// script cache, states, time limit); zero fields: scripting.DefaultConfig's.
+	Scripting scripting.Config
 }
 
 // Dispatcher routes requests to command handlers. It is safe for concurrent use by every
@@ -161,6 +165,8 @@ type Dispatcher struct {
 	txBytes    atomic.Int64 // bytes queued by all open transactions (multi.go)
 	txBudget   int64        // the bound on txBytes: maxTxBytesAll
 
+	lua *scripting.Engine // this server's script cache and interpreter (lua.go)
+
 	clientAuth  *authThrottle    // AUTH and HELLO AUTH failures by address (auth.go)
 	clusterAuth *authThrottle    // RL.INTERNAL.HELLO failures by address
 	now         func() time.Time // the throttle's clock; time.Now but in tests
@@ -181,7 +187,8 @@ const counterStripes = 32
 // New returns a Dispatcher over the command table.
 func New(opt Options) *Dispatcher {
 	d := &Dispatcher{opt: opt, table: make(map[string]*Command), startedMs: time.Now().UnixMilli(), txBudget: maxTxBytesAll,
-		clientAuth: newAuthThrottle("password"), clusterAuth: newAuthThrottle("cluster secret"), now: time.Now}
+		clientAuth: newAuthThrottle("password"), clusterAuth: newAuthThrottle("cluster secret"), now: time.Now,
+		lua: scripting.New(opt.Scripting)}
 	d.waitFree, _ = opt.Limiter.(WaitFreeLimiter)
 	d.transactor, _ = opt.Limiter.(Transactor)
 	if bl, ok := opt.Limiter.(BatchLimiter); ok && opt.BatchTime {
@@ -232,6 +239,9 @@ func (d *Dispatcher) Serve(s *Session, w *resp.Writer, args [][]byte) {
 			w.Error(msg)
 			return
 		}
+	}
+	if d.busyRefused(s, w, cmd, args) { // a script runs past the time limit (lua.go)
+		return
 	}
 	if s.lastCmd.Load() != cmd { // clients repeat one command: skip the atomic swap
 		s.lastCmd.Store(cmd)

@@ -164,6 +164,9 @@ func cmdInternalForward(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte
 		if cmd := d.lookup(cs, c[0]); cmd == nil || !forwardable(cmd.Name) {
 			w.Error("ERR RL.INTERNAL.FORWARD runs counter, CL.THROTTLE and script commands only")
 			return
+		} else if s.NoWait && len(c) >= 3 && strings.HasPrefix(cmd.Name, "eval") && kvParsers[cmd.Name](c).lua != nil {
+			s.WouldBlock = true // a script runs off the event loop (lua.go)
+			return
 		}
 	}
 	cs.Workspace = f.Workspace

@@ -29,6 +29,7 @@ type kvReq struct {
 	keys [][]byte // the keys it touches, in the order run names them (base, base+1, ...)
 	err  string   // a parse error: the reply, instead of running
 	run  func(tx *engine.KVTx, base int, w *resp.Writer)
+	lua  *luaReq // a script for the interpreter, run unset: Dispatcher.parseKV binds it
 }
 
 // exec writes the reply of r, its keys being tx's keys base, base+1, ...
@@ -53,13 +54,16 @@ var kvParsers = map[string]func(args [][]byte) kvReq{
 
 // kvHandler serves the counter command name: alone, one KV.Do on its keys.
 func kvHandler(name string) func(*Dispatcher, *Session, *resp.Writer, [][]byte) {
-	parse := kvParsers[name]
 	upper := strings.ToUpper(name)
 	return func(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		kv := d.kv()
-		r := parse(args)
+		r := d.parseKV(name, args)
 		if kv == nil { // an edge: the origin decides (forward.go)
 			d.forwardOne(s, w, upper, r, args)
+			return
+		}
+		if r.lua != nil && s.NoWait { // a script runs off the event loop (lua.go)
+			s.WouldBlock = true
 			return
 		}
 		if r.err != "" {
@@ -710,14 +714,17 @@ func cmdExecKV(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	var reqs []kvReq // by queue position; nil while the queue has no counter command
 	var keys [][]byte
 	for i, q := range tx.cmds {
-		parse := kvParsers[q.cmd.Name]
-		if parse == nil {
+		if kvParsers[q.cmd.Name] == nil {
 			continue
 		}
 		if reqs == nil {
 			reqs = make([]kvReq, len(tx.cmds))
 		}
-		reqs[i] = parse(q.args)
+		reqs[i] = d.parseKV(q.cmd.Name, q.args)
+		if reqs[i].lua != nil && s.NoWait { // a script runs off the event loop (lua.go)
+			s.WouldBlock = true
+			return
+		}
 		if reqs[i].err != "" {
 			reqs[i].keys = nil // answered with its error; it touches nothing
 		}

@@ -20,9 +20,6 @@ import (
 // instant; other commands are unknown to scripts, as Redis answers for a command it does
 // not have.
 
-// luaEngine caches the compiled scripts of the process and runs them.
-var luaEngine = scripting.New(scripting.DefaultConfig())
-
 // Replies of the Lua fallback.
 const (
 	errLuaUnknownCmd = "ERR Unknown Redis command called from script"
@@ -39,22 +36,82 @@ var luaCommands = sync.OnceValue(func() map[string]*Command {
 	return m
 })
 
-// parseLua is parseEval for a script without a native path: keys and argv as the EVAL
-// gave them; body nil for EVALSHA of sha. A body is compiled at once, so a syntax error
-// answers before any key is locked (an edge too).
-func parseLua(body []byte, sha string, keys, argv [][]byte, readOnly bool) kvReq {
-	if body != nil {
-		if _, msg := luaEngine.Load(body); msg != "" {
+// luaReq is an EVAL or EVALSHA that the interpreter runs, as parseEval gives it: the
+// Dispatcher's engine caches and runs scripts, so the parsers (stateless) leave it to
+// Dispatcher.parseKV to bind the request to it (bindLua).
+type luaReq struct {
+	body       []byte // the script (EVAL); nil for EVALSHA of sha
+	sha        string
+	keys, argv [][]byte
+	readOnly   bool
+}
+
+// parseKV parses the counter command name with kvParsers, binding a script without a
+// native path to d's engine.
+func (d *Dispatcher) parseKV(name string, args [][]byte) kvReq {
+	r := kvParsers[name](args)
+	if r.lua != nil {
+		r = d.bindLua(r.lua)
+	}
+	return r
+}
+
+// bindLua makes q a kvReq that runs on d's engine. A body is compiled at once, so a syntax
+// error answers before any key is locked (an edge too).
+func (d *Dispatcher) bindLua(q *luaReq) kvReq {
+	if q.body != nil {
+		if _, msg := d.lua.Load(q.body); msg != "" {
 			return kvReq{err: msg}
 		}
-	} else if !luaEngine.Exists(sha) {
+	} else if !d.lua.Exists(q.sha) {
 		return kvReq{err: errNoScript}
 	}
-	return kvReq{keys: keys, run: func(tx *engine.KVTx, base int, w *resp.Writer) {
-		c := &txCaller{tx: tx, base: base, keys: keys, ro: readOnly}
-		r := luaEngine.Run(context.Background(), scripting.Request{Body: body, SHA: sha, Keys: keys, Args: argv}, c)
+	return kvReq{keys: q.keys, lua: q, run: func(tx *engine.KVTx, base int, w *resp.Writer) {
+		c := &txCaller{tx: tx, base: base, keys: q.keys, ro: q.readOnly}
+		r := d.lua.Run(context.Background(), scripting.Request{Body: q.body, SHA: q.sha, Keys: q.keys, Args: q.argv}, c)
 		w.Raw(r.Append(nil, w.Proto()))
 	}}
+}
+
+// While a script runs past the time limit (Options.Scripting.TimeLimit, Redis's
+// busy-reply-threshold), other clients' commands answer BUSY, as Redis's processCommand
+// answers them: after the unknown-command, arity, authentication and ACL checks, and in a
+// transaction too (flagging it; EXEC answers EXECABORT). The commands Redis 7.0 flags
+// allow_busy and Ratchet has still run, but for WATCH and UNWATCH, which may wait on the
+// script's keys; so do the RL commands, which decide on the rate limiter's own store that
+// no script holds, and the cluster's RL.INTERNAL traffic (a forwarded command answers
+// BUSY inside it, as the origin's own clients get). Busy is one atomic load while no
+// script runs. A script runs off the event loops (Session.NoWait: it sets WouldBlock),
+// so that it blocks no other connection and SCRIPT KILL can reach it.
+
+// allowBusy reports whether cmd runs while a script is busy.
+func allowBusy(cmd *Command, args [][]byte) bool {
+	switch cmd.Name {
+	case "auth", "hello", "quit", "reset", "multi", "discard":
+		return true
+	case "script":
+		return len(args) == 2 && strings.EqualFold(string(args[1]), "kill")
+	}
+	return strings.HasPrefix(cmd.Name, "rl.")
+}
+
+// busyRefused answers BUSY to cmd when a script is busy and cmd may not run meanwhile.
+func (d *Dispatcher) busyRefused(s *Session, w *resp.Writer, cmd *Command, args [][]byte) bool {
+	if !d.lua.Busy() || allowBusy(cmd, args) {
+		return false
+	}
+	d.processed.add(s.ID)
+	switch {
+	case s.tx != nil && cmd.Name == "exec": // as Redis's rejectCommand: the transaction ends
+		s.endTx()
+		w.Error("EXECABORT Transaction discarded because of: " + scripting.ErrBusy)
+	case s.tx != nil:
+		s.flagTx()
+		w.Error(scripting.ErrBusy)
+	default:
+		w.Error(scripting.ErrBusy)
+	}
+	return true
 }
 
 // txCaller runs a script's redis.call on the counter keyspace inside the EVAL's KV.Do:

@@ -112,3 +112,35 @@ func sameError(a, b string) bool {
 	_, tailB, okB := strings.Cut(b, " script: ")
 	return codeA == codeB && okA && okB && tailA == tailB
 }
+
+// TestScriptCachePerDispatcher: each Dispatcher has its own script cache, as each
+// redis-server has: SCRIPT LOAD on one is not seen by another, SCRIPT FLUSH on one does
+// not forget the other's scripts.
+func TestScriptCachePerDispatcher(t *testing.T) {
+	a, b := newScriptRig(), newScriptRig()
+	body := "return 'per dispatcher'"
+	sha := sha1Hex(body)
+	argsRun(t, a, []struct {
+		args []string
+		want string
+	}{
+		{[]string{"SCRIPT", "LOAD", body}, "$40\r\n" + sha + "\r\n"},
+	})
+	argsRun(t, b, []struct {
+		args []string
+		want string
+	}{
+		{[]string{"SCRIPT", "EXISTS", sha}, "*1\r\n:0\r\n"},
+		{[]string{"EVALSHA", sha, "0"}, "-NOSCRIPT No matching script. Please use EVAL.\r\n"},
+		{[]string{"SCRIPT", "LOAD", body}, "$40\r\n" + sha + "\r\n"},
+		{[]string{"SCRIPT", "FLUSH"}, "+OK\r\n"},
+		{[]string{"SCRIPT", "EXISTS", sha}, "*1\r\n:0\r\n"},
+	})
+	argsRun(t, a, []struct {
+		args []string
+		want string
+	}{
+		{[]string{"SCRIPT", "EXISTS", sha}, "*1\r\n:1\r\n"},
+		{[]string{"EVALSHA", sha, "0"}, "$14\r\nper dispatcher\r\n"},
+	})
+}

@@ -141,6 +141,9 @@ func (d *Dispatcher) serveInMulti(s *Session, w *resp.Writer, args [][]byte) {
 			return
 		}
 	}
+	if d.busyRefused(s, w, cmd, args) {
+		return
+	}
 	if s.lastCmd.Load() != cmd {
 		s.lastCmd.Store(cmd)
 	}

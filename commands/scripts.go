@@ -86,6 +86,9 @@ const (
 	errNumKeysMore   = "ERR Number of keys can't be greater than number of args"
 	errNumKeysNeg    = "ERR Number of keys can't be negative"
 	errScriptRO      = "ERR Write commands are not allowed from read-only scripts."
+	// errKillOnEdge refuses SCRIPT KILL on an edge: scripts run on their origin, which one
+	// of several the script's first key chose, so an edge has none to stop.
+	errKillOnEdge = "ERR SCRIPT KILL on an edge: scripts run on their origin; send SCRIPT KILL to the origin that answers BUSY"
 )
 
 // scriptCommands are the command table's rows of EVAL, EVALSHA, their _RO forms and SCRIPT.
@@ -155,10 +158,10 @@ func parseEval(bySHA, readOnly bool) func(args [][]byte) kvReq {
 		}
 		argv := args[3+n:]
 		switch {
-		case lua && bySHA:
-			return parseLua(nil, strings.ToLower(string(args[1])), keys, argv, readOnly)
+		case lua && bySHA: // bound to the Dispatcher's engine by parseKV
+			return kvReq{keys: keys, lua: &luaReq{sha: strings.ToLower(string(args[1])), keys: keys, argv: argv, readOnly: readOnly}}
 		case lua:
-			return parseLua(args[1], "", keys, argv, readOnly)
+			return kvReq{keys: keys, lua: &luaReq{body: args[1], keys: keys, argv: argv, readOnly: readOnly}}
 		}
 		return kvReq{keys: keys, run: func(tx *engine.KVTx, base int, w *resp.Writer) {
 			s.run(scriptRun{script: s, tx: tx, base: base, argv: argv, keyNames: keys, w: w, ro: readOnly})
@@ -167,13 +170,13 @@ func parseEval(bySHA, readOnly bool) func(args [][]byte) kvReq {
 }
 
 // cmdScript is SCRIPT LOAD text | EXISTS sha1... | FLUSH [ASYNC|SYNC] | HELP.
-func cmdScript(_ *Dispatcher, _ *Session, w *resp.Writer, args [][]byte) {
+func cmdScript(d *Dispatcher, _ *Session, w *resp.Writer, args [][]byte) {
 	sub := strings.ToLower(string(args[1]))
 	switch {
 	case sub == "load" && len(args) == 3:
 		if s, e := lookupScript(false, args[2]); e == "" {
 			w.BulkString(s.sha)
-		} else if sha, msg := luaEngine.Load(args[2]); msg != "" {
+		} else if sha, msg := d.lua.Load(args[2]); msg != "" {
 			w.Error(msg)
 		} else {
 			w.BulkString(sha)
@@ -182,14 +185,14 @@ func cmdScript(_ *Dispatcher, _ *Session, w *resp.Writer, args [][]byte) {
 		w.Array(len(args) - 2)
 		for _, sha := range args[2:] {
 			_, e := lookupScript(true, sha)
-			w.Int(boolInt(e == "" || luaEngine.Exists(string(sha))))
+			w.Int(boolInt(e == "" || d.lua.Exists(string(sha))))
 		}
 	case sub == "flush" && len(args) <= 3:
 		if len(args) == 3 && !strings.EqualFold(string(args[2]), "async") && !strings.EqualFold(string(args[2]), "sync") {
 			w.Error("ERR SCRIPT FLUSH only support SYNC|ASYNC option")
 			return
 		}
-		luaEngine.Flush() // the known scripts cannot be forgotten; the interpreter's are
+		d.lua.Flush() // the known scripts cannot be forgotten; the interpreter's are
 		w.OK()
 	case sub == "help" && len(args) == 2:
 		lines := []string{
@@ -209,8 +212,10 @@ func cmdScript(_ *Dispatcher, _ *Session, w *resp.Writer, args [][]byte) {
 		for _, l := range lines {
 			w.Simple(l)
 		}
+	case sub == "kill" && len(args) == 2 && d.kv() == nil:
+		w.Error(errKillOnEdge)
 	case sub == "kill" && len(args) == 2:
-		if e := luaEngine.Kill(); e != "" {
+		if e := d.lua.Kill(); e != "" {
 			w.Error(e)
 			return
 		}

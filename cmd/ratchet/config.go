@@ -59,6 +59,8 @@ type Config struct {
 	ClusterKey      string
 	ClusterClientCA string // PEM roots client certificates of nodes are verified against (mutual TLS)
 	ACLFile         string // users in Redis's ACL syntax; empty: the default user only
+
+	BusyReplyThreshold time.Duration // a script running this long makes other clients' commands answer BUSY
 }
 
 // DefaultConfig returns the embedded defaults: a standalone origin on 127.0.0.1:6380.
@@ -84,6 +86,8 @@ func DefaultConfig() Config {
 		MaxQueryBuffer:   64 << 20,
 		LogLevel:         "info",
 		LogFormat:        "text",
+
+		BusyReplyThreshold: 5 * time.Second,
 	}
 }
 
@@ -250,6 +254,7 @@ func newFlagSet(c *Config, cliPeers, showVersion *bool) *flag.FlagSet {
 	fs.StringVar(&c.ClusterKey, "cluster-key", c.ClusterKey, "key (PEM) of --cluster-cert")
 	fs.StringVar(&c.ClusterClientCA, "cluster-client-ca", c.ClusterClientCA, "CA certificates (PEM) of node client certificates: with --tls-cert, RL.INTERNAL.HELLO needs one (mutual TLS)")
 	fs.StringVar(&c.ACLFile, "aclfile", c.ACLFile, "file of users in Redis's ACL syntax (user NAME on >password ~pattern +@category); --requirepass stays the default user's password")
+	fs.DurationVar(&c.BusyReplyThreshold, "busy-reply-threshold", c.BusyReplyThreshold, "a script running this long makes other clients' commands answer BUSY and may be stopped with SCRIPT KILL (Redis's busy-reply-threshold, lua-time-limit)")
 	fs.BoolVar(showVersion, "version", false, "print the version and exit")
 	return fs
 }
@@ -368,6 +373,8 @@ func (c *Config) Validate() error {
 		return errors.New("--cluster-cert and --cluster-key go together")
 	case c.ClusterClientCA != "" && c.TLSCert == "":
 		return errors.New("--cluster-client-ca needs --tls-cert (client certificates are checked in the TLS handshake)")
+	case c.BusyReplyThreshold <= 0:
+		return errors.New("--busy-reply-threshold must be positive")
 	case c.SnapshotInterval <= 0:
 		return errors.New("--snapshot-interval must be positive")
 	case c.WriteTimeout <= 0:

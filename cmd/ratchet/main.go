@@ -30,6 +30,7 @@ import (
 	"github.com/ratchet/ratchet/metrics"
 	"github.com/ratchet/ratchet/persist"
 	"github.com/ratchet/ratchet/replication"
+	"github.com/ratchet/ratchet/scripting"
 	"github.com/ratchet/ratchet/server"
 	"github.com/ratchet/ratchet/upstream"
 )
@@ -322,7 +323,10 @@ func run(cfg Config, log *slog.Logger) error {
 			"ratchet-snapshot-interval": cfg.SnapshotInterval.String(),
 			"ratchet-read-timeout":      cfg.ReadTimeout.String(),
 			"ratchet-max-query-buffer":  fmt.Sprint(cfg.MaxQueryBuffer),
+			"busy-reply-threshold":      fmt.Sprint(cfg.BusyReplyThreshold.Milliseconds()),
+			"lua-time-limit":            fmt.Sprint(cfg.BusyReplyThreshold.Milliseconds()),
 		},
+		Scripting: scripting.Config{TimeLimit: cfg.BusyReplyThreshold},
 	})
 
 	if err := disp.LoadACL(); err != nil {
