@@ -100,7 +100,7 @@ func (d *Dispatcher) busyRefused(s *Session, w *resp.Writer, cmd *Command, args 
 	if !d.lua.Busy() || allowBusy(cmd, args) {
 		return false
 	}
-	d.processed.add(s.ID)
+	d.cmds.reject(s, cmd) // Redis counts a BUSY refusal as a rejected call
 	switch {
 	case s.tx != nil && cmd.Name == "exec": // as Redis's rejectCommand: the transaction ends
 		s.endTx()
