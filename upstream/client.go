@@ -27,6 +27,10 @@ import (
 // Defaults of Config.
 const (
 	DefaultDialTimeout = 200 * time.Millisecond
+	// DefaultTLSDialTimeout is the default for a tls:// origin: the handshake adds a round
+	// trip or two to the connect, so 200ms would shut out an origin more than about
+	// 60 ms away.
+	DefaultTLSDialTimeout = time.Second
 	DefaultMaxInFlight = 4096
 )
 
@@ -88,7 +92,7 @@ type Config struct {
 	// verified against (nil: the system roots) and the client certificate, if any.
 	TLS *tls.Config
 	// DialTimeout bounds the TCP connect with the TLS handshake and, again, the HELLO
-	// exchange. Default 200ms.
+	// exchange. Default 200ms; 1s for a tls:// Addr.
 	DialTimeout time.Duration
 	// MaxInFlight bounds the calls admitted and not yet answered, including calls whose
 	// caller gave up but whose reply has not arrived. Beyond it calls fail at once with
@@ -155,8 +159,12 @@ type dialState struct {
 
 // New returns a Client of the origin at cfg.Addr. It does not dial.
 func New(cfg Config) *Client {
+	target, addrErr := link.ParseAddr(cfg.Addr)
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = DefaultDialTimeout
+		if target.TLS {
+			cfg.DialTimeout = DefaultTLSDialTimeout
+		}
 	}
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
@@ -165,7 +173,6 @@ func New(cfg Config) *Client {
 		cfg.Logger = slog.Default()
 	}
 	life, stop := context.WithCancel(context.Background())
-	target, addrErr := link.ParseAddr(cfg.Addr)
 	c := &Client{
 		addr: cfg.Addr, secret: cfg.Secret, nodeRun: cfg.NodeRun, target: target, addrErr: addrErr, tlsCfg: cfg.TLS,
 		dialTimeout: cfg.DialTimeout, writeTimeout: writeTimeout, replyTimeout: replyTimeout, maxInFlight: int64(cfg.MaxInFlight),

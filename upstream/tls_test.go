@@ -78,3 +78,24 @@ func TestNoPermHoldsOff(t *testing.T) {
 		t.Fatalf("%d connections, AuthRefused %v; want 1 and true", conns, c.AuthRefused())
 	}
 }
+
+// TestDialTimeoutDefaults: a tls:// origin gets the longer default, since its handshake
+// adds round trips to the connect; a set DialTimeout is kept either way.
+func TestDialTimeoutDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		addr string
+		set  time.Duration
+		want time.Duration
+	}{
+		{"127.0.0.1:6380", 0, DefaultDialTimeout},
+		{"tls://127.0.0.1:6380", 0, DefaultTLSDialTimeout},
+		{"tls://127.0.0.1:6380", 3 * time.Second, 3 * time.Second},
+		{"127.0.0.1:6380", 50 * time.Millisecond, 50 * time.Millisecond},
+	} {
+		c := New(Config{Addr: tc.addr, DialTimeout: tc.set})
+		if c.dialTimeout != tc.want {
+			t.Errorf("New(%q, DialTimeout %v): dial timeout %v, want %v", tc.addr, tc.set, c.dialTimeout, tc.want)
+		}
+		_ = c.Close()
+	}
+}
