@@ -31,7 +31,7 @@ const (
 	// trip or two to the connect, so 200ms would shut out an origin more than about
 	// 60 ms away.
 	DefaultTLSDialTimeout = time.Second
-	DefaultMaxInFlight = 4096
+	DefaultMaxInFlight    = 4096
 )
 
 // Bounds of one call, so that no request the client sends is one the origin must refuse
