@@ -162,6 +162,8 @@ func (d *Dispatcher) aclDenied(s *Session, cmd *Command, args [][]byte) string {
 
 // keysAllowed reports whether u may touch every key of a request to cmd: read-only
 // commands need a pattern granting read, write commands one granting write, others both.
+// WATCH needs only a pattern matching its keys (%R~ or %W~ will do): its key spec in
+// Redis 7 is RO without ACCESS, which asks for no permission but a match.
 // RL.LIMIT's and RL.STATUS's key in a namespace other than the default is matched as
 // "namespace:key" (with every NS given, when several are).
 func (u *aclUser) keysAllowed(cmd *Command, args [][]byte) bool {
@@ -190,6 +192,13 @@ func (u *aclUser) keysAllowed(cmd *Command, args [][]byte) bool {
 			return true // no keys: the command answers the error
 		}
 		return u.keysIn(args[3:3+n], read, write)
+	case "watch":
+		for _, k := range args[1:] {
+			if !u.keyMatched(k) {
+				return false
+			}
+		}
+		return true
 	}
 	if cmd.FirstKey <= 0 || cmd.FirstKey >= len(args) {
 		return true
@@ -219,6 +228,16 @@ func (u *aclUser) keyAllowed(key []byte, read, write bool) bool {
 		}
 	}
 	return (r || !read) && (w || !write)
+}
+
+// keyMatched reports whether one of u's patterns matches key, whatever it grants.
+func (u *aclUser) keyMatched(key []byte) bool {
+	for _, k := range u.keys {
+		if globMatch(k.pat, key) {
+			return true
+		}
+	}
+	return false
 }
 
 // bindACL numbers the table's commands for the ACL checks: RL.INTERNAL.* and the commands

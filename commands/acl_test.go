@@ -201,6 +201,7 @@ user ro on >ropw %R~* +@read +@ratelimit
 user scripts on >scpw ~lim:* +@scripting +get
 user off off >offpw +@all ~*
 user cli on >clipw +client -client|list
+user watch on >wpw %R~acme:* %W~w:* +watch
 `
 
 // TestACLPermissions: commands and keys a user may and may not use, with Redis 7's
@@ -258,6 +259,10 @@ func TestACLPermissions(t *testing.T) {
 		{"cli", "clipw", "client getname", "$-1"},
 		{"cli", "clipw", "CLIENT LIST", noCmd("cli", "client|list")},
 		{"cli", "clipw", "PING", noCmd("cli", "ping")},
+		{"watch", "wpw", "WATCH acme:k", ok}, // a matching pattern will do, as Redis 7's key spec
+		{"watch", "wpw", "WATCH w:k", ok},
+		{"watch", "wpw", "WATCH acme:k w:k", ok},
+		{"watch", "wpw", "WATCH acme:k other:k", noKey},
 		{"default", "adminpw", "CONFIG GET maxclients", "*"},
 		{"default", "adminpw", "ACL WHOAMI", "$7\r\ndefault"},
 	}
@@ -288,7 +293,7 @@ func TestACLAuth(t *testing.T) {
 		{"CLIENT INFO", "$"},
 		{"AUTH adminpw", "+OK\r\n"},
 		{"ACL WHOAMI", "$7\r\ndefault\r\n"},
-		{"ACL USERS", "*6\r\n$4\r\nacme\r\n$3\r\ncli\r\n$7\r\ndefault\r\n$3\r\noff\r\n$2\r\nro\r\n$7\r\nscripts\r\n"},
+		{"ACL USERS", "*7\r\n$4\r\nacme\r\n$3\r\ncli\r\n$7\r\ndefault\r\n$3\r\noff\r\n$2\r\nro\r\n$7\r\nscripts\r\n$5\r\nwatch\r\n"},
 		{"ACL CAT ratelimit", "*3\r\n$11\r\ncl.throttle\r\n$8\r\nrl.limit\r\n$9\r\nrl.status\r\n"},
 		{"ACL CAT nosuch", "-ERR Unknown category 'nosuch'\r\n"},
 		{"ACL SETUSER x on", "-ERR ACL SETUSER is not supported"},
