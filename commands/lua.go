@@ -16,9 +16,9 @@ import (
 // another text or SHA1 parse into a kvReq on the EVAL's KEYS like a known script, and the
 // script's redis.call runs the counter commands (kvParsers) inside that same KV.Do, so the
 // script is one atomic step on its keys. A command must name keys among the EVAL's KEYS,
-// in their order (the transaction holds only those); TIME answers the transaction's
-// instant; other commands are unknown to scripts, as Redis answers for a command it does
-// not have.
+// in their order (the transaction holds only those); TIME answers the script time in
+// microseconds (KVTx.NowUs, as the native scripts read it); other commands are unknown
+// to scripts, as Redis answers for a command it does not have.
 
 // Replies of the Lua fallback.
 const (
@@ -128,14 +128,14 @@ type txCaller struct {
 // first, then the command on the transaction.
 func (c *txCaller) Call(args [][]byte, proto int) (scripting.Reply, bool) {
 	name := strings.ToLower(string(args[0]))
-	if name == "time" { // the transaction's instant, as the native paths see it (ms)
+	if name == "time" { // the script time the native paths read (tx.NowUs: microseconds)
 		if len(args) != 1 {
 			return scripting.ErrorReply(errLuaArity), false
 		}
-		now := c.tx.Now()
+		us := c.tx.NowUs()
 		return scripting.Reply{Kind: scripting.Array, Elems: []scripting.Reply{
-			scripting.BulkReply(strconv.AppendInt(nil, now/1000, 10)),
-			scripting.BulkReply(strconv.AppendInt(nil, now%1000*1000, 10))}}, false
+			scripting.BulkReply(strconv.AppendInt(nil, us/1_000_000, 10)),
+			scripting.BulkReply(strconv.AppendInt(nil, us%1_000_000, 10))}}, false
 	}
 	cmd := luaCommands()[name]
 	if cmd == nil {
