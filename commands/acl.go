@@ -133,8 +133,28 @@ func (d *Dispatcher) aclDenied(s *Session, cmd *Command, args [][]byte) string {
 		}
 		s.user, s.aclState = u, st
 	}
+	switch denied, name := u.denies(cmd, args); denied {
+	case aclNoCmd:
+		return "NOPERM User " + u.name + " has no permissions to run the '" + name + "' command"
+	case aclNoKey:
+		return "NOPERM No permissions to access a key"
+	}
+	return ""
+}
+
+// What aclUser.denies refuses.
+const (
+	aclAllowed = iota
+	aclNoCmd   // the command (or subcommand) is not allowed
+	aclNoKey   // a key is out of the user's patterns for the access the command needs
+)
+
+// denies reports whether u may run cmd (a row of the Dispatcher's table, bound by
+// bindACL) with args: aclAllowed, or what it refuses and, for aclNoCmd, the command's
+// ACL name ("client|list").
+func (u *aclUser) denies(cmd *Command, args [][]byte) (int, string) {
 	if u.open || cmd.aclBit < 0 {
-		return ""
+		return aclAllowed, ""
 	}
 	bit, name := cmd.aclBit, cmd.Name
 	if cmd.aclSubs != nil && len(args) > 1 {
@@ -152,12 +172,12 @@ func (d *Dispatcher) aclDenied(s *Session, cmd *Command, args [][]byte) string {
 		}
 	}
 	if !u.cmds.has(bit) {
-		return "NOPERM User " + u.name + " has no permissions to run the '" + name + "' command"
+		return aclNoCmd, name
 	}
 	if !u.allKeys && !u.keysAllowed(cmd, args) {
-		return "NOPERM No permissions to access a key"
+		return aclNoKey, ""
 	}
-	return ""
+	return aclAllowed, ""
 }
 
 // keysAllowed reports whether u may touch every key of a request to cmd: read-only

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
@@ -436,4 +437,42 @@ func TestACLDefaultRestricted(t *testing.T) {
 		{"AUTH admin adminpw", "+OK\r\n"},
 		{"INCR other", ":1\r\n"},
 	})
+}
+
+// TestACLScriptCalls: a script's redis.call is checked against the caller's command
+// permissions, as Redis 7's scriptVerifyACL: a user with +@read +eval may GET but not DEL
+// nor read TIME from a script, with redis-server 7.0.15's texts (byte for byte).
+func TestACLScriptCalls(t *testing.T) {
+	r := newACLRig(t, "user default on nopass ~* &* +@all\nuser lua on >luapw ~acme:* +@read +eval\n", "")
+	s := NewSession(1, "127.0.0.1:5000", "127.0.0.1:6380", 0)
+	if got := r.serve(s, "AUTH lua luapw"); got != "+OK\r\n" {
+		t.Fatalf("AUTH = %q", got)
+	}
+	const noCmd = "-ERR The user executing the script can't run this command or subcommand"
+	del, tm := "return redis.call('DEL',KEYS[1])", "return redis.call('time')"
+	tail := func(script string) string {
+		sum := sha1.Sum([]byte(script))
+		return " script: " + hex.EncodeToString(sum[:]) + ", on @user_script:1.\r\n"
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"EVAL", del, "1", "acme:x"}, noCmd + tail(del)},
+		{[]string{"EVAL", "return redis.pcall('DEL',KEYS[1])", "1", "acme:x"}, noCmd + "\r\n"},
+		{[]string{"EVAL", tm, "0"}, noCmd + tail(tm)},
+		{[]string{"EVAL", "return redis.call('GET',KEYS[1])", "1", "acme:x"}, "$-1\r\n"},
+		{[]string{"EVAL", "return redis.call('incr',KEYS[1],'x')", "1", "acme:x"}, // arity first, as Redis
+			"-ERR Wrong number of args calling Redis command from script" + tail("return redis.call('incr',KEYS[1],'x')")},
+	} {
+		var w resp.Writer
+		in := make([][]byte, len(tc.args))
+		for i, a := range tc.args {
+			in[i] = []byte(a)
+		}
+		r.d.Serve(s, &w, in)
+		if got := string(w.Bytes()); got != tc.want {
+			t.Errorf("%q = %q, want %q", tc.args, got, tc.want)
+		}
+	}
 }
