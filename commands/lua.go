@@ -67,6 +67,9 @@ func (d *Dispatcher) bindLua(q *luaReq, user *aclUser) kvReq {
 			return kvReq{err: msg}
 		}
 	} else if !d.lua.Exists(q.sha) {
+		if d.kv() == nil { // an edge: the origin may know it (forwardScript)
+			return kvReq{keys: q.keys, lua: q}
+		}
 		return kvReq{err: errNoScript}
 	}
 	return kvReq{keys: q.keys, lua: q, run: func(tx *engine.KVTx, base int, w *resp.Writer) {
