@@ -71,6 +71,9 @@ func (d *Dispatcher) LoadACL() error {
 	return nil
 }
 
+// ctCompare is subtle.ConstantTimeCompare; a test sees what it is given.
+var ctCompare = subtle.ConstantTimeCompare
+
 // login returns the user name (nil: default) logs in as with pass, or nil. Every
 // password of the user is compared, in constant time, as a SHA-256 hash.
 func (st *aclState) login(name, pass []byte) *aclUser {
@@ -84,7 +87,7 @@ func (st *aclState) login(name, pass []byte) *aclUser {
 	}
 	match := 0
 	for _, have := range u.hashes {
-		match |= subtle.ConstantTimeCompare(h[:], have[:])
+		match |= ctCompare(h[:], have[:])
 	}
 	if !u.on || (match == 0 && !u.nopass) {
 		return nil
@@ -130,8 +133,28 @@ func (d *Dispatcher) aclDenied(s *Session, cmd *Command, args [][]byte) string {
 		}
 		s.user, s.aclState = u, st
 	}
+	switch denied, name := u.denies(cmd, args); denied {
+	case aclNoCmd:
+		return "NOPERM User " + u.name + " has no permissions to run the '" + name + "' command"
+	case aclNoKey:
+		return "NOPERM No permissions to access a key"
+	}
+	return ""
+}
+
+// What aclUser.denies refuses.
+const (
+	aclAllowed = iota
+	aclNoCmd   // the command (or subcommand) is not allowed
+	aclNoKey   // a key is out of the user's patterns for the access the command needs
+)
+
+// denies reports whether u may run cmd (a row of the Dispatcher's table, bound by
+// bindACL) with args: aclAllowed, or what it refuses and, for aclNoCmd, the command's
+// ACL name ("client|list").
+func (u *aclUser) denies(cmd *Command, args [][]byte) (int, string) {
 	if u.open || cmd.aclBit < 0 {
-		return ""
+		return aclAllowed, ""
 	}
 	bit, name := cmd.aclBit, cmd.Name
 	if cmd.aclSubs != nil && len(args) > 1 {
@@ -149,16 +172,18 @@ func (d *Dispatcher) aclDenied(s *Session, cmd *Command, args [][]byte) string {
 		}
 	}
 	if !u.cmds.has(bit) {
-		return "NOPERM User " + u.name + " has no permissions to run the '" + name + "' command"
+		return aclNoCmd, name
 	}
 	if !u.allKeys && !u.keysAllowed(cmd, args) {
-		return "NOPERM No permissions to access a key"
+		return aclNoKey, ""
 	}
-	return ""
+	return aclAllowed, ""
 }
 
 // keysAllowed reports whether u may touch every key of a request to cmd: read-only
 // commands need a pattern granting read, write commands one granting write, others both.
+// WATCH needs only a pattern matching its keys (%R~ or %W~ will do): its key spec in
+// Redis 7 is RO without ACCESS, which asks for no permission but a match.
 // RL.LIMIT's and RL.STATUS's key in a namespace other than the default is matched as
 // "namespace:key" (with every NS given, when several are).
 func (u *aclUser) keysAllowed(cmd *Command, args [][]byte) bool {
@@ -187,6 +212,13 @@ func (u *aclUser) keysAllowed(cmd *Command, args [][]byte) bool {
 			return true // no keys: the command answers the error
 		}
 		return u.keysIn(args[3:3+n], read, write)
+	case "watch":
+		for _, k := range args[1:] {
+			if !u.keyMatched(k) {
+				return false
+			}
+		}
+		return true
 	}
 	if cmd.FirstKey <= 0 || cmd.FirstKey >= len(args) {
 		return true
@@ -216,6 +248,16 @@ func (u *aclUser) keyAllowed(key []byte, read, write bool) bool {
 		}
 	}
 	return (r || !read) && (w || !write)
+}
+
+// keyMatched reports whether one of u's patterns matches key, whatever it grants.
+func (u *aclUser) keyMatched(key []byte) bool {
+	for _, k := range u.keys {
+		if globMatch(k.pat, key) {
+			return true
+		}
+	}
+	return false
 }
 
 // bindACL numbers the table's commands for the ACL checks: RL.INTERNAL.* and the commands

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
@@ -201,6 +202,7 @@ user ro on >ropw %R~* +@read +@ratelimit
 user scripts on >scpw ~lim:* +@scripting +get
 user off off >offpw +@all ~*
 user cli on >clipw +client -client|list
+user watch on >wpw %R~acme:* %W~w:* +watch
 `
 
 // TestACLPermissions: commands and keys a user may and may not use, with Redis 7's
@@ -258,6 +260,10 @@ func TestACLPermissions(t *testing.T) {
 		{"cli", "clipw", "client getname", "$-1"},
 		{"cli", "clipw", "CLIENT LIST", noCmd("cli", "client|list")},
 		{"cli", "clipw", "PING", noCmd("cli", "ping")},
+		{"watch", "wpw", "WATCH acme:k", ok}, // a matching pattern will do, as Redis 7's key spec
+		{"watch", "wpw", "WATCH w:k", ok},
+		{"watch", "wpw", "WATCH acme:k w:k", ok},
+		{"watch", "wpw", "WATCH acme:k other:k", noKey},
 		{"default", "adminpw", "CONFIG GET maxclients", "*"},
 		{"default", "adminpw", "ACL WHOAMI", "$7\r\ndefault"},
 	}
@@ -288,7 +294,7 @@ func TestACLAuth(t *testing.T) {
 		{"CLIENT INFO", "$"},
 		{"AUTH adminpw", "+OK\r\n"},
 		{"ACL WHOAMI", "$7\r\ndefault\r\n"},
-		{"ACL USERS", "*6\r\n$4\r\nacme\r\n$3\r\ncli\r\n$7\r\ndefault\r\n$3\r\noff\r\n$2\r\nro\r\n$7\r\nscripts\r\n"},
+		{"ACL USERS", "*7\r\n$4\r\nacme\r\n$3\r\ncli\r\n$7\r\ndefault\r\n$3\r\noff\r\n$2\r\nro\r\n$7\r\nscripts\r\n$5\r\nwatch\r\n"},
 		{"ACL CAT ratelimit", "*3\r\n$11\r\ncl.throttle\r\n$8\r\nrl.limit\r\n$9\r\nrl.status\r\n"},
 		{"ACL CAT nosuch", "-ERR Unknown category 'nosuch'\r\n"},
 		{"ACL SETUSER x on", "-ERR ACL SETUSER is not supported"},
@@ -431,4 +437,42 @@ func TestACLDefaultRestricted(t *testing.T) {
 		{"AUTH admin adminpw", "+OK\r\n"},
 		{"INCR other", ":1\r\n"},
 	})
+}
+
+// TestACLScriptCalls: a script's redis.call is checked against the caller's command
+// permissions, as Redis 7's scriptVerifyACL: a user with +@read +eval may GET but not DEL
+// nor read TIME from a script, with redis-server 7.0.15's texts (byte for byte).
+func TestACLScriptCalls(t *testing.T) {
+	r := newACLRig(t, "user default on nopass ~* &* +@all\nuser lua on >luapw ~acme:* +@read +eval\n", "")
+	s := NewSession(1, "127.0.0.1:5000", "127.0.0.1:6380", 0)
+	if got := r.serve(s, "AUTH lua luapw"); got != "+OK\r\n" {
+		t.Fatalf("AUTH = %q", got)
+	}
+	const noCmd = "-ERR The user executing the script can't run this command or subcommand"
+	del, tm := "return redis.call('DEL',KEYS[1])", "return redis.call('time')"
+	tail := func(script string) string {
+		sum := sha1.Sum([]byte(script))
+		return " script: " + hex.EncodeToString(sum[:]) + ", on @user_script:1.\r\n"
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"EVAL", del, "1", "acme:x"}, noCmd + tail(del)},
+		{[]string{"EVAL", "return redis.pcall('DEL',KEYS[1])", "1", "acme:x"}, noCmd + "\r\n"},
+		{[]string{"EVAL", tm, "0"}, noCmd + tail(tm)},
+		{[]string{"EVAL", "return redis.call('GET',KEYS[1])", "1", "acme:x"}, "$-1\r\n"},
+		{[]string{"EVAL", "return redis.call('incr',KEYS[1],'x')", "1", "acme:x"}, // arity first, as Redis
+			"-ERR Wrong number of args calling Redis command from script" + tail("return redis.call('incr',KEYS[1],'x')")},
+	} {
+		var w resp.Writer
+		in := make([][]byte, len(tc.args))
+		for i, a := range tc.args {
+			in[i] = []byte(a)
+		}
+		r.d.Serve(s, &w, in)
+		if got := string(w.Bytes()); got != tc.want {
+			t.Errorf("%q = %q, want %q", tc.args, got, tc.want)
+		}
+	}
 }

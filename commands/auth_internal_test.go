@@ -1,6 +1,8 @@
 package commands
 
 import (
+	"crypto/sha256"
+	"crypto/subtle"
 	"fmt"
 	"io"
 	"log/slog"
@@ -225,5 +227,30 @@ func TestAuthThrottleBounded(t *testing.T) {
 	}
 	if n := th.fail("10.9.9.9", 1000+authForget.Milliseconds()+1); n != 1 {
 		t.Fatalf("count after authForget = %d, want 1", n)
+	}
+}
+
+// TestClusterSecretCompareFixedLength: RL.INTERNAL.HELLO compares the secret as SHA-256
+// digests, so the constant-time compare always sees two 32-byte inputs whatever the length
+// sent (a raw compare returns at once on a length mismatch, telling the secret's length).
+func TestClusterSecretCompareFixedLength(t *testing.T) {
+	r := newThrottleRig()
+	var lens [][2]int
+	defer func(f func(x, y []byte) int) { ctCompare = f }(ctCompare)
+	ctCompare = func(x, y []byte) int {
+		lens = append(lens, [2]int{len(x), len(y)})
+		return subtle.ConstantTimeCompare(x, y)
+	}
+	for _, tt := range []struct{ secret, want string }{
+		{"c", "-WRONGPASS"}, {"a-much-longer-wrong-secret", "-WRONGPASS"}, {"cx", "-WRONGPASS"}, {"cs", "+OK"},
+	} {
+		s := NewSession(1, "127.0.0.1:5000", "127.0.0.1:6380", 0)
+		lens = lens[:0]
+		if got := r.serve(s, "RL.INTERNAL.HELLO", tt.secret, "edge1/a"); !strings.HasPrefix(got, tt.want) {
+			t.Fatalf("HELLO %q = %q, want %s", tt.secret, got, tt.want)
+		}
+		if len(lens) != 1 || lens[0] != [2]int{sha256.Size, sha256.Size} {
+			t.Errorf("HELLO %q: compared lengths %v, want one compare of two %d-byte digests", tt.secret, lens, sha256.Size)
+		}
 	}
 }

@@ -84,7 +84,38 @@ func (d *Dispatcher) forwardOne(s *Session, w *resp.Writer, upper string, r kvRe
 	if len(r.keys) > 0 {
 		key = r.keys[0]
 	}
-	d.forward(s, w, key, wire.AppendForwardCmd(nil, args))
+	d.forward(s, w, key, wire.AppendForwardCmd(nil, d.forwardScript(args)))
+}
+
+// forwardScript returns the request an edge forwards for a client's args: EVALSHA of a
+// script the interpreter runs and the edge has in its own cache (SCRIPT LOAD or EVAL
+// through the edge) goes as EVAL of its text, which the origin then caches; EVALSHA of a
+// SHA the edge does not know goes as it is (the origin may know it: loaded there), and
+// every other request too. So SCRIPT LOAD then EVALSHA through an edge runs as on Redis.
+func (d *Dispatcher) forwardScript(args [][]byte) [][]byte {
+	if len(args) < 3 {
+		return args
+	}
+	var eval []byte
+	switch {
+	case strings.EqualFold(string(args[0]), "evalsha"):
+		eval = []byte("EVAL")
+	case strings.EqualFold(string(args[0]), "evalsha_ro"):
+		eval = []byte("EVAL_RO")
+	default:
+		return args
+	}
+	if _, e := lookupScript(true, args[1]); e == "" { // a known script: a native path there too
+		return args
+	}
+	body, ok := d.lua.Body(string(args[1]))
+	if !ok {
+		return args
+	}
+	out := make([][]byte, len(args))
+	copy(out, args)
+	out[0], out[1] = eval, body
+	return out
 }
 
 // forwardExec serves EXEC on an edge for a queue that holds regional commands: the whole
@@ -124,7 +155,7 @@ func (d *Dispatcher) forwardExec(s *Session, w *resp.Writer) bool {
 	s.endTx()
 	payload := wire.AppendForwardCmd(nil, argsMulti) // framed: EXEC answers an array, even of one
 	for _, q := range tx.cmds {
-		payload = wire.AppendForwardCmd(payload, q.args)
+		payload = wire.AppendForwardCmd(payload, d.forwardScript(q.args))
 	}
 	payload = wire.AppendForwardCmd(payload, argsExec)
 	d.forward(s, w, key, payload)

@@ -60,24 +60,10 @@ func TestInternalForward(t *testing.T) {
 func TestEdgeForwards(t *testing.T) {
 	var sent [][]byte
 	var fail error
-	fwd := func(ws string, key []byte, proto int, payload [][]byte) ([]byte, error) {
+	s, serve := newForwardingEdge(func(ws string, key []byte, proto int, payload [][]byte) ([]byte, error) {
 		sent = append([][]byte{[]byte(ws), key, {byte('0' + proto)}}, payload...)
 		return []byte(":42\r\n"), fail
-	}
-	eng := engine.New(engine.NewManualClock(1_000_000), engine.Config{})
-	s := commands.NewSession(1, "127.0.0.1:1", "127.0.0.1:2", 1_000_000)
-	d := commands.New(commands.Options{Limiter: eng, Host: &fakeHost{sessions: []*commands.Session{s}}, Role: "edge",
-		Version: "test", Forward: fwd})
-	var w resp.Writer
-	serve := func(args ...string) string {
-		w.Reset()
-		var a [][]byte
-		for _, x := range args {
-			a = append(a, []byte(x))
-		}
-		d.Serve(s, &w, a)
-		return string(w.Bytes())
-	}
+	})
 	if got := serve("INCRBY", "k", "x"); got != "-ERR value is not an integer or out of range\r\n" || sent != nil {
 		t.Fatalf("argument error: %q, sent %q", got, sent)
 	}
@@ -123,4 +109,61 @@ func joinArgs(a [][]byte) []byte {
 		b = append(b, x...)
 	}
 	return b
+}
+
+// TestEdgeForwardsScripts: EVALSHA through an edge of a script in the edge's own cache
+// (SCRIPT LOAD or EVAL through it) is forwarded as EVAL of its text, which the origin then
+// caches; EVALSHA of a SHA the edge does not know is forwarded as it is (the origin may
+// know it), not refused with NOSCRIPT at the edge; the same in a transaction.
+func TestEdgeForwardsScripts(t *testing.T) {
+	var sent [][]byte
+	_, serve := newForwardingEdge(func(ws string, key []byte, proto int, payload [][]byte) ([]byte, error) {
+		sent = append([][]byte{[]byte(ws), key, {byte('0' + proto)}}, payload...)
+		return []byte(":42\r\n"), nil
+	})
+	const body, other = "return(redis.call('incr',KEYS[1]))", "return(2)"
+	sha := sha1Hex(body)
+	if got := serve("SCRIPT", "LOAD", body); got != "$40\r\n"+sha+"\r\n" || sent != nil {
+		t.Fatalf("SCRIPT LOAD = %q, sent %q", got, sent)
+	}
+	steps := []struct {
+		args []string
+		want string // the payload forwarded
+	}{
+		{[]string{"EVALSHA", sha, "1", "k"}, "default k 2 4 EVAL " + body + " 1 k"},
+		{[]string{"evalsha_ro", strings.ToUpper(sha), "1", "k", "a"}, "default k 2 5 EVAL_RO " + body + " 1 k a"},
+		{[]string{"EVALSHA", sha1Hex(other), "1", "k"}, "default k 2 4 EVALSHA " + sha1Hex(other) + " 1 k"},
+		{[]string{"EVAL", other, "0"}, "default  2 3 EVAL " + other + " 0"},
+		{[]string{"EVALSHA", sha1Hex(other), "0"}, "default  2 3 EVAL " + other + " 0"}, // cached by the EVAL
+	}
+	for _, st := range steps {
+		sent = nil
+		if got := serve(st.args...); got != ":42\r\n" || string(joinArgs(sent)) != st.want {
+			t.Errorf("%q = %q, payload %q, want %q", st.args, got, joinArgs(sent), st.want)
+		}
+	}
+	sent = nil
+	serve("MULTI")
+	serve("EVALSHA", sha, "1", "k")
+	if got := serve("EXEC"); got != ":42\r\n" || string(joinArgs(sent)) != "default k 2 1 MULTI 4 EVAL "+body+" 1 k 1 EXEC" {
+		t.Fatalf("forwarded transaction: %q, payload %q", got, joinArgs(sent))
+	}
+}
+
+// newForwardingEdge returns an edge's session and a function serving one request on it,
+// the edge forwarding with fwd.
+func newForwardingEdge(fwd commands.Forward) (*commands.Session, func(args ...string) string) {
+	eng := engine.New(engine.NewManualClock(1_000_000), engine.Config{})
+	s := commands.NewSession(1, "127.0.0.1:1", "127.0.0.1:2", 1_000_000)
+	d := commands.New(commands.Options{Limiter: eng, Host: &fakeHost{sessions: []*commands.Session{s}}, Role: "edge",
+		Version: "test", Forward: fwd})
+	return s, func(args ...string) string {
+		var w resp.Writer
+		var a [][]byte
+		for _, x := range args {
+			a = append(a, []byte(x))
+		}
+		d.Serve(s, &w, a)
+		return string(w.Bytes())
+	}
 }

@@ -1,7 +1,7 @@
 package commands
 
 import (
-	"crypto/subtle"
+	"crypto/sha256"
 	"errors"
 
 	"github.com/ratchet/ratchet/resp"
@@ -49,7 +49,7 @@ func cmdInternalHello(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) 
 		w.Error(errSyntax.Error())
 		return
 	}
-	if secret == "" || subtle.ConstantTimeCompare(h.Secret, []byte(secret)) != 1 {
+	if secret == "" || !secretEqual(h.Secret, secret) {
 		d.authFailed(s, d.clusterAuth)
 		w.Error("WRONGPASS invalid cluster secret")
 		return
@@ -64,6 +64,15 @@ func cmdInternalHello(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) 
 		d.opt.Origin.Heard(s.nodeRun)
 	}
 	w.OK()
+}
+
+// secretEqual reports whether given is the cluster secret. It compares SHA-256 digests,
+// as aclState.login compares passwords: equal lengths, so the compare's time tells
+// nothing of the secret's length (subtle.ConstantTimeCompare returns at once on a length
+// mismatch).
+func secretEqual(given []byte, secret string) bool {
+	g, s := sha256.Sum256(given), sha256.Sum256([]byte(secret))
+	return ctCompare(g[:], s[:]) == 1
 }
 
 // internalReady reports whether the connection may use internal commands, answering the

@@ -57,7 +57,7 @@ func kvHandler(name string) func(*Dispatcher, *Session, *resp.Writer, [][]byte) 
 	upper := strings.ToUpper(name)
 	return func(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		kv := d.kv()
-		r := d.parseKV(name, args)
+		r := d.parseKV(s, name, args)
 		if kv == nil { // an edge: the origin decides (forward.go)
 			d.forwardOne(s, w, upper, r, args)
 			return
@@ -720,7 +720,7 @@ func cmdExecKV(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		if reqs == nil {
 			reqs = make([]kvReq, len(tx.cmds))
 		}
-		reqs[i] = d.parseKV(q.cmd.Name, q.args)
+		reqs[i] = d.parseKV(s, q.cmd.Name, q.args)
 		if reqs[i].lua != nil && s.NoWait { // a script runs off the event loop (lua.go)
 			s.WouldBlock = true
 			return

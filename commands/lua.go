@@ -16,15 +16,17 @@ import (
 // another text or SHA1 parse into a kvReq on the EVAL's KEYS like a known script, and the
 // script's redis.call runs the counter commands (kvParsers) inside that same KV.Do, so the
 // script is one atomic step on its keys. A command must name keys among the EVAL's KEYS,
-// in their order (the transaction holds only those); TIME answers the transaction's
-// instant; other commands are unknown to scripts, as Redis answers for a command it does
-// not have.
+// in their order (the transaction holds only those); TIME answers the script time in
+// microseconds (KVTx.NowUs, as the native scripts read it); other commands are unknown
+// to scripts, as Redis answers for a command it does not have.
 
 // Replies of the Lua fallback.
 const (
 	errLuaUnknownCmd = "ERR Unknown Redis command called from script"
 	errLuaArity      = "ERR Wrong number of args calling Redis command from script"
 	errLuaUndeclared = "ERR Ratchet runs a script's commands on its KEYS only: pass every key the script uses in KEYS, in order"
+	errLuaACLCmd     = "ERR The user executing the script can't run this command or subcommand"
+	errLuaACLKey     = "ERR The user executing the script can't access at least one of the keys mentioned in the command arguments"
 )
 
 // luaCommands are the command table's rows of the commands scripts may call.
@@ -47,27 +49,31 @@ type luaReq struct {
 }
 
 // parseKV parses the counter command name with kvParsers, binding a script without a
-// native path to d's engine.
-func (d *Dispatcher) parseKV(name string, args [][]byte) kvReq {
+// native path to d's engine and to s's ACL user.
+func (d *Dispatcher) parseKV(s *Session, name string, args [][]byte) kvReq {
 	r := kvParsers[name](args)
 	if r.lua != nil {
-		r = d.bindLua(r.lua)
+		r = d.bindLua(r.lua, s.user)
 	}
 	return r
 }
 
-// bindLua makes q a kvReq that runs on d's engine. A body is compiled at once, so a syntax
-// error answers before any key is locked (an edge too).
-func (d *Dispatcher) bindLua(q *luaReq) kvReq {
+// bindLua makes q a kvReq that runs on d's engine, its redis.call checked against user's
+// permissions (nil: no ACL file, every permission). A body is compiled at once, so a
+// syntax error answers before any key is locked (an edge too).
+func (d *Dispatcher) bindLua(q *luaReq, user *aclUser) kvReq {
 	if q.body != nil {
 		if _, msg := d.lua.Load(q.body); msg != "" {
 			return kvReq{err: msg}
 		}
 	} else if !d.lua.Exists(q.sha) {
+		if d.kv() == nil { // an edge: the origin may know it (forwardScript)
+			return kvReq{keys: q.keys, lua: q}
+		}
 		return kvReq{err: errNoScript}
 	}
 	return kvReq{keys: q.keys, lua: q, run: func(tx *engine.KVTx, base int, w *resp.Writer) {
-		c := &txCaller{tx: tx, base: base, keys: q.keys, ro: q.readOnly}
+		c := &txCaller{tx: tx, base: base, keys: q.keys, ro: q.readOnly, user: user, table: d.table}
 		r := d.lua.Run(context.Background(), scripting.Request{Body: q.body, SHA: q.sha, Keys: q.keys, Args: q.argv}, c)
 		w.Raw(r.Append(nil, w.Proto()))
 	}}
@@ -117,25 +123,31 @@ func (d *Dispatcher) busyRefused(s *Session, w *resp.Writer, cmd *Command, args 
 // txCaller runs a script's redis.call on the counter keyspace inside the EVAL's KV.Do:
 // KEYS[i] is the transaction's key base+i-1.
 type txCaller struct {
-	tx   *engine.KVTx
-	base int
-	keys [][]byte
-	ro   bool
-	w    resp.Writer // the command's reply, parsed into a scripting.Reply
+	tx    *engine.KVTx
+	base  int
+	keys  [][]byte
+	ro    bool
+	user  *aclUser            // the EVAL's caller; nil: no ACL file
+	table map[string]*Command // the Dispatcher's rows, bound to the ACL bits
+	w     resp.Writer         // the command's reply, parsed into a scripting.Reply
 }
 
-// Call runs one command as Redis's scriptCall: unknown command, arity and read-only checks
-// first, then the command on the transaction.
+// Call runs one command as Redis's scriptCall: unknown command, arity, the caller's ACL
+// (the command and its keys, as Redis 7's scriptVerifyACL) and read-only checks first,
+// then the command on the transaction.
 func (c *txCaller) Call(args [][]byte, proto int) (scripting.Reply, bool) {
 	name := strings.ToLower(string(args[0]))
-	if name == "time" { // the transaction's instant, as the native paths see it (ms)
+	if name == "time" { // the script time the native paths read (tx.NowUs: microseconds)
 		if len(args) != 1 {
 			return scripting.ErrorReply(errLuaArity), false
 		}
-		now := c.tx.Now()
+		if msg := c.aclDenied(name, args); msg != "" {
+			return scripting.ErrorReply(msg), false
+		}
+		us := c.tx.NowUs()
 		return scripting.Reply{Kind: scripting.Array, Elems: []scripting.Reply{
-			scripting.BulkReply(strconv.AppendInt(nil, now/1000, 10)),
-			scripting.BulkReply(strconv.AppendInt(nil, now%1000*1000, 10))}}, false
+			scripting.BulkReply(strconv.AppendInt(nil, us/1_000_000, 10)),
+			scripting.BulkReply(strconv.AppendInt(nil, us%1_000_000, 10))}}, false
 	}
 	cmd := luaCommands()[name]
 	if cmd == nil {
@@ -143,6 +155,9 @@ func (c *txCaller) Call(args [][]byte, proto int) (scripting.Reply, bool) {
 	}
 	if cmd.Arity > 0 && len(args) != cmd.Arity || cmd.Arity < 0 && len(args) < -cmd.Arity {
 		return scripting.ErrorReply(errLuaArity), false
+	}
+	if msg := c.aclDenied(name, args); msg != "" {
+		return scripting.ErrorReply(msg), false
 	}
 	write := cmd.Flags&flagWrite != 0
 	if write && c.ro {
@@ -164,6 +179,22 @@ func (c *txCaller) Call(args [][]byte, proto int) (scripting.Reply, bool) {
 		return scripting.ErrorReply("ERR internal error: " + err.Error()), write
 	}
 	return reply, write
+}
+
+// aclDenied returns Redis's error for the script's caller running the command name with
+// args, "" when it may.
+func (c *txCaller) aclDenied(name string, args [][]byte) string {
+	cmd := c.table[name]
+	if c.user == nil || cmd == nil {
+		return ""
+	}
+	switch denied, _ := c.user.denies(cmd, args); denied {
+	case aclNoCmd:
+		return errLuaACLCmd
+	case aclNoKey:
+		return errLuaACLKey
+	}
+	return ""
 }
 
 // declared returns the transaction index of keys[0] when keys are consecutive KEYS of the

@@ -144,3 +144,20 @@ func TestScriptCachePerDispatcher(t *testing.T) {
 		{[]string{"EVALSHA", sha, "0"}, "$14\r\nper dispatcher\r\n"},
 	})
 }
+
+// TestLuaTime: an interpreted script's TIME is the script time in microseconds that the
+// native scripts read (KVTx.NowUs): the clock's instant, and each later reading of the
+// step a microsecond on, so the second element carries microseconds, not ms times 1000.
+func TestLuaTime(t *testing.T) {
+	r := newScriptRig()
+	r.clock.Set(vectorMs + 123)
+	script := "local a = redis.call('time') local b = redis.call('time') return {a[1], a[2], b[1], b[2]}"
+	argsRun(t, r, []struct {
+		args []string
+		want string
+	}{
+		{[]string{"EVAL", script, "0"}, "*4\r\n$10\r\n1795352399\r\n$6\r\n123000\r\n$10\r\n1795352399\r\n$6\r\n123001\r\n"},
+		{[]string{"EVAL", "return redis.call('time', 'x')", "0"}, "-ERR Wrong number of args calling Redis command from script" +
+			" script: " + sha1Hex("return redis.call('time', 'x')") + ", on @user_script:1.\r\n"},
+	})
+}

@@ -143,3 +143,41 @@ func TestLuaThroughEdges(t *testing.T) {
 		t.Fatalf("a syntax error through an edge: %v", err)
 	}
 }
+
+// TestLuaScriptLoadThroughEdge: a library pointed at an edge works as on Redis: SCRIPT
+// LOAD through an edge, then EVALSHA through it, runs the script (the edge forwards it as
+// EVAL of the text it cached); EVALSHA through an edge of a script loaded on the origin
+// only is forwarded as it is and runs there; SCRIPT EXISTS on an edge answers its own cache.
+func TestLuaScriptLoadThroughEdge(t *testing.T) {
+	ctx := context.Background()
+	origin := startOrigin(t)
+	edges := startEdges(t, 2, []*proc{origin})
+	e1, e2, oc := edges[0].client(t, nil), edges[1].client(t, &redis.Options{Protocol: 2}), origin.client(t, nil)
+	sha, err := e1.ScriptLoad(ctx, fixedWindow).Result()
+	if err != nil {
+		t.Fatalf("SCRIPT LOAD through an edge: %v", err)
+	}
+	for i, c := range []*redis.Client{e1, e1} {
+		v, err := c.EvalSha(ctx, sha, []string{"edge:load"}, 60000).Int64Slice()
+		if err != nil || len(v) != 2 || v[0] != int64(i+1) {
+			t.Fatalf("EVALSHA %d through the edge that loaded it: %v %v", i+1, v, err)
+		}
+	}
+	if ex, err := e1.ScriptExists(ctx, sha).Result(); err != nil || len(ex) != 1 || !ex[0] {
+		t.Fatalf("SCRIPT EXISTS on the edge that loaded it: %v %v", ex, err)
+	}
+	const other = "return redis.call('incrby', KEYS[1], ARGV[1])"
+	osha, err := oc.ScriptLoad(ctx, other).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e2.EvalSha(ctx, osha, []string{"edge:other"}, 5).Int64(); err != nil || n != 5 {
+		t.Fatalf("EVALSHA through an edge of a script loaded on the origin: %d %v", n, err)
+	}
+	if ex, err := e2.ScriptExists(ctx, osha).Result(); err != nil || len(ex) != 1 || ex[0] {
+		t.Fatalf("SCRIPT EXISTS on an edge that never saw it (its own cache): %v %v", ex, err)
+	}
+	if err := e2.EvalSha(ctx, "0123456789abcdef0123456789abcdef01234567", nil).Err(); err == nil || !strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		t.Fatalf("EVALSHA of a script no node knows: %v", err)
+	}
+}

@@ -110,6 +110,7 @@ type Engine struct {
 // script is one cached compiled script.
 type script struct {
 	sha   string
+	body  string // the text: an edge forwards EVALSHA of it as EVAL (Body)
 	size  int
 	proto *lua.FunctionProto // read only: shared by every state
 }
@@ -163,6 +164,15 @@ func (e *Engine) Exists(sha string) bool {
 	return ok
 }
 
+// Body returns the text of the script cached under sha (any case), and whether one is.
+func (e *Engine) Body(sha string) ([]byte, bool) {
+	s := e.lookup(strings.ToLower(sha))
+	if s == nil {
+		return nil, false
+	}
+	return []byte(s.body), true
+}
+
 // Flush forgets every cached script (SCRIPT FLUSH).
 func (e *Engine) Flush() {
 	e.mu.Lock()
@@ -201,7 +211,7 @@ func (e *Engine) compile(body []byte) (*script, string) {
 	if err != nil {
 		return nil, "ERR Error compiling script (new function): " + oneLine(err.Error())
 	}
-	s := &script{sha: sha, size: len(body), proto: proto}
+	s := &script{sha: sha, body: string(body), size: len(body), proto: proto}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if el := e.scripts[sha]; el != nil { // compiled meanwhile by another run
