@@ -139,7 +139,28 @@ func (d *Dispatcher) aclDenied(s *Session, cmd *Command, args [][]byte) string {
 	case aclNoKey:
 		return "NOPERM No permissions to access a key"
 	}
+	if d.opt.Forward != nil && !u.open && d.scriptOnEdgeUnchecked(u, cmd, args) {
+		return "ERR on an edge, the commands of a script cannot be checked against user " + u.name +
+			"'s ACL rules (its origin runs the script without the user): run it on the origin, or allow the user every command scripts may call"
+	}
 	return ""
+}
+
+// scriptOnEdgeUnchecked reports whether cmd with args is a script the interpreter would
+// run for u on an edge's origin while u may not run some command a script may call: the
+// origin, which runs it, does not know u, so the script's calls could not be checked as
+// Redis checks them. (Its KEYS are checked here, with read and write, as EVAL's keys.)
+func (d *Dispatcher) scriptOnEdgeUnchecked(u *aclUser, cmd *Command, args [][]byte) bool {
+	if !strings.HasPrefix(cmd.Name, "eval") || len(args) < 3 || kvParsers[cmd.Name](args).lua == nil {
+		return false
+	}
+	for name := range luaCommands() {
+		if c := d.table[name]; c != nil && c.aclBit >= 0 && !u.cmds.has(c.aclBit) {
+			return true
+		}
+	}
+	c := d.table["time"]
+	return c != nil && c.aclBit >= 0 && !u.cmds.has(c.aclBit)
 }
 
 // What aclUser.denies refuses.

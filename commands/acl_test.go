@@ -476,3 +476,56 @@ func TestACLScriptCalls(t *testing.T) {
 		}
 	}
 }
+
+// TestACLScriptOnEdge: an edge cannot check a script's calls against a user's rules (its
+// origin runs the script without the user), so an interpreted script of a user who may not
+// run every command scripts call is refused there with the reason; a user who may is
+// forwarded, and a known script is not the interpreter's to check.
+func TestACLScriptOnEdge(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "users.acl")
+	text := "user default on nopass ~* &* +@all\nuser lua on >pw ~acme:* +@read +eval +multi +exec\nuser full on >pw ~acme:* +@all\n"
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var forwarded int
+	fwd := func(string, []byte, int, [][]byte) ([]byte, error) { forwarded++; return []byte(":1\r\n"), nil }
+	eng := engine.New(engine.NewManualClock(1_000_000), engine.Config{MaxMemoryBytes: 1 << 20})
+	d := New(Options{Limiter: eng, Host: noHost{}, Role: "edge", Forward: fwd, ACLFile: path})
+	if err := d.LoadACL(); err != nil {
+		t.Fatal(err)
+	}
+	serve := func(s *Session, args ...string) string {
+		var w resp.Writer
+		in := make([][]byte, len(args))
+		for i, a := range args {
+			in[i] = []byte(a)
+		}
+		d.Serve(s, &w, in)
+		return string(w.Bytes())
+	}
+	script := "return redis.call('DEL',KEYS[1])"
+	for _, tc := range []struct {
+		user string
+		want string
+		fwd  int
+	}{
+		{"lua", "-ERR on an edge, the commands of a script cannot be checked against user lua's", 0},
+		{"full", ":1\r\n", 1},
+	} {
+		forwarded = 0
+		s := NewSession(1, "127.0.0.1:5000", "127.0.0.1:6380", 0)
+		if got := serve(s, "AUTH", tc.user, "pw"); got != "+OK\r\n" {
+			t.Fatalf("AUTH %s = %q", tc.user, got)
+		}
+		if got := serve(s, "EVAL", script, "1", "acme:x"); !strings.HasPrefix(got, tc.want) || forwarded != tc.fwd {
+			t.Errorf("%s: EVAL = %q, forwarded %d; want %q..., forwarded %d", tc.user, got, forwarded, tc.want, tc.fwd)
+		}
+		// In MULTI the refusal comes when queued, and EXEC aborts, as for NOPERM.
+		serve(s, "MULTI")
+		got := serve(s, "EVAL", script, "1", "acme:x")
+		exec := serve(s, "EXEC")
+		if tc.fwd == 0 && (!strings.HasPrefix(got, tc.want) || !strings.HasPrefix(exec, "-EXECABORT")) {
+			t.Errorf("%s: queued EVAL = %q, EXEC = %q; want the refusal, then EXECABORT", tc.user, got, exec)
+		}
+	}
+}
