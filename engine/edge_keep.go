@@ -9,12 +9,12 @@ import "math"
 // so once a save is on disk every batch up to the mark it captured is durable; answers
 // report that mark (OriginMeta.Durable). The flusher keeps, per origin, the cost of every
 // acknowledged batch after it (kept, under its batch ID) and of every hand-off the origin
-// counted after it (hands: a hand-off is counted between two batches of the run, after
-// batch Applied of its answer, so the mark covers it once it reaches Applied+1), and drops
-// them as the mark covers them. When the origin's run changes (its Boot), the new run
-// restored its marks from its snapshot: the batches up to its mark (its Applied, before any
-// batch of this edge lands there) are in that snapshot, and the cost of the others, and of
-// the hand-offs after it, goes back into the entries as pending cost, which the flusher
+// counted (hands, under the number the origin gave it: the origin numbers the run's
+// hand-offs and saves the count with the marks, OriginMeta.HandsDurable), and drops them
+// as the marks cover them. When the origin's run changes (its Boot), the new run restored
+// its marks from its snapshot: the batches up to its mark (its Applied, before any batch of
+// this edge lands there) and the hand-offs up to HandsRestored are in that snapshot, and
+// the cost of the others goes back into the entries as pending cost, which the flusher
 // then delivers in new batches, applied once like any other. A batch carries the run that
 // counted what is kept (ReplayBatch.Boot): an origin of another run applies nothing of it
 // and answers with its restored mark, so the edge learns that mark before any batch of its
@@ -44,12 +44,13 @@ type keptBatch struct {
 	items []keptItem
 }
 
-// keptHand is the cost of one hand-off the origin counted: run boot counted it after it
-// had applied batch after of this edge run. Boots are start times, so a later run of the
+// keptHand is the cost of one hand-off the origin counted: run boot counted it as its
+// hand-off number hand, after it had applied batch after of this edge run. Boots are start times, so a later run of the
 // origin has a larger one (unless its clock stepped back across the restart).
 type keptHand struct {
 	keptItem
 	after uint64
+	hand  uint64 // the number run boot gave it (OriginMeta.Hand)
 	boot  int64
 }
 
@@ -94,7 +95,7 @@ func (e *Edge) keepHandOff(l *originLink, le *localEntry, seq int64, cost, limit
 	if cost == 0 || meta.Durable > meta.Applied {
 		return // nothing to keep (an origin without snapshots reports NoSnapshots)
 	}
-	h := keptHand{keptItem: keptItem{le: le, seq: seq, cost: cost, limit: limit}, after: meta.Applied, boot: meta.Boot}
+	h := keptHand{keptItem: keptItem{le: le, seq: seq, cost: cost, limit: limit}, after: meta.Applied, hand: meta.Hand, boot: meta.Boot}
 	l.mu.Lock()
 	kept := len(l.handed) < maxHanded
 	if kept {
@@ -164,41 +165,49 @@ func (e *Edge) heard(l *originLink, meta OriginMeta, now int64) {
 	}
 	k.heard = now
 	if exact && meta.Boot != k.boot {
-		e.requeue(l, meta.Boot, meta.Applied, now)
-	} else { // hand-offs of a run gone since are requeued: it may not have saved them
-		e.dropDurable(l, meta.Boot, meta.Durable, now)
+		e.requeue(l, meta, now)
+	} else {
+		e.dropDurable(l, meta, now)
 	}
 	k.boot = meta.Boot
 	e.boundKept(l, now)
 }
 
-// dropDurable drops the kept batches up to mark, the hand-offs run boot counted that mark
-// covers, and requeues those an earlier run counted (it is gone, and its snapshot may
-// lack them).
-func (e *Edge) dropDurable(l *originLink, boot int64, mark uint64, now int64) {
+// dropDurable drops the kept batches up to meta's durable mark and the hand-offs its
+// snapshots hold (handFate).
+func (e *Edge) dropDurable(l *originLink, meta OriginMeta, now int64) {
 	k := &l.keep
 	n := 0
-	for n < len(k.kept) && k.kept[n].id <= mark {
+	for n < len(k.kept) && k.kept[n].id <= meta.Durable {
 		n++
 	}
 	e.dropKept(l, n)
-	e.filterHands(l, now, func(h keptHand) (keep, requeue bool) {
-		switch {
-		case h.boot > boot: // a later run than this answer's: not heard by the flusher yet
-			return true, false
-		case h.boot < boot:
-			return false, true
-		}
-		return h.after >= mark, false
-	})
+	e.filterHands(l, now, func(h keptHand) (bool, bool) { return handFate(h, meta) })
 }
 
-// requeue handles a restart of the origin: run boot restored mark from its snapshot. The
-// kept batches up to mark and the hand-offs it covers are in that snapshot; the cost of
-// the others goes back into the entries as pending cost, to be delivered in new batches.
-// The hand-offs boot counted itself are kept.
-func (e *Edge) requeue(l *originLink, boot int64, mark uint64, now int64) {
+// handFate says what becomes of kept hand-off h on an answer with meta: one of a later
+// run than meta's (not heard by the flusher yet) is kept; one of meta's run is dropped once
+// a saved snapshot holds it (its number, or a batch after it, is durable); one of an
+// earlier run is dropped when the snapshot meta's run restored holds it (its number is
+// not above HandsRestored: the count is saved before the cells), and requeued otherwise.
+func handFate(h keptHand, meta OriginMeta) (keep, requeue bool) {
+	switch {
+	case h.boot > meta.Boot:
+		return true, false
+	case h.boot < meta.Boot:
+		return false, h.hand > meta.HandsRestored
+	}
+	return h.hand > meta.HandsDurable && h.after >= meta.Durable, false
+}
+
+// requeue handles a restart of the origin: run meta.Boot restored meta.Applied (its mark)
+// and meta.HandsRestored from its snapshot. The kept batches up to the mark and the
+// hand-offs the snapshot holds are dropped; the cost of the others goes back into the
+// entries as pending cost, to be delivered in new batches. The hand-offs the new run
+// counted itself are kept.
+func (e *Edge) requeue(l *originLink, meta OriginMeta, now int64) {
 	k := &l.keep
+	mark := meta.Applied
 	var units uint64
 	for _, kb := range k.kept {
 		if kb.id > mark {
@@ -209,13 +218,17 @@ func (e *Edge) requeue(l *originLink, boot int64, mark uint64, now int64) {
 	}
 	e.dropKept(l, len(k.kept))
 	e.filterHands(l, now, func(h keptHand) (keep, requeue bool) {
-		if h.boot >= boot {
+		if h.boot >= meta.Boot {
 			return true, false
 		}
-		return false, h.after >= mark
+		keep, requeue = handFate(h, meta)
+		if requeue {
+			units = satAdd(units, h.cost)
+		}
+		return keep, requeue
 	})
 	e.log.Info("origin restarted from its snapshot: re-sending the counted cost it lacks",
-		"origin", l.id, "units", units, "snapshot_batch", mark)
+		"origin", l.id, "units", units, "snapshot_batch", mark, "snapshot_hand", meta.HandsRestored)
 }
 
 // filterHands keeps, drops or requeues each kept hand-off as f says.

@@ -267,3 +267,32 @@ func TestReplayForAnotherOriginRun(t *testing.T) {
 		t.Fatalf("an origin without snapshots reports durable %d", meta.Durable)
 	}
 }
+
+// TestEdgeKeepHandOffsSavedAreNotResent: hand-offs alone (a tuple near its limit) produce
+// no replay batch; once the origin's snapshot holds them (its final one, at a clean
+// shutdown), the next run of the origin must not get them again, whether or not the edge
+// flushed in between. Limit 30: 15 handed off and 15 local, the count stays 30.
+func TestEdgeKeepHandOffsSavedAreNotResent(t *testing.T) {
+	for _, flush := range []bool{false, true} {
+		clock := engine.NewManualClock(t0 + 100)
+		o := newCrashOrigin(clock, true)
+		e := crashEdges(t, o, 1, engine.EdgeConfig{})[0]
+		a := tup("a", 600_000)
+		flushAll(t, e)
+		o.save()
+		e.Heartbeat()
+		for range 40 {
+			edgeLimit(t, e, a, 30, 1)
+		}
+		if flush {
+			flushAll(t, e)
+		}
+		o.crash(t, o.save()) // clean shutdown: the final snapshot holds everything
+		e.Heartbeat()
+		flushAll(t, e)
+		if got := originCount(o.engine(), a); got != 30 {
+			t.Errorf("flush=%v: the origin counts %d after a clean restart, want 30 (resent %d)",
+				flush, got, e.Stats().ReplayResent)
+		}
+	}
+}
