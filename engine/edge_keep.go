@@ -30,7 +30,7 @@ import "math"
 // The local decision path never touches any of it.
 
 // keptItem is one cell's cost counted by the origin: 32 bytes (the entry names the key
-// and its window).
+// and its window, and is kept alive by it even once the cache has evicted it).
 type keptItem struct {
 	le    *localEntry
 	seq   int64
@@ -54,8 +54,29 @@ type keptHand struct {
 	boot  int64
 }
 
-// keptItemBytes is what one kept item costs, with its share of the slices' headers.
+// keptItemBytes is what one kept item costs, with its share of the slices' headers; the
+// entry it names costs what the cache counts for it (entryBytes) once per entry kept.
 const keptItemBytes = 40
+
+// hold counts in k's bytes a kept item taken in: the item, and its entry unless another
+// kept item holds it already.
+func (k *keptState) hold(it keptItem) {
+	k.items++
+	k.bytes += keptItemBytes
+	if it.le.keptBy == 0 {
+		k.bytes += entryBytes(it.le)
+	}
+	it.le.keptBy++
+}
+
+// release undoes hold for an item let go.
+func (k *keptState) release(it keptItem) {
+	k.items--
+	k.bytes -= keptItemBytes
+	if it.le.keptBy--; it.le.keptBy == 0 {
+		k.bytes -= entryBytes(it.le)
+	}
+}
 
 // unsavedLogMs is the least time between two log lines about dropped unsaved cost.
 const unsavedLogMs = 60_000
@@ -70,6 +91,7 @@ type keptState struct {
 	hands []keptHand   // counted hand-offs not durable yet
 	boot  int64        // the origin run that acknowledged kept (the last heard by the flusher)
 	items int          // items in kept and hands
+	bytes int64        // what they keep alive: themselves and their entries (hold)
 	heard int64        // ms: when an answer to the flusher last told the durable mark
 	free  [][]keptItem // item slices of dropped batches, reused by keep (at most maxFree)
 }
@@ -139,7 +161,9 @@ func (e *Edge) keep(l *originLink, b *pendingBatch, meta OriginMeta, now int64) 
 		return
 	}
 	k.kept = append(k.kept, keptBatch{id: b.ID, items: items})
-	k.items += len(items)
+	for _, it := range items {
+		k.hold(it)
+	}
 	l.unsaved.Add(units)
 	e.boundKept(l, now)
 }
@@ -158,7 +182,9 @@ func (e *Edge) heard(l *originLink, meta OriginMeta, now int64) {
 	l.handed = nil
 	l.mu.Unlock()
 	k.hands = append(k.hands, handed...) // keepHandOff counted them in l.unsaved
-	k.items += len(handed)
+	for _, h := range handed {
+		k.hold(h.keptItem)
+	}
 	if k.empty() {
 		k.boot = meta.Boot
 		return
@@ -246,7 +272,7 @@ func (e *Edge) filterHands(l *originLink, now int64, f func(keptHand) (keep, req
 			e.repend(l, h.keptItem, now)
 		}
 		gone = satAdd(gone, h.cost)
-		k.items--
+		k.release(h.keptItem)
 	}
 	clear(k.hands[len(hands):])
 	k.hands = hands
@@ -298,8 +324,8 @@ func (e *Edge) dropKept(l *originLink, n int) (units uint64) {
 	for i := range n {
 		for _, it := range k.kept[i].items {
 			units = satAdd(units, it.cost)
+			k.release(it)
 		}
-		k.items -= len(k.kept[i].items)
 		k.recycle(k.kept[i].items)
 		k.kept[i] = keptBatch{}
 	}
@@ -311,21 +337,22 @@ func (e *Edge) dropKept(l *originLink, n int) (units uint64) {
 	return units
 }
 
-// boundKept holds the kept items within the edge's bound (EdgeConfig.MaxUnsaved, shared by
-// the origins): past it, the cost of cells that have died is dropped first (it never
-// matters again), then the oldest batches and hand-offs, down to 7/8 of the bound so that
-// the work is done once per eighth of it; what is dropped is counted and logged (at most
-// once a minute). Only an origin that saves rarely, or not at all, gets there.
+// boundKept holds what the kept items keep alive within the edge's bound
+// (EdgeConfig.MaxUnsavedBytes, shared by the origins): past it, the cost of cells that have
+// died is dropped first (it never matters again), then the oldest batches and hand-offs,
+// down to 7/8 of the bound so that the work is done once per eighth of it; what is dropped
+// is counted and logged (at most once a minute). Only an origin that saves rarely, or not
+// at all, gets there.
 func (e *Edge) boundKept(l *originLink, now int64) {
 	k := &l.keep
-	bound := max(e.cfg.MaxUnsaved/len(e.links), 1)
-	if k.items <= bound {
+	bound := max(e.cfg.MaxUnsavedBytes/int64(len(e.links)), 1)
+	if k.bytes <= bound {
 		return
 	}
 	target := bound - bound/8
 	live := func(it keptItem) bool { return it.seq >= now/it.le.window-1 }
 	var dead uint64
-	for i := 0; i < len(k.kept) && k.items > target; i++ {
+	for i := 0; i < len(k.kept) && k.bytes > target; i++ {
 		kb := &k.kept[i]
 		items := kb.items[:0]
 		for _, it := range kb.items {
@@ -333,29 +360,27 @@ func (e *Edge) boundKept(l *originLink, now int64) {
 				items = append(items, it)
 			} else {
 				dead = satAdd(dead, it.cost)
+				k.release(it)
 			}
 		}
 		clear(kb.items[len(items):])
-		k.items -= len(kb.items) - len(items)
 		kb.items = items
 	}
 	l.unsaved.Add(-dead)
-	if k.items > target {
+	if k.bytes > target {
 		e.filterHands(l, now, func(h keptHand) (bool, bool) { return live(h.keptItem), false })
 	}
-	n, left := 0, k.items
-	for n < len(k.kept) && (left > target || len(k.kept[n].items) == 0) {
-		left -= len(k.kept[n].items)
-		n++
+	var over uint64
+	for len(k.kept) > 0 && (k.bytes > target || len(k.kept[0].items) == 0) {
+		over = satAdd(over, e.dropKept(l, 1))
 	}
-	over := e.dropKept(l, n)
-	if left > target { // hand-offs alone are over: drop the oldest
-		m := min(left-target, len(k.hands))
+	if k.bytes > target { // hand-offs alone are over: drop the oldest
+		m := 0
 		var u uint64
-		for _, h := range k.hands[:m] {
-			u = satAdd(u, h.cost)
+		for ; m < len(k.hands) && k.bytes > target; m++ {
+			u = satAdd(u, k.hands[m].cost)
+			k.release(k.hands[m].keptItem)
 		}
-		k.items -= m
 		l.unsaved.Add(-u)
 		over = satAdd(over, u)
 		clear(k.hands[:m])
@@ -367,6 +392,6 @@ func (e *Edge) boundKept(l *originLink, now int64) {
 	e.unsavedDropped.Add(over)
 	if last := e.lastUnsavedLog.Load(); now-last >= unsavedLogMs && e.lastUnsavedLog.CompareAndSwap(last, now) {
 		e.log.Warn("counted cost the origin has not saved exceeds the edge's bound: dropped the oldest; a kill -9 of the origin would lose it",
-			"origin", l.id, "units", over, "bound_items", bound, "dropped_total", e.unsavedDropped.Load())
+			"origin", l.id, "units", over, "bound_bytes", bound, "dropped_total", e.unsavedDropped.Load())
 	}
 }
