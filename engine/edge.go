@@ -61,10 +61,11 @@ type EdgeConfig struct {
 	// and latency. It must be cheap and safe for concurrent use.
 	Observe func(kind string, err error, d time.Duration)
 
-	// MaxUnsaved bounds the replayed cells (of all origins) an edge keeps until their
-	// origin's snapshot holds them (edge_keep.go); default from MaxMemoryBytes (an eighth
-	// of it). Past it the oldest are dropped, and a kill -9 of the origin would lose them.
-	MaxUnsaved int
+	// MaxUnsavedBytes bounds what the cost an edge keeps until its origin's snapshot holds
+	// it (edge_keep.go, of all origins) keeps alive: the kept cells and their entries, which
+	// outlive their eviction from the cache; default an eighth of MaxMemoryBytes. Past it
+	// the oldest are dropped, and a kill -9 of the origin would lose them.
+	MaxUnsavedBytes int64
 }
 
 // ErrReplayFull is returned when accepting a request would need a new entry in a full
@@ -131,6 +132,9 @@ type localEntry struct {
 	// tuple's pending cost, which it counts as used; were that cost replayed meanwhile, the
 	// origin would count it twice. So pending stays out of batches while one is in flight.
 	handing int32
+	// keptBy counts the kept items (edge_keep.go) naming the entry; owned by the flusher
+	// of link.
+	keptBy int32
 }
 
 func newLocalEntry(key string, hash uint64, window int64, link *originLink) *localEntry {
@@ -383,7 +387,7 @@ type Edge struct {
 	expired       atomic.Uint64 // pending cost of cells that died before delivery
 	refused       atomic.Uint64
 
-	unsavedDropped atomic.Uint64 // kept cost dropped by the MaxUnsaved bound
+	unsavedDropped atomic.Uint64 // kept cost dropped by the MaxUnsavedBytes bound
 	resent         atomic.Uint64 // kept cost requeued for a restarted origin
 	lastUnsavedLog atomic.Int64  // ms of the last log line about unsaved cost dropped
 }
@@ -411,8 +415,8 @@ func NewEdge(clock Clock, cfg EdgeConfig) (*Edge, error) {
 	if cfg.MaxBatchItems <= 0 {
 		cfg.MaxBatchItems = 1000
 	}
-	if cfg.MaxUnsaved <= 0 {
-		cfg.MaxUnsaved = int(max(cfg.MaxMemoryBytes/8/keptItemBytes, 1024))
+	if cfg.MaxUnsavedBytes <= 0 {
+		cfg.MaxUnsavedBytes = max(cfg.MaxMemoryBytes/8, 1<<16)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -442,6 +446,9 @@ func NewEdge(clock Clock, cfg EdgeConfig) (*Edge, error) {
 
 // edgeEntryCost estimates an entry's bytes beyond its key, for the cache bound.
 const edgeEntryCost = 200
+
+// entryBytes is what the cache counts for le.
+func entryBytes(le *localEntry) int64 { return int64(len(le.key)) + edgeEntryCost }
 
 // link picks the origin of a tuple key by rendezvous hashing: the origin whose hash with
 // the key is highest. Adding an origin moves only the keys it now wins.
@@ -505,7 +512,7 @@ func (e *Edge) lookup(l *originLink, key []byte) *localEntry {
 
 func (e *Edge) remember(le *localEntry) {
 	e.entries.Add(1)
-	if !e.cache.Set(le.hash, le, int64(len(le.key))+edgeEntryCost) {
+	if !e.cache.Set(le.hash, le, entryBytes(le)) {
 		e.entries.Add(-1)
 	}
 }

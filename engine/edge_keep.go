@@ -9,12 +9,12 @@ import "math"
 // so once a save is on disk every batch up to the mark it captured is durable; answers
 // report that mark (OriginMeta.Durable). The flusher keeps, per origin, the cost of every
 // acknowledged batch after it (kept, under its batch ID) and of every hand-off the origin
-// counted after it (hands: a hand-off is counted between two batches of the run, after
-// batch Applied of its answer, so the mark covers it once it reaches Applied+1), and drops
-// them as the mark covers them. When the origin's run changes (its Boot), the new run
-// restored its marks from its snapshot: the batches up to its mark (its Applied, before any
-// batch of this edge lands there) are in that snapshot, and the cost of the others, and of
-// the hand-offs after it, goes back into the entries as pending cost, which the flusher
+// counted (hands, under the number the origin gave it: the origin numbers the run's
+// hand-offs and saves the count with the marks, OriginMeta.HandsDurable), and drops them
+// as the marks cover them. When the origin's run changes (its Boot), the new run restored
+// its marks from its snapshot: the batches up to its mark (its Applied, before any batch of
+// this edge lands there) and the hand-offs up to HandsRestored are in that snapshot, and
+// the cost of the others goes back into the entries as pending cost, which the flusher
 // then delivers in new batches, applied once like any other. A batch carries the run that
 // counted what is kept (ReplayBatch.Boot): an origin of another run applies nothing of it
 // and answers with its restored mark, so the edge learns that mark before any batch of its
@@ -30,7 +30,7 @@ import "math"
 // The local decision path never touches any of it.
 
 // keptItem is one cell's cost counted by the origin: 32 bytes (the entry names the key
-// and its window).
+// and its window, and is kept alive by it even once the cache has evicted it).
 type keptItem struct {
 	le    *localEntry
 	seq   int64
@@ -44,17 +44,39 @@ type keptBatch struct {
 	items []keptItem
 }
 
-// keptHand is the cost of one hand-off the origin counted: run boot counted it after it
-// had applied batch after of this edge run. Boots are start times, so a later run of the
+// keptHand is the cost of one hand-off the origin counted: run boot counted it as its
+// hand-off number hand, after it had applied batch after of this edge run. Boots are start times, so a later run of the
 // origin has a larger one (unless its clock stepped back across the restart).
 type keptHand struct {
 	keptItem
 	after uint64
+	hand  uint64 // the number run boot gave it (OriginMeta.Hand)
 	boot  int64
 }
 
-// keptItemBytes is what one kept item costs, with its share of the slices' headers.
+// keptItemBytes is what one kept item costs, with its share of the slices' headers; the
+// entry it names costs what the cache counts for it (entryBytes) once per entry kept.
 const keptItemBytes = 40
+
+// hold counts in k's bytes a kept item taken in: the item, and its entry unless another
+// kept item holds it already.
+func (k *keptState) hold(it keptItem) {
+	k.items++
+	k.bytes += keptItemBytes
+	if it.le.keptBy == 0 {
+		k.bytes += entryBytes(it.le)
+	}
+	it.le.keptBy++
+}
+
+// release undoes hold for an item let go.
+func (k *keptState) release(it keptItem) {
+	k.items--
+	k.bytes -= keptItemBytes
+	if it.le.keptBy--; it.le.keptBy == 0 {
+		k.bytes -= entryBytes(it.le)
+	}
+}
 
 // unsavedLogMs is the least time between two log lines about dropped unsaved cost.
 const unsavedLogMs = 60_000
@@ -69,6 +91,7 @@ type keptState struct {
 	hands []keptHand   // counted hand-offs not durable yet
 	boot  int64        // the origin run that acknowledged kept (the last heard by the flusher)
 	items int          // items in kept and hands
+	bytes int64        // what they keep alive: themselves and their entries (hold)
 	heard int64        // ms: when an answer to the flusher last told the durable mark
 	free  [][]keptItem // item slices of dropped batches, reused by keep (at most maxFree)
 }
@@ -94,7 +117,7 @@ func (e *Edge) keepHandOff(l *originLink, le *localEntry, seq int64, cost, limit
 	if cost == 0 || meta.Durable > meta.Applied {
 		return // nothing to keep (an origin without snapshots reports NoSnapshots)
 	}
-	h := keptHand{keptItem: keptItem{le: le, seq: seq, cost: cost, limit: limit}, after: meta.Applied, boot: meta.Boot}
+	h := keptHand{keptItem: keptItem{le: le, seq: seq, cost: cost, limit: limit}, after: meta.Applied, hand: meta.Hand, boot: meta.Boot}
 	l.mu.Lock()
 	kept := len(l.handed) < maxHanded
 	if kept {
@@ -138,7 +161,9 @@ func (e *Edge) keep(l *originLink, b *pendingBatch, meta OriginMeta, now int64) 
 		return
 	}
 	k.kept = append(k.kept, keptBatch{id: b.ID, items: items})
-	k.items += len(items)
+	for _, it := range items {
+		k.hold(it)
+	}
 	l.unsaved.Add(units)
 	e.boundKept(l, now)
 }
@@ -157,48 +182,58 @@ func (e *Edge) heard(l *originLink, meta OriginMeta, now int64) {
 	l.handed = nil
 	l.mu.Unlock()
 	k.hands = append(k.hands, handed...) // keepHandOff counted them in l.unsaved
-	k.items += len(handed)
+	for _, h := range handed {
+		k.hold(h.keptItem)
+	}
 	if k.empty() {
 		k.boot = meta.Boot
 		return
 	}
 	k.heard = now
 	if exact && meta.Boot != k.boot {
-		e.requeue(l, meta.Boot, meta.Applied, now)
-	} else { // hand-offs of a run gone since are requeued: it may not have saved them
-		e.dropDurable(l, meta.Boot, meta.Durable, now)
+		e.requeue(l, meta, now)
+	} else {
+		e.dropDurable(l, meta, now)
 	}
 	k.boot = meta.Boot
 	e.boundKept(l, now)
 }
 
-// dropDurable drops the kept batches up to mark, the hand-offs run boot counted that mark
-// covers, and requeues those an earlier run counted (it is gone, and its snapshot may
-// lack them).
-func (e *Edge) dropDurable(l *originLink, boot int64, mark uint64, now int64) {
+// dropDurable drops the kept batches up to meta's durable mark and the hand-offs its
+// snapshots hold (handFate).
+func (e *Edge) dropDurable(l *originLink, meta OriginMeta, now int64) {
 	k := &l.keep
 	n := 0
-	for n < len(k.kept) && k.kept[n].id <= mark {
+	for n < len(k.kept) && k.kept[n].id <= meta.Durable {
 		n++
 	}
 	e.dropKept(l, n)
-	e.filterHands(l, now, func(h keptHand) (keep, requeue bool) {
-		switch {
-		case h.boot > boot: // a later run than this answer's: not heard by the flusher yet
-			return true, false
-		case h.boot < boot:
-			return false, true
-		}
-		return h.after >= mark, false
-	})
+	e.filterHands(l, now, func(h keptHand) (bool, bool) { return handFate(h, meta) })
 }
 
-// requeue handles a restart of the origin: run boot restored mark from its snapshot. The
-// kept batches up to mark and the hand-offs it covers are in that snapshot; the cost of
-// the others goes back into the entries as pending cost, to be delivered in new batches.
-// The hand-offs boot counted itself are kept.
-func (e *Edge) requeue(l *originLink, boot int64, mark uint64, now int64) {
+// handFate says what becomes of kept hand-off h on an answer with meta: one of a later
+// run than meta's (not heard by the flusher yet) is kept; one of meta's run is dropped once
+// a saved snapshot holds it (its number, or a batch after it, is durable); one of an
+// earlier run is dropped when the snapshot meta's run restored holds it (its number is
+// not above HandsRestored: the count is saved before the cells), and requeued otherwise.
+func handFate(h keptHand, meta OriginMeta) (keep, requeue bool) {
+	switch {
+	case h.boot > meta.Boot:
+		return true, false
+	case h.boot < meta.Boot:
+		return false, h.hand > meta.HandsRestored
+	}
+	return h.hand > meta.HandsDurable && h.after >= meta.Durable, false
+}
+
+// requeue handles a restart of the origin: run meta.Boot restored meta.Applied (its mark)
+// and meta.HandsRestored from its snapshot. The kept batches up to the mark and the
+// hand-offs the snapshot holds are dropped; the cost of the others goes back into the
+// entries as pending cost, to be delivered in new batches. The hand-offs the new run
+// counted itself are kept.
+func (e *Edge) requeue(l *originLink, meta OriginMeta, now int64) {
 	k := &l.keep
+	mark := meta.Applied
 	var units uint64
 	for _, kb := range k.kept {
 		if kb.id > mark {
@@ -209,13 +244,17 @@ func (e *Edge) requeue(l *originLink, boot int64, mark uint64, now int64) {
 	}
 	e.dropKept(l, len(k.kept))
 	e.filterHands(l, now, func(h keptHand) (keep, requeue bool) {
-		if h.boot >= boot {
+		if h.boot >= meta.Boot {
 			return true, false
 		}
-		return false, h.after >= mark
+		keep, requeue = handFate(h, meta)
+		if requeue {
+			units = satAdd(units, h.cost)
+		}
+		return keep, requeue
 	})
 	e.log.Info("origin restarted from its snapshot: re-sending the counted cost it lacks",
-		"origin", l.id, "units", units, "snapshot_batch", mark)
+		"origin", l.id, "units", units, "snapshot_batch", mark, "snapshot_hand", meta.HandsRestored)
 }
 
 // filterHands keeps, drops or requeues each kept hand-off as f says.
@@ -233,7 +272,7 @@ func (e *Edge) filterHands(l *originLink, now int64, f func(keptHand) (keep, req
 			e.repend(l, h.keptItem, now)
 		}
 		gone = satAdd(gone, h.cost)
-		k.items--
+		k.release(h.keptItem)
 	}
 	clear(k.hands[len(hands):])
 	k.hands = hands
@@ -285,8 +324,8 @@ func (e *Edge) dropKept(l *originLink, n int) (units uint64) {
 	for i := range n {
 		for _, it := range k.kept[i].items {
 			units = satAdd(units, it.cost)
+			k.release(it)
 		}
-		k.items -= len(k.kept[i].items)
 		k.recycle(k.kept[i].items)
 		k.kept[i] = keptBatch{}
 	}
@@ -298,21 +337,22 @@ func (e *Edge) dropKept(l *originLink, n int) (units uint64) {
 	return units
 }
 
-// boundKept holds the kept items within the edge's bound (EdgeConfig.MaxUnsaved, shared by
-// the origins): past it, the cost of cells that have died is dropped first (it never
-// matters again), then the oldest batches and hand-offs, down to 7/8 of the bound so that
-// the work is done once per eighth of it; what is dropped is counted and logged (at most
-// once a minute). Only an origin that saves rarely, or not at all, gets there.
+// boundKept holds what the kept items keep alive within the edge's bound
+// (EdgeConfig.MaxUnsavedBytes, shared by the origins): past it, the cost of cells that have
+// died is dropped first (it never matters again), then the oldest batches and hand-offs,
+// down to 7/8 of the bound so that the work is done once per eighth of it; what is dropped
+// is counted and logged (at most once a minute). Only an origin that saves rarely, or not
+// at all, gets there.
 func (e *Edge) boundKept(l *originLink, now int64) {
 	k := &l.keep
-	bound := max(e.cfg.MaxUnsaved/len(e.links), 1)
-	if k.items <= bound {
+	bound := max(e.cfg.MaxUnsavedBytes/int64(len(e.links)), 1)
+	if k.bytes <= bound {
 		return
 	}
 	target := bound - bound/8
 	live := func(it keptItem) bool { return it.seq >= now/it.le.window-1 }
 	var dead uint64
-	for i := 0; i < len(k.kept) && k.items > target; i++ {
+	for i := 0; i < len(k.kept) && k.bytes > target; i++ {
 		kb := &k.kept[i]
 		items := kb.items[:0]
 		for _, it := range kb.items {
@@ -320,29 +360,27 @@ func (e *Edge) boundKept(l *originLink, now int64) {
 				items = append(items, it)
 			} else {
 				dead = satAdd(dead, it.cost)
+				k.release(it)
 			}
 		}
 		clear(kb.items[len(items):])
-		k.items -= len(kb.items) - len(items)
 		kb.items = items
 	}
 	l.unsaved.Add(-dead)
-	if k.items > target {
+	if k.bytes > target {
 		e.filterHands(l, now, func(h keptHand) (bool, bool) { return live(h.keptItem), false })
 	}
-	n, left := 0, k.items
-	for n < len(k.kept) && (left > target || len(k.kept[n].items) == 0) {
-		left -= len(k.kept[n].items)
-		n++
+	var over uint64
+	for len(k.kept) > 0 && (k.bytes > target || len(k.kept[0].items) == 0) {
+		over = satAdd(over, e.dropKept(l, 1))
 	}
-	over := e.dropKept(l, n)
-	if left > target { // hand-offs alone are over: drop the oldest
-		m := min(left-target, len(k.hands))
+	if k.bytes > target { // hand-offs alone are over: drop the oldest
+		m := 0
 		var u uint64
-		for _, h := range k.hands[:m] {
-			u = satAdd(u, h.cost)
+		for ; m < len(k.hands) && k.bytes > target; m++ {
+			u = satAdd(u, k.hands[m].cost)
+			k.release(k.hands[m].keptItem)
 		}
-		k.items -= m
 		l.unsaved.Add(-u)
 		over = satAdd(over, u)
 		clear(k.hands[:m])
@@ -354,6 +392,6 @@ func (e *Edge) boundKept(l *originLink, now int64) {
 	e.unsavedDropped.Add(over)
 	if last := e.lastUnsavedLog.Load(); now-last >= unsavedLogMs && e.lastUnsavedLog.CompareAndSwap(last, now) {
 		e.log.Warn("counted cost the origin has not saved exceeds the edge's bound: dropped the oldest; a kill -9 of the origin would lose it",
-			"origin", l.id, "units", over, "bound_items", bound, "dropped_total", e.unsavedDropped.Load())
+			"origin", l.id, "units", over, "bound_bytes", bound, "dropped_total", e.unsavedDropped.Load())
 	}
 }

@@ -3,10 +3,12 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ratchet/ratchet/engine"
 )
@@ -220,13 +222,13 @@ func TestEdgeKeepsNothingWithoutSnapshots(t *testing.T) {
 	}
 }
 
-// TestEdgeUnsavedBound: past EdgeConfig.MaxUnsaved the oldest kept cost is dropped and
-// counted, the cost of dead cells first.
+// TestEdgeUnsavedBound: past EdgeConfig.MaxUnsavedBytes the oldest kept cost is dropped
+// and counted, the cost of dead cells first.
 func TestEdgeUnsavedBound(t *testing.T) {
 	clock := engine.NewManualClock(t0 + 100)
 	o := newCrashOrigin(clock, true)
-	const bound = 16
-	e := crashEdges(t, o, 1, engine.EdgeConfig{MaxUnsaved: bound})[0]
+	const bound = 16                                                             // cells of distinct tuples
+	e := crashEdges(t, o, 1, engine.EdgeConfig{MaxUnsavedBytes: bound * 200})[0] // each keeps 2 x 40 + 200 + its key
 	var total uint64
 	for i := 0; i < 40; i++ {
 		tp := tup(fmt.Sprint("k", i), 1000)
@@ -265,5 +267,127 @@ func TestReplayForAnotherOriginRun(t *testing.T) {
 	}
 	if meta.Durable != engine.NoSnapshots {
 		t.Fatalf("an origin without snapshots reports durable %d", meta.Durable)
+	}
+}
+
+// TestEdgeKeepHandOffsSavedAreNotResent: hand-offs alone (a tuple near its limit) produce
+// no replay batch; once the origin's snapshot holds them (its final one, at a clean
+// shutdown), the next run of the origin must not get them again, whether or not the edge
+// flushed in between. Limit 30: 15 handed off and 15 local, the count stays 30.
+func TestEdgeKeepHandOffsSavedAreNotResent(t *testing.T) {
+	for _, flush := range []bool{false, true} {
+		clock := engine.NewManualClock(t0 + 100)
+		o := newCrashOrigin(clock, true)
+		e := crashEdges(t, o, 1, engine.EdgeConfig{})[0]
+		a := tup("a", 600_000)
+		flushAll(t, e)
+		o.save()
+		e.Heartbeat()
+		for range 40 {
+			edgeLimit(t, e, a, 30, 1)
+		}
+		if flush {
+			flushAll(t, e)
+		}
+		o.crash(t, o.save()) // clean shutdown: the final snapshot holds everything
+		e.Heartbeat()
+		flushAll(t, e)
+		if got := originCount(o.engine(), a); got != 30 {
+			t.Errorf("flush=%v: the origin counts %d after a clean restart, want 30 (resent %d)",
+				flush, got, e.Stats().ReplayResent)
+		}
+	}
+}
+
+// lockedBuffer is a log sink safe for the edge's goroutines and the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (w *lockedBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *lockedBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// TestEdgeStopWaitsForTheOriginsSave: an edge that stops keeps asking for the durable mark
+// until the origin's snapshot holds what it keeps (saved: it stops with nothing kept and
+// says nothing), or, when the origin does not save, until its bound passes, then says at
+// warn what a kill -9 of the origin would now lose.
+func TestEdgeStopWaitsForTheOriginsSave(t *testing.T) {
+	for _, saves := range []bool{true, false} {
+		clock := engine.NewManualClock(t0 + 100)
+		o := newCrashOrigin(clock, true)
+		var log lockedBuffer
+		e := crashEdges(t, o, 1, engine.EdgeConfig{ReplayInterval: time.Millisecond,
+			Logger: slog.New(slog.NewTextHandler(&log, nil))})[0]
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { e.Run(ctx); close(done) }()
+		a := tup("a", 600_000)
+		for range 40 { // 30 counted: some handed off, some replayed
+			edgeLimit(t, e, a, 30, 1)
+		}
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) { // generous: a loaded machine
+			if units, _ := e.Undelivered(); units == 0 && e.Stats().ReplayUnsaved == 30 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the edge keeps %d units, want 30", e.Stats().ReplayUnsaved)
+			}
+		}
+		cancel()
+		if saves {
+			o.save()
+		}
+		for stopped := false; !stopped; {
+			select {
+			case <-done:
+				stopped = true
+			case <-time.After(10 * time.Millisecond):
+				if !saves {
+					clock.Advance(500)
+				}
+			}
+		}
+		warned := strings.Contains(log.String(), "stopping with cost the origin has not saved yet")
+		if unsaved := e.Stats().ReplayUnsaved; saves && (unsaved != 0 || warned) {
+			t.Errorf("saved: the edge stopped keeping %d units (warned %v), want 0", unsaved, warned)
+		}
+		if !saves && (!warned || !strings.Contains(log.String(), "units=30")) {
+			t.Errorf("not saved: the edge stopped without saying it keeps 30 units:\n%s", log.String())
+		}
+	}
+}
+
+// TestEdgeUnsavedBoundInBytes: the kept cost of many distinct tuples keeps their entries
+// alive beyond the cache's eviction; what it keeps alive (about 40 bytes a cell, plus the
+// entry as the cache counts it: 200 bytes and the key) stays within an eighth of
+// MaxMemoryBytes, the default bound.
+func TestEdgeUnsavedBoundInBytes(t *testing.T) {
+	clock := engine.NewManualClock(t0 + 100)
+	o := newCrashOrigin(clock, true) // it never saves
+	const maxMemory = 1 << 20
+	e := crashEdges(t, o, 1, engine.EdgeConfig{MaxMemoryBytes: maxMemory})[0]
+	keyLen := len(engine.AppendKey(nil, tup("k00000", 600_000)))
+	for i := range 6000 { // one unit of each of 6000 tuples, handed off (no lease yet)
+		edgeLimit(t, e, tup(fmt.Sprintf("k%05d", i), 600_000), 1_000_000, 1)
+		if i%100 == 99 {
+			flushAll(t, e)
+		}
+	}
+	flushAll(t, e)
+	e.Heartbeat()
+	s := e.Stats()
+	kept := int64(s.ReplayUnsaved) * (40 + 200 + int64(keyLen)) // one cell of its own entry per unit
+	if s.ReplayUnsaved == 0 || s.ReplayUnsavedDropped == 0 || kept > maxMemory/8 {
+		t.Fatalf("kept %d units (about %d bytes, bound %d), dropped %d", s.ReplayUnsaved, kept, maxMemory/8, s.ReplayUnsavedDropped)
 	}
 }

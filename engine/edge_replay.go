@@ -34,6 +34,7 @@ func (e *Edge) flushLoop(ctx context.Context, l *originLink) {
 					break
 				}
 			}
+			e.awaitSaved(l)
 			return
 		case <-t.C:
 		case <-l.kick:
@@ -42,6 +43,31 @@ func (e *Edge) flushLoop(ctx context.Context, l *originLink) {
 		if now := e.clock.NowMs(); now-l.lastOKMs.Load() >= heartbeatMs || (!l.keep.empty() && now-l.keep.heard >= heartbeatMs) {
 			e.heartbeat(l) // also tells the durable mark while batches are kept
 		}
+	}
+}
+
+// closeWaitMs bounds how long (ms, by the edge's clock) an edge that stops waits for each
+// origin's snapshot to hold the cost it keeps (edge_keep.go): an origin saves every
+// --snapshot-interval (1 s by default), so 5 s covers a few saves, and keeps a shutdown
+// short when the origin saves rarely or is away.
+const closeWaitMs = 5_000
+
+// awaitSaved is the last thing the flusher of l does when the edge stops: while it keeps
+// cost the origin has not saved, it asks for the durable mark (a heartbeat) every
+// ReplayInterval (10 to 100 ms), for at most closeWaitMs; what is still kept then is logged at warn (a
+// kill -9 of the origin would lose it) and dropped with the edge.
+func (e *Edge) awaitSaved(l *originLink) {
+	deadline := e.clock.NowMs() + closeWaitMs
+	for l.unsaved.Load() > 0 && e.clock.NowMs() < deadline {
+		e.heartbeat(l) // takes in the hand-offs not heard yet too
+		if l.unsaved.Load() == 0 {
+			return
+		}
+		time.Sleep(min(max(e.cfg.ReplayInterval, 10*time.Millisecond), 100*time.Millisecond))
+	}
+	if l.unsaved.Load() > 0 {
+		e.log.Warn("stopping with cost the origin has not saved yet: a kill -9 of the origin would lose it",
+			"origin", l.id, "units", l.unsaved.Load(), "cells", l.keep.items, "waited_ms", closeWaitMs)
 	}
 }
 

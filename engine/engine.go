@@ -306,7 +306,7 @@ type Stats struct {
 
 	// Edge only: ReplayUnsaved is cost the origins acknowledged and have not saved yet,
 	// kept to be re-sent should one restart from its snapshot (kill -9);
-	// ReplayUnsavedDropped is such cost dropped by the bound (EdgeConfig.MaxUnsaved);
+	// ReplayUnsavedDropped is such cost dropped by the bound (EdgeConfig.MaxUnsavedBytes);
 	// ReplayResent is such cost re-sent to a restarted origin.
 	ReplayUnsaved        uint64
 	ReplayUnsavedDropped uint64

@@ -20,6 +20,7 @@ type RunRecord struct {
 	HeardMs    int64  // when the run was last heard (origin ms)
 	ReplayMs   int64  // when a replay batch of the run was last served (origin ms; 0: never)
 	Superseded bool   // a later run of the same node was heard: this one's leases hold nothing
+	Hands      uint64 // the last hand-off of the run counted (OriginMeta.Hand)
 }
 
 // LeaseRecord is one lease grant (lease.go) as saved and loaded: edge run Run's lease on
@@ -55,9 +56,10 @@ func (e *Engine) Runs(yield func(RunRecord) bool) {
 	e.nodes.mu.Unlock()
 	for i, m := range marks {
 		m.apply.Lock()
-		out[i].Applied = m.lastBatch.Load()
+		out[i].Applied, out[i].Hands = m.lastBatch.Load(), m.hands.Load()
 		m.apply.Unlock()
 		m.captured.Store(out[i].Applied)
+		m.capturedHands.Store(out[i].Hands)
 	}
 	for _, r := range out {
 		if !yield(r) {
@@ -76,6 +78,7 @@ func (e *Engine) RunsSaved() {
 	defer e.nodes.mu.Unlock()
 	for _, m := range e.nodes.runs {
 		storeMax(&m.durable, m.captured.Load())
+		storeMax(&m.durableHands, m.capturedHands.Load())
 	}
 }
 
@@ -120,6 +123,9 @@ func (e *Engine) RestoreRuns(recs []RunRecord) (loaded, dropped int) {
 		m.heardMs.Store(m.lastMs)
 		storeMax(&m.lastBatch, r.Applied)
 		storeMax(&m.durable, r.Applied)
+		storeMax(&m.hands, r.Hands)
+		storeMax(&m.durableHands, r.Hands)
+		storeMax(&m.restoredHands, r.Hands)
 		storeMax(&m.replayMs, min(r.ReplayMs, now))
 		if r.Superseded {
 			m.superseded.Store(true)

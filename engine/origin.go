@@ -50,6 +50,15 @@ type OriginMeta struct {
 	// Now is the origin's clock when it answered (ms): an edge estimates from it the
 	// offset of the origin's clock, to give a hand-off a deadline in the origin's time.
 	Now int64
+	// Hand is, in the answer to a hand-off, the number the origin gave it: the hand-offs
+	// of an edge run are numbered 1, 2, ... across the origin's runs (the count is saved
+	// with the run's marks). 0 in other answers.
+	Hand uint64
+	// HandsDurable is the last hand-off of the asking edge run that a snapshot on disk
+	// holds (NoSnapshots without snapshots); HandsRestored the last one the snapshot this
+	// run of the origin restored holds: a hand-off an earlier run numbered above it is
+	// not in this run's counts, and the edge re-sends it (edge_keep.go).
+	HandsDurable, HandsRestored uint64
 }
 
 // ReadItem asks for a tuple's cells Seq and Seq-1. Key is made by AppendKey. Want > 0
@@ -152,8 +161,12 @@ type runMarks struct {
 	lastBatch atomic.Uint64 // stored under apply
 	captured  atomic.Uint64 // lastBatch as the running save read it
 	durable   atomic.Uint64 // the last batch a saved snapshot holds (<= lastBatch)
-	heardMs   atomic.Int64  // lastMs, for readers without nodeTable.mu (leases)
-	replayMs  atomic.Int64  // when a replay batch of the run was last served
+	// hands numbers the run's hand-offs (raised under apply); capturedHands, durableHands
+	// and restoredHands are to it what captured and durable are to lastBatch, and the
+	// count the snapshot this origin run restored holds.
+	hands, capturedHands, durableHands, restoredHands atomic.Uint64
+	heardMs                                           atomic.Int64 // lastMs, for readers without nodeTable.mu (leases)
+	replayMs                                          atomic.Int64 // when a replay batch of the run was last served
 	// superseded: a later run of the same node was heard, so this run has ended (node ids
 	// are unique in a region) and its leases hold nothing.
 	superseded atomic.Bool
@@ -297,9 +310,12 @@ func (e *Engine) meta(now int64, applied uint64) OriginMeta {
 func (e *Engine) marks(meta *OriginMeta, run *runMarks) {
 	durable := run.durable.Load()
 	meta.Applied = run.lastBatch.Load()
-	meta.Durable = NoSnapshots
+	durableHands := run.durableHands.Load()
+	meta.HandsRestored = run.restoredHands.Load()
+	meta.Durable, meta.HandsDurable = NoSnapshots, NoSnapshots
 	if e.snapshots {
 		meta.Durable = min(durable, meta.Applied)
+		meta.HandsDurable = min(durableHands, run.hands.Load())
 	}
 }
 
@@ -469,6 +485,7 @@ func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts
 		e.refusedFull()
 		return Decision{}, CellCounts{}, meta, err
 	}
+	meta.Hand = run.hands.Add(1) // under apply: a save reads it before the cells (Runs)
 	e.decisions.add(uint64(h), d.Allowed)
 	return d, cc, meta, nil
 }

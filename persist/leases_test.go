@@ -17,8 +17,8 @@ import (
 // and enough leases to fill several chunks.
 func leaseFixture(n int) ([]engine.RunRecord, []engine.LeaseRecord) {
 	runs := []engine.RunRecord{
-		{Run: "edge-1/0a0b0c", Applied: 7, HeardMs: 1_750_000_000_000, ReplayMs: 1_749_999_999_000},
-		{Run: "edge-1/old", Applied: math.MaxUint64, HeardMs: -1, Superseded: true},
+		{Run: "edge-1/0a0b0c", Applied: 7, HeardMs: 1_750_000_000_000, ReplayMs: 1_749_999_999_000, Hands: 12},
+		{Run: "edge-1/old", Applied: math.MaxUint64, HeardMs: -1, Superseded: true, Hands: math.MaxUint64},
 		{Run: "e\x00\xff/x", HeardMs: math.MaxInt64, ReplayMs: math.MinInt64},
 		{Run: ""},
 	}

@@ -278,10 +278,13 @@ func decodeKV(d *decoder, str string, vals []byte) (engine.KVRecord, error) {
 func decodeRun(d *decoder, str string, _ []byte) (engine.RunRecord, error) {
 	r := engine.RunRecord{Run: d.str("run", str), Applied: d.uvarint(), HeardMs: d.varint(), ReplayMs: d.varint()}
 	flags := d.uvarint()
-	if flags&^runSuperseded != 0 {
+	if flags&^(runSuperseded|runHands) != 0 {
 		return r, fmt.Errorf("unknown run flags %#x", flags)
 	}
 	r.Superseded = flags&runSuperseded != 0
+	if flags&runHands != 0 {
+		r.Hands = d.uvarint()
+	}
 	if len(r.Run) > engine.MaxRunLen {
 		return r, fmt.Errorf("bad run name length %d", len(r.Run))
 	}

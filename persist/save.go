@@ -344,13 +344,17 @@ func appendKV(buf []byte, r engine.KVRecord) ([]byte, error) {
 	return append(buf, r.Value...), nil
 }
 
-// runSuperseded is the flag of a run record whose run was superseded.
-const runSuperseded = 1
+// runSuperseded is the flag of a run record whose run was superseded; runHands of one
+// followed by the run's hand-off count (older saves lack it: 0).
+const (
+	runSuperseded = 1
+	runHands      = 2
+)
 
 // appendRun appends one edge run's replay marks:
 //
 //	uvarint len(run) | run | uvarint applied | varint heard_ms | varint replay_ms |
-//	uvarint flags (1: superseded)
+//	uvarint flags (1: superseded, 2: hands follows) | uvarint hands
 func appendRun(buf []byte, r engine.RunRecord) ([]byte, error) {
 	if len(r.Run) > engine.MaxRunLen {
 		return buf, fmt.Errorf("%d-byte run name, the most is %d", len(r.Run), engine.MaxRunLen)
@@ -359,11 +363,12 @@ func appendRun(buf []byte, r engine.RunRecord) ([]byte, error) {
 	buf = binary.AppendUvarint(buf, r.Applied)
 	buf = binary.AppendVarint(buf, r.HeardMs)
 	buf = binary.AppendVarint(buf, r.ReplayMs)
-	var flags uint64
+	flags := uint64(runHands)
 	if r.Superseded {
 		flags |= runSuperseded
 	}
-	return binary.AppendUvarint(buf, flags), nil
+	buf = binary.AppendUvarint(buf, flags)
+	return binary.AppendUvarint(buf, r.Hands), nil
 }
 
 // leaseEncoder encodes the runs and the leases of one save. A lease record names its tuple

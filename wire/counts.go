@@ -16,7 +16,7 @@ import (
 // countsInts is the number of integers of one counts group; metaInts of the meta.
 const (
 	countsInts = 7
-	metaInts   = 6
+	metaInts   = 9
 )
 
 // AppendRead appends RL.INTERNAL.READ key seq limit want ... to dst. No items is a
@@ -149,19 +149,24 @@ func writeMeta(w *resp.Writer, meta engine.OriginMeta) {
 	w.Int(meta.Boot)
 	w.Int(meta.Now)
 	w.Int(clampInt(meta.Durable))
+	w.Int(clampInt(meta.Hand))
+	w.Int(clampInt(meta.HandsDurable))
+	w.Int(clampInt(meta.HandsRestored))
 }
 
 // parseMeta reads a reply's header (metaInts integers): edges (at least 1 by the
 // protocol; 0 is read as 1), the last replay batch the origin applied for this edge run,
-// the leases' TTL, the origin's boot, its clock, and the last batch of the run its saved
-// snapshot holds.
+// the leases' TTL, the origin's boot, its clock, the last batch of the run its saved
+// snapshot holds, and the hand-off marks (the hand-off's number, the last one saved, the
+// last one restored).
 func parseMeta(v []int64) (engine.OriginMeta, error) {
 	edges, applied, ttl, boot, now, durable := v[0], v[1], v[2], v[3], v[4], v[5]
-	if edges < 0 || applied < 0 || ttl < 0 || durable < 0 {
-		return engine.OriginMeta{}, fmt.Errorf("%w: negative edge count, batch id or lease TTL", ErrReply)
+	hand, handsDurable, handsRestored := v[6], v[7], v[8]
+	if edges < 0 || applied < 0 || ttl < 0 || durable < 0 || hand < 0 || handsDurable < 0 || handsRestored < 0 {
+		return engine.OriginMeta{}, fmt.Errorf("%w: negative edge count, batch id, hand-off or lease TTL", ErrReply)
 	}
 	return engine.OriginMeta{Edges: int(max(edges, 1)), Applied: uint64(applied), LeaseTTLMs: ttl, Boot: boot, Now: now,
-		Durable: uint64(durable)}, nil
+		Durable: uint64(durable), Hand: uint64(hand), HandsDurable: uint64(handsDurable), HandsRestored: uint64(handsRestored)}, nil
 }
 
 func writeCellCounts(w *resp.Writer, c engine.CellCounts) {
