@@ -465,13 +465,7 @@ func TestACLScriptCalls(t *testing.T) {
 		{[]string{"EVAL", "return redis.call('incr',KEYS[1],'x')", "1", "acme:x"}, // arity first, as Redis
 			"-ERR Wrong number of args calling Redis command from script" + tail("return redis.call('incr',KEYS[1],'x')")},
 	} {
-		var w resp.Writer
-		in := make([][]byte, len(tc.args))
-		for i, a := range tc.args {
-			in[i] = []byte(a)
-		}
-		r.d.Serve(s, &w, in)
-		if got := string(w.Bytes()); got != tc.want {
+		if got := serveArgs(r.d, s, tc.args...); got != tc.want {
 			t.Errorf("%q = %q, want %q", tc.args, got, tc.want)
 		}
 	}
@@ -494,15 +488,7 @@ func TestACLScriptOnEdge(t *testing.T) {
 	if err := d.LoadACL(); err != nil {
 		t.Fatal(err)
 	}
-	serve := func(s *Session, args ...string) string {
-		var w resp.Writer
-		in := make([][]byte, len(args))
-		for i, a := range args {
-			in[i] = []byte(a)
-		}
-		d.Serve(s, &w, in)
-		return string(w.Bytes())
-	}
+	serve := func(s *Session, args ...string) string { return serveArgs(d, s, args...) }
 	script := "return redis.call('DEL',KEYS[1])"
 	for _, tc := range []struct {
 		user string

@@ -15,21 +15,24 @@ type noHost struct{}
 func (noHost) Sessions() []*Session { return nil }
 func (noHost) ConnStats() ConnStats { return ConnStats{} }
 
+// serveArgs serves one request of args on s and returns the reply.
+func serveArgs(d *Dispatcher, s *Session, args ...string) string {
+	var w resp.Writer
+	in := make([][]byte, len(args))
+	for i, a := range args {
+		in[i] = []byte(a)
+	}
+	d.Serve(s, &w, in)
+	return string(w.Bytes())
+}
+
 // TestTxBudgetAcrossSessions: the transactions of all connections together hold at most
 // txBudget bytes; EXEC, DISCARD, Close and a session's garbage collection give them back.
 func TestTxBudgetAcrossSessions(t *testing.T) {
 	eng := engine.New(engine.NewManualClock(1_000_000), engine.Config{MaxMemoryBytes: 1 << 20})
 	d := New(Options{Limiter: eng, Host: noHost{}, Role: "origin"})
 	d.txBudget = 1000
-	serve := func(s *Session, args ...string) string {
-		var w resp.Writer
-		in := make([][]byte, len(args))
-		for i, a := range args {
-			in[i] = []byte(a)
-		}
-		d.Serve(s, &w, in)
-		return string(w.Bytes())
-	}
+	serve := func(s *Session, args ...string) string { return serveArgs(d, s, args...) }
 	a := NewSession(1, "127.0.0.1:1", "127.0.0.1:2", 0)
 	b := NewSession(2, "127.0.0.1:3", "127.0.0.1:4", 0)
 	serve(a, "MULTI")

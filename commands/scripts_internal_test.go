@@ -36,15 +36,7 @@ func TestScriptSHAs(t *testing.T) {
 	eng := engine.New(clock, engine.Config{MaxMemoryBytes: 1 << 20})
 	d := New(Options{Limiter: eng, Origin: eng, Role: "origin"})
 	s := NewSession(1, "127.0.0.1:1", "127.0.0.1:2", 0)
-	do := func(args ...string) string {
-		var w resp.Writer
-		req := make([][]byte, len(args))
-		for i, a := range args {
-			req[i] = []byte(a)
-		}
-		d.Serve(s, &w, req)
-		return string(w.Bytes())
-	}
+	do := func(args ...string) string { return serveArgs(d, s, args...) }
 	for text, sha := range want {
 		sum := sha1.Sum([]byte(text))
 		if got := hex.EncodeToString(sum[:]); got != sha {
