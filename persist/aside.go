@@ -25,7 +25,7 @@ const (
 var ErrNotSetAside = errors.New("snapshot neither loaded nor moved aside")
 
 // LoadOrSetAside is LoadAll for a process that starts. A snapshot that fails to load (damaged,
-// foreign, unreadable) is renamed to snapshot.db.corrupt-<unix seconds> before any save can
+// foreign, of another format version, unreadable) is renamed to snapshot.db.corrupt-<unix seconds> before any save can
 // overwrite it, logged with both paths and the load error, and LoadOrSetAside returns no
 // snapshot and no error: the process starts empty, and an operator can still recover the
 // file. The newest keepCorrupt files moved aside are kept, older ones deleted. When the
@@ -41,8 +41,12 @@ func (s *Store) LoadOrSetAside() (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("%w: %w (moving it aside failed: %w)", ErrNotSetAside, loadErr, err)
 	}
-	s.log.Error("snapshot not loaded; moved aside, starting empty",
-		"path", path, "moved_to", dst, "error", loadErr)
+	msg, attrs := "snapshot not loaded; moved aside, starting empty", []any{"path", path, "moved_to", dst}
+	if verr := (*versionError)(nil); errors.As(loadErr, &verr) {
+		msg = "snapshot of another format version not loaded; moved aside, starting empty"
+		attrs = append(attrs, "found_version", verr.found, "want_version", verr.want)
+	}
+	s.log.Error(msg, append(attrs, "error", loadErr)...)
 	s.pruneAside()
 	return Snapshot{}, nil
 }

@@ -1,12 +1,14 @@
 package persist
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
+	"log/slog"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -15,102 +17,48 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// writeRaw writes a snapshot file in dir with the given cells bucket contents (in order)
-// and meta values.
-func writeRaw(t *testing.T, dir string, cells [][2][]byte, version, count uint64, crc uint32) {
+// writeBucket writes a snapshot of the current format in dir with one cell, then makes
+// chunks (in order; nil: no bucket) the contents of bucket, and count and crc its meta
+// values countName and crcName (noMeta: neither).
+func writeBucket(t *testing.T, dir, bucket, countName, crcName string, chunks [][2][]byte, count uint64, crc uint32, noMeta bool) {
 	t.Helper()
-	path := filepath.Join(dir, fileName)
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		t.Fatal(err)
-	}
-	db, err := bolt.Open(path, 0o644, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucket([]byte(cellsBucket))
-		if err != nil {
-			return err
-		}
-		for _, kv := range cells {
-			if err := b.Put(kv[0], kv[1]); err != nil {
-				return err
-			}
-		}
-		m, err := tx.CreateBucket([]byte(metaBucket))
-		if err != nil {
-			return err
-		}
-		for name, v := range map[string][]byte{
-			metaVersion: binary.BigEndian.AppendUint64(nil, version),
-			metaSavedMs: binary.BigEndian.AppendUint64(nil, 1),
-			metaCount:   binary.BigEndian.AppendUint64(nil, count),
-			metaCRC:     binary.BigEndian.AppendUint32(nil, crc),
-		} {
-			if err := m.Put([]byte(name), v); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// TestLoadVersion3: a snapshot of format version 3 (one bbolt key per cell) still loads.
-func TestLoadVersion3(t *testing.T) {
-	k1 := string(engine.AppendKey(nil, engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte("user:1"), WindowMs: 60_000}))
-	k2 := string(engine.AppendKey(nil, engine.Tuple{Workspace: "acme", Key: []byte{0, 0xff}, WindowMs: 1}))
-	want := []engine.CellRecord{
-		{Key: k2, Seq: 5, Regional: 1, Imported: 7, Foreign: []engine.RegionCount{{Region: "eu", Count: 7}}},
-		{Key: k1, Seq: 100, Regional: 2},
-	}
-	if k1 < k2 {
-		want[0], want[1] = want[1], want[0]
-	}
-	var cells [][2][]byte
-	crc := newChecksum()
-	for _, r := range want {
-		k := binary.BigEndian.AppendUint64([]byte(r.Key), uint64(r.Seq))
-		v := binary.BigEndian.AppendUint64(nil, r.Regional)
-		v = binary.BigEndian.AppendUint64(v, r.Imported)
-		for _, f := range r.Foreign {
-			v = append(v, byte(len(f.Region)))
-			v = append(v, f.Region...)
-			v = binary.BigEndian.AppendUint64(v, f.Count)
-		}
-		crc.add(k, v)
-		cells = append(cells, [2][]byte{k, v})
-	}
-	dir := t.TempDir()
-	writeRaw(t, dir, cells, 3, uint64(len(want)), crc.sum)
 	s, err := Open(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Load()
-	if err != nil {
-		t.Fatalf("Load of a version 3 snapshot: %v", err)
+	defer s.Close()
+	if err := s.Write(Source{Cells: slices.Values([]engine.CellRecord{{Key: "a", Seq: 1, Regional: 2}})}); err != nil {
+		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("loaded %+v, want %+v", got, want)
-	}
-
-	// A damaged value is still caught.
-	cells[0][1][3] ^= 1
-	writeRaw(t, dir, cells, 3, uint64(len(want)), crc.sum)
-	if got, err := s.Load(); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("Load of a damaged version 3 snapshot = %d records, %v", len(got), err)
-	}
+	rewrite(t, dir, func(tx *bolt.Tx) error {
+		if err := tx.DeleteBucket([]byte(bucket)); err != nil {
+			return err
+		}
+		if chunks != nil {
+			b, err := tx.CreateBucket([]byte(bucket))
+			if err != nil {
+				return err
+			}
+			for _, c := range chunks {
+				if err := b.Put(c[0], c[1]); err != nil {
+					return err
+				}
+			}
+		}
+		m := tx.Bucket([]byte(metaBucket))
+		if noMeta {
+			return errors.Join(m.Delete([]byte(countName)), m.Delete([]byte(crcName)))
+		}
+		if err := m.Put([]byte(countName), binary.BigEndian.AppendUint64(nil, count)); err != nil {
+			return err
+		}
+		return m.Put([]byte(crcName), binary.BigEndian.AppendUint32(nil, crc))
+	})
 }
 
-// TestLoadVersion4Malformed: files of format 4 whose checksum matches but whose structure
-// is wrong (as a bug or a forged file would make them) are refused, never half-loaded.
-func TestLoadVersion4Malformed(t *testing.T) {
+// TestLoadCellsMalformed: files whose cells' checksum matches but whose structure is wrong
+// (as a bug or a forged file would make them) are refused, never half-loaded.
+func TestLoadCellsMalformed(t *testing.T) {
 	rec := func(key string, seq int64, regional uint64, foreign ...string) []byte {
 		b, _, _, err := encodeRecords(nil, nil, slices.Values([]engine.CellRecord{{Key: key, Seq: seq, Regional: regional}}), appendCell, nil)
 		if err != nil {
@@ -155,7 +103,7 @@ func TestLoadVersion4Malformed(t *testing.T) {
 				crc = crc32.Update(crc, castagnoli, c[1])
 			}
 			dir := t.TempDir()
-			writeRaw(t, dir, tt.chunks, v4Version, tt.count, crc)
+			writeBucket(t, dir, cellsBucket, metaCount, metaCRC, tt.chunks, tt.count, crc, false)
 			s, err := Open(dir, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -174,20 +122,16 @@ func TestLoadVersion4Malformed(t *testing.T) {
 	}
 }
 
-// TestLoadVersion5KVMalformed: files of format 5 whose counter keys are damaged in
+// TestLoadKVMalformed: files whose counter keys are damaged in
 // structure (checksums matching, as a bug or a forged file would make them) or whose kv
 // meta is missing or wrong are refused, never half-loaded.
-func TestLoadVersion5KVMalformed(t *testing.T) {
+func TestLoadKVMalformed(t *testing.T) {
 	rec := func(ws, key string, exp int64, val string) []byte {
 		b, _, n, err := encodeRecords(nil, nil, slices.Values([]engine.KVRecord{{Workspace: ws, Key: key, Value: []byte(val), ExpireAtMs: exp}}), appendKV, nil)
 		if err != nil || n != 1 {
 			t.Fatalf("encoded %d records: %v", n, err)
 		}
 		return b
-	}
-	cellChunk, _, _, err := encodeRecords(nil, nil, slices.Values([]engine.CellRecord{{Key: "a", Seq: 1, Regional: 2}}), appendCell, nil)
-	if err != nil {
-		t.Fatal(err)
 	}
 	chunkKey := func(i uint32) []byte { return binary.BigEndian.AppendUint32(nil, i) }
 	good := append(rec("default", "k", 0, "12"), rec("acme", "", 1_750_000_000_000, "")...)
@@ -218,42 +162,11 @@ func TestLoadVersion5KVMalformed(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			writeRaw(t, dir, [][2][]byte{{chunkKey(0), cellChunk}}, v5Version, 1, crc32.Checksum(cellChunk, castagnoli))
 			var crc uint32
 			for _, c := range tt.chunks {
 				crc = crc32.Update(crc, castagnoli, c[1])
 			}
-			db, err := bolt.Open(filepath.Join(dir, fileName), 0o644, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = db.Update(func(tx *bolt.Tx) error {
-				if tt.chunks != nil {
-					b, err := tx.CreateBucket([]byte(kvBucket))
-					if err != nil {
-						return err
-					}
-					for _, c := range tt.chunks {
-						if err := b.Put(c[0], c[1]); err != nil {
-							return err
-						}
-					}
-				}
-				if tt.noMeta {
-					return nil
-				}
-				m := tx.Bucket([]byte(metaBucket))
-				if err := m.Put([]byte(metaKVCount), binary.BigEndian.AppendUint64(nil, tt.count)); err != nil {
-					return err
-				}
-				return m.Put([]byte(metaKVCRC), binary.BigEndian.AppendUint32(nil, crc^tt.crcFlip))
-			})
-			if cerr := db.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			writeBucket(t, dir, kvBucket, metaKVCount, metaKVCRC, tt.chunks, tt.count, crc^tt.crcFlip, tt.noMeta)
 			s, err := Open(dir, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -300,10 +213,9 @@ func putChunk(t *testing.T, dir, bucket, crcName string, chunk []byte) {
 	})
 }
 
-// TestLoadVersion5: a snapshot of format 5 (cells and counter keys, no runs or leases)
-// still loads, with no runs and no leases; a file that says format 6 but lacks them, or
-// whose lease or run records are malformed, is refused.
-func TestLoadVersion5(t *testing.T) {
+// TestLoadRunsAndLeasesMalformed: a file that lacks the runs and leases, or whose lease or
+// run records are malformed, is refused.
+func TestLoadRunsAndLeasesMalformed(t *testing.T) {
 	key := string(engine.AppendKey(nil, engine.Tuple{Workspace: "default", Key: []byte("k"), WindowMs: 60_000}))
 	src := Source{
 		Cells:  slices.Values([]engine.CellRecord{{Key: key, Seq: 1, Regional: 2}}),
@@ -337,25 +249,10 @@ func TestLoadVersion5(t *testing.T) {
 		}
 		return nil
 	}
-	setVersion := func(v uint64) func(tx *bolt.Tx) error {
-		return func(tx *bolt.Tx) error {
-			return tx.Bucket([]byte(metaBucket)).Put([]byte(metaVersion), binary.BigEndian.AppendUint64(nil, v))
-		}
-	}
-
 	s, dir := newStore(t)
 	rewrite(t, dir, drop)
-	rewrite(t, dir, setVersion(v5Version))
-	snap, err := s.LoadAll()
-	if err != nil || len(snap.Cells) != 1 || len(snap.KV) != 1 || snap.Runs != nil || snap.Leases != nil {
-		t.Fatalf("LoadAll of format 5 = %d cells, %d keys, %d runs, %d leases, %v; want 1, 1, 0, 0",
-			len(snap.Cells), len(snap.KV), len(snap.Runs), len(snap.Leases), err)
-	}
-
-	s, dir = newStore(t)
-	rewrite(t, dir, drop)
 	if snap, err := s.LoadAll(); !errors.Is(err, ErrCorrupt) || snap.Cells != nil {
-		t.Fatalf("LoadAll of format 6 without runs and leases = %d cells, %v; want ErrCorrupt", len(snap.Cells), err)
+		t.Fatalf("LoadAll without runs and leases = %d cells, %v; want ErrCorrupt", len(snap.Cells), err)
 	}
 
 	s, dir = newStore(t)
@@ -382,11 +279,6 @@ func TestLoadVersion5(t *testing.T) {
 		t.Fatalf("LoadAll with unknown run flags = %d runs, %v; want ErrCorrupt", len(snap.Runs), err)
 	}
 
-	s, dir = newStore(t)
-	rewrite(t, dir, setVersion(formatVersion+1))
-	if _, err := s.LoadAll(); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("LoadAll of format %d = %v; want ErrCorrupt", formatVersion+1, err)
-	}
 }
 
 // TestWriteCapturesRunsBeforeCells: a snapshot reads the runs' replay marks and the leases
@@ -414,49 +306,67 @@ func TestWriteCapturesRunsBeforeCells(t *testing.T) {
 	}
 }
 
-// appendLeaseV6 appends one lease record as format 6 wrote it: the run's name and the
-// sequence and end in full.
-func appendLeaseV6(buf []byte, r engine.LeaseRecord) ([]byte, error) {
-	buf = appendString(buf, r.Key)
-	buf = appendString(buf, r.Run)
-	buf = binary.AppendUvarint(buf, r.G)
-	buf = binary.AppendUvarint(buf, r.Spent)
-	buf = binary.AppendUvarint(buf, r.Seq)
-	return binary.AppendVarint(buf, r.UntilMs), nil
-}
-
-// TestLoadVersion6Leases: a snapshot of format 6, whose lease records name their runs and
-// give their sequence and end in full, still loads its leases.
-func TestLoadVersion6Leases(t *testing.T) {
-	dir := t.TempDir()
-	s, err := Open(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+// TestLoadOrSetAsideOtherVersion: a snapshot of another format version (older or newer),
+// whole and well formed otherwise, is not read: LoadOrSetAside moves it aside with a log
+// line naming the version found and the one wanted, and the store starts empty and saves.
+func TestLoadOrSetAsideOtherVersion(t *testing.T) {
 	key := string(engine.AppendKey(nil, engine.Tuple{Workspace: "default", Key: []byte("k"), WindowMs: 60_000}))
-	runs := []engine.RunRecord{{Run: "e1/a", Applied: 3}, {Run: "e2/b", Applied: 4}}
-	leases := []engine.LeaseRecord{
-		{Key: key, Run: "e2/b", G: 5, Spent: 1, Seq: 1_750_000_000_000 << 20, UntilMs: 1_750_000_061_000},
-		{Key: key, Run: "e1/a", G: 7, Seq: 1_750_000_000_000<<20 + 1, UntilMs: 1_750_000_060_500},
-		{Key: key, Run: "gone/c", G: 1, Seq: 2, UntilMs: -5},
+	src := Source{
+		Cells:  slices.Values([]engine.CellRecord{{Key: key, Seq: 1, Regional: 2}}),
+		KV:     slices.Values([]engine.KVRecord{{Workspace: "default", Key: "c", Value: []byte("1")}}),
+		Runs:   slices.Values([]engine.RunRecord{{Run: "e1/a", Applied: 3}}),
+		Leases: slices.Values([]engine.LeaseRecord{{Key: key, Run: "e1/a", G: 5, Seq: 9, UntilMs: 1}}),
 	}
-	if err := s.Write(Source{Runs: slices.Values(runs), Leases: slices.Values(leases)}); err != nil {
-		t.Fatal(err)
-	}
-	chunk, _, _, err := encodeRecords(nil, nil, slices.Values(leases), appendLeaseV6, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	putChunk(t, dir, leaseBucket, metaLeaseCRC, chunk)
-	rewrite(t, dir, func(tx *bolt.Tx) error {
-		return tx.Bucket([]byte(metaBucket)).Put([]byte(metaVersion), binary.BigEndian.AppendUint64(nil, v6Version))
-	})
-	snap, err := s.LoadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(snap.Leases, leases) || !reflect.DeepEqual(snap.Runs, runs) {
-		t.Fatalf("format 6 loaded runs %+v and leases %+v, want %+v and %+v", snap.Runs, snap.Leases, runs, leases)
+	for _, version := range []uint64{2, 6, formatVersion + 1} {
+		t.Run(fmt.Sprint(version), func(t *testing.T) {
+			dir := t.TempDir()
+			var logs bytes.Buffer // LoadOrSetAside logs on the calling goroutine
+			s, err := Open(dir, slog.New(slog.NewTextHandler(&logs, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			if err := s.Write(src); err != nil {
+				t.Fatal(err)
+			}
+			rewrite(t, dir, func(tx *bolt.Tx) error {
+				return tx.Bucket([]byte(metaBucket)).Put([]byte(metaVersion), binary.BigEndian.AppendUint64(nil, version))
+			})
+			path := filepath.Join(dir, fileName)
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			snap, err := s.LoadOrSetAside()
+			if err != nil || snap.Cells != nil || snap.KV != nil || snap.Runs != nil || snap.Leases != nil {
+				t.Fatalf("LoadOrSetAside = %+v, %v; want nothing, nil", snap, err)
+			}
+			moved, err := filepath.Glob(filepath.Join(dir, corruptPrefix+"*"))
+			if err != nil || len(moved) != 1 {
+				t.Fatalf("moved aside: %v, %v; want one file", moved, err)
+			}
+			if got, err := os.ReadFile(moved[0]); err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("moved file: %d bytes, %v; want the snapshot unchanged", len(got), err)
+			}
+			if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("%s still there: %v", path, err)
+			}
+			out := logs.String()
+			for _, w := range []string{"level=ERROR", "another format version", "moved aside, starting empty",
+				fmt.Sprintf("found_version=%d want_version=%d", version, formatVersion), moved[0]} {
+				if !strings.Contains(out, w) {
+					t.Errorf("log lacks %q:\n%s", w, out)
+				}
+			}
+
+			// The store starts empty and its next save loads.
+			if err := s.Write(src); err != nil {
+				t.Fatal(err)
+			}
+			if snap, err := s.LoadAll(); err != nil || len(snap.Cells) != 1 || len(snap.KV) != 1 || len(snap.Runs) != 1 || len(snap.Leases) != 1 {
+				t.Fatalf("LoadAll after the next save = %+v, %v", snap, err)
+			}
+		})
 	}
 }

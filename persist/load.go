@@ -28,11 +28,10 @@ type Snapshot struct {
 	// Cells are sorted by key, then sequence, with records of one key and sequence merged.
 	Cells []engine.CellRecord
 	// KV are the counter keyspace's keys in file order (for engine.KV.Restore, which drops
-	// the expired ones); files of format 4 and older have none.
+	// the expired ones).
 	KV []engine.KVRecord
 	// Runs are the edge runs' replay marks and Leases the lease grants, in file order
-	// (for engine.RestoreRuns, then engine.RestoreLeases); files of format 5 and older
-	// have none.
+	// (for engine.RestoreRuns, then engine.RestoreLeases).
 	Runs   []engine.RunRecord
 	Leases []engine.LeaseRecord
 }
@@ -45,8 +44,8 @@ func (s *Store) Load() ([]engine.CellRecord, error) {
 
 // LoadAll returns the last snapshot: its cells, sorted by key (then sequence) with records
 // of the same key and sequence merged, and its counter keys; or nothing and no error when
-// there is none. A damaged, truncated or foreign file is an error wrapping ErrCorrupt,
-// never a panic; damage is caught by a CRC-32C of the cells and one of the keys, so LoadAll
+// there is none. A damaged, truncated or foreign file, or one of another format version,
+// is an error wrapping ErrCorrupt, never a panic; damage is caught by a CRC-32C of the cells and one of the keys, so LoadAll
 // returns every record Save wrote or none. A file locked by another process is an error
 // after a short wait.
 func (s *Store) LoadAll() (Snapshot, error) {
@@ -134,8 +133,8 @@ func readSnapshot(tx *bolt.Tx, size int64) (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, err
 	}
-	if version < v2Version || version > formatVersion {
-		return Snapshot{}, fmt.Errorf("%w: format version %d, want %d to %d", ErrCorrupt, version, v2Version, formatVersion)
+	if version != formatVersion {
+		return Snapshot{}, fmt.Errorf("%w: %w", ErrCorrupt, &versionError{found: version, want: formatVersion})
 	}
 	count, err := metaUint(meta, metaCount, 8)
 	if err != nil {
@@ -145,14 +144,7 @@ func readSnapshot(tx *bolt.Tx, size int64) (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, err
 	}
-	var recs []engine.CellRecord
-	var sum uint32
-	isChunked := version >= v4Version
-	if isChunked {
-		recs, sum, err = readChunks(cells, count, size)
-	} else {
-		recs, sum, err = readPerCell(cells, version, count, size)
-	}
+	recs, sum, err := readChunks(cells, count, size)
 	if err != nil {
 		return Snapshot{}, err
 	}
@@ -163,33 +155,33 @@ func readSnapshot(tx *bolt.Tx, size int64) (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("%w: checksum %08x, meta says %08x", ErrCorrupt, got, wantCRC)
 	}
 	snap := Snapshot{Cells: recs}
-	if version >= v5Version {
-		kv := chunked[engine.KVRecord]{bucket: kvBucket, countName: metaKVCount, crcName: metaKVCRC, minLen: 4, byteValues: true, decode: decodeKV}
-		if snap.KV, err = kv.read(tx, meta, size); err != nil {
-			return Snapshot{}, err
-		}
+	kv := chunked[engine.KVRecord]{bucket: kvBucket, countName: metaKVCount, crcName: metaKVCRC, minLen: 4, byteValues: true, decode: decodeKV}
+	if snap.KV, err = kv.read(tx, meta, size); err != nil {
+		return Snapshot{}, err
 	}
-	if version >= v6Version {
-		runs := chunked[engine.RunRecord]{bucket: runsBucket, countName: metaRunsCount, crcName: metaRunsCRC, minLen: 5, decode: decodeRun}
-		if snap.Runs, err = runs.read(tx, meta, size); err != nil {
-			return Snapshot{}, err
-		}
-		leases := chunked[engine.LeaseRecord]{bucket: leaseBucket, countName: metaLeaseCount, crcName: metaLeaseCRC, minLen: 6, decode: decodeLeaseV6}
-		if version >= v7Version {
-			leases.chunkDecoder = leaseDecoder(snap.Runs, snap.Cells) // the cells in file order
-		}
-		if snap.Leases, err = leases.read(tx, meta, size); err != nil {
-			return Snapshot{}, err
-		}
+	runs := chunked[engine.RunRecord]{bucket: runsBucket, countName: metaRunsCount, crcName: metaRunsCRC, minLen: 5, decode: decodeRun}
+	if snap.Runs, err = runs.read(tx, meta, size); err != nil {
+		return Snapshot{}, err
 	}
-	if isChunked {
-		snap.Cells = sortAndMerge(snap.Cells)
+	leases := chunked[engine.LeaseRecord]{bucket: leaseBucket, countName: metaLeaseCount, crcName: metaLeaseCRC, minLen: 6,
+		chunkDecoder: leaseDecoder(snap.Runs, snap.Cells)} // the cells in file order
+	if snap.Leases, err = leases.read(tx, meta, size); err != nil {
+		return Snapshot{}, err
 	}
+	snap.Cells = sortAndMerge(snap.Cells)
 	return snap, nil
 }
 
-// chunked is a bucket of records of format 5 or later (other than the cells, which share
-// decodeChunk only), chunked as the cells are, with its count and CRC-32C in the meta
+// versionError is a snapshot of a format other than formatVersion. The product has had no
+// release, so no older format is read: such a file is moved aside as a corrupt one is.
+type versionError struct{ found, want uint64 }
+
+func (e *versionError) Error() string {
+	return fmt.Sprintf("format version %d, want %d", e.found, e.want)
+}
+
+// chunked is a bucket of records (other than the cells, which share decodeChunk only),
+// chunked as the cells are, with its count and CRC-32C in the meta
 // bucket: minLen is the size of its shortest record, and decode reads one record at d
 // (vals: the chunk's bytes, copied when byteValues is set). When chunkDecoder is set, it
 // gives each chunk a decode of its own instead, for records that refer to earlier records
@@ -291,15 +283,7 @@ func decodeRun(d *decoder, str string, _ []byte) (engine.RunRecord, error) {
 	return r, nil
 }
 
-// decodeLeaseV6 reads one lease grant of format 6: uvarint len(key) | key | uvarint
-// len(run) | run | uvarint g | uvarint spent | uvarint seq | varint until_ms.
-func decodeLeaseV6(d *decoder, str string, _ []byte) (engine.LeaseRecord, error) {
-	r := engine.LeaseRecord{Key: d.str("key", str), Run: d.str("run", str), G: d.uvarint(),
-		Spent: d.uvarint(), Seq: d.uvarint(), UntilMs: d.varint()}
-	return r, checkLease(r)
-}
-
-// leaseDecoder returns, for each chunk of format 7's leases, a decode of one lease grant
+// leaseDecoder returns, for each chunk of the leases, a decode of one lease grant
 // (save.go's appendLease) whose key is that of one of cells, the file's cell records in
 // file order, or spelled out, and whose run is one of runs, the file's run records, or
 // named.
@@ -348,10 +332,10 @@ func checkLease(r engine.LeaseRecord) error {
 	return nil
 }
 
-// minRecordLen is the size of the shortest record of format 4: five one-byte varints.
+// minRecordLen is the size of the shortest cell record: five one-byte varints.
 const minRecordLen = 5
 
-// readChunks reads the records of format 4 and returns them, in file order, with the
+// readChunks reads the cell records and returns them, in file order, with the
 // CRC-32C of the chunks. It stops at the first record past count.
 func readChunks(cells *bolt.Bucket, count uint64, size int64) ([]engine.CellRecord, uint32, error) {
 	if maxRecs := uint64(size) / minRecordLen; count > maxRecs {
@@ -474,45 +458,6 @@ func (d *decoder) varint() int64 {
 	return x
 }
 
-// readPerCell reads the cells of formats 2 and 3, one bbolt key each, and returns them in
-// key order with their checksum. It stops at the first cell past count.
-func readPerCell(cells *bolt.Bucket, version, count uint64, size int64) ([]engine.CellRecord, uint32, error) {
-	if maxCells := uint64(size) / (seqLen + valueLen); count > maxCells {
-		return nil, 0, fmt.Errorf("%w: count %d does not fit in %d bytes", ErrCorrupt, count, size)
-	}
-	crc := newChecksum()
-	recs := make([]engine.CellRecord, 0, count)
-	c := cells.Cursor()
-	for k, v := c.First(); k != nil; k, v = c.Next() {
-		switch {
-		case uint64(len(recs)) == count:
-			return nil, 0, fmt.Errorf("%w: more than %d cells", ErrCorrupt, count)
-		case v == nil:
-			return nil, 0, fmt.Errorf("%w: nested bucket %x in cells", ErrCorrupt, k)
-		case len(k) < seqLen || len(k) > bolt.MaxKeySize || len(v) < valueLen:
-			return nil, 0, fmt.Errorf("%w: cell with %d-byte key and %d-byte value", ErrCorrupt, len(k), len(v))
-		}
-		crc.add(k, v)
-		n := len(k) - seqLen
-		foreign, ok := decodeForeign(v[valueLen:])
-		if !ok {
-			return nil, 0, fmt.Errorf("%w: cell %x has a malformed value", ErrCorrupt, k)
-		}
-		key := string(k[:n])
-		if version == v2Version {
-			key = legacyKey(k[:n])
-		}
-		recs = append(recs, engine.CellRecord{
-			Key:      key,
-			Seq:      int64(binary.BigEndian.Uint64(k[n:])),
-			Regional: binary.BigEndian.Uint64(v[:8]),
-			Imported: binary.BigEndian.Uint64(v[8:16]),
-			Foreign:  foreign,
-		})
-	}
-	return recs, crc.sum, nil
-}
-
 // sortAndMerge sorts recs by key, then sequence, and merges the records of one key and
 // sequence by taking the larger counts. It reuses recs.
 func sortAndMerge(recs []engine.CellRecord) []engine.CellRecord {
@@ -590,49 +535,6 @@ next:
 		out = append(out, f)
 	}
 	return out
-}
-
-// legacyKey converts a tuple key of format version 2 to the current engine.AppendKey:
-//
-//	window (8 bytes, big endian) | uvarint len(workspace) | workspace |
-//	uvarint len(namespace) | namespace | key
-//
-// A key that does not decode is returned as it is (engine.Restore then reports it).
-func legacyKey(k []byte) string {
-	bad := string(k)
-	if len(k) < 8 {
-		return bad
-	}
-	t := engine.Tuple{WindowMs: int64(binary.BigEndian.Uint64(k))}
-	rest := k[8:]
-	var parts [2]string
-	for i := range parts {
-		n, used := binary.Uvarint(rest)
-		if used <= 0 || n > uint64(len(rest)-used) {
-			return bad
-		}
-		parts[i] = string(rest[used : used+int(n)])
-		rest = rest[used+int(n):]
-	}
-	if t.WindowMs < 1 || t.WindowMs > engine.MaxWindowMs {
-		return bad
-	}
-	t.Workspace, t.Namespace, t.Key = parts[0], parts[1], rest
-	return string(engine.AppendKey(nil, t))
-}
-
-// decodeForeign reads the foreign components after a value's fixed 16 bytes.
-func decodeForeign(b []byte) ([]engine.RegionCount, bool) {
-	var out []engine.RegionCount
-	for len(b) > 0 {
-		n := int(b[0])
-		if len(b) < 1+n+8 {
-			return nil, false
-		}
-		out = append(out, engine.RegionCount{Region: string(b[1 : 1+n]), Count: binary.BigEndian.Uint64(b[1+n : 1+n+8])})
-		b = b[1+n+8:]
-	}
-	return out, true
 }
 
 // metaUint reads the n-byte (4 or 8) big-endian meta value name.

@@ -19,23 +19,39 @@ import (
 const (
 	fileName = "snapshot.db"
 	tmpName  = "snapshot.db.tmp"
-	// formatVersion is the format Save writes: format 5 plus the edge runs' replay marks
-	// and the lease grants, each packed into chunks of their own bucket (see package doc).
+	// formatVersion is the format Save writes and the only one Load reads: a file of
+	// another version is refused as ErrCorrupt (LoadOrSetAside moves it aside). Five
+	// buckets:
+	//
+	//	cells: key = chunk index (4 bytes, big endian; 0, 1, 2, ... with none missing)
+	//	       value = consecutive records, about 64 KiB of them (a record is never split):
+	//	       uvarint len(key) | tuple key (engine.AppendKey) | varint seq |
+	//	       uvarint regional | uvarint imported | uvarint number of foreign regions |
+	//	       per foreign region: uvarint len(region) | region | uvarint count
+	//	kv:    the counter keyspace, chunked as cells (its own chunk indexes from 0), a record
+	//	       being: uvarint len(workspace) | workspace | uvarint len(key) | key |
+	//	       varint expire_at_ms (unix ms; 0: no expiry) | uvarint len(value) | value
+	//	runs:  the edge runs' replay marks, chunked as cells, a record being: uvarint len(run) |
+	//	       run | uvarint last applied batch | varint heard_ms | varint replay_ms |
+	//	       uvarint flags (1: superseded, 2: hands follows) [| uvarint hands]
+	//	leases: the live lease grants, chunked as cells, a record being: uvarint cell (1 +
+	//	       the index, in file order, of a cell record of the grant's tuple, whose key is
+	//	       the grant's; 0: none, and uvarint len(key) | tuple key follow) | uvarint run
+	//	       (1 + the index of its run among the run records; 0: none of them, and uvarint
+	//	       len(run) | run follow) | uvarint g | uvarint spent | varint seq - previous seq
+	//	       | varint until_ms - previous until_ms (the previous record's in the chunk, 0 for
+	//	       its first; the differences wrap)
+	//	meta:  "version" = formatVersion, "saved_ms" = save time (unix ms), "count" = number
+	//	       of cell records, "kv_count", "runs_count" and "leases_count" = numbers of kv,
+	//	       run and lease records (each 8 bytes, big endian); "crc32c", "kv_crc32c",
+	//	       "runs_crc32c" and "leases_crc32c" = CRC-32C of each bucket's chunk values in
+	//	       chunk order (4 bytes, big endian), so a damaged file is detected rather than
+	//	       half-loaded.
+	//
+	// Records are written in the order Save is given them, unsorted; Load sorts the cells
+	// and merges records of the same key and sequence. A chunk is one bbolt value, so a save
+	// costs a few bbolt operations per 64 KiB rather than one B+tree insert per record.
 	formatVersion = 7
-	// v7Version is formatVersion, named where Load reads the leases as format 7 packs them.
-	v7Version = 7
-	// v6Version is format 7 with every lease record spelling out its run's name and its
-	// sequence and end in full. Load still reads it.
-	v6Version = 6
-	// v5Version is formatVersion without the runs and leases. Load still reads it.
-	v5Version = 5
-	// v4Version is formatVersion without the keyspace. Load still reads it.
-	v4Version = 4
-	// v3Version is the previous format: one bbolt key per cell. Load still reads it.
-	v3Version = 3
-	// v2Version is v3's layout with the tuple keys of an older engine.AppendKey (see
-	// legacyKey). Load still reads it.
-	v2Version = 2
 
 	cellsBucket    = "cells"
 	kvBucket       = "kv"
@@ -53,10 +69,6 @@ const (
 	metaLeaseCount = "leases_count"
 	metaLeaseCRC   = "leases_crc32c"
 
-	// seqLen and valueLen are the fixed sizes of formats 2 and 3.
-	seqLen   = 8
-	valueLen = 16
-
 	// chunkSize is the size past which a chunk is closed: the records of a chunk are never
 	// split, so a chunk is up to chunkSize plus one record.
 	chunkSize = 64 << 10
@@ -65,9 +77,8 @@ const (
 	// batchBytes bounds the chunk bytes of one write transaction: bbolt holds a copy of
 	// each dirty page until the commit, so this bounds that copy.
 	batchBytes = 16 << 20
-	// maxKeyLen is the longest tuple key Save accepts: the longest formats 2 and 3 could
-	// hold, far beyond what the engine makes.
-	maxKeyLen = bolt.MaxKeySize - seqLen
+	// maxKeyLen is the longest tuple key Save accepts, far beyond what the engine makes.
+	maxKeyLen = bolt.MaxKeySize - 8
 	// lockTimeout bounds the wait for a bbolt file lock held by another process.
 	lockTimeout = 2 * time.Second
 )
@@ -573,21 +584,6 @@ func writeChunks(db *bolt.DB, sections []section, keys []byte) ([]uint32, error)
 		lo = hi
 	}
 	return crcs, nil
-}
-
-// checksum accumulates the CRC-32C of the cells of formats 2 and 3, in key order.
-type checksum struct {
-	sum uint32
-	buf [binary.MaxVarintLen64]byte // scratch for the length, kept here to not allocate per cell
-}
-
-func newChecksum() *checksum { return &checksum{} }
-
-// add adds one cell: the key's length, the key and the value.
-func (c *checksum) add(key, val []byte) {
-	c.sum = crc32.Update(c.sum, castagnoli, binary.AppendUvarint(c.buf[:0], uint64(len(key))))
-	c.sum = crc32.Update(c.sum, castagnoli, key)
-	c.sum = crc32.Update(c.sum, castagnoli, val)
 }
 
 // syncDir fsyncs dir so that a rename inside it survives a crash.

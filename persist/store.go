@@ -1,65 +1,12 @@
-// Package persist keeps an origin's live cells, its counter keyspace (the keys of GET,
-// SET, INCRBY, ... and CL.THROTTLE's state), its edge runs' replay marks and its lease
-// grants across restarts as a bbolt snapshot file.
+// Package persist keeps an origin's state across restarts in one bbolt snapshot file: its
+// live cells, its counter keyspace, its edge runs' replay marks and its lease grants.
 //
-// Save writes every record to a fresh file next to the snapshot and renames it over the old
-// one only once it is complete and on disk, so a crash at any point leaves the last good
-// snapshot in place. Load reads the snapshot back and reports a corrupt or foreign file as
-// an error; LoadOrSetAside, for a starting process, moves such a file aside so that no save
-// overwrites it. Run saves periodically; the caller writes the final snapshot on shutdown.
-//
-// Open takes an exclusive lock of the directory (a flock on its LOCK file, which holds the
-// holder's pid), so two processes never share a snapshot; Close releases it.
-//
-// File layout (format version 7), five buckets:
-//
-//	cells: key = chunk index (4 bytes, big endian; 0, 1, 2, ... with none missing)
-//	       value = consecutive records, about 64 KiB of them (a record is never split):
-//	       uvarint len(key) | tuple key (engine.AppendKey) | varint seq |
-//	       uvarint regional | uvarint imported | uvarint number of foreign regions |
-//	       per foreign region: uvarint len(region) | region | uvarint count
-//	kv:    the counter keyspace, chunked as cells (its own chunk indexes from 0), a record
-//	       being: uvarint len(workspace) | workspace | uvarint len(key) | key |
-//	       varint expire_at_ms (unix ms; 0: no expiry) | uvarint len(value) | value
-//	runs:  the edge runs' replay marks, chunked as cells, a record being: uvarint len(run) |
-//	       run | uvarint last applied batch | varint heard_ms | varint replay_ms |
-//	       uvarint flags (1: superseded)
-//	leases: the live lease grants, chunked as cells, a record being: uvarint cell (1 +
-//	       the index, in file order, of a cell record of the grant's tuple, whose key is
-//	       the grant's; 0: none, and uvarint len(key) | tuple key follow) | uvarint run
-//	       (1 + the index of its run among the run records; 0: none of them, and uvarint
-//	       len(run) | run follow) | uvarint g | uvarint spent | varint seq - previous seq
-//	       | varint until_ms - previous until_ms (the previous record's in the chunk, 0 for
-//	       its first; the differences wrap)
-//	meta:  "version" = 7, "saved_ms" = save time (unix ms), "count" = number of cell
-//	       records, "kv_count", "runs_count" and "leases_count" = numbers of kv, run and
-//	       lease records (each 8 bytes, big endian); "crc32c", "kv_crc32c",
-//	       "runs_crc32c" and "leases_crc32c" = CRC-32C of each bucket's chunk values in
-//	       chunk order (4 bytes, big endian), so a damaged file is detected rather than
-//	       half-loaded.
-//
-// Records are written in the order Save is given them, unsorted; Load sorts the cells and
-// merges records of the same key and sequence, and returns the kv records in file order.
-// A chunk is one bbolt value, so a save costs a few bbolt operations per 64 KiB rather than
-// one B+tree insert per record. The kv records are those engine.KV.Records yields: live
-// keys, each shard copied at one instant; a key expired by the time of a load is dropped
-// by engine.KV.Restore.
-//
-// The runs and leases are what an origin keeps of its promises to edges across a clean
-// restart (engine.Runs, engine.Leases; ms are the origin's wall clock, the same after a
-// restart). Version 6 is version 7 with every lease record in full: uvarint len(key) | key
-// | uvarint len(run) | run | uvarint g | uvarint spent | uvarint seq | varint until_ms
-// (about 90 bytes for a 20-byte key, against about 9 when the grant's tuple has a cell).
-// Version 5 is version 6 without the runs and leases buckets and their four meta values: an
-// origin restarted from it knows no replay marks and no leases.
-//
-// Version 4 is version 5 without the kv bucket and its two meta values (no counter keys).
-// Version 3 had one bbolt key per cell, in key order: key = tuple key | seq (8 bytes, big
-// endian), value = regional (8 bytes) | imported (8 bytes), then per foreign region
-// len(region) (1 byte) | region | count (8 bytes), all big endian; its "crc32c" covered each
-// cell's uvarint key length, key and value. Version 2 had version 3's layout with older,
-// longer tuple keys (an 8-byte window and explicit "default" names). Load still reads both
-// and converts version 2's keys, and versions 4 to 6. Other versions are refused as ErrCorrupt.
+// Save writes a fresh file and renames it over the old one only once it is complete and
+// on disk, so a crash leaves the last good snapshot in place; Run saves periodically.
+// Load reads the current format only (formatVersion, whose comment gives the layout);
+// LoadOrSetAside moves a file that does not load aside, so no save overwrites it and the
+// process starts empty. Open locks the directory (a flock on its LOCK file), so two
+// processes never share it.
 package persist
 
 import (
