@@ -19,14 +19,13 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/ratchet/ratchet/engine"
 	"github.com/ratchet/ratchet/link"
-	"github.com/ratchet/ratchet/resp"
+	"github.com/ratchet/ratchet/upstream"
 	"github.com/ratchet/ratchet/wire"
 )
 
@@ -60,7 +59,7 @@ type Config struct {
 }
 
 // MaxBatch is the most components in one RL.INTERNAL.PUBLISH (wire.MaxPublishItems).
-const MaxBatch = wire.MaxPublishItems
+const MaxBatch = upstream.MaxPublishItems
 
 // Replicator publishes this region's components to its peers.
 type Replicator struct {
@@ -72,8 +71,7 @@ type Replicator struct {
 
 type peer struct {
 	Peer
-	target link.Addr // Addr parsed
-	queue  chan batch
+	queue chan batch
 
 	up          atomic.Bool
 	lastOKMs    atomic.Int64 // last successful exchange
@@ -124,12 +122,11 @@ func New(cfg Config, store Store) (*Replicator, error) {
 		if p.Region == "" || p.Addr == "" || seen[p.Region] {
 			return nil, fmt.Errorf("replication: peer %q=%q: each peer needs its own region (not ours) and an address", p.Region, p.Addr)
 		}
-		target, err := link.ParseAddr(p.Addr)
-		if err != nil {
+		if _, err := link.ParseAddr(p.Addr); err != nil {
 			return nil, fmt.Errorf("replication: peer %q: %w", p.Region, err)
 		}
 		seen[p.Region] = true
-		r.peers = append(r.peers, &peer{Peer: p, target: target, queue: make(chan batch, cfg.MaxQueue)})
+		r.peers = append(r.peers, &peer{Peer: p, queue: make(chan batch, cfg.MaxQueue)})
 	}
 	return r, nil
 }
@@ -183,11 +180,17 @@ func (r *Replicator) publish() {
 	}
 }
 
-// send owns one peer's connection until ctx ends.
+// send owns one peer's connection until ctx ends. The connection is an upstream.Client
+// (the edge's client of its origin): TLS, HELLO with the cluster secret as the peer run
+// (wire.PeerRun), and Timeout for the dial, the HELLO, each write and each reply.
 func (r *Replicator) send(ctx context.Context, p *peer) {
+	c := upstream.New(upstream.Config{Addr: p.Addr, Secret: r.cfg.Secret, NodeRun: wire.PeerRun(r.store.Region()),
+		TLS: r.cfg.TLS, DialTimeout: r.cfg.Timeout, ReplyTimeout: r.cfg.Timeout, WriteTimeout: r.cfg.Timeout,
+		Role: "peer", Logger: r.log.With("peer_region", p.Region)})
+	defer c.Close()
 	var backoff time.Duration
 	for {
-		err := r.session(ctx, p)
+		err := r.session(ctx, c, p)
 		p.up.Store(false)
 		if ctx.Err() != nil {
 			return
@@ -207,17 +210,25 @@ func (r *Replicator) send(ctx context.Context, p *peer) {
 }
 
 // session connects, syncs everything, then delivers queued batches until an error or
-// ctx ends (after which it delivers what is queued once more, bounded by Timeout).
-func (r *Replicator) session(ctx context.Context, p *peer) error {
-	c, err := r.dial(ctx, p)
-	if err != nil {
+// ctx ends (after which it delivers what is queued once more, bounded by Timeout). Only
+// the connect follows ctx; an exchange started is bounded by Timeout per reply.
+func (r *Replicator) session(ctx context.Context, c *upstream.Client, p *peer) error {
+	if err := c.Connect(ctx); err != nil {
 		return err
 	}
-	defer c.close()
+	// Every exchange of the session must go over this connection: one dialled anew (the
+	// peer may have restarted) must start with anti-entropy, in a new session.
+	conn := c.Connections()
+	same := func(err error) error {
+		if err == nil && c.Connections() != conn {
+			err = errors.New("connection replaced")
+		}
+		return err
+	}
 	// Anti-entropy: everything live, which supersedes anything queued so far.
 	p.overflowed.Store(false)
 	drain(p.queue)
-	if err := r.deliver(c, p, r.store.Components(), true); err != nil {
+	if err := r.deliver(c, same, p, r.store.Components(), true); err != nil {
 		return err
 	}
 	p.oldestMs.Store(0)
@@ -232,10 +243,9 @@ func (r *Replicator) session(ctx context.Context, p *peer) error {
 		var b batch
 		select {
 		case <-ctx.Done():
-			return r.flushQueue(c, p)
+			return r.flushQueue(c, same, p)
 		case <-heartbeat.C:
-			c.buf = resp.AppendCommand(c.buf[:0], "PING")
-			if err := c.roundTrips(1, r.cfg.Timeout); err != nil {
+			if err := same(c.Ping(context.Background())); err != nil {
 				return fmt.Errorf("peer %s: heartbeat: %w", p.Region, err)
 			}
 			p.lastOKMs.Store(r.cfg.Clock.NowMs())
@@ -244,7 +254,7 @@ func (r *Replicator) session(ctx context.Context, p *peer) error {
 		}
 		if p.overflowed.Swap(false) {
 			drain(p.queue)
-			if err := r.deliver(c, p, r.store.Components(), true); err != nil {
+			if err := r.deliver(c, same, p, r.store.Components(), true); err != nil {
 				return err
 			}
 			p.oldestMs.Store(0)
@@ -259,7 +269,7 @@ func (r *Replicator) session(ctx context.Context, p *peer) error {
 				more = false
 			}
 		}
-		if err := r.deliver(c, p, comps, false); err != nil {
+		if err := r.deliver(c, same, p, comps, false); err != nil {
 			return err
 		}
 		if len(p.queue) == 0 {
@@ -268,7 +278,7 @@ func (r *Replicator) session(ctx context.Context, p *peer) error {
 	}
 }
 
-func (r *Replicator) flushQueue(c *conn, p *peer) error {
+func (r *Replicator) flushQueue(c *upstream.Client, same func(error) error, p *peer) error {
 	var comps []engine.Component
 	for more := true; more; {
 		select {
@@ -281,12 +291,13 @@ func (r *Replicator) flushQueue(c *conn, p *peer) error {
 	if len(comps) == 0 {
 		return nil
 	}
-	return r.deliver(c, p, comps, false)
+	return r.deliver(c, same, p, comps, false)
 }
 
-// deliver sends comps in batches of MaxBatch, pipelined, and reads every reply.
-func (r *Replicator) deliver(c *conn, p *peer, comps []engine.Component, sync bool) error {
-	if err := c.publish(comps, r.cfg.Timeout); err != nil {
+// deliver sends comps in batches of MaxBatch, pipelined, and reads every reply; same
+// fails it when the session's connection was replaced meanwhile.
+func (r *Replicator) deliver(c *upstream.Client, same func(error) error, p *peer, comps []engine.Component, sync bool) error {
+	if err := same(c.Publish(context.Background(), comps)); err != nil {
 		return fmt.Errorf("peer %s: %w", p.Region, err)
 	}
 	p.lastOKMs.Store(r.cfg.Clock.NowMs())
@@ -347,89 +358,4 @@ func (r *Replicator) Stats() []PeerStats {
 		out = append(out, s)
 	}
 	return out
-}
-
-// conn is one connection to a peer, used by its sender goroutine only.
-type conn struct {
-	nc  net.Conn
-	rd  *resp.ReplyReader
-	buf []byte
-}
-
-// dial connects to p (over TLS for a tls:// address) and says HELLO with the cluster
-// secret.
-func (r *Replicator) dial(ctx context.Context, p *peer) (*conn, error) {
-	d := link.Dialer{TLS: r.cfg.TLS, Net: net.Dialer{Timeout: r.cfg.Timeout, KeepAlive: 5 * time.Second}}
-	nc, err := d.Dial(ctx, p.target)
-	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", p.Addr, err)
-	}
-	c := &conn{nc: nc, rd: resp.NewReplyReader(nc, 1)}
-	c.buf = wire.AppendHello(c.buf[:0], r.cfg.Secret, wire.PeerRun(r.store.Region()))
-	if err := c.roundTrips(1, r.cfg.Timeout); err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("hello %s: %w", p.Addr, err)
-	}
-	return c, nil
-}
-
-func (c *conn) close() { _ = c.nc.Close() }
-
-// maxBatchBytes bounds one RL.INTERNAL.PUBLISH, well under the receiver's 1 MiB buffer
-// for one request (keys may be 1 KiB each).
-const maxBatchBytes = 512 << 10
-
-// publishWindow is how many batches are written before their replies are read: enough to
-// keep a long link busy, few enough that each window finishes within the timeout.
-const publishWindow = 4
-
-// publish writes comps as RL.INTERNAL.PUBLISH commands of at most MaxBatch rows and
-// maxBatchBytes, pipelined publishWindow at a time, each window with its own deadline, and
-// reads their replies.
-func (c *conn) publish(comps []engine.Component, timeout time.Duration) error {
-	for len(comps) > 0 {
-		c.buf = c.buf[:0]
-		n := 0
-		for n < publishWindow && len(comps) > 0 {
-			rows, size := 0, 0
-			for rows < len(comps) && rows < MaxBatch && size < maxBatchBytes {
-				size += len(comps[rows].Key) + len(comps[rows].Region) + 64
-				rows++
-			}
-			part := comps[:rows]
-			comps = comps[rows:]
-			c.buf = wire.AppendPublish(c.buf, part)
-			n++
-		}
-		if err := c.roundTrips(n, timeout); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// roundTrips writes c.buf and reads n replies, each +OK or an integer array.
-func (c *conn) roundTrips(n int, timeout time.Duration) error {
-	if err := c.nc.SetDeadline(time.Now().Add(timeout)); err != nil {
-		return err
-	}
-	if _, err := c.nc.Write(c.buf); err != nil {
-		return fmt.Errorf("write: %w", err)
-	}
-	var ints [1]int64
-	for range n {
-		// Each reply gets the whole timeout: a window of large batches on a slow link is
-		// slow, not dead.
-		if err := c.nc.SetReadDeadline(time.Now().Add(timeout)); err != nil {
-			return err
-		}
-		rep, err := c.rd.Read(ints[:0])
-		if err != nil {
-			return fmt.Errorf("read: %w", err)
-		}
-		if rep.Kind == resp.ErrorReply {
-			return fmt.Errorf("peer refused: %s", rep.Text)
-		}
-	}
-	return nil
 }

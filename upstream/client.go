@@ -1,5 +1,6 @@
-// Package upstream is the network client an edge uses to talk to one origin. A Client
-// implements engine.Origin over the internal protocol (docs/internal-protocol.md): one TCP
+// Package upstream is the node-to-node client: an edge's to one origin (a Client
+// implements engine.Origin), and an origin's to another region's (Publish and Ping, for
+// package replication). It speaks the internal protocol (docs/internal-protocol.md): one TCP
 // connection (TLS for a tls:// address, package link), authenticated with
 // RL.INTERNAL.HELLO, on which every call is pipelined.
 //
@@ -49,6 +50,15 @@ const (
 	MaxRequestBytes = 1 << 20
 	// maxKeyBytes bounds one key (one bulk string).
 	maxKeyBytes = 512 << 10
+	// MaxPublishItems is the most components in one RL.INTERNAL.PUBLISH.
+	MaxPublishItems = wire.MaxPublishItems
+	// maxPublishBytes bounds one RL.INTERNAL.PUBLISH, well under the receiver's 1 MiB
+	// buffer for one request (keys may be 1 KiB each).
+	maxPublishBytes = 512 << 10
+	// publishWindow is how many publications are written before their replies are
+	// awaited: enough to keep a long link busy, few enough that each reply comes within
+	// ReplyTimeout.
+	publishWindow = 4
 	// maxReplyInts bounds the integers of one reply.
 	maxReplyInts = wire.MaxReplyInts
 )
@@ -98,6 +108,11 @@ type Config struct {
 	// caller gave up but whose reply has not arrived. Beyond it calls fail at once with
 	// ErrTooManyInFlight. Default 4096.
 	MaxInFlight int
+	// ReplyTimeout bounds the wait for each reply while requests are outstanding, and
+	// WriteTimeout each write; beyond either the connection fails. Defaults 5s and 10s.
+	ReplyTimeout, WriteTimeout time.Duration
+	// Role names the far node in logs: "origin" (default) or "peer".
+	Role string
 	// Logger receives connection state changes only. Nil: slog.Default().
 	Logger *slog.Logger
 }
@@ -129,15 +144,17 @@ type Client struct {
 	addrErr               error
 	tlsCfg                *tls.Config
 	dialTimeout           time.Duration
-	writeTimeout          time.Duration // the writeTimeout constant; tests shorten it
-	replyTimeout          time.Duration // the replyTimeout constant; tests shorten it
+	writeTimeout          time.Duration // Config.WriteTimeout; tests shorten it
+	replyTimeout          time.Duration // Config.ReplyTimeout; tests shorten it
 	maxInFlight           int64
+	role                  string // Config.Role, for logs
 	log                   *slog.Logger
 
 	life     context.Context // ended by Close; aborts a dial in progress
 	stop     context.CancelFunc
 	inflight atomic.Int64
 	writes   atomic.Uint64 // writes to the connection, for tests of coalescing
+	conns    atomic.Uint64 // connections established
 	calls    sync.Pool     // of *call
 
 	mu        sync.Mutex
@@ -172,11 +189,20 @@ func New(cfg Config) *Client {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.ReplyTimeout <= 0 {
+		cfg.ReplyTimeout = replyTimeout
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = writeTimeout
+	}
+	if cfg.Role == "" {
+		cfg.Role = "origin"
+	}
 	life, stop := context.WithCancel(context.Background())
 	c := &Client{
 		addr: cfg.Addr, secret: cfg.Secret, nodeRun: cfg.NodeRun, target: target, addrErr: addrErr, tlsCfg: cfg.TLS,
-		dialTimeout: cfg.DialTimeout, writeTimeout: writeTimeout, replyTimeout: replyTimeout, maxInFlight: int64(cfg.MaxInFlight),
-		log:  cfg.Logger.With("origin", cfg.Addr),
+		dialTimeout: cfg.DialTimeout, writeTimeout: cfg.WriteTimeout, replyTimeout: cfg.ReplyTimeout, maxInFlight: int64(cfg.MaxInFlight),
+		role: cfg.Role, log: cfg.Logger.With(cfg.Role, cfg.Addr),
 		life: life, stop: stop,
 	}
 	c.calls.New = func() any { return &call{done: make(chan struct{}, 1)} }
@@ -301,6 +327,62 @@ func (c *Client) Forward(ctx context.Context, proto int, ws string, args [][]byt
 	return raw, nil
 }
 
+// Connect dials and says HELLO unless the connection is up, or returns why it cannot.
+func (c *Client) Connect(ctx context.Context) error {
+	if _, err := c.connect(ctx); err != nil {
+		return c.wrap("connect", err)
+	}
+	return nil
+}
+
+// Connections returns how many connections the client has established: a caller that
+// must know its calls went over one connection (replication's anti-entropy, which a new
+// connection must repeat) compares it before and after.
+func (c *Client) Connections() uint64 { return c.conns.Load() }
+
+// Ping sends PING and waits for the reply: a heartbeat that finds a dead connection.
+func (c *Client) Ping(ctx context.Context) error {
+	cl := c.getCall(opPing)
+	if err := c.roundTrip(ctx, cl, func(b []byte) []byte { return resp.AppendCommand(b, "PING") }); err != nil {
+		return c.wrap("ping", err)
+	}
+	c.putCall(cl)
+	return nil
+}
+
+// Publish sends a peer origin comps as RL.INTERNAL.PUBLISH commands of at most
+// MaxPublishItems rows and maxPublishBytes, pipelined publishWindow at a time, and waits
+// for every reply. Each reply has ReplyTimeout: a window of large batches on a slow link
+// is slow, not dead.
+func (c *Client) Publish(ctx context.Context, comps []engine.Component) error {
+	var window [publishWindow]*call
+	for len(comps) > 0 {
+		n := 0
+		for n < publishWindow && len(comps) > 0 {
+			rows, size := 0, 0
+			for rows < len(comps) && rows < MaxPublishItems && size < maxPublishBytes {
+				size += len(comps[rows].Key) + len(comps[rows].Region) + 64
+				rows++
+			}
+			part := comps[:rows]
+			comps = comps[rows:]
+			cl := c.getCall(opPublish)
+			if err := c.start(ctx, cl, func(b []byte) []byte { return wire.AppendPublish(b, part) }); err != nil {
+				return c.wrap("publish", err) // calls started before are left to the reader
+			}
+			window[n] = cl
+			n++
+		}
+		for i := range n {
+			if err := c.wait(ctx, window[i]); err != nil {
+				return c.wrap("publish", err)
+			}
+			c.putCall(window[i])
+		}
+	}
+	return nil
+}
+
 func checkItems(n, limit int) error {
 	switch {
 	case n == 0:
@@ -332,6 +414,14 @@ func (c *Client) putCall(cl *call) {
 // call failed after it was completed (an error reply, a connection failure), it is
 // recycled here.
 func (c *Client) roundTrip(ctx context.Context, cl *call, enc func([]byte) []byte) error {
+	if err := c.start(ctx, cl, enc); err != nil {
+		return err
+	}
+	return c.wait(ctx, cl)
+}
+
+// start admits cl and queues its request on the connection, dialing if need be.
+func (c *Client) start(ctx context.Context, cl *call, enc func([]byte) []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -345,8 +435,12 @@ func (c *Client) roundTrip(ctx context.Context, cl *call, enc func([]byte) []byt
 	}
 	if err != nil {
 		c.inflight.Add(-1)
-		return err
 	}
+	return err
+}
+
+// wait waits for the reply to a started call, or ctx.
+func (c *Client) wait(ctx context.Context, cl *call) error {
 	select {
 	case <-cl.done:
 		if err := cl.err; err != nil {
@@ -418,6 +512,7 @@ func (c *Client) dial(d *dialState) {
 	case err == nil:
 		cn = newConn(c, nc, rr)
 		c.cur = cn
+		c.conns.Add(1)
 		c.authErr = nil
 		c.wg.Add(2)
 		go cn.readLoop()
@@ -437,12 +532,12 @@ func (c *Client) dial(d *dialState) {
 
 	switch {
 	case err == nil:
-		c.log.Info("connected to origin")
+		c.log.Info("connected to " + c.role)
 	case kind == prevKind || kind == "":
 	case kind == "auth":
-		c.log.Error("origin refused the cluster secret", "error", err)
+		c.log.Error(c.role+" refused the cluster secret", "error", err)
 	default:
-		c.log.Warn("cannot connect to origin", "error", err)
+		c.log.Warn("cannot connect to "+c.role, "error", err)
 	}
 	d.conn, d.err = cn, err
 	close(d.done)

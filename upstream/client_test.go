@@ -1045,3 +1045,58 @@ func TestReplyTimeout(t *testing.T) {
 	}
 	eventually(t, "no call in flight", func() bool { return c.inflight.Load() == 0 })
 }
+
+// Publish splits components into RL.INTERNAL.PUBLISH commands of at most MaxPublishItems,
+// waits for every reply (+OK or integers), and an error reply fails it with a ServerError;
+// Ping takes +PONG. Both count as calls on one connection (Connections).
+func TestPublishAndPing(t *testing.T) {
+	comps := make([]engine.Component, 2*MaxPublishItems+3)
+	for i := range comps {
+		comps[i] = engine.Component{Key: []byte("k" + strconv.Itoa(i)), Region: "a", Seq: 1, Count: uint64(i)}
+	}
+	for _, tc := range []struct {
+		name, reply string
+		wantErr     bool
+	}{
+		{"ok", "+OK\r\n", false},
+		{"ints", "*1\r\n:0\r\n", false},
+		{"error", "-ERR refused\r\n", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t, "s")
+			f.setHandler(func(args []string) answer {
+				if args[0] == "PING" {
+					return answer{reply: "+PONG\r\n"}
+				}
+				return answer{reply: tc.reply}
+			})
+			c := newClient(t, f.addr(), Config{Secret: "s", NodeRun: "peer:a", Role: "peer"})
+			ctx := context.Background()
+			if err := c.Ping(ctx); err != nil {
+				t.Fatalf("ping: %v", err)
+			}
+			err := c.Publish(ctx, comps)
+			var se *ServerError
+			if tc.wantErr != errors.As(err, &se) || (!tc.wantErr && err != nil) {
+				t.Fatalf("publish: %v, want error %v", err, tc.wantErr)
+			}
+			if n := c.Connections(); n != 1 {
+				t.Fatalf("%d connections, want 1", n)
+			}
+			if tc.wantErr {
+				return
+			}
+			_, _, cmds := f.stats()
+			rows := 0
+			for _, cmd := range cmds[1:] {
+				if cmd[0] != "RL.INTERNAL.PUBLISH" || (len(cmd)-1)/4 > MaxPublishItems {
+					t.Fatalf("command %.40q, want RL.INTERNAL.PUBLISH of at most %d rows", cmd, MaxPublishItems)
+				}
+				rows += (len(cmd) - 1) / 4
+			}
+			if len(cmds) != 4 || rows != len(comps) {
+				t.Fatalf("%d commands, %d rows; want PING and 3 publications of %d rows", len(cmds), rows, len(comps))
+			}
+		})
+	}
+}

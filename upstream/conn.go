@@ -31,6 +31,8 @@ const (
 	opReplay
 	opDecide
 	opForward
+	opPublish // a peer origin's RL.INTERNAL.PUBLISH (package replication)
+	opPing
 )
 
 // call is one request in flight. See Client for who writes which field when.
@@ -210,7 +212,7 @@ func (cn *conn) fail(err error) {
 	closing := c.closed
 	c.mu.Unlock()
 	if !closing {
-		c.log.Warn("disconnected from origin", "error", err, "failed_calls", len(calls))
+		c.log.Warn("disconnected from "+c.role, "error", err, "failed_calls", len(calls))
 	}
 	for _, cl := range calls {
 		c.complete(cl, err)

@@ -33,10 +33,16 @@ func (cl *call) decode(rep resp.Reply) error {
 		cl.raw = append([]byte(nil), rep.Text...)
 		return nil
 	case resp.IntsReply:
-		if cl.op == opForward {
-			return errProto("integers in reply to a forwarded command")
+		switch cl.op {
+		case opForward, opPing:
+			return errProto("unexpected integers reply")
+		case opPublish:
+			return nil
 		}
 	default:
+		if cl.op == opPublish || cl.op == opPing {
+			return nil
+		}
 		return errProto("unexpected simple string reply")
 	}
 	var err error
