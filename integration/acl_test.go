@@ -76,8 +76,8 @@ func TestACLTenant(t *testing.T) {
 			t.Errorf("acme: %v: %v, want %q", tc.args, err, tc.want)
 		}
 	}
-	if u := used(t, p.client(t, &redis.Options{Password: "adminpw"}), "u1", "1m", "NS", "acme"); u != 1 {
-		t.Errorf("used of acme's u1 = %d, want 1 (the refused requests counted nothing)", u)
+	if u := counted(t, p.client(t, &redis.Options{Password: "adminpw"}), "u1", "1m", "NS", "acme"); u != 1 {
+		t.Errorf("count of acme's u1 = %d, want 1 (the refused requests counted nothing)", u)
 	}
 
 	out := redisCLI(t, p, "--user", "acme", "--pass", "acmepw", "--no-auth-warning", "RL.LIMIT", "acme:cli", "10", "1d")

@@ -106,6 +106,15 @@ func used(t testing.TB, c *redis.Client, args ...any) int64 {
 	return statusInt(t, st, "used")
 }
 
+// counted is the regional count of the tuple RL.STATUS args reads, its current and previous
+// cells together: unlike used, it does not change when a window boundary passes between
+// the requests and the read.
+func counted(t testing.TB, c *redis.Client, args ...any) int64 {
+	t.Helper()
+	st, _ := status(t, c, args...)
+	return statusInt(t, st, "current_regional") + statusInt(t, st, "previous_regional")
+}
+
 // Test 1: the replies of RL.LIMIT and RL.STATUS through go-redis in RESP2 and RESP3.
 func TestGoRedisRESP2AndRESP3(t *testing.T) {
 	t.Parallel()
