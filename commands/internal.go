@@ -177,7 +177,7 @@ func cmdInternalDecide(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte)
 	}
 	dec, cc, meta, err := d.opt.Origin.ServeDecide(s.nodeRun, r)
 	if err != nil {
-		w.Error(err.Error())
+		w.Error(errReply(err))
 		return
 	}
 	wire.WriteDecideReply(w, dec, cc, meta)

@@ -74,7 +74,7 @@ func kvHandler(name string) func(*Dispatcher, *Session, *resp.Writer, [][]byte) 
 			r.run(tx, 0, w)
 			return nil
 		}); err != nil {
-			w.Error(err.Error())
+			w.Error(errReply(err))
 		}
 	}
 }
@@ -156,7 +156,7 @@ func errExpireTime(cmd string) string { return "ERR invalid expire time in '" + 
 func checkKVKeys(keys [][]byte) string {
 	for _, k := range keys {
 		if len(k) > engine.MaxKVKey {
-			return engine.ErrKeyTooLarge.Error()
+			return errReply(engine.ErrKeyTooLarge)
 		}
 	}
 	return ""
@@ -216,7 +216,7 @@ func parseSet(args [][]byte) kvReq {
 	}
 	r := kvReq{keys: args[1:2], err: checkKVKeys(args[1:2])}
 	if r.err == "" && len(args[2]) > engine.MaxKVValue {
-		r.err = engine.ErrValueTooLarge.Error()
+		r.err = errReply(engine.ErrValueTooLarge)
 	}
 	var ms int64
 	relative := flags&(setEX|setPX) != 0
@@ -249,7 +249,7 @@ func parseSet(args [][]byte) kvReq {
 		}
 		switch {
 		case err != nil:
-			w.Error(err.Error())
+			w.Error(errReply(err))
 		case flags&setGet == 0:
 			w.OK()
 		case found:
@@ -321,7 +321,7 @@ func parseSetEx(cmd string, seconds bool) func(args [][]byte) kvReq {
 			return kvReq{err: e}
 		}
 		if len(args[3]) > engine.MaxKVValue {
-			return kvReq{err: engine.ErrValueTooLarge.Error()}
+			return kvReq{err: errReply(engine.ErrValueTooLarge)}
 		}
 		val := args[3]
 		r.run = func(tx *engine.KVTx, base int, w *resp.Writer) {
@@ -331,7 +331,7 @@ func parseSetEx(cmd string, seconds bool) func(args [][]byte) kvReq {
 				return
 			}
 			if err := tx.Set(base, val, at); err != nil {
-				w.Error(err.Error())
+				w.Error(errReply(err))
 				return
 			}
 			w.OK()
@@ -364,7 +364,7 @@ func parseIncr(fixed int64, sign int64) func(args [][]byte) kvReq {
 		r.run = func(tx *engine.KVTx, base int, w *resp.Writer) {
 			n, err := tx.IncrBy(base, delta)
 			if err != nil {
-				w.Error(err.Error())
+				w.Error(errReply(err))
 				return
 			}
 			w.Int(n)

@@ -327,4 +327,7 @@ func TestKVMemoryFull(t *testing.T) {
 	if got := do("CL.THROTTLE newkey 1 1 1"); got != "-OOM cell store is full (--max-memory)\r\n" {
 		t.Fatalf("CL.THROTTLE new key: %q", got)
 	}
+	if got := do("RL.LIMIT newtuple 10 1s"); got != "-OOM cell store is full (--max-memory)\r\n" {
+		t.Fatalf("RL.LIMIT new tuple: %q", got)
+	}
 }

@@ -270,7 +270,7 @@ func cmdWatch(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		return
 	}
 	if err := kv.Watch(s.watch, s.Workspace, args[1:]); err != nil {
-		w.Error(err.Error())
+		w.Error(errReply(err))
 		return
 	}
 	w.OK()

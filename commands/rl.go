@@ -36,7 +36,7 @@ func cmdLimit(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 // writeDecision writes RL.LIMIT's reply: the five integers, or err.
 func writeDecision(w *resp.Writer, dec *engine.Decision, err error) {
 	if err != nil {
-		w.Error(err.Error())
+		w.Error(errReply(err))
 		return
 	}
 	w.Array(5)

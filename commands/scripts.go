@@ -329,7 +329,7 @@ func (c *scriptRun) setEx(i int, val []byte, expire []byte, ms bool, cmd string)
 		return errExpireTime(cmd)
 	}
 	if err := c.tx.Set(i, val, at); err != nil {
-		return err.Error()
+		return errReply(err)
 	}
 	return ""
 }
@@ -445,7 +445,7 @@ func (c *scriptRun) incrBy(i int, delta []byte) (int64, string) {
 	}
 	n, err := c.tx.IncrBy(i, d)
 	if err != nil {
-		return 0, err.Error()
+		return 0, errReply(err)
 	}
 	return n, ""
 }

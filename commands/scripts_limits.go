@@ -74,7 +74,7 @@ func limitsShift(c *scriptRun, prev, cur int, expiry float64) bool {
 		at, _ := c.tx.ExpireAt(cur)
 		v = append([]byte(nil), v...)
 		if err := c.tx.Set(prev, v, at); err != nil {
-			c.fail("redis.call('rename'", err.Error())
+			c.fail("redis.call('rename'", errReply(err))
 			return false
 		}
 		c.tx.Del(cur)

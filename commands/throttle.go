@@ -39,7 +39,7 @@ func ParseThrottle(args [][]byte) (ThrottleArgs, string) {
 		*dst = v
 	}
 	if len(a.Key) > engine.MaxKVKey {
-		return ThrottleArgs{}, engine.ErrKeyTooLarge.Error()
+		return ThrottleArgs{}, errReply(engine.ErrKeyTooLarge)
 	}
 	return a, ""
 }
@@ -67,7 +67,7 @@ func parseThrottleReq(args [][]byte) kvReq {
 	return kvReq{keys: args[1:2], run: func(tx *engine.KVTx, base int, w *resp.Writer) {
 		r, err := tx.Throttle(base, a.Params)
 		if err != nil {
-			w.Error(err.Error())
+			w.Error(errReply(err))
 			return
 		}
 		writeThrottle(w, &r)

@@ -70,7 +70,7 @@ type EdgeConfig struct {
 
 // ErrReplayFull is returned when accepting a request would need a new entry in a full
 // replay buffer (the origin is unreachable for long, over many tuples).
-var ErrReplayFull = errors.New("OOM replay buffer is full (origin unreachable?)")
+var ErrReplayFull = errors.New("replay buffer is full")
 
 // edgeCell is one cell as an edge knows it.
 type edgeCell struct {

@@ -52,13 +52,21 @@ func cellSeconds(ns int64) int64 {
 	return s
 }
 
-// Errors of CL.THROTTLE. Their text is the reply.
+// Errors of CL.THROTTLE. The command layer writes redis-cell's reply for each.
 var (
-	ErrZeroRate      = errors.New("Cell error: Zero rates are not supported")
-	ErrThrottleRange = errors.New("ERR CL.THROTTLE times out of range: period*(max_burst+1) and the theoretical arrival time must stay within year 2262")
+	// ErrZeroRate: a count or period of 0.
+	ErrZeroRate = errors.New("zero rates are not supported")
+	// ErrThrottleRange: period*(max_burst+1) or the theoretical arrival time would leave
+	// int64 nanoseconds (about year 2262).
+	ErrThrottleRange = errors.New("throttle times out of range")
 	// ErrThrottleExpire: redis-cell's answer when the new TTL is negative (a negative
 	// quantity, count or period): the TAT is written without a TTL, then this error.
-	ErrThrottleExpire = errors.New("Cell error: Error while setting key expire")
+	ErrThrottleExpire = errors.New("negative key expiry")
+	// ErrTATEmpty, ErrTATDigit and ErrTATTooLarge: the key holds a value that is not a
+	// stored TAT (empty, a non-digit, or more than 64 bits), as Rust's u64 parse sees it.
+	ErrTATEmpty    = errors.New("stored TAT is empty")
+	ErrTATDigit    = errors.New("stored TAT has a non-digit")
+	ErrTATTooLarge = errors.New("stored TAT exceeds 64 bits")
 )
 
 // emissionNs is the nanoseconds between two requests at count per period seconds, as
@@ -199,22 +207,22 @@ func (tx *KVTx) storeTAT(i int, tat, ttl int64) error {
 // answers; one past int64 is out of range here.
 func parseTAT(v []byte) (int64, error) {
 	if len(v) == 0 {
-		return 0, errors.New("Cell error: cannot parse integer from empty string")
+		return 0, ErrTATEmpty
 	}
 	digits := v
 	if digits[0] == '+' {
 		digits = digits[1:]
 	}
 	if len(digits) == 0 {
-		return 0, errors.New("Cell error: invalid digit found in string")
+		return 0, ErrTATDigit
 	}
 	var n uint64
 	for _, c := range digits {
 		if c < '0' || c > '9' {
-			return 0, errors.New("Cell error: invalid digit found in string")
+			return 0, ErrTATDigit
 		}
 		if n > (math.MaxUint64-uint64(c-'0'))/10 {
-			return 0, errors.New("Cell error: number too large to fit in target type")
+			return 0, ErrTATTooLarge
 		}
 		n = n*10 + uint64(c-'0')
 	}

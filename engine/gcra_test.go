@@ -144,7 +144,7 @@ func TestThrottleStateAndErrors(t *testing.T) {
 	}
 	// A value that is not a TAT.
 	_ = kv.Do("default", [][]byte{[]byte("s")}, func(tx *engine.KVTx) error { return tx.Set(0, []byte("abc"), 0) })
-	if _, err := kv.Throttle("default", []byte("s"), p); err == nil || err.Error() != "Cell error: invalid digit found in string" {
+	if _, err := kv.Throttle("default", []byte("s"), p); !errors.Is(err, engine.ErrTATDigit) {
 		t.Fatalf("non-integer state: %v", err)
 	}
 }

@@ -55,13 +55,13 @@ const MaxKVKey = 1024
 // Errors of keyspace operations. Their text is the reply Redis gives.
 var (
 	// ErrNotInteger: INCRBY on a value that is not a decimal 64-bit integer.
-	ErrNotInteger = errors.New("ERR value is not an integer or out of range")
+	ErrNotInteger = errors.New("value is not an integer or out of range")
 	// ErrOverflow: INCRBY whose result does not fit 64 bits.
-	ErrOverflow = errors.New("ERR increment or decrement would overflow")
+	ErrOverflow = errors.New("increment or decrement would overflow")
 	// ErrValueTooLarge: a value longer than MaxKVValue.
-	ErrValueTooLarge = errors.New("ERR string exceeds maximum allowed size (64 KiB in Ratchet's counter keyspace)")
+	ErrValueTooLarge = errors.New("value exceeds MaxKVValue")
 	// ErrKeyTooLarge: a key longer than MaxKVKey.
-	ErrKeyTooLarge = errors.New("ERR key must be at most 1024 bytes")
+	ErrKeyTooLarge = errors.New("key exceeds MaxKVKey")
 )
 
 // KV is the counter keyspace. Its zero value is not usable; an Engine makes one (Engine.KV).

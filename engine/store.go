@@ -64,7 +64,7 @@ const (
 )
 
 // ErrFull is returned when a request needs a new cell and the store is at --max-memory.
-var ErrFull = errors.New("OOM cell store is full (--max-memory)")
+var ErrFull = errors.New("cell store is full")
 
 // emptySeq marks an unused slot; no real sequence is negative this far.
 const emptySeq = math.MinInt64
