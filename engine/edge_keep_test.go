@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/internal/testwait"
 )
 
 // crashOrigin is an origin that can be killed (kill -9) and restarted from its last saved
@@ -335,14 +336,11 @@ func TestEdgeStopWaitsForTheOriginsSave(t *testing.T) {
 		for range 40 { // 30 counted: some handed off, some replayed
 			edgeLimit(t, e, a, 30, 1)
 		}
-		for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) { // generous: a loaded machine
-			if units, _ := e.Undelivered(); units == 0 && e.Stats().ReplayUnsaved == 30 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the edge keeps %d units, want 30", e.Stats().ReplayUnsaved)
-			}
-		}
+		testwait.Until(t, time.Minute, "the edge to keep 30 units", func() (bool, string) {
+			units, _ := e.Undelivered()
+			kept := e.Stats().ReplayUnsaved
+			return units == 0 && kept == 30, fmt.Sprintf("%d undelivered, %d kept", units, kept)
+		})
 		cancel()
 		if saves {
 			o.save()

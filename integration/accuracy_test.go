@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratchet/ratchet/internal/testwait"
 )
 
 // accuracyEdges starts one origin and three edges (extra: the edges' flags), each edge with
@@ -70,7 +72,7 @@ func TestAccuracyFlood(t *testing.T) {
 			t.Logf("3x flood, limit %d, 3 edges: %d admitted (%.3fx)", limit, admitted, float64(admitted)/float64(limit))
 			atMostSlack(t, fmt.Sprintf("3x flood, limit %d", limit), admitted, limit)
 			drained(t, ec)
-			poll(t, 5*time.Second, "the origin's count to equal the admitted requests", func() (bool, string) {
+			testwait.Until(t, 5*time.Second, "the origin's count to equal the admitted requests", func() (bool, string) {
 				n, _ := regional(t, oc, key, window)
 				return n == int64(admitted), fmt.Sprintf("origin regional=%d, admitted=%d", n, admitted)
 			})
@@ -163,7 +165,7 @@ func (s *storm) next() { s.phase.Add(1) }
 func (s *storm) waitAnswered(t testing.TB, n int64, timeout time.Duration) {
 	t.Helper()
 	want := s.answered.Load() + n
-	poll(t, timeout, fmt.Sprintf("%d more replies to the storm", n), func() (bool, string) {
+	testwait.Until(t, timeout, fmt.Sprintf("%d more replies to the storm", n), func() (bool, string) {
 		got := s.answered.Load()
 		return got >= want, fmt.Sprintf("%d of %d replies", got, want)
 	})
@@ -225,7 +227,7 @@ func stormAcross(t *testing.T, ec []*redis.Client, key string, limit int, window
 func waitReachable(t testing.TB, ec []*redis.Client, want string) {
 	t.Helper()
 	for e, c := range ec {
-		poll(t, 5*time.Second, fmt.Sprintf("edge %d to report origins_reachable=%s", e, want), func() (bool, string) {
+		testwait.Until(t, 5*time.Second, fmt.Sprintf("edge %d to report origins_reachable=%s", e, want), func() (bool, string) {
 			info := ratchetInfo(t, c)
 			return info["origins_reachable"] == want, "origin0=" + info["origin0"]
 		})
@@ -248,7 +250,7 @@ func TestAccuracyOriginPaused(t *testing.T) {
 	t.Logf("limit %d, origin stopped then continued during a flood: %s (%.3fx)", limit, s.summary(), float64(admitted)/limit)
 	atMostSlack(t, "flood across SIGSTOP/SIGCONT of the origin", int(admitted), limit)
 	drained(t, ec)
-	poll(t, 5*time.Second, "the origin's count to equal the admitted requests", func() (bool, string) {
+	testwait.Until(t, 5*time.Second, "the origin's count to equal the admitted requests", func() (bool, string) {
 		counted, _ := regional(t, oc, key, window)
 		return counted == admitted, fmt.Sprintf("origin regional=%d, admitted=%d", counted, admitted)
 	})

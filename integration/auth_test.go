@@ -17,6 +17,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
+
+	"github.com/ratchet/ratchet/internal/testwait"
 )
 
 // dialFrom connects to addr from the loopback address local (127.0.0.2: another source
@@ -156,7 +158,7 @@ func TestAuthFloodRightPassword(t *testing.T) {
 		wrongFlood(p.Addr, stop, &wrong, func(s string) []string { return []string{"AUTH", s} })
 	}()
 	defer func() { close(stop); <-done }()
-	poll(t, 30*time.Second, "100 wrong passwords", func() (bool, string) {
+	testwait.Until(t, 30*time.Second, "100 wrong passwords", func() (bool, string) {
 		return wrong.Load() >= 100, strconv.FormatInt(wrong.Load(), 10)
 	})
 	for i := range 50 {
@@ -186,11 +188,11 @@ func TestEdgeStartsUnderHelloFlood(t *testing.T) {
 		wrongFlood(origin.Addr, stop, &wrong, func(s string) []string { return []string{"RL.INTERNAL.HELLO", s, "attacker/1"} })
 	}()
 	defer func() { close(stop); <-done }()
-	poll(t, 30*time.Second, "100 wrong cluster secrets", func() (bool, string) {
+	testwait.Until(t, 30*time.Second, "100 wrong cluster secrets", func() (bool, string) {
 		return wrong.Load() >= 100, strconv.FormatInt(wrong.Load(), 10)
 	})
 	edge := startEdge(t, []*proc{origin})
-	poll(t, 30*time.Second, "the edge ready during the flood", func() (bool, string) {
+	testwait.Until(t, 30*time.Second, "the edge ready during the flood", func() (bool, string) {
 		c, body := readyz(t, edge)
 		return c == http.StatusOK, fmt.Sprintf("%d %q", c, body)
 	})

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratchet/ratchet/internal/testwait"
 )
 
 const (
@@ -466,17 +468,10 @@ func TestMaxClients(t *testing.T) {
 	p := start(t, "--max-clients", "5")
 	first := dialRaw(t, p.Addr)
 	// The readiness probe's connection may still be closing: wait until this one is alone.
-	deadline := time.Now().Add(10 * time.Second)
-	for i := 0; ; i++ {
+	testwait.Until(t, 10*time.Second, "connected_clients 1", func() (bool, string) {
 		text, _ := first.do("INFO", "clients").(string)
-		if infoFields(text)["connected_clients"] == "1" {
-			break
-		}
-		if i > 500 || time.Now().After(deadline) {
-			t.Fatalf("connected_clients never reached 1:\n%s", text)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return infoFields(text)["connected_clients"] == "1", text
+	})
 	conns := []*rawConn{first}
 	for range 4 {
 		c := dialRaw(t, p.Addr)

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratchet/ratchet/internal/testwait"
 )
 
 // clusterSecret is the --cluster-secret of every origin and edge of these tests.
@@ -100,30 +102,11 @@ func originLine(t testing.TB, info map[string]string, i int) map[string]string {
 	return out
 }
 
-// poll calls cond every 20 ms until it reports true or timeout passes; then it fails t
-// with what, and the last detail cond gave.
-func poll(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var detail string
-	for i := 0; i < 10000; i++ {
-		var ok bool
-		if ok, detail = cond(); ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %v (last: %s)", what, timeout, detail)
-}
-
 // waitEdgesKnown waits until every edge has heard from each of its origins that n edges
 // are active: the origins size their lease grants by that count of the whole region.
 func waitEdgesKnown(t testing.TB, edges []*redis.Client, origins, n int) {
 	t.Helper()
-	poll(t, 5*time.Second, fmt.Sprintf("every edge to see %d active edges", n), func() (bool, string) {
+	testwait.Until(t, 5*time.Second, fmt.Sprintf("every edge to see %d active edges", n), func() (bool, string) {
 		for i, c := range edges {
 			info := ratchetInfo(t, c)
 			for o := range origins {
@@ -184,7 +167,7 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 // drained waits until no edge holds replays the origins have not acknowledged.
 func drained(t testing.TB, edges []*redis.Client) {
 	t.Helper()
-	poll(t, 5*time.Second, "edges to deliver every replay", func() (bool, string) {
+	testwait.Until(t, 5*time.Second, "edges to deliver every replay", func() (bool, string) {
 		for i, c := range edges {
 			if v := ratchetInfo(t, c)["replay_pending"]; v != "0" {
 				return false, fmt.Sprintf("edge %d replay_pending=%s", i, v)
@@ -270,7 +253,7 @@ func TestEdgeSequentialRotation(t *testing.T) {
 		}
 	}
 	var last int64
-	poll(t, 5*time.Second, "the origin to count what the edges admitted", func() (bool, string) {
+	testwait.Until(t, 5*time.Second, "the origin to count what the edges admitted", func() (bool, string) {
 		last = used(t, oc, "rotate", "1m")
 		return last == int64(admitted), fmt.Sprintf("origin used=%d, admitted=%d", last, admitted)
 	})
@@ -361,7 +344,7 @@ func TestEdgeFlood(t *testing.T) {
 			t.Errorf("admitted %d of 3000 with limit 1000 over 3 edges, want 1000 to 1050", admitted)
 		}
 		var last int64
-		poll(t, 5*time.Second, "the origin's count to equal the admitted requests", func() (bool, string) {
+		testwait.Until(t, 5*time.Second, "the origin's count to equal the admitted requests", func() (bool, string) {
 			st, _ := status(t, oc, "flood", "10s")
 			last = statusInt(t, st, "current_regional")
 			if s := statusInt(t, st, "sequence"); s != seq {
@@ -377,7 +360,7 @@ func TestEdgeFlood(t *testing.T) {
 			t.Errorf("admitted %d of 900 with limit 1000 over 3 edges, want all 900", admitted)
 		}
 		var last int64
-		poll(t, 5*time.Second, "the origin's count to equal the admitted requests", func() (bool, string) {
+		testwait.Until(t, 5*time.Second, "the origin's count to equal the admitted requests", func() (bool, string) {
 			last, _ = regional(t, oc, "flood-under", "1h")
 			return last == int64(admitted), fmt.Sprintf("origin regional=%d, admitted=%d", last, admitted)
 		})
@@ -406,12 +389,12 @@ func TestEdgeOriginOutage(t *testing.T) {
 		}
 	}
 	drained(t, ec)
-	poll(t, 5*time.Second, "the origin to hold the warm key's count", func() (bool, string) {
+	testwait.Until(t, 5*time.Second, "the origin to hold the warm key's count", func() (bool, string) {
 		n, _ := regional(t, oc, "warm", window)
 		return n == int64(warm), fmt.Sprintf("origin regional=%d, admitted=%d", n, warm)
 	})
 	counted := time.Now().UnixMilli()
-	poll(t, 5*time.Second, "a snapshot begun after the warm count", func() (bool, string) {
+	testwait.Until(t, 5*time.Second, "a snapshot begun after the warm count", func() (bool, string) {
 		info := ratchetInfo(t, oc)
 		done, _ := strconv.ParseInt(info["snapshot_last_success_ms"], 10, 64)
 		took, _ := strconv.ParseInt(info["snapshot_last_duration_ms"], 10, 64)
@@ -491,12 +474,12 @@ func TestEdgeOriginOutage(t *testing.T) {
 	origin.Restart()
 	oc = origin.client(t, nil)
 	for e, c := range ec {
-		poll(t, 5*time.Second, fmt.Sprintf("edge %d to see the origin again", e), func() (bool, string) {
+		testwait.Until(t, 5*time.Second, fmt.Sprintf("edge %d to see the origin again", e), func() (bool, string) {
 			info := ratchetInfo(t, c)
 			return info["origins_reachable"] == "1" && originLine(t, info, 0)["reachable"] == "1",
 				"origin0=" + info["origin0"]
 		})
-		poll(t, 5*time.Second, fmt.Sprintf("edge %d RL.STATUS from the origin", e), func() (bool, string) {
+		testwait.Until(t, 5*time.Second, fmt.Sprintf("edge %d RL.STATUS from the origin", e), func() (bool, string) {
 			st, _ := status(t, c, "outage", window)
 			src := statusStr(t, st, "source")
 			return src == "origin", "source=" + src
@@ -508,7 +491,7 @@ func TestEdgeOriginOutage(t *testing.T) {
 		want int
 	}{{"outage", outage}, {"warm", warm}} {
 		var last int64
-		poll(t, 5*time.Second, "the origin to count "+k.key, func() (bool, string) {
+		testwait.Until(t, 5*time.Second, "the origin to count "+k.key, func() (bool, string) {
 			last, _ = regional(t, oc, k.key, window)
 			return last == int64(k.want), fmt.Sprintf("origin regional=%d, admitted=%d", last, k.want)
 		})
@@ -559,7 +542,7 @@ func TestEdgeTwoOrigins(t *testing.T) {
 	}
 	drained(t, ec)
 	var na, nb int64
-	poll(t, 5*time.Second, "the origins' cells to add up to the keys", func() (bool, string) {
+	testwait.Until(t, 5*time.Second, "the origins' cells to add up to the keys", func() (bool, string) {
 		na, nb = ca.DBSize(ctx).Val(), cb.DBSize(ctx).Val()
 		return na+nb == keys, fmt.Sprintf("DBSIZE A=%d B=%d", na, nb)
 	})
@@ -699,7 +682,7 @@ func TestEdgeInternalAuth(t *testing.T) {
 				t.Errorf("edge with a wrong secret: RL.LIMIT = %v, want allowed from local memory", r)
 			}
 		}
-		poll(t, 5*time.Second, "the edge to report its origin unreachable", func() (bool, string) {
+		testwait.Until(t, 5*time.Second, "the edge to report its origin unreachable", func() (bool, string) {
 			info := ratchetInfo(t, c)
 			return info["origins_reachable"] == "0", "origin0=" + info["origin0"]
 		})
@@ -724,7 +707,7 @@ func TestEdgeStatusSource(t *testing.T) {
 		limitReply(t, c, "src", 100, "1h")
 	}
 	var st map[string]any
-	poll(t, 5*time.Second, "RL.STATUS on the edge to show the 3 requests", func() (bool, string) {
+	testwait.Until(t, 5*time.Second, "RL.STATUS on the edge to show the 3 requests", func() (bool, string) {
 		st, _ = status(t, c, "src", "1h", "LIMIT", 100)
 		return statusInt(t, st, "used") == 3, fmt.Sprintf("%v", st)
 	})
@@ -908,7 +891,7 @@ func TestEdgeOriginHung(t *testing.T) {
 		}
 	}()
 	for e, c := range ec {
-		poll(t, 5*time.Second, fmt.Sprintf("edge %d to report the hung origin unreachable", e), func() (bool, string) {
+		testwait.Until(t, 5*time.Second, fmt.Sprintf("edge %d to report the hung origin unreachable", e), func() (bool, string) {
 			info := ratchetInfo(t, c)
 			return info["origins_reachable"] == "0", "origin0=" + info["origin0"]
 		})
@@ -916,14 +899,14 @@ func TestEdgeOriginHung(t *testing.T) {
 
 	origin.Resume()
 	for e, c := range ec {
-		poll(t, 5*time.Second, fmt.Sprintf("edge %d to see the origin again", e), func() (bool, string) {
+		testwait.Until(t, 5*time.Second, fmt.Sprintf("edge %d to see the origin again", e), func() (bool, string) {
 			info := ratchetInfo(t, c)
 			return info["origins_reachable"] == "1", "origin0=" + info["origin0"]
 		})
 	}
 	drained(t, ec)
 	var last int64
-	poll(t, 5*time.Second, "the origin to count what the edges admitted while it hung", func() (bool, string) {
+	testwait.Until(t, 5*time.Second, "the origin to count what the edges admitted while it hung", func() (bool, string) {
 		last, _ = regional(t, oc, "hung", window)
 		return last == int64(admitted), fmt.Sprintf("origin regional=%d, admitted=%d", last, admitted)
 	})
@@ -973,7 +956,7 @@ func TestEdgeDegradedShare(t *testing.T) {
 	}
 
 	origin.Restart()
-	poll(t, 5*time.Second, "the edge to see the origin again", func() (bool, string) {
+	testwait.Until(t, 5*time.Second, "the edge to see the origin again", func() (bool, string) {
 		info := ratchetInfo(t, c)
 		return info["origins_reachable"] == "1", "origin0=" + info["origin0"]
 	})

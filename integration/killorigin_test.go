@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/ratchet/ratchet/internal/testwait"
 )
 
 // An origin killed with kill -9 restarts from its last snapshot; its edges keep the cost
@@ -27,7 +29,7 @@ func TestOriginKill9KeepsEdgeReplays(t *testing.T) {
 		}
 	}
 	for e, c := range ec {
-		poll(t, 30*time.Second, fmt.Sprintf("edge %d to have its replays acknowledged", e), func() (bool, string) {
+		testwait.Until(t, 30*time.Second, fmt.Sprintf("edge %d to have its replays acknowledged", e), func() (bool, string) {
 			info := ratchetInfo(t, c)
 			return info["replay_pending"] == "0", fmt.Sprintf("replay_pending=%s", info["replay_pending"])
 		})
@@ -57,12 +59,12 @@ func TestOriginKill9KeepsEdgeReplays(t *testing.T) {
 		}
 		return got[0] == perKey && got[1] == perKey, fmt.Sprintf("used %v", got)
 	}
-	poll(t, 60*time.Second, fmt.Sprintf("the restarted origin to count %d of each key", perKey), used)
+	testwait.Until(t, 60*time.Second, fmt.Sprintf("the restarted origin to count %d of each key", perKey), used)
 
 	// Everything re-sent has arrived: the count stays exact (nothing re-sent twice).
 	var resent int64
 	for e, c := range ec {
-		poll(t, 30*time.Second, fmt.Sprintf("edge %d to have delivered what it re-sent", e), func() (bool, string) {
+		testwait.Until(t, 30*time.Second, fmt.Sprintf("edge %d to have delivered what it re-sent", e), func() (bool, string) {
 			info := ratchetInfo(t, c)
 			return info["replay_pending"] == "0", fmt.Sprintf("replay_pending=%s", info["replay_pending"])
 		})

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ratchet/ratchet/internal/testcert"
+	"github.com/ratchet/ratchet/internal/testwait"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -205,7 +206,7 @@ func TestStalledTLSHandshakes(t *testing.T) {
 	}
 	// The client got in once the first slot was freed; the other stalled handshakes end
 	// within moments, each counted.
-	poll(t, 5*time.Second, "every stalled handshake counted", func() (bool, string) {
+	testwait.Until(t, 5*time.Second, "every stalled handshake counted", func() (bool, string) {
 		v := metricValue(t, p, `ratchet_connections_closed_total{reason="handshake_timeout"}`)
 		return v >= stalled, fmt.Sprint(v)
 	})

@@ -1,9 +1,12 @@
 package integration
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ratchet/ratchet/internal/testwait"
 )
 
 // busyScenario runs, against the server at addr whose busy threshold is short, an
@@ -93,16 +96,9 @@ func TestLuaBusyThroughEdge(t *testing.T) {
 // taken as the server not there yet.
 func waitReply(t *testing.T, c *rawConn, args []string, want string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testwait.Until(t, 60*time.Second, fmt.Sprintf("%q to answer %q", args, want), func() (bool, string) {
 		c.send(args...)
 		got := rawReply(t, c)
-		if got == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%q: got %q, want %q (waited 60 s)", args, got, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return got == want, fmt.Sprintf("got %q", got)
+	})
 }

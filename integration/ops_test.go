@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ratchet/ratchet/internal/testwait"
 )
 
 // TestCorruptSnapshotSetAside: a snapshot that does not load is moved aside unchanged
@@ -104,7 +106,7 @@ func readyz(t testing.TB, p *proc) (int, string) {
 // waitReadyz polls /readyz of p until it answers code with a body containing want.
 func waitReadyz(t testing.TB, p *proc, code int, want string) {
 	t.Helper()
-	poll(t, 15*time.Second, fmt.Sprintf("/readyz %d %q", code, want), func() (bool, string) {
+	testwait.Until(t, 15*time.Second, fmt.Sprintf("/readyz %d %q", code, want), func() (bool, string) {
 		c, body := readyz(t, p)
 		return c == code && strings.Contains(body, want), fmt.Sprintf("%d %q", c, body)
 	})

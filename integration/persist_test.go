@@ -2,12 +2,15 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratchet/ratchet/internal/testwait"
 )
 
 // regional returns current_regional + previous_regional of a tuple: its whole count, even
@@ -23,18 +26,11 @@ func regional(t testing.TB, c *redis.Client, args ...any) (sum, seq int64) {
 // counts too: what is on disk is then current.
 func waitSnapshotAfter(t testing.TB, c *redis.Client, ms int64) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testwait.Until(t, 15*time.Second, "a snapshot after the last write", func() (bool, string) {
 		done := infoInt(t, c, "snapshot_last_success_ms")
 		took := infoInt(t, c, "snapshot_last_duration_ms")
-		if done-took-1 > ms {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no snapshot after the last write within 15s (last success %d ms, write at %d ms)", done, ms)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return done-took-1 > ms, fmt.Sprintf("last success %d ms, write at %d ms", done, ms)
+	})
 }
 
 // Test 10: counts survive restarts; cells of passed windows do not come back.

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratchet/ratchet/internal/testwait"
 )
 
 // regionSecret is the --cluster-secret of every origin of these tests.
@@ -114,7 +116,7 @@ func peerField(t testing.TB, c *redis.Client, region, field string) string {
 // waitPeersUp waits until every client's INFO ratchet shows each of its peers up=1.
 func waitPeersUp(t testing.TB, cs map[string]*redis.Client) {
 	t.Helper()
-	poll(t, 5*time.Second, "every peer up", func() (bool, string) {
+	testwait.Until(t, 5*time.Second, "every peer up", func() (bool, string) {
 		for name, c := range cs {
 			for region, l := range peerLines(t, c) {
 				if l["up"] != "1" {
@@ -147,7 +149,7 @@ func statusCounts(t testing.TB, c *redis.Client, key, window string) counts {
 func waitCounts(t testing.TB, timeout time.Duration, what string, c *redis.Client, key, window string, want func(counts) bool) counts {
 	t.Helper()
 	var last counts
-	poll(t, timeout, what, func() (bool, string) {
+	testwait.Until(t, timeout, what, func() (bool, string) {
 		last = statusCounts(t, c, key, window)
 		return want(last), last.String()
 	})
@@ -318,7 +320,7 @@ func TestRegionPeerDownCatchesUp(t *testing.T) {
 	began := time.Now()
 	waitCounts(t, reconnectPoll, "B to get A's 60 by anti-entropy", b, "k", w, func(c counts) bool { return c.imported == 60 })
 	t.Logf("caught up %v after B started", time.Since(began))
-	poll(t, regionPoll, "A's peer b up with no lag", func() (bool, string) {
+	testwait.Until(t, regionPoll, "A's peer b up with no lag", func() (bool, string) {
 		l := peerLines(t, a)["b"]
 		return l["up"] == "1" && l["lag_ms"] == "0", fmt.Sprint(l)
 	})
@@ -342,7 +344,7 @@ func TestRegionRestoreOwnComponentFromPeer(t *testing.T) {
 	waitCounts(t, regionPoll, "A to import B's 50", a, "k", w, func(c counts) bool { return c.imported == 50 })
 	waitCounts(t, regionPoll, "B to import A's 20", b, "k", w, func(c counts) bool { return c.imported == 20 })
 
-	poll(t, 5*time.Second, "B to snapshot its cell", func() (bool, string) {
+	testwait.Until(t, 5*time.Second, "B to snapshot its cell", func() (bool, string) {
 		n := infoInt(t, b, "snapshot_last_cells")
 		return n >= 1, fmt.Sprintf("snapshot_last_cells=%d", n)
 	})
@@ -542,7 +544,7 @@ func TestRegionLinkCutHeals(t *testing.T) {
 			allow(t, b, true, "k", 100, w, "COST", 20)
 			// A blackholed link is noticed when a heartbeat times out (2 s); a dropped one at
 			// the next heartbeat.
-			poll(t, 5*time.Second, "A to see peer b down", func() (bool, string) {
+			testwait.Until(t, 5*time.Second, "A to see peer b down", func() (bool, string) {
 				l := peerLines(t, a)["b"]
 				return l["up"] == "0", fmt.Sprint(l)
 			})
@@ -568,7 +570,7 @@ func TestRegionLinkCutHeals(t *testing.T) {
 			waitCounts(t, reconnectPoll, "A to converge after heal", a, "k", w, func(c counts) bool { return c.imported == 20 && c.used == 50 })
 			waitCounts(t, reconnectPoll, "B to converge after heal", b, "k", w, func(c counts) bool { return c.imported == 30 && c.used == 50 })
 			t.Logf("converged %v after heal", time.Since(healedAt))
-			poll(t, regionPoll, "A to see peer b up after heal", func() (bool, string) {
+			testwait.Until(t, regionPoll, "A to see peer b up after heal", func() (bool, string) {
 				l := peerLines(t, a)["b"]
 				return l["up"] == "1", fmt.Sprint(l)
 			})
@@ -740,7 +742,7 @@ func TestRegionPreviousCellImported(t *testing.T) {
 		t.Fatalf("B before heal: %v, want sequence %d and nothing imported", st, seq+1)
 	}
 	toB.Heal()
-	poll(t, 3*time.Second, "B to import A's 60 as its previous cell", func() (bool, string) {
+	testwait.Until(t, 3*time.Second, "B to import A's 60 as its previous cell", func() (bool, string) {
 		st, _ = status(t, b, "k", w)
 		return statusInt(t, st, "previous_imported") == 60, fmt.Sprint(st)
 	})

@@ -16,6 +16,8 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratchet/ratchet/internal/testwait"
 )
 
 // startRedisServer runs redis-server on a free loopback port without persistence and
@@ -31,13 +33,7 @@ func startRedisServer(t *testing.T, extra ...string) string {
 		t.Fatalf("start redis-server: %v", err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	deadline := time.Now().Add(10 * time.Second)
-	for !pingOnce(addr, false) {
-		if time.Now().After(deadline) {
-			t.Fatal("redis-server did not answer PING within 10 s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.UntilTrue(t, 10*time.Second, "redis-server to answer PING", func() bool { return pingOnce(addr, false) })
 	return addr
 }
 

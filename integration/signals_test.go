@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ratchet/ratchet/internal/testwait"
 )
 
 // send delivers sig to the running process without waiting for anything.
@@ -58,7 +60,7 @@ func TestSIGHUPIgnored(t *testing.T) {
 	}
 	for i := 1; i <= 2; i++ {
 		p.send(t, syscall.SIGHUP)
-		poll(t, 15*time.Second, "a log line for each SIGHUP", func() (bool, string) {
+		testwait.Until(t, 15*time.Second, "a log line for each SIGHUP", func() (bool, string) {
 			return strings.Count(p.Log(), "SIGHUP ignored") == i, p.logTail()
 		})
 	}
@@ -156,7 +158,7 @@ func TestFullDiskSIGTERM(t *testing.T) {
 
 			p.send(t, syscall.SIGTERM)
 			waitReadyz(t, p, http.StatusServiceUnavailable, "shutting down")
-			poll(t, 15*time.Second, "the failed save logged", func() (bool, string) {
+			testwait.Until(t, 15*time.Second, "the failed save logged", func() (bool, string) {
 				return strings.Contains(p.Log(), "snapshot before shutdown failed"), p.logTail()
 			})
 			p.requireRunning(t)
@@ -167,7 +169,7 @@ func TestFullDiskSIGTERM(t *testing.T) {
 			if now, err := os.ReadFile(filepath.Join(dir, "snapshot.db")); err != nil || string(now) != string(saved) {
 				t.Fatalf("the snapshot changed while the disk was full (%d bytes, %v)", len(now), err)
 			}
-			poll(t, 15*time.Second, "no temporary file left by failed saves", func() (bool, string) {
+			testwait.Until(t, 15*time.Second, "no temporary file left by failed saves", func() (bool, string) {
 				_, err := os.Stat(filepath.Join(dir, "snapshot.db.tmp"))
 				return errors.Is(err, os.ErrNotExist), fmt.Sprint(err)
 			})
@@ -224,7 +226,7 @@ func TestLogsThroughHandler(t *testing.T) {
 	if got := asError(t, c.do("AUTH", "wrong")); !strings.HasPrefix(got, "WRONGPASS") {
 		t.Fatalf("AUTH wrong = %q, want WRONGPASS", got)
 	}
-	poll(t, 15*time.Second, "the failed AUTH logged", func() (bool, string) {
+	testwait.Until(t, 15*time.Second, "the failed AUTH logged", func() (bool, string) {
 		return strings.Contains(strings.ToLower(p.Log()), "authentication failed"), p.logTail()
 	})
 	if code := p.Stop(); code != 0 {

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratchet/ratchet/internal/testcert"
+	"github.com/ratchet/ratchet/internal/testwait"
 )
 
 // nodeFiles are PEM files written for one test: a CA and a certificate for 127.0.0.1 it
@@ -109,7 +110,7 @@ func TestTLSMutual(t *testing.T) {
 
 	noCert := startTLSEdge(t, origin, "--cluster-ca", f.caFile)
 	waitReadyz(t, noCert, http.StatusServiceUnavailable, "tls://"+origin.Addr)
-	poll(t, 15*time.Second, "the edge without a certificate to log NOPERM", func() (bool, string) {
+	testwait.Until(t, 15*time.Second, "the edge without a certificate to log NOPERM", func() (bool, string) {
 		return strings.Contains(noCert.Log(), "NOPERM"), noCert.logTail()
 	})
 	wrongCert := startTLSEdge(t, origin, "--cluster-ca", f.caFile, "--cluster-cert", other.cert, "--cluster-key", other.key)

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratchet/ratchet/internal/testwait"
 )
 
 // waitForwarding waits until the edge at addr forwards to its origin: its link may still
@@ -21,17 +23,11 @@ import (
 func waitForwarding(t testing.TB, addr string) {
 	t.Helper()
 	c := dialRaw(t, addr)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testwait.Until(t, 30*time.Second, "the edge "+addr+" to forward", func() (bool, string) {
 		v := c.do("GET", "forwarding-probe")
-		if e, ok := v.(respError); !ok || !strings.HasPrefix(string(e), "TRYAGAIN") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the edge %s still answers %v after 30 s", addr, v)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		e, ok := v.(respError)
+		return !ok || !strings.HasPrefix(string(e), "TRYAGAIN"), fmt.Sprintf("it answers %v", v)
+	})
 }
 
 // TestTxOfOneCommandIsAnArray: go-redis TxPipelined of one INCR, through an edge and on its

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/internal/testwait"
 	"github.com/ratchet/ratchet/persist"
 )
 
@@ -210,7 +211,7 @@ func TestRunSavesKVChanges(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "a snapshot holding "+want, func() bool {
+		testwait.UntilTrue(t, waitFor, "a snapshot holding "+want, func() bool {
 			snap, err := s.LoadAll()
 			return err == nil && len(snap.KV) == 1 && string(snap.KV[0].Value) == want
 		})

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/internal/testwait"
 	"github.com/ratchet/ratchet/persist"
 	bolt "go.etcd.io/bbolt"
 )
@@ -573,17 +574,8 @@ func (b *syncBuffer) String() string {
 	return b.b.String()
 }
 
-// waitFor polls cond until it holds or a deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
+// waitFor bounds every wait for a condition: generous, since a loaded machine is slow.
+const waitFor = 10 * time.Second
 
 // seqOf yields the records f returns, calling f once per pass.
 func seqOf(f func() []engine.CellRecord) iter.Seq[engine.CellRecord] {
@@ -610,7 +602,7 @@ func TestRun(t *testing.T) {
 			defer close(done)
 			persist.Run(ctx, s, persist.Source{Cells: seqOf(src)}, nil, 5*time.Millisecond)
 		}()
-		waitFor(t, "three saves", func() bool { return s.Stats().LastCells >= 3 })
+		testwait.UntilTrue(t, waitFor, "three saves", func() bool { return s.Stats().LastCells >= 3 })
 		cancel()
 		select {
 		case <-done:
@@ -645,7 +637,7 @@ func TestRun(t *testing.T) {
 			defer close(done)
 			persist.Run(ctx, s, persist.Source{Cells: seqOf(func() []engine.CellRecord { return genRecords(10, 18) })}, nil, 5*time.Millisecond)
 		}()
-		waitFor(t, "two failures", func() bool { return s.Stats().Failures >= 2 })
+		testwait.UntilTrue(t, waitFor, "two failures", func() bool { return s.Stats().Failures >= 2 })
 		if c := s.Stats().ConsecutiveFailures; c < 2 {
 			t.Fatalf("ConsecutiveFailures = %d after two failures", c)
 		}
@@ -654,7 +646,7 @@ func TestRun(t *testing.T) {
 		if err := os.Remove(block); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "a save after the failures", func() bool { return s.Stats().LastCells == 10 })
+		testwait.UntilTrue(t, waitFor, "a save after the failures", func() bool { return s.Stats().LastCells == 10 })
 		cancel()
 		<-done
 		if c := s.Stats().ConsecutiveFailures; c != 0 {
@@ -686,14 +678,14 @@ func TestRun(t *testing.T) {
 			defer close(done)
 			persist.Run(ctx, s, persist.Source{Cells: seqOf(src)}, changed, 5*time.Millisecond)
 		}()
-		waitFor(t, "two failed saves of the one change", func() bool { return s.Stats().Failures >= 2 })
+		testwait.UntilTrue(t, waitFor, "two failed saves of the one change", func() bool { return s.Stats().Failures >= 2 })
 		if err := os.Remove(block); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the change saved", func() bool { return s.Stats().LastCells == 10 })
+		testwait.UntilTrue(t, waitFor, "the change saved", func() bool { return s.Stats().LastCells == 10 })
 		saved := calls.Load()
 		first := s.Stats().LastSuccessMs
-		waitFor(t, "an unchanged interval counted as current", func() bool { return s.Stats().LastSuccessMs > first })
+		testwait.UntilTrue(t, waitFor, "an unchanged interval counted as current", func() bool { return s.Stats().LastSuccessMs > first })
 		cancel()
 		<-done
 		if got := calls.Load(); got != saved {

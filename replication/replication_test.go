@@ -18,6 +18,7 @@ import (
 
 	"github.com/ratchet/ratchet/commands"
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/internal/testwait"
 	"github.com/ratchet/ratchet/replication"
 	"github.com/ratchet/ratchet/server"
 )
@@ -175,18 +176,6 @@ func (r *region) stats(peer string) replication.PeerStats {
 	return replication.PeerStats{}
 }
 
-// eventually polls cond until it holds or waitFor passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", waitFor, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestPublishBothWays: a cell past the threshold in A shows up as imported in B, and B's
 // count goes back to A; each side's regional stays its own, and the stats tell the story.
 func TestPublishBothWays(t *testing.T) {
@@ -195,12 +184,12 @@ func TestPublishBothWays(t *testing.T) {
 	b := newRegion(t, "b", "", "s", clock)
 	a.replicate(b)
 	b.replicate(a)
-	eventually(t, "both peers up", func() bool { return a.stats("b").Up && b.stats("a").Up })
+	testwait.UntilTrue(t, waitFor, "both peers up", func() bool { return a.stats("b").Up && b.stats("a").Up })
 
 	a.count("k", 100, 30) // 30 >= 0.2*100: due
-	eventually(t, "A's 30 imported in B", func() bool { return b.status("k").CurrentImported == 30 })
+	testwait.UntilTrue(t, waitFor, "A's 30 imported in B", func() bool { return b.status("k").CurrentImported == 30 })
 	b.count("k", 100, 25)
-	eventually(t, "B's 25 imported in A", func() bool { return a.status("k").CurrentImported == 25 })
+	testwait.UntilTrue(t, waitFor, "B's 25 imported in A", func() bool { return a.status("k").CurrentImported == 25 })
 	if st := b.status("k"); st.CurrentRegional != 25 || st.CurrentImported != 30 {
 		t.Fatalf("B reads regional %d imported %d, want 25 30", st.CurrentRegional, st.CurrentImported)
 	}
@@ -209,7 +198,7 @@ func TestPublishBothWays(t *testing.T) {
 	}
 	// Every growth of a cell with a foreign count is published, however small.
 	a.count("k", 100, 1)
-	eventually(t, "A's growth to 31 imported in B", func() bool { return b.status("k").CurrentImported == 31 })
+	testwait.UntilTrue(t, waitFor, "A's growth to 31 imported in B", func() bool { return b.status("k").CurrentImported == 31 })
 
 	// A cell below threshold stays home while the connection lasts.
 	a.count("quiet", 100, 5)
@@ -228,7 +217,7 @@ func TestPublishBothWays(t *testing.T) {
 		if !s.Up || s.Failures != 0 || s.Syncs < 1 || s.Published < 1 || s.Imported < 1 || s.ImportedMs != t0 {
 			t.Fatalf("%s's stats of %s: %+v (ImportedMs want %d)", c.r.name, c.peer, s, t0)
 		}
-		eventually(t, fmt.Sprintf("%s heartbeats %s at the new time", c.r.name, c.peer), func() bool {
+		testwait.UntilTrue(t, waitFor, fmt.Sprintf("%s heartbeats %s at the new time", c.r.name, c.peer), func() bool {
 			return c.r.stats(c.peer).LastOKMs == clock.NowMs()
 		})
 		if s.Addr == "" || s.Region != c.peer {
@@ -251,9 +240,9 @@ func TestRestartedPeerGetsItsRowBack(t *testing.T) {
 	b.replicate(a)
 	b.count("k", 100, 40)
 	a.count("k", 100, 20)
-	eventually(t, "B's 40 in A", func() bool { return a.status("k").CurrentImported == 40 })
-	eventually(t, "A's 20 in B", func() bool { return b.status("k").CurrentImported == 20 })
-	eventually(t, "A synced B once", func() bool { return a.stats("b").Syncs >= 1 })
+	testwait.UntilTrue(t, waitFor, "B's 40 in A", func() bool { return a.status("k").CurrentImported == 40 })
+	testwait.UntilTrue(t, waitFor, "A's 20 in B", func() bool { return b.status("k").CurrentImported == 20 })
+	testwait.UntilTrue(t, waitFor, "A synced B once", func() bool { return a.stats("b").Syncs >= 1 })
 	syncs := a.stats("b").Syncs
 
 	b.stop()
@@ -262,18 +251,18 @@ func TestRestartedPeerGetsItsRowBack(t *testing.T) {
 		t.Fatalf("the new B is not empty: %+v", st)
 	}
 	b2.replicate(a)
-	eventually(t, "B's own 40 back from A", func() bool { return b2.status("k").CurrentRegional == 40 })
-	eventually(t, "A's 20 back in B", func() bool { return b2.status("k").CurrentImported == 20 })
+	testwait.UntilTrue(t, waitFor, "B's own 40 back from A", func() bool { return b2.status("k").CurrentRegional == 40 })
+	testwait.UntilTrue(t, waitFor, "A's 20 back in B", func() bool { return b2.status("k").CurrentImported == 20 })
 	// B's row may come back through B's own exchange with A before A has redialled B.
-	eventually(t, "A synced the new B", func() bool { return a.stats("b").Syncs > syncs })
+	testwait.UntilTrue(t, waitFor, "A synced the new B", func() bool { return a.stats("b").Syncs > syncs })
 	// B's restored row is not B's growth: A still reads 40, and after B counts more, the
 	// growth goes out (a foreign count exists) on top of the restored count.
 	b2.count("k", 100, 2)
-	eventually(t, "B's 42 in A", func() bool { return a.status("k").CurrentImported == 42 })
+	testwait.UntilTrue(t, waitFor, "B's 42 in A", func() bool { return a.status("k").CurrentImported == 42 })
 	if st := a.status("k"); st.CurrentRegional != 20 {
 		t.Fatalf("A's regional %d, want 20", st.CurrentRegional)
 	}
-	eventually(t, "A up with B again", func() bool { return a.stats("b").Up })
+	testwait.UntilTrue(t, waitFor, "A up with B again", func() bool { return a.stats("b").Up })
 }
 
 // TestDownPeerCatchesUp: B is down while A counts; A's publication waits (lag grows), and
@@ -287,10 +276,10 @@ func TestDownPeerCatchesUp(t *testing.T) {
 
 	a := newRegion(t, "a", "", "s", clock)
 	a.replicateTo("s", replication.Peer{Region: "b", Addr: addr})
-	eventually(t, "A fails to reach B", func() bool { return a.stats("b").Failures >= 1 })
+	testwait.UntilTrue(t, waitFor, "A fails to reach B", func() bool { return a.stats("b").Failures >= 1 })
 	a.count("k", 100, 30)
 	a.count("k2", 1000, 300)
-	eventually(t, "a publication waits for B", func() bool {
+	testwait.UntilTrue(t, waitFor, "a publication waits for B", func() bool {
 		clock.Advance(1) // the lag is measured by the shared manual clock
 		return a.stats("b").LagMs > 0
 	})
@@ -301,12 +290,12 @@ func TestDownPeerCatchesUp(t *testing.T) {
 
 	b := newRegion(t, "b", addr, "s", clock)
 	b.replicate(a)
-	eventually(t, "B catches up", func() bool {
+	testwait.UntilTrue(t, waitFor, "B catches up", func() bool {
 		return b.status("k").CurrentImported == 30 && b.status("k2").CurrentImported == 300
 	})
-	eventually(t, "A sees B up with no lag", func() bool { s := a.stats("b"); return s.Up && s.LagMs == 0 })
+	testwait.UntilTrue(t, waitFor, "A sees B up with no lag", func() bool { s := a.stats("b"); return s.Up && s.LagMs == 0 })
 	a.count("k", 100, 1)
-	eventually(t, "new growth reaches B", func() bool { return b.status("k").CurrentImported == 31 })
+	testwait.UntilTrue(t, waitFor, "new growth reaches B", func() bool { return b.status("k").CurrentImported == 31 })
 }
 
 // TestWrongSecret: a peer with another cluster secret gets nothing and gives nothing; the
@@ -319,7 +308,7 @@ func TestWrongSecret(t *testing.T) {
 	b.replicate(a) // with "other", refused by A
 	a.count("k", 100, 50)
 	b.count("k", 100, 50)
-	eventually(t, "failures on both sides", func() bool {
+	testwait.UntilTrue(t, waitFor, "failures on both sides", func() bool {
 		return a.stats("b").Failures >= 2 && b.stats("a").Failures >= 2
 	})
 	time.Sleep(4 * interval)
@@ -350,7 +339,7 @@ func TestFlushOnStop(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); rp.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	eventually(t, "A up", func() bool { return rp.Stats()[0].Up })
+	testwait.UntilTrue(t, waitFor, "A up", func() bool { return rp.Stats()[0].Up })
 	a.count("k", 100, 30)
 	cancel()
 	select {
@@ -380,8 +369,8 @@ func TestNoGoroutineLeak(t *testing.T) {
 		a.replicateTo("s", replication.Peer{Region: "b", Addr: b.addr}, replication.Peer{Region: "c", Addr: downAddr})
 		b.replicate(a)
 		a.count("k", 100, 30)
-		eventually(t, "A's 30 in B", func() bool { return b.status("k").CurrentImported == 30 })
-		eventually(t, "A failing on C", func() bool { return a.stats("c").Failures >= 2 })
+		testwait.UntilTrue(t, waitFor, "A's 30 in B", func() bool { return b.status("k").CurrentImported == 30 })
+		testwait.UntilTrue(t, waitFor, "A failing on C", func() bool { return a.stats("c").Failures >= 2 })
 		start := time.Now()
 		a.stopReplication()
 		b.stopReplication()
@@ -548,9 +537,9 @@ func TestLagWhilePublicationUndelivered(t *testing.T) {
 	a := newRegion(t, "a", "", "s", clock)
 	addr := fakePeer(t, -1)
 	a.replicateTo("s", replication.Peer{Region: "b", Addr: addr})
-	eventually(t, "A up (nothing to sync yet)", func() bool { return a.stats("b").Up })
+	testwait.UntilTrue(t, waitFor, "A up (nothing to sync yet)", func() bool { return a.stats("b").Up })
 	a.count("k", 100, 30)
-	eventually(t, "the publication fails", func() bool { return a.stats("b").Failures >= 1 })
+	testwait.UntilTrue(t, waitFor, "the publication fails", func() bool { return a.stats("b").Failures >= 1 })
 	clock.Advance(10 * interval.Milliseconds()) // the lag is measured by the shared manual clock
 	if s := a.stats("b"); s.LagMs < 10*interval.Milliseconds() {
 		t.Fatalf("publication undelivered for %v, stats %+v: LagMs %d", 10*interval, s, s.LagMs)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratchet/ratchet/internal/testwait"
 	"github.com/ratchet/ratchet/scripting"
 )
 
@@ -109,17 +110,15 @@ func startRedisServer(t *testing.T) string {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	addr := "127.0.0.1:" + port
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return addr
+	testwait.Until(t, 30*time.Second, "redis-server to listen", func() (bool, string) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("redis-server did not listen within 30 s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		c.Close()
+		return true, ""
+	})
+	return addr
 }
 
 // respConn sends commands and reads each whole reply as raw bytes.

@@ -11,18 +11,16 @@ import (
 	"time"
 
 	"github.com/ratchet/ratchet/internal/testcert"
+	"github.com/ratchet/ratchet/internal/testwait"
 	"github.com/ratchet/ratchet/server"
 )
 
 // waitStat polls the server's counters until cond holds, at most 10 s.
 func waitStat(t *testing.T, srv *server.Server, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("%s: never happened; stats %+v", what, srv.ConnStats())
+	testwait.Until(t, 10*time.Second, what, func() (bool, string) {
+		return cond(), fmt.Sprintf("stats %+v", srv.ConnStats())
+	})
 }
 
 // pauses measures the longest pause between a test client's steps (its reads or writes),

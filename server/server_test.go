@@ -15,6 +15,7 @@ import (
 
 	"github.com/ratchet/ratchet/commands"
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/internal/testwait"
 	"github.com/ratchet/ratchet/resp"
 	"github.com/ratchet/ratchet/server"
 )
@@ -414,14 +415,8 @@ func testNoDescriptorLeak(t *testing.T, loop bool) {
 		}
 		_ = c.Close()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) && (srv.ConnStats().Connected > 0 || fds() > before) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := srv.ConnStats().Connected; n != 0 {
-		t.Fatalf("%d sessions left after every client closed", n)
-	}
-	if n := fds(); n > before {
-		t.Fatalf("%d descriptors open, %d before the clients came", n, before)
-	}
+	testwait.Until(t, 5*time.Second, "no session or descriptor left after every client closed", func() (bool, string) {
+		n, open := srv.ConnStats().Connected, fds()
+		return n == 0 && open <= before, fmt.Sprintf("%d sessions, %d descriptors open, %d before the clients came", n, open, before)
+	})
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/internal/testwait"
 	"github.com/ratchet/ratchet/resp"
 )
 
@@ -216,10 +217,10 @@ func TestServerErrorIsPerCall(t *testing.T) {
 			_, _, errs[i] = c.Read(ctx, []engine.ReadItem{{Key: key, Seq: int64(i)}})
 		}()
 		if i == 0 {
-			eventually(t, "the bad call is at the fake", func() bool { _, _, cmds := f.stats(); return len(cmds) == 2 })
+			testwait.UntilTrue(t, atOnce, "the bad call is at the fake", func() bool { _, _, cmds := f.stats(); return len(cmds) == 2 })
 		}
 	}
-	eventually(t, "all calls in flight", func() bool { return c.inflight.Load() == 4 })
+	testwait.UntilTrue(t, atOnce, "all calls in flight", func() bool { return c.inflight.Load() == 4 })
 	close(gate)
 	wg.Wait()
 	var se *ServerError
@@ -367,7 +368,7 @@ func TestWriterCoalesces(t *testing.T) {
 	go call(0)
 	// The writer has taken the first request and is blocked writing it (net.Pipe is
 	// unbuffered): queue the others behind it.
-	eventually(t, "the writer took the first request", func() bool {
+	testwait.UntilTrue(t, atOnce, "the writer took the first request", func() bool {
 		cn.mu.Lock()
 		defer cn.mu.Unlock()
 		return cn.pending.size == 1 && len(cn.out) == 0
@@ -376,7 +377,7 @@ func TestWriterCoalesces(t *testing.T) {
 		wg.Add(1)
 		go call(i)
 	}
-	eventually(t, "all requests queued", func() bool {
+	testwait.UntilTrue(t, atOnce, "all requests queued", func() bool {
 		cn.mu.Lock()
 		defer cn.mu.Unlock()
 		return cn.pending.size == n
@@ -505,7 +506,7 @@ func TestContextTimeoutWhileStalled(t *testing.T) {
 	if conns != 1 || len(cmds) != 3 {
 		t.Fatalf("%d connections, %d commands; want 1, 3", conns, len(cmds))
 	}
-	eventually(t, "no call in flight", func() bool { return c.inflight.Load() == 0 })
+	testwait.UntilTrue(t, atOnce, "no call in flight", func() bool { return c.inflight.Load() == 0 })
 }
 
 func TestServerClosesConnection(t *testing.T) {
@@ -530,10 +531,10 @@ func TestServerClosesConnection(t *testing.T) {
 			_, _, errs[i] = c.Read(context.Background(), []engine.ReadItem{{Key: testKey, Seq: int64(i + 1)}})
 		}()
 		if i == 0 {
-			eventually(t, "the first call is at the fake", func() bool { _, _, cmds := f.stats(); return len(cmds) == 1 })
+			testwait.UntilTrue(t, atOnce, "the first call is at the fake", func() bool { _, _, cmds := f.stats(); return len(cmds) == 1 })
 		}
 	}
-	eventually(t, "all calls in flight", func() bool { return c.inflight.Load() == n })
+	testwait.UntilTrue(t, atOnce, "all calls in flight", func() bool { return c.inflight.Load() == n })
 	close(gate)
 	wg.Wait()
 	for i, err := range errs {
@@ -692,7 +693,7 @@ func TestOneDialAtATime(t *testing.T) {
 			_, _, errs[i] = c.Read(context.Background(), []engine.ReadItem{{Key: testKey, Seq: int64(i)}})
 		}()
 	}
-	eventually(t, "all callers waiting", func() bool { return c.inflight.Load() == n })
+	testwait.UntilTrue(t, atOnce, "all callers waiting", func() bool { return c.inflight.Load() == n })
 	close(release)
 	wg.Wait()
 	for i, err := range errs {
@@ -736,7 +737,7 @@ func TestMaxInFlight(t *testing.T) {
 		t.Fatalf("error text %q", err)
 	}
 	close(gate)
-	eventually(t, "slots freed", func() bool { return c.inflight.Load() == 0 })
+	testwait.UntilTrue(t, atOnce, "slots freed", func() bool { return c.inflight.Load() == 0 })
 	if err := read(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -854,7 +855,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 			errs <- err
 		}()
 	}
-	eventually(t, "calls pending", func() bool { return c.inflight.Load() == n })
+	testwait.UntilTrue(t, atOnce, "calls pending", func() bool { return c.inflight.Load() == n })
 	start := time.Now()
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
@@ -890,7 +891,7 @@ func TestCloseDuringDial(t *testing.T) {
 		_, _, err := c.Read(context.Background(), []engine.ReadItem{{Key: testKey, Seq: 1}})
 		errs <- err
 	}()
-	eventually(t, "the dial reached HELLO", func() bool { _, hellos, _ := f.stats(); return len(hellos) == 1 })
+	testwait.UntilTrue(t, atOnce, "the dial reached HELLO", func() bool { _, hellos, _ := f.stats(); return len(hellos) == 1 })
 	start := time.Now()
 	_ = c.Close()
 	if err := <-errs; !errors.Is(err, ErrClosed) {
@@ -1043,7 +1044,7 @@ func TestReplyTimeout(t *testing.T) {
 	if conns, _, _ := f.stats(); conns != 2 {
 		t.Fatalf("%d connections, want 2 (one dialed again)", conns)
 	}
-	eventually(t, "no call in flight", func() bool { return c.inflight.Load() == 0 })
+	testwait.UntilTrue(t, atOnce, "no call in flight", func() bool { return c.inflight.Load() == 0 })
 }
 
 // Publish splits components into RL.INTERNAL.PUBLISH commands of at most MaxPublishItems,

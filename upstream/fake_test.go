@@ -301,18 +301,6 @@ func newClient(t testing.TB, addr string, cfg Config) *Client {
 	return c
 }
 
-// eventually polls cond for up to 5 s.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(atOnce)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // atOnce bounds a call that must return without waiting: where the behaviour under test
 // waits instead, it waits for a gate the test keeps closed, for DialTimeout 10 s, or
 // forever. A loaded 2-core machine under -race delays a call by hundreds of milliseconds,
