@@ -8,12 +8,13 @@ import (
 
 	"github.com/ratchet/ratchet/engine"
 	"github.com/ratchet/ratchet/resp"
+	"github.com/ratchet/ratchet/server"
 )
 
 type noHost struct{}
 
-func (noHost) Sessions() []*Session { return nil }
-func (noHost) ConnStats() ConnStats { return ConnStats{} }
+func (noHost) Sessions() []server.Session  { return nil }
+func (noHost) ConnStats() server.ConnStats { return server.ConnStats{} }
 
 // TestTxBudgetAcrossSessions: the transactions of all connections together hold at most
 // txBudget bytes; EXEC, DISCARD, Close and a session's garbage collection give them back.
