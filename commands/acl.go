@@ -128,7 +128,7 @@ func (d *Dispatcher) aclDenied(s *Session, cmd *Command, args [][]byte) string {
 	if st := d.acl.Load(); st != s.aclState { // ACL LOAD: find the user again
 		u = st.users[u.name]
 		if u == nil || !u.on {
-			s.closing = true
+			s.Quit = true
 			return errUserGone
 		}
 		s.user, s.aclState = u, st

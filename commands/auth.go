@@ -141,7 +141,7 @@ func (d *Dispatcher) authFailed(s *Session, t *authThrottle) {
 	host := hostOf(s.Addr)
 	if s.authFail.blocked(nowMs) || t.blocked(host, nowMs) {
 		d.authThrottled.Add(1)
-		s.closing = true
+		s.Quit = true
 		return
 	}
 	s.authFail.fail(nowMs, 0, authFreeFailures)

@@ -77,7 +77,7 @@ func TestAuthThrottleConnection(t *testing.T) {
 	}
 	for i, st := range steps {
 		r.now = r.now.Add(st.advance)
-		s.closing = false
+		s.Quit = false
 		got := r.serve(s, st.cmd...)
 		if !strings.HasPrefix(got, strings.TrimSuffix(st.want, "\r\n")) {
 			t.Fatalf("step %d %v = %q, want %q", i, st.cmd, got, st.want)

@@ -24,7 +24,7 @@ func cmdEcho(_ *Dispatcher, _ *Session, w *resp.Writer, args [][]byte) { w.Bulk(
 
 func cmdQuit(_ *Dispatcher, s *Session, w *resp.Writer, _ [][]byte) {
 	s.endTx() // as Redis: QUIT inside MULTI runs at once, and the transaction is gone
-	s.closing = true
+	s.Quit = true
 	w.OK()
 }
 
@@ -221,8 +221,10 @@ func cmdClient(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		now := time.Now().UnixMilli()
 		var b bytes.Buffer
 		for _, o := range d.opt.Host.Sessions() {
-			b.WriteString(o.ClientLine(now))
-			b.WriteByte('\n')
+			if o, ok := o.(*Session); ok {
+				b.WriteString(o.ClientLine(now))
+				b.WriteByte('\n')
+			}
 		}
 		w.Bulk(b.Bytes())
 	case (sub == "NO-EVICT" || sub == "NO-TOUCH") && len(args) == 3:

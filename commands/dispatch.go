@@ -18,34 +18,15 @@ import (
 	"github.com/ratchet/ratchet/engine"
 	"github.com/ratchet/ratchet/resp"
 	"github.com/ratchet/ratchet/scripting"
+	"github.com/ratchet/ratchet/server"
 )
 
 // Host is what the commands need from the server around them.
 type Host interface {
 	// Sessions returns the open connections, for CLIENT LIST.
-	Sessions() []*Session
+	Sessions() []server.Session
 	// Stats returns the connection counters, for INFO.
-	ConnStats() ConnStats
-}
-
-// ConnStats are the server's connection counters.
-type ConnStats struct {
-	Connected int
-	Total     uint64
-	Rejected  uint64
-	Port      int
-	HandBacks uint64 // connections that went back to an event loop after waiting
-
-	// Connections the server closed, by reason.
-	ReadTimeouts      uint64 // an incomplete request made no progress for --read-timeout
-	IdleTimeouts      uint64 // idle longer than --timeout
-	WriteTimeouts     uint64 // replies not read for --write-timeout
-	HandshakeTimeouts uint64 // TLS handshake not finished in time
-	QueryEvictions    uint64 // held the most request bytes when --max-query-buffer was full
-	ProtocolErrors    uint64 // malformed or oversized requests
-
-	QueryBufferBytes int64 // request bytes buffered across connections now
-	MaxQueryBuffer   int64 // the --max-query-buffer budget
+	ConnStats() server.ConnStats
 }
 
 // AuthStats count failed authentication: AUTH, HELLO AUTH and the cluster secret of
@@ -206,6 +187,13 @@ func New(opt Options) *Dispatcher {
 
 // Processed returns the number of commands served.
 func (d *Dispatcher) Processed() uint64 { return d.cmds.total() }
+
+// Open returns the state of a new connection of the server (server.Handler).
+func (d *Dispatcher) Open(c *server.Conn, nowMs int64) server.Session {
+	s := newSession(c, nowMs)
+	s.d = d
+	return s
+}
 
 // Serve handles one request and appends its reply to w. args[0] is the command name.
 func (d *Dispatcher) Serve(s *Session, w *resp.Writer, args [][]byte) {

@@ -7,13 +7,20 @@ import (
 	"github.com/ratchet/ratchet/commands"
 	"github.com/ratchet/ratchet/engine"
 	"github.com/ratchet/ratchet/resp"
+	"github.com/ratchet/ratchet/server"
 )
 
 type fakeHost struct{ sessions []*commands.Session }
 
-func (h *fakeHost) Sessions() []*commands.Session { return h.sessions }
-func (h *fakeHost) ConnStats() commands.ConnStats {
-	return commands.ConnStats{Connected: len(h.sessions), Port: 6380}
+func (h *fakeHost) Sessions() []server.Session {
+	out := make([]server.Session, len(h.sessions))
+	for i, s := range h.sessions {
+		out[i] = s
+	}
+	return out
+}
+func (h *fakeHost) ConnStats() server.ConnStats {
+	return server.ConnStats{Connected: len(h.sessions), Port: 6380}
 }
 
 type rig struct {

@@ -8,12 +8,13 @@ import (
 
 	"github.com/ratchet/ratchet/engine"
 	"github.com/ratchet/ratchet/resp"
+	"github.com/ratchet/ratchet/server"
 )
 
 type noHost struct{}
 
-func (noHost) Sessions() []*Session { return nil }
-func (noHost) ConnStats() ConnStats { return ConnStats{} }
+func (noHost) Sessions() []server.Session  { return nil }
+func (noHost) ConnStats() server.ConnStats { return server.ConnStats{} }
 
 // serveArgs serves one request of args on s and returns the reply.
 func serveArgs(d *Dispatcher, s *Session, args ...string) string {

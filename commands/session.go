@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/resp"
+	"github.com/ratchet/ratchet/server"
 )
 
 // Session is one client connection's state as the commands see it. The server creates it
@@ -14,24 +16,13 @@ import (
 // reads other sessions from other goroutines, so the fields it shows that can change are
 // guarded by mu or atomic.
 type Session struct {
-	ID        int64
-	Addr      string
-	LocalAddr string
-	CreatedMs int64
+	*server.Conn // ID, addresses, and the flags the server reads and sets
+	CreatedMs    int64
+	d            *Dispatcher // serves the connection's requests; nil for a session made by NewSession
 
 	// Owned by the connection's goroutine (or event loop).
-	Authed bool
-	// CertVerified is set by the server once the TLS handshake verified a client
-	// certificate against the listener's client CAs (--cluster-client-ca).
-	CertVerified bool
-	// NoWait is set by a server that serves the connection from an event loop: a command
-	// that would wait on the network (an edge's cold read, hand-off or RL.STATUS) then
-	// writes nothing and sets WouldBlock, and the server serves that request again from a
-	// goroutine of the connection's own.
-	NoWait     bool
-	WouldBlock bool
+	Authed     bool
 	Workspace  string
-	closing    bool
 	cluster    bool      // authenticated with the cluster secret (RL.INTERNAL.HELLO)
 	nodeRun    string    // the peer node's run id, from RL.INTERNAL.HELLO
 	peerRegion string    // set when that node is another region's origin
@@ -63,10 +54,17 @@ type Session struct {
 // NewSession returns the state of a new connection, unauthenticated, in RESP2 and in
 // the default workspace.
 func NewSession(id int64, addr, localAddr string, nowMs int64) *Session {
-	s := &Session{ID: id, Addr: addr, LocalAddr: localAddr, CreatedMs: nowMs, Workspace: "default", proto: 2}
+	return newSession(&server.Conn{ID: id, Addr: addr, LocalAddr: localAddr}, nowMs)
+}
+
+func newSession(c *server.Conn, nowMs int64) *Session {
+	s := &Session{Conn: c, CreatedMs: nowMs, Workspace: "default", proto: 2}
 	s.lastMs.Store(nowMs)
 	return s
 }
+
+// Serve serves one request of the connection, appending its reply to w (server.Session).
+func (s *Session) Serve(w *resp.Writer, args [][]byte) { s.d.Serve(s, w, args) }
 
 // namespace returns the namespace named by ns (nil: DefaultNamespace) as a string. A
 // connection sends the same few namespaces again and again: they are converted once and
@@ -98,7 +96,7 @@ func (s *Session) Touch(nowMs int64) { s.lastMs.Store(nowMs) }
 
 // Closing reports whether the client asked to close the connection (QUIT). The server
 // writes the pending replies, then closes.
-func (s *Session) Closing() bool { return s.closing }
+func (s *Session) Closing() bool { return s.Quit }
 
 // Internal reports whether the connection authenticated with the cluster secret (an edge
 // or a peer region's origin). Like Redis's replicas, such connections are never closed

@@ -15,12 +15,13 @@ import (
 
 	"github.com/ratchet/ratchet/commands"
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/server"
 )
 
 // Sources are the readings the collector takes at each scrape. Nil fields are skipped.
 type Sources struct {
 	Engine    func() engine.Stats
-	Conns     func() commands.ConnStats
+	Conns     func() server.ConnStats
 	Commands  func() []commands.CommandStat // per-command counts and sampled durations
 	Snapshots func() commands.SnapshotStats
 	Peers     func() []commands.PeerInfo

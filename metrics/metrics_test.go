@@ -11,6 +11,7 @@ import (
 	"github.com/ratchet/ratchet/commands"
 	"github.com/ratchet/ratchet/engine"
 	"github.com/ratchet/ratchet/metrics"
+	"github.com/ratchet/ratchet/server"
 )
 
 func TestScrape(t *testing.T) {
@@ -22,8 +23,8 @@ func TestScrape(t *testing.T) {
 	}
 	m := metrics.New()
 	m.Register(metrics.Sources{Engine: eng.Stats,
-		Conns: func() commands.ConnStats {
-			return commands.ConnStats{Connected: 4, ReadTimeouts: 5, IdleTimeouts: 6, WriteTimeouts: 7, HandshakeTimeouts: 8,
+		Conns: func() server.ConnStats {
+			return server.ConnStats{Connected: 4, ReadTimeouts: 5, IdleTimeouts: 6, WriteTimeouts: 7, HandshakeTimeouts: 8,
 				QueryEvictions: 9, ProtocolErrors: 10, QueryBufferBytes: 4096, MaxQueryBuffer: 64 << 20}
 		},
 		Auth:      func() commands.AuthStats { return commands.AuthStats{Failures: 11, Throttled: 12} },

@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ratchet/ratchet/commands"
 	"github.com/ratchet/ratchet/ratelog"
 	"github.com/ratchet/ratchet/resp"
 )
@@ -34,7 +33,8 @@ const logEvery = 10 * time.Second
 
 // conn is what the server knows of one open connection, whoever owns it.
 type conn struct {
-	sess *commands.Session
+	sess *Conn   // what the server and the handler share
+	h    Session // the handler's state
 	// nc is the connection while a goroutine owns it; nil while an event loop does.
 	// Guarded by Server.mu.
 	nc net.Conn
@@ -105,7 +105,7 @@ type stop int
 const (
 	stopDone    stop = iota // every complete request served; data[off:] is incomplete or empty
 	stopFull                // flushEarly reported a full socket: serve the rest once it drains
-	stopWait                // a request must wait (Session.NoWait): data[off:] starts with it
+	stopWait                // a request must wait (Conn.NoWait): data[off:] starts with it
 	stopClosing             // QUIT: the connection closes once its replies are written
 	stopError               // protocol error (err): answer it after w's replies, then close
 )
@@ -121,14 +121,14 @@ type batchResult struct {
 // serveBatch serves the complete requests at the start of data, appending replies to w.
 // argv is reused for each request's arguments. flushEarly is called whenever w holds
 // flushAt bytes or more; it writes them and reports false when the connection cannot take
-// more now. With wait set, a request that would wait (Session.NoWait, WouldBlock) is
+// more now. With wait set, a request that would wait (Conn.NoWait, WouldBlock) is
 // served again with NoWait off, which waits; without it serveBatch returns stopWait.
-func (s *Server) serveBatch(sess *commands.Session, w *resp.Writer, data []byte, argv *[][]byte,
+func (s *Server) serveBatch(sess *Conn, h Session, w *resp.Writer, data []byte, argv *[][]byte,
 	wait bool, flushEarly func() bool) batchResult {
 	var r batchResult
 	lim := s.cfg.Limits
 	for r.off < len(data) {
-		if sess.Closing() {
+		if sess.Quit {
 			r.stop = stopClosing
 			return r
 		}
@@ -142,7 +142,7 @@ func (s *Server) serveBatch(sess *commands.Session, w *resp.Writer, data []byte,
 		}
 		*argv = args[:0]
 		if len(args) > 0 {
-			s.handler.Serve(sess, w, args)
+			h.Serve(w, args)
 			if sess.WouldBlock { // only with NoWait: nothing was written or counted
 				sess.WouldBlock = false
 				if !wait {
@@ -150,7 +150,7 @@ func (s *Server) serveBatch(sess *commands.Session, w *resp.Writer, data []byte,
 					return r
 				}
 				sess.NoWait, r.waited = false, true
-				s.handler.Serve(sess, w, args)
+				h.Serve(w, args)
 				sess.NoWait = true
 			}
 		}
@@ -160,7 +160,7 @@ func (s *Server) serveBatch(sess *commands.Session, w *resp.Writer, data []byte,
 			return r
 		}
 	}
-	if sess.Closing() {
+	if sess.Quit {
 		r.stop = stopClosing
 	}
 	return r

@@ -13,7 +13,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/ratchet/ratchet/commands"
 	"github.com/ratchet/ratchet/resp"
 )
 
@@ -29,7 +28,7 @@ import (
 // latency tail short when every connection has one request in flight.
 //
 // A loop never waits on the network for a request: a command that would (an edge's origin
-// read or hand-off, see commands.Session.NoWait) sets WouldBlock, and the loop hands the
+// read or hand-off, see Conn.NoWait) sets WouldBlock, and the loop hands the
 // connection to a goroutine of its own (handOver), which serves that request again.
 //
 // Bounds: a loop shares one read buffer, one reply buffer and one buffer of the batch's
@@ -85,7 +84,8 @@ const maxHold = 1 << 20
 type loopConn struct {
 	fd       int
 	cn       *conn
-	sess     *commands.Session
+	sess     *Conn
+	h        Session
 	in       []byte    // unserved request bytes carried to the next read
 	out      []byte    // replies the socket did not take yet
 	outSince time.Time // the last write progress while out is pending
@@ -172,7 +172,7 @@ func (s *Server) adopt(c *net.TCPConn, cn *conn) bool {
 		return false
 	}
 	l := s.loops[uint64(sess.ID)%uint64(len(s.loops))]
-	lc := &loopConn{fd: fd, cn: cn, sess: sess, proto: sess.Proto(), lastRead: time.Now()}
+	lc := &loopConn{fd: fd, cn: cn, sess: sess, h: cn.h, proto: cn.h.Proto(), lastRead: time.Now()}
 	s.mu.Lock()
 	cn.nc, cn.lp = nil, l
 	s.mu.Unlock()
@@ -351,9 +351,9 @@ func (l *loop) readable(c *loopConn, now time.Time) {
 		l.close(c)
 		return
 	}
-	now = time.Now() // the batch's instant (commands.Options.BatchTime): one read per batch
+	now = time.Now() // the batch's instant (Session.Touch): one read per batch
 	c.lastRead = now
-	c.sess.Touch(now.UnixMilli())
+	c.h.Touch(now.UnixMilli())
 	l.serve(c, data, fromIn, now)
 }
 
@@ -363,7 +363,7 @@ func (l *loop) readable(c *loopConn, now time.Time) {
 func (l *loop) serve(c *loopConn, data []byte, fromIn bool, now time.Time) {
 	l.w.Reset()
 	l.w.SetProto(c.proto)
-	r := l.s.serveBatch(c.sess, &l.w, data, &l.argv, false, func() bool { return l.write(c, now) })
+	r := l.s.serveBatch(c.sess, c.h, &l.w, data, &l.argv, false, func() bool { return l.write(c, now) })
 	c.proto = l.w.Proto()
 	blocked := false
 	switch r.stop {
@@ -397,7 +397,7 @@ func (l *loop) serve(c *loopConn, data []byte, fromIn bool, now time.Time) {
 	}
 	switch {
 	case blocked:
-	case c.sess.Closing() || l.w.Len() == 0 || len(l.holdBuf)+l.w.Len() > maxHold:
+	case c.sess.Quit || l.w.Len() == 0 || len(l.holdBuf)+l.w.Len() > maxHold:
 		l.write(c, now)
 	default: // written at the end of the batch, as redis-server writes after its reads
 		start := len(l.holdBuf)
@@ -405,7 +405,7 @@ func (l *loop) serve(c *loopConn, data []byte, fromIn bool, now time.Time) {
 		l.w.Reset()
 		l.held = append(l.held, heldReplies{c: c, start: start, end: len(l.holdBuf)})
 	}
-	if c.sess.Closing() && len(c.out) == 0 {
+	if c.sess.Quit && len(c.out) == 0 {
 		l.close(c)
 	}
 }
@@ -490,13 +490,13 @@ func (l *loop) writable(c *loopConn, now time.Time) {
 	if !l.interest(c, syscall.EPOLLIN) {
 		return
 	}
-	if c.sess.Closing() {
+	if c.sess.Quit {
 		l.close(c)
 		return
 	}
 	if len(c.in) > 0 {
 		now = time.Now() // these requests are decided now, not at their read
-		c.sess.Touch(now.UnixMilli())
+		c.h.Touch(now.UnixMilli())
 		l.serve(c, c.in, true, now)
 	}
 }
@@ -539,7 +539,7 @@ func (l *loop) sweep(now time.Time) {
 			if cfg.ReadTimeout > 0 && now.Sub(c.lastRead) > cfg.ReadTimeout {
 				reason = closeReadTimeout
 			}
-		case cfg.IdleTimeout > 0 && now.Sub(c.lastRead) > cfg.IdleTimeout && !c.sess.Internal():
+		case cfg.IdleTimeout > 0 && now.Sub(c.lastRead) > cfg.IdleTimeout && !c.h.Internal():
 			reason = closeIdleTimeout
 		}
 		if reason != nReasons {

@@ -21,14 +21,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ratchet/ratchet/commands"
 	"github.com/ratchet/ratchet/resp"
 )
-
-// Handler serves one request, appending its reply to w.
-type Handler interface {
-	Serve(s *commands.Session, w *resp.Writer, args [][]byte)
-}
 
 // Config configures a Server.
 type Config struct {
@@ -40,7 +34,7 @@ type Config struct {
 	Logger       *slog.Logger
 	// EventLoops > 0 serves plain TCP connections from that many epoll event loops
 	// (Linux) instead of a goroutine per connection. The Handler must not wait on a
-	// connection whose Session has NoWait set: it sets WouldBlock instead, and the
+	// connection whose Conn has NoWait set: it sets WouldBlock instead, and the
 	// connection moves to a goroutine (a request that waited would stall its whole loop).
 	EventLoops int
 	// ReadTimeout closes a connection whose incomplete request made no progress (no byte
@@ -60,7 +54,7 @@ const (
 	flushAt       = 256 << 10 // write replies early once this many are buffered
 )
 
-// Server is a RESP listener. It implements commands.Host.
+// Server is a RESP listener.
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
@@ -74,8 +68,8 @@ type Server struct {
 	handBacks atomic.Uint64 // connections returned from a goroutine to a loop
 	refusing  atomic.Int32  // goroutines answering TLS clients over --max-clients
 
-	mu       sync.Mutex                  // guards conns, closing, and each conn's nc and lp
-	conns    map[*commands.Session]*conn // the open connections
+	mu       sync.Mutex      // guards conns, closing, and each conn's nc and lp
+	conns    map[*Conn]*conn // the open connections
 	closing  bool
 	stopping atomic.Bool    // closing, for the event loops
 	loops    []*loop        // nil: a goroutine per connection
@@ -113,7 +107,7 @@ func New(cfg Config) *Server {
 	if cfg.MaxQueryBuffer <= 0 {
 		cfg.MaxQueryBuffer = 64 << 20
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, conns: make(map[*commands.Session]*conn),
+	return &Server{cfg: cfg, log: cfg.Logger, conns: make(map[*Conn]*conn),
 		query: queryBudget{holders: make(map[*conn]struct{})}, closes: newCloseLog()}
 }
 
@@ -166,7 +160,7 @@ func (s *Server) Serve(h Handler) error {
 
 func (s *Server) accept(c net.Conn) {
 	now := time.Now()
-	sess := commands.NewSession(s.nextID.Add(1), c.RemoteAddr().String(), c.LocalAddr().String(), now.UnixMilli())
+	sess := &Conn{ID: s.nextID.Add(1), Addr: c.RemoteAddr().String(), LocalAddr: c.LocalAddr().String()}
 	s.mu.Lock()
 	if s.closing || len(s.conns) >= s.cfg.MaxClients {
 		s.mu.Unlock()
@@ -174,7 +168,7 @@ func (s *Server) accept(c net.Conn) {
 		s.refuseClient(c, now)
 		return
 	}
-	cn := &conn{sess: sess}
+	cn := &conn{sess: sess, h: s.handler.Open(sess, now.UnixMilli())}
 	s.conns[sess] = cn
 	if tc, ok := c.(*net.TCPConn); ok && s.loops != nil {
 		s.mu.Unlock()
@@ -223,7 +217,7 @@ func (s *Server) forget(c *conn) {
 	delete(s.conns, c.sess)
 	s.mu.Unlock()
 	s.release(c)
-	c.sess.Close()
+	c.h.Close()
 }
 
 func (s *Server) isClosing() bool {
@@ -241,7 +235,7 @@ func (s *Server) isClosing() bool {
 // is served again here with NoWait off, and once a batch has been served without any such
 // request and nothing more has arrived, the connection goes back to a loop.
 func (s *Server) serveConn(c *conn, nc net.Conn, in, out []byte) {
-	sess := c.sess
+	sess, h := c.sess, c.h
 	fromLoop := sess.NoWait
 	returned := false
 	defer func() {
@@ -278,7 +272,7 @@ func (s *Server) serveConn(c *conn, nc net.Conn, in, out []byte) {
 		return
 	}
 	var w resp.Writer
-	w.SetProto(sess.Proto())
+	w.SetProto(h.Proto())
 	var wd, rd deadline
 	if len(out) > 0 {
 		if err := s.writeAll(c, nc, out, &wd, time.Now()); err != nil {
@@ -291,7 +285,7 @@ func (s *Server) serveConn(c *conn, nc net.Conn, in, out []byte) {
 		}
 		w.Reset()
 		// The write may have waited: the rest of the batch is decided after it.
-		sess.Touch(time.Now().UnixMilli())
+		h.Touch(time.Now().UnixMilli())
 		return true
 	}
 	pending := len(buf) > 0 // serve what came with the connection before reading
@@ -317,9 +311,9 @@ func (s *Server) serveConn(c *conn, nc net.Conn, in, out []byte) {
 		}
 		pending = false
 		now := time.Now()
-		sess.Touch(now.UnixMilli())
+		h.Touch(now.UnixMilli())
 
-		r := s.serveBatch(sess, &w, buf, &argv, true, flushEarly)
+		r := s.serveBatch(sess, h, &w, buf, &argv, true, flushEarly)
 		switch r.stop {
 		case stopError:
 			s.refuse(c, nc, &w, r.err)
@@ -364,7 +358,7 @@ func (s *Server) armRead(c *conn, nc net.Conn, rd *deadline, partial bool) bool 
 	switch {
 	case partial && s.cfg.ReadTimeout > 0:
 		kind, d = timerRead, s.cfg.ReadTimeout
-	case !partial && s.cfg.IdleTimeout > 0 && !c.sess.Internal():
+	case !partial && s.cfg.IdleTimeout > 0 && !c.h.Internal():
 		kind, d = timerIdle, s.cfg.IdleTimeout
 	}
 	if kind == timerNone && rd.kind == timerNone {
@@ -521,25 +515,29 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// Sessions returns the open connections' sessions.
-func (s *Server) Sessions() []*commands.Session {
+// Sessions returns the open connections' handler states, in the order they were accepted.
+func (s *Server) Sessions() []Session {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]*commands.Session, 0, len(s.conns))
-	for sess := range s.conns {
-		out = append(out, sess)
+	cs := make([]*conn, 0, len(s.conns))
+	for _, c := range s.conns {
+		cs = append(cs, c)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	s.mu.Unlock()
+	sort.Slice(cs, func(i, j int) bool { return cs[i].sess.ID < cs[j].sess.ID })
+	out := make([]Session, len(cs))
+	for i, c := range cs {
+		out[i] = c.h
+	}
 	return out
 }
 
 // ConnStats returns the connection counters.
-func (s *Server) ConnStats() commands.ConnStats {
+func (s *Server) ConnStats() ConnStats {
 	s.mu.Lock()
 	n := len(s.conns)
 	s.mu.Unlock()
 	cl := &s.closes.n
-	return commands.ConnStats{Connected: n, Total: s.total.Load(), Rejected: s.rejected.Load(), Port: s.port,
+	return ConnStats{Connected: n, Total: s.total.Load(), Rejected: s.rejected.Load(), Port: s.port,
 		HandBacks:         s.handBacks.Load(),
 		ReadTimeouts:      cl[closeReadTimeout].Load(),
 		IdleTimeouts:      cl[closeIdleTimeout].Load(),
