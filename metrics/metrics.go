@@ -13,8 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/ratchet/ratchet/commands"
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/persist"
+	"github.com/ratchet/ratchet/replication"
 	"github.com/ratchet/ratchet/server"
 )
 
@@ -22,13 +23,34 @@ import (
 type Sources struct {
 	Engine    func() engine.Stats
 	Conns     func() server.ConnStats
-	Commands  func() []commands.CommandStat // per-command counts and sampled durations
-	Snapshots func() commands.SnapshotStats
-	Peers     func() []commands.PeerInfo
-	Auth      func() commands.AuthStats
+	Commands  func() []CommandStat // per-command counts and sampled durations
+	Snapshots func() persist.Stats
+	Peers     func() []replication.PeerStats
+	Auth      func() AuthStats
+	// DurationBounds are the upper bounds, in seconds, of the buckets of
+	// CommandStat.Buckets; counts past its length are not exported.
+	DurationBounds []float64
 	// Ready reports why the node should not take traffic now, or nil when it should; it
 	// answers /readyz. Nil: always ready.
 	Ready func() error
+}
+
+// CommandStat is one command's counts since the start, as the command table keeps them.
+type CommandStat struct {
+	Name     string // lower case, or "unknown"
+	Calls    uint64 // requests that ran
+	Rejected uint64 // requests refused before running
+	// Timed is the number of timed calls, TimedSeconds their total duration, and Buckets
+	// their cumulative counts at each of Sources.DurationBounds.
+	Timed        uint64
+	TimedSeconds float64
+	Buckets      []uint64
+}
+
+// AuthStats count failed authentication.
+type AuthStats struct {
+	Failures  uint64 // wrong passwords and secrets, within the throttle's budget
+	Throttled uint64 // wrong ones over the budget
 }
 
 type collector struct {
@@ -171,8 +193,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				continue
 			}
 			buckets := make(map[float64]uint64, len(st.Buckets))
-			for i, n := range st.Buckets {
-				buckets[commands.DurationBounds[i]] = n
+			for i, n := range st.Buckets[:min(len(st.Buckets), len(c.src.DurationBounds))] {
+				buckets[c.src.DurationBounds[i]] = n
 			}
 			ch <- prometheus.MustNewConstHistogram(c.cmdDuration, st.Timed, st.TimedSeconds, buckets, st.Name)
 		}

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ratchet/ratchet/commands"
 	"github.com/ratchet/ratchet/engine"
 	"github.com/ratchet/ratchet/metrics"
+	"github.com/ratchet/ratchet/persist"
 	"github.com/ratchet/ratchet/server"
 )
 
@@ -27,8 +27,8 @@ func TestScrape(t *testing.T) {
 			return server.ConnStats{Connected: 4, ReadTimeouts: 5, IdleTimeouts: 6, WriteTimeouts: 7, HandshakeTimeouts: 8,
 				QueryEvictions: 9, ProtocolErrors: 10, QueryBufferBytes: 4096, MaxQueryBuffer: 64 << 20}
 		},
-		Auth:      func() commands.AuthStats { return commands.AuthStats{Failures: 11, Throttled: 12} },
-		Snapshots: func() commands.SnapshotStats { return commands.SnapshotStats{LastCells: 9} }})
+		Auth:      func() metrics.AuthStats { return metrics.AuthStats{Failures: 11, Throttled: 12} },
+		Snapshots: func() persist.Stats { return persist.Stats{LastCells: 9} }})
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
 
@@ -105,13 +105,13 @@ func fetch(t *testing.T, url string) (int, string) {
 func TestCommandMetrics(t *testing.T) {
 	m := metrics.New()
 	m.SetBuildInfo("1.2.3", "abc123", "edge")
-	m.Register(metrics.Sources{Commands: func() []commands.CommandStat {
-		bounds := len(commands.DurationBounds)
-		b := make([]uint64, bounds)
+	bounds := []float64{1e-6, 1e-3}
+	m.Register(metrics.Sources{DurationBounds: bounds, Commands: func() []metrics.CommandStat {
+		b := make([]uint64, len(bounds)+1) // one count past the bounds: not exported, no panic
 		for i := range b {
 			b[i] = 3 // all three timed calls under the first bound
 		}
-		return []commands.CommandStat{{Name: "unknown", Rejected: 4},
+		return []metrics.CommandStat{{Name: "unknown", Rejected: 4},
 			{Name: "rl.limit", Calls: 40, Rejected: 2, Timed: 3, TimedSeconds: 0.0000015, Buckets: b}}
 	}})
 	srv := httptest.NewServer(m.Handler())

@@ -335,8 +335,22 @@ func run(cfg Config, log *slog.Logger) error {
 
 	var metricsSrv *http.Server
 	if cfg.MetricsListen != "" {
-		met.Register(metrics.Sources{Engine: n.limiter.Stats, Conns: srv.ConnStats, Commands: disp.CommandStats,
-			Snapshots: snapStats, Peers: peerInfo, Auth: disp.AuthStats, Ready: n.ready})
+		src := metrics.Sources{Engine: n.limiter.Stats, Conns: srv.ConnStats, Commands: func() []metrics.CommandStat {
+			var out []metrics.CommandStat
+			for _, s := range disp.CommandStats() {
+				out = append(out, metrics.CommandStat{Name: s.Name, Calls: s.Calls, Rejected: s.Rejected,
+					Timed: s.Timed, TimedSeconds: s.TimedSeconds, Buckets: s.Buckets})
+			}
+			return out
+		}, DurationBounds: commands.DurationBounds, Auth: func() metrics.AuthStats { return metrics.AuthStats(disp.AuthStats()) },
+			Ready: n.ready}
+		if n.store != nil {
+			src.Snapshots = n.store.Stats
+		}
+		if n.repl != nil {
+			src.Peers = n.repl.Stats
+		}
+		met.Register(src)
 		ln, err := net.Listen("tcp", cfg.MetricsListen)
 		if err != nil {
 			return fmt.Errorf("listen metrics %s: %w", cfg.MetricsListen, err)
