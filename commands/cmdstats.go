@@ -117,7 +117,7 @@ func (cs *cmdStats) done(s *Session, cmd *Command, w *resp.Writer, m callMark) {
 	if m.began != 0 {
 		cs.observe(cmd.id, m.began)
 	}
-	c := &cs.stripes[uint64(s.ID)%counterStripes].c[cmd.id]
+	c := &cs.stripe(s)[cmd.id]
 	c.calls.Add(1)
 	if b := w.Bytes(); len(b) > m.at && (b[m.at] == '-' || b[m.at] == '!') {
 		c.failed.Add(1)

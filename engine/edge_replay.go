@@ -40,8 +40,10 @@ func (e *Edge) flushLoop(ctx context.Context, l *originLink) {
 		case <-l.kick:
 		}
 		e.flush(l, false)
-		if now := e.clock.NowMs(); now-l.lastOKMs.Load() >= heartbeatMs || (!l.keep.empty() && now-l.keep.heard >= heartbeatMs) {
-			e.heartbeat(l) // also tells the durable mark while batches are kept
+		if now := e.clock.NowMs(); now-l.lastOKMs.Load() >= heartbeatMs || (l.unsaved.Load() > 0 && now-l.keep.heard >= heartbeatMs) {
+			// also tells the durable mark while cost is kept, hand-offs not yet taken in
+			// included (an edge whose traffic is only hand-offs sends no batch)
+			e.heartbeat(l)
 		}
 	}
 }

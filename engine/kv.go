@@ -52,7 +52,8 @@ const MaxKVValue = 64 << 10
 // MaxKVKey is the longest key the keyspace holds, in bytes.
 const MaxKVKey = 1024
 
-// Errors of keyspace operations. Their text is the reply Redis gives.
+// Errors of keyspace operations, tested with errors.Is; commands/errors.go writes their
+// replies (Redis's texts).
 var (
 	// ErrNotInteger: INCRBY on a value that is not a decimal 64-bit integer.
 	ErrNotInteger = errors.New("value is not an integer or out of range")

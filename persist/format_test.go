@@ -317,7 +317,7 @@ func TestLoadOrSetAsideOtherVersion(t *testing.T) {
 		Runs:   slices.Values([]engine.RunRecord{{Run: "e1/a", Applied: 3}}),
 		Leases: slices.Values([]engine.LeaseRecord{{Key: key, Run: "e1/a", G: 5, Seq: 9, UntilMs: 1}}),
 	}
-	for _, version := range []uint64{2, 6, formatVersion + 1} {
+	for _, version := range []uint64{2, formatVersion - 1, formatVersion + 1} {
 		t.Run(fmt.Sprint(version), func(t *testing.T) {
 			dir := t.TempDir()
 			var logs bytes.Buffer // LoadOrSetAside logs on the calling goroutine

@@ -51,7 +51,7 @@ const (
 	// Records are written in the order Save is given them, unsorted; Load sorts the cells
 	// and merges records of the same key and sequence. A chunk is one bbolt value, so a save
 	// costs a few bbolt operations per 64 KiB rather than one B+tree insert per record.
-	formatVersion = 7
+	formatVersion = 8 // 8: run records may carry the count of hand-offs (runHands)
 
 	cellsBucket    = "cells"
 	kvBucket       = "kv"
