@@ -15,7 +15,8 @@ import (
 // one place:
 //
 //   - serveBatch: parse the complete requests of what was read, serve them in order,
-//     write early past flushAt, stop at QUIT, a protocol error or a request that must wait;
+//     write early past flushAt, stop at QUIT, a protocol error or a request that must wait
+//     (Conn.NoWait, on an event loop);
 //   - growRequest and keepRequest: a connection's buffer for an incomplete request, bounded
 //     by Limits.MaxBuffer per connection and by MaxQueryBuffer across connections (past
 //     it, the connection holding the most is closed);
@@ -112,19 +113,19 @@ const (
 
 // batchResult is what serveBatch did.
 type batchResult struct {
-	off    int   // bytes of data served
-	stop   stop  // why it returned
-	err    error // the protocol error, with stopError
-	waited bool  // a request waited on the network (wait set)
+	off  int   // bytes of data served
+	stop stop  // why it returned
+	err  error // the protocol error, with stopError
 }
 
 // serveBatch serves the complete requests at the start of data, appending replies to w.
 // argv is reused for each request's arguments. flushEarly is called whenever w holds
 // flushAt bytes or more; it writes them and reports false when the connection cannot take
-// more now. With wait set, a request that would wait (Conn.NoWait, WouldBlock) is
-// served again with NoWait off, which waits; without it serveBatch returns stopWait.
+// more now. Under Conn.NoWait a request that would wait sets WouldBlock and writes
+// nothing: serveBatch then returns stopWait, and the owner has that request served once
+// more where it may wait (an event loop's serveAside).
 func (s *Server) serveBatch(sess *Conn, h Session, w *resp.Writer, data []byte, argv *[][]byte,
-	wait bool, flushEarly func() bool) batchResult {
+	flushEarly func() bool) batchResult {
 	var r batchResult
 	lim := s.cfg.Limits
 	for r.off < len(data) {
@@ -143,15 +144,14 @@ func (s *Server) serveBatch(sess *Conn, h Session, w *resp.Writer, data []byte, 
 		*argv = args[:0]
 		if len(args) > 0 {
 			h.Serve(w, args)
-			if sess.WouldBlock { // only with NoWait: nothing was written or counted
+			// Set under NoWait only (nothing was written or counted); set without it, by
+			// mistake, it is dropped: no request is served twice.
+			if sess.WouldBlock {
 				sess.WouldBlock = false
-				if !wait {
+				if sess.NoWait {
 					r.stop = stopWait
 					return r
 				}
-				sess.NoWait, r.waited = false, true
-				h.Serve(w, args)
-				sess.NoWait = true
 			}
 		}
 		r.off += used

@@ -33,7 +33,8 @@ type Conn struct {
 	CertVerified bool
 	// NoWait is set by a server that serves the connection from an event loop: a request
 	// that would wait on the network then writes nothing and sets WouldBlock, and the
-	// server serves it again from a goroutine of the connection's own.
+	// server serves it once more, with the rest of its batch, from a goroutine with
+	// NoWait off.
 	NoWait     bool
 	WouldBlock bool
 	// Quit is set by the handler when the client asked to close the connection (QUIT):
@@ -47,7 +48,7 @@ type ConnStats struct {
 	Total     uint64
 	Rejected  uint64
 	Port      int
-	HandBacks uint64 // connections that went back to an event loop after waiting
+	HandBacks uint64 // batches an event loop had served from a goroutine, as a request had to wait
 
 	// Connections the server closed, by reason.
 	ReadTimeouts      uint64 // an incomplete request made no progress for --read-timeout

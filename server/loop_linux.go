@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -28,8 +27,11 @@ import (
 // latency tail short when every connection has one request in flight.
 //
 // A loop never waits on the network for a request: a command that would (an edge's origin
-// read or hand-off, see Conn.NoWait) sets WouldBlock, and the loop hands the
-// connection to a goroutine of its own (handOver), which serves that request again.
+// read or hand-off, a script; see Conn.NoWait) sets WouldBlock, and the loop serves that
+// request, and the rest of its batch, from a goroutine with NoWait off (serveAside): each
+// request is tried at most once on the loop and served at most once more. The socket stays
+// the loop's, out of its epoll set meanwhile; the goroutine's replies are written by the
+// loop when the connection comes back.
 //
 // Bounds: a loop shares one read buffer, one reply buffer and one buffer of the batch's
 // held replies (at most maxHold, past which replies are written at once) among its
@@ -61,9 +63,12 @@ type loop struct {
 	held    []heldReplies       // replies that wait for the end of the batch, in holdBuf
 	holdBuf []byte
 
-	mu     sync.Mutex // guards added and closed, and the epoll set and eventfd against closing
+	mu     sync.Mutex // guards added, back and closed, and the epoll set and eventfd against closing
 	added  []*loopConn
 	nAdded atomic.Int32
+	back   []*loopConn // served aside, to take back (serveAside)
+	nBack  atomic.Int32
+	taking []*loopConn // back's contents while the loop takes them
 	closed bool
 
 	evicted   atomic.Bool // a connection of this loop was evicted from MaxQueryBuffer
@@ -92,6 +97,15 @@ type loopConn struct {
 	outQ     int       // the socket's unsent bytes at the last sweep; -1: not looked yet
 	lastRead time.Time // the last read that returned bytes
 	proto    int
+	aside    *aside // what serveAside did, from its return until the loop takes c back
+}
+
+// aside is a goroutine's buffers for serving a loop's connection (serveAside), and what
+// it did.
+type aside struct {
+	w    resp.Writer // the replies of the batch: those the loop had served, then its own
+	argv [][]byte
+	r    batchResult // of c.in
 }
 
 // startLoops creates and starts n event loops.
@@ -273,6 +287,11 @@ func (l *loop) run() {
 			}
 			l.readable(c, now)
 		}
+		// After the eventfd was read: a connection given back after that read wakes the
+		// next wait, one given back before it is taken here.
+		if l.nBack.Load() > 0 {
+			l.takeBack(now)
+		}
 		l.writeHeld(now)
 		// Load before Swap: no locked instruction per iteration while nothing was evicted.
 		if (l.evicted.Load() && l.evicted.Swap(false)) || (every > 0 && !now.Before(l.nextSweep)) {
@@ -363,17 +382,15 @@ func (l *loop) readable(c *loopConn, now time.Time) {
 func (l *loop) serve(c *loopConn, data []byte, fromIn bool, now time.Time) {
 	l.w.Reset()
 	l.w.SetProto(c.proto)
-	r := l.s.serveBatch(c.sess, c.h, &l.w, data, &l.argv, false, func() bool { return l.write(c, now) })
+	r := l.s.serveBatch(c.sess, c.h, &l.w, data, &l.argv, func() bool { return l.write(c, now) })
 	c.proto = l.w.Proto()
 	blocked := false
 	switch r.stop {
 	case stopError:
 		l.refuse(c, r.err)
 		return
-	case stopWait:
-		// The request must wait on the network: the connection leaves the loop for a
-		// goroutine of its own, which serves this request again.
-		l.handOver(c, data[r.off:])
+	case stopWait: // the request must wait on the network: served aside, with the rest
+		l.sendAside(c, data[r.off:], fromIn)
 		return
 	case stopFull:
 		blocked = true
@@ -433,38 +450,127 @@ func (l *loop) write(c *loopConn, now time.Time) bool {
 	return false
 }
 
-// handOver moves c to a goroutine of its own (Server.serveConn), with rest (the requests not
-// served yet) and the replies not written yet. The socket is duplicated into a net.Conn
-// (registered with Go's poller) and the loop's descriptor closed.
-func (l *loop) handOver(c *loopConn, rest []byte) {
+// sendAside has a goroutine serve rest, the requests not served yet (the first must wait),
+// with the replies not written yet (l.w); c leaves the loop's table and epoll set until
+// it comes back (takeBack). fromIn says that rest is in c.in's storage.
+func (l *loop) sendAside(c *loopConn, rest []byte, fromIn bool) {
 	// c.out is empty: a connection with pending replies is not read, so serves nothing.
-	out := append([]byte(nil), l.w.Bytes()...)
-	l.w.Reset()
-	in := append([]byte(nil), rest...)
+	if fromIn {
+		c.in = c.in[:copy(c.in[:cap(c.in)], rest)]
+	} else {
+		var err error
+		if c.in, err = l.s.keepRequest(c.cn, c.in, rest); err != nil {
+			l.refuse(c, err)
+			return
+		}
+	}
+	if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, c.fd, nil); err != nil {
+		l.s.log.Warn("event loop: epoll_ctl del; closing the connection", "remote", c.sess.Addr, "error", err)
+		l.close(c)
+		return
+	}
 	delete(l.conns, int32(c.fd))
-	_ = syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, c.fd, nil)
-	f := os.NewFile(uintptr(c.fd), "client")
-	nc, err := net.FileConn(f)
-	_ = f.Close() // the loop's descriptor; nc has its own
-	if err != nil {
-		l.s.log.Warn("event loop: cannot hand a connection to a goroutine; closing it", "remote", c.sess.Addr, "error", err)
-		l.s.forget(c.cn)
-		return
+	a, _ := l.s.asides.Get().(*aside)
+	if a == nil {
+		a = &aside{argv: make([][]byte, 0, 16)}
 	}
-	// c.in's bytes leave the budget with c.in; serveConn accounts for its copy, in.
-	c.in = nil
-	_ = l.s.account(c.cn, 0) // shrinking never fails
-	l.s.mu.Lock()
-	if l.s.closing { // Shutdown has already unblocked the connections it knew
-		l.s.mu.Unlock()
-		_ = nc.Close()
-		l.s.forget(c.cn)
-		return
-	}
-	c.cn.nc, c.cn.lp = nc, nil
+	a.w.SetProto(l.w.Proto())
+	a.w.Raw(l.w.Bytes())
+	l.w.Reset()
 	l.s.wg.Add(1)
-	l.s.mu.Unlock()
-	go l.s.serveConn(c.cn, nc, in, out)
+	go l.serveAside(c, a)
+}
+
+// serveAside is the goroutine of sendAside: it serves c.in's complete requests with
+// NoWait off, up to flushAt bytes of replies, and gives c back to its loop. Meanwhile
+// the loop does not touch c (it is in neither its table nor its epoll set); if the loop
+// has closed, the goroutine closes c itself.
+func (l *loop) serveAside(c *loopConn, a *aside) {
+	defer l.s.wg.Done()
+	c.sess.NoWait = false
+	c.h.Touch(time.Now().UnixMilli())
+	// Past flushAt it stops: the loop writes, and serves the rest once they are out.
+	a.r = l.s.serveBatch(c.sess, c.h, &a.w, c.in, &a.argv, func() bool { return false })
+	c.sess.NoWait = true
+	c.aside = a
+	l.mu.Lock()
+	if !l.closed {
+		l.back = append(l.back, c)
+		l.nBack.Add(1)
+		one := [8]byte{1}
+		_, _ = syscall.Write(l.wakefd, one[:])
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	_, _ = writeFD(c.fd, a.w.Bytes())
+	_ = syscall.Close(c.fd)
+	l.s.forget(c.cn)
+}
+
+// takeBack takes back the connections served aside: it writes their replies, and serves
+// what they hold once those are out, as writable does.
+func (l *loop) takeBack(now time.Time) {
+	l.mu.Lock()
+	l.taking = append(l.taking[:0], l.back...)
+	clear(l.back)
+	l.back = l.back[:0]
+	l.nBack.Store(0)
+	l.mu.Unlock()
+	for i, c := range l.taking {
+		l.taking[i] = nil
+		l.resume(c, now)
+	}
+}
+
+// resume puts c, back from serveAside, into the loop's table and epoll set, and carries on
+// from what the goroutine did.
+func (l *loop) resume(c *loopConn, now time.Time) {
+	a := c.aside
+	c.aside = nil
+	l.conns[int32(c.fd)] = c
+	l.s.handBacks.Add(1)
+	c.lastRead, c.proto = now, a.w.Proto()
+	r := a.r
+	c.in = c.in[:copy(c.in, c.in[r.off:])]
+	l.w.Reset()
+	l.w.SetProto(c.proto)
+	l.w.Raw(a.w.Bytes())
+	a.w.Reset()
+	clear(a.argv[:cap(a.argv)])
+	a.argv = a.argv[:0]
+	if cap(a.w.Bytes()) <= 2*flushAt { // a writer grown by a huge reply is dropped
+		l.s.asides.Put(a)
+	}
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(c.fd)}
+	if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, c.fd, &ev); err != nil {
+		l.s.log.Warn("event loop: epoll_ctl add", "error", err)
+		l.w.Reset()
+		l.close(c)
+		return
+	}
+	switch {
+	case c.cn.evicted.Load(): // while aside: the sweep that was told did not see it
+		l.w.Reset()
+		l.close(c)
+		return
+	case r.stop == stopError:
+		l.refuse(c, r.err)
+		return
+	}
+	if !l.write(c, now) { // pending: writable goes on once they are out
+		return
+	}
+	switch {
+	case c.sess.Quit:
+		l.close(c)
+	case r.stop == stopFull: // complete requests are left
+		now = time.Now()
+		c.h.Touch(now.UnixMilli())
+		l.serve(c, c.in, true, now)
+	default:
+		c.in = l.s.releaseRequest(c.cn, c.in, false)
+	}
 }
 
 // writable sends c's pending replies; once they are out, it serves what c.in holds and
@@ -583,10 +689,17 @@ func (l *loop) closeAll() {
 		l.close(c)
 	}
 	l.mu.Lock()
-	l.closed = true
+	l.closed = true // from now on a connection served aside closes itself
 	_ = syscall.Close(l.epfd)
 	_ = syscall.Close(l.wakefd)
+	back := l.back
+	l.back = nil
 	l.mu.Unlock()
+	for _, c := range back {
+		_, _ = writeFD(c.fd, c.aside.w.Bytes())
+		_ = syscall.Close(c.fd)
+		l.s.forget(c.cn)
+	}
 	l.takeAdded() // any that came meanwhile; closed by the next line's loop
 	for _, c := range l.conns {
 		l.close(c)

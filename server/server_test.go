@@ -287,9 +287,10 @@ func (l *waitingLimiter) Limit(t engine.Tuple, limit, cost uint64) (engine.Decis
 	return l.Engine.Limit(t, limit, cost)
 }
 
-// TestHandOverKeepsOrder: on an event loop, a request that must wait moves its connection
-// to a goroutine; the replies of a pipeline stay in order, each request is counted once,
-// the protocol chosen by HELLO carries over, and the connection goes on working.
+// TestHandOverKeepsOrder: on an event loop, a request that must wait is served, with the
+// rest of its batch, from a goroutine; the replies of a pipeline stay in order, each
+// request is counted once, the protocol chosen by HELLO carries over, and the connection
+// goes on working.
 func TestHandOverKeepsOrder(t *testing.T) {
 	lim := &waitingLimiter{Engine: engine.New(engine.SystemClock{}, engine.Config{})}
 	srv, addr := startWith(t, server.Config{EventLoops: 1}, func(srv *server.Server) server.Handler {
@@ -353,8 +354,8 @@ func TestHandOverKeepsOrder(t *testing.T) {
 	for range 10*3 + 1 { // the rest of the map: 10 names (2 lines each), 9 integers, "local"
 		_, _ = r.ReadString('\n')
 	}
-	// Once a batch needed no wait, the connection went back to its loop; it goes on
-	// answering there, in order, with a cold request handed over again.
+	// The connection went back to its loop; it goes on answering there, in order, with a
+	// cold request served aside again.
 	deadline := time.Now().Add(5 * time.Second)
 	for srv.ConnStats().HandBacks == 0 && time.Now().Before(deadline) {
 		if _, err := io.WriteString(c, "PING\r\n"); err != nil {
