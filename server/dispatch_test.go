@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ratchet/ratchet/resp"
 	"github.com/ratchet/ratchet/server"
@@ -19,6 +20,9 @@ type countingHandler struct {
 	mu    sync.Mutex
 	tries map[string]int // "WAIT x" served under NoWait
 	waits map[string]int // "WAIT x" served where it may wait
+	// gate, when set, holds "WAIT gated" where it may wait: it tells entered, then waits
+	// for gate.
+	gate, entered chan struct{}
 }
 
 func newCountingHandler() *countingHandler {
@@ -45,6 +49,10 @@ func (s *countingSession) Serve(w *resp.Writer, args [][]byte) {
 	switch {
 	case name == "WAIT" && len(args) == 2:
 		key := string(args[1])
+		if key == "gated" && !s.c.NoWait && s.h.gate != nil {
+			s.h.entered <- struct{}{}
+			<-s.h.gate
+		}
 		s.h.mu.Lock()
 		defer s.h.mu.Unlock()
 		if s.c.NoWait {
@@ -174,4 +182,93 @@ func readReply(t *testing.T, r *bufio.Reader) string {
 		}
 	}
 	return line
+}
+
+// TestWaitManyClients: many clients of one event loop whose requests must wait, served
+// aside and given back at once, all get their replies (no wake-up of the loop is lost),
+// each request tried at most once on the loop and served once more.
+func TestWaitManyClients(t *testing.T) {
+	h := newCountingHandler()
+	_, addr := startWith(t, server.Config{EventLoops: 1}, func(*server.Server) server.Handler { return h })
+	const clients, rounds = 20, 50
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for i := range clients {
+		c, r := dial(t, addr)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range rounds {
+				key := fmt.Sprintf("%d.%d", i, j)
+				if _, err := fmt.Fprintf(c, "WAIT %s\r\nPING\r\n", key); err != nil {
+					errs <- err
+					return
+				}
+				for _, want := range []string{"+" + key, "+PING"} {
+					line, err := r.ReadString('\n')
+					if err != nil || line != want+"\r\n" {
+						errs <- fmt.Errorf("client %d: reply %q, %v; want %q", i, line, err, want)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for i := range clients {
+		for j := range rounds {
+			key := fmt.Sprintf("%d.%d", i, j)
+			if tries, waits := h.counts(key); tries > 1 || waits != 1 {
+				t.Fatalf("WAIT %s: tried %d times, waited %d; want at most 1 and 1", key, tries, waits)
+			}
+		}
+	}
+}
+
+// TestWaitEventsWhileAway: while a goroutine serves a loop's connection, the client sends
+// more (answered once the connection is back, in order) or leaves (the connection is then
+// closed, and nothing of it is left).
+func TestWaitEventsWhileAway(t *testing.T) {
+	h := newCountingHandler()
+	h.gate, h.entered = make(chan struct{}), make(chan struct{})
+	srv, addr := startWith(t, server.Config{EventLoops: 1}, func(*server.Server) server.Handler { return h })
+	c, r := dial(t, addr)
+	if _, err := io.WriteString(c, "WAIT gated\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	<-h.entered
+	if _, err := io.WriteString(c, "PING\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	// The loop has the PING's event while the connection is away, if it looks before the
+	// gate opens (it waits in epoll for nothing else).
+	time.Sleep(50 * time.Millisecond)
+	h.gate <- struct{}{}
+	for _, want := range []string{"+gated", "+PING"} {
+		if got := readReply(t, r); got != want {
+			t.Fatalf("reply %q, want %q", got, want)
+		}
+	}
+
+	gone, _ := dial(t, addr)
+	if _, err := io.WriteString(gone, "WAIT gated\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	<-h.entered
+	_ = gone.Close()
+	time.Sleep(50 * time.Millisecond) // as above, for its hang-up
+	h.gate <- struct{}{}
+	waitStat(t, srv, "the connection whose client left while it was away closed", func() bool {
+		return srv.ConnStats().Connected == 1
+	})
+	if _, err := io.WriteString(c, "PING\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if got := readReply(t, r); got != "+PING" {
+		t.Fatalf("the other connection then: %q", got)
+	}
 }

@@ -30,8 +30,9 @@ import (
 // read or hand-off, a script; see Conn.NoWait) sets WouldBlock, and the loop serves that
 // request, and the rest of its batch, from a goroutine with NoWait off (serveAside): each
 // request is tried at most once on the loop and served at most once more. The socket stays
-// the loop's, out of its epoll set meanwhile; the goroutine's replies are written by the
-// loop when the connection comes back.
+// the loop's, which does not touch the connection meanwhile (and takes it out of its
+// epoll set only if an event comes); the goroutine's replies are written by the loop when
+// the connection comes back.
 //
 // Bounds: a loop shares one read buffer, one reply buffer and one buffer of the batch's
 // held replies (at most maxHold, past which replies are written at once) among its
@@ -68,8 +69,11 @@ type loop struct {
 	nAdded atomic.Int32
 	back   []*loopConn // served aside, to take back (serveAside)
 	nBack  atomic.Int32
-	taking []*loopConn // back's contents while the loop takes them
-	closed bool
+	// sleeping is set while the loop blocks in epoll_wait: only then does a connection
+	// given back wake it (the loop looks at nBack after setting it, before blocking).
+	sleeping atomic.Bool
+	taking   []*loopConn // back's contents while the loop takes them
+	closed   bool
 
 	evicted   atomic.Bool // a connection of this loop was evicted from MaxQueryBuffer
 	nextSweep time.Time
@@ -97,7 +101,10 @@ type loopConn struct {
 	outQ     int       // the socket's unsent bytes at the last sweep; -1: not looked yet
 	lastRead time.Time // the last read that returned bytes
 	proto    int
-	aside    *aside // what serveAside did, from its return until the loop takes c back
+	// away is set while a goroutine serves c (serveAside); unarmed once an event for c
+	// came meanwhile and c left the epoll set. Both are the loop's alone.
+	away, unarmed bool
+	aside         *aside // what serveAside did, from its return until the loop takes c back
 }
 
 // aside is a goroutine's buffers for serving a loop's connection (serveAside), and what
@@ -279,6 +286,10 @@ func (l *loop) run() {
 			if c == nil {
 				continue
 			}
+			if c.away { // it would come again and again (level-triggered) until c is back
+				l.unarm(c)
+				continue
+			}
 			if len(c.out) > 0 {
 				if ev.Events&(syscall.EPOLLOUT|syscall.EPOLLERR|syscall.EPOLLHUP) != 0 {
 					l.writable(c, now)
@@ -287,8 +298,8 @@ func (l *loop) run() {
 			}
 			l.readable(c, now)
 		}
-		// After the eventfd was read: a connection given back after that read wakes the
-		// next wait, one given back before it is taken here.
+		// Connections given back by serveAside; one given back later is seen by the next
+		// wait (sleeping).
 		if l.nBack.Load() > 0 {
 			l.takeBack(now)
 		}
@@ -451,8 +462,8 @@ func (l *loop) write(c *loopConn, now time.Time) bool {
 }
 
 // sendAside has a goroutine serve rest, the requests not served yet (the first must wait),
-// with the replies not written yet (l.w); c leaves the loop's table and epoll set until
-// it comes back (takeBack). fromIn says that rest is in c.in's storage.
+// with the replies not written yet (l.w); the loop leaves c alone until it comes back
+// (takeBack). fromIn says that rest is in c.in's storage.
 func (l *loop) sendAside(c *loopConn, rest []byte, fromIn bool) {
 	// c.out is empty: a connection with pending replies is not read, so serves nothing.
 	if fromIn {
@@ -464,12 +475,7 @@ func (l *loop) sendAside(c *loopConn, rest []byte, fromIn bool) {
 			return
 		}
 	}
-	if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, c.fd, nil); err != nil {
-		l.s.log.Warn("event loop: epoll_ctl del; closing the connection", "remote", c.sess.Addr, "error", err)
-		l.close(c)
-		return
-	}
-	delete(l.conns, int32(c.fd))
+	c.away = true
 	a, _ := l.s.asides.Get().(*aside)
 	if a == nil {
 		a = &aside{argv: make([][]byte, 0, 16)}
@@ -483,8 +489,7 @@ func (l *loop) sendAside(c *loopConn, rest []byte, fromIn bool) {
 
 // serveAside is the goroutine of sendAside: it serves c.in's complete requests with
 // NoWait off, up to flushAt bytes of replies, and gives c back to its loop. Meanwhile
-// the loop does not touch c (it is in neither its table nor its epoll set); if the loop
-// has closed, the goroutine closes c itself.
+// the loop does not touch c; if the loop has closed, the goroutine closes c itself.
 func (l *loop) serveAside(c *loopConn, a *aside) {
 	defer l.s.wg.Done()
 	c.sess.NoWait = false
@@ -497,8 +502,10 @@ func (l *loop) serveAside(c *loopConn, a *aside) {
 	if !l.closed {
 		l.back = append(l.back, c)
 		l.nBack.Add(1)
-		one := [8]byte{1}
-		_, _ = syscall.Write(l.wakefd, one[:])
+		if l.sleeping.Load() {
+			one := [8]byte{1}
+			_, _ = syscall.Write(l.wakefd, one[:])
+		}
 		l.mu.Unlock()
 		return
 	}
@@ -523,12 +530,18 @@ func (l *loop) takeBack(now time.Time) {
 	}
 }
 
-// resume puts c, back from serveAside, into the loop's table and epoll set, and carries on
-// from what the goroutine did.
+// unarm takes c, away, out of the epoll set, so that its events wait for its return.
+func (l *loop) unarm(c *loopConn) {
+	if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, c.fd, nil); err != nil {
+		l.s.log.Warn("event loop: epoll_ctl del", "error", err)
+	}
+	c.unarmed = true
+}
+
+// resume carries on with c, back from serveAside, from what the goroutine did.
 func (l *loop) resume(c *loopConn, now time.Time) {
 	a := c.aside
-	c.aside = nil
-	l.conns[int32(c.fd)] = c
+	c.aside, c.away = nil, false
 	l.s.handBacks.Add(1)
 	c.lastRead, c.proto = now, a.w.Proto()
 	r := a.r
@@ -542,15 +555,18 @@ func (l *loop) resume(c *loopConn, now time.Time) {
 	if cap(a.w.Bytes()) <= 2*flushAt { // a writer grown by a huge reply is dropped
 		l.s.asides.Put(a)
 	}
-	ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(c.fd)}
-	if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, c.fd, &ev); err != nil {
-		l.s.log.Warn("event loop: epoll_ctl add", "error", err)
-		l.w.Reset()
-		l.close(c)
-		return
+	if c.unarmed {
+		c.unarmed = false
+		ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(c.fd)}
+		if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, c.fd, &ev); err != nil {
+			l.s.log.Warn("event loop: epoll_ctl add", "error", err)
+			l.w.Reset()
+			l.close(c)
+			return
+		}
 	}
 	switch {
-	case c.cn.evicted.Load(): // while aside: the sweep that was told did not see it
+	case c.cn.evicted.Load(): // while away: the sweep that was told left it
 		l.w.Reset()
 		l.close(c)
 		return
@@ -622,6 +638,9 @@ func (l *loop) interest(c *loopConn, events uint32) bool {
 func (l *loop) sweep(now time.Time) {
 	cfg := &l.s.cfg
 	for _, c := range l.conns {
+		if c.away { // its goroutine has it; resume looks at eviction
+			continue
+		}
 		reason := nReasons
 		switch {
 		case c.cn.evicted.Load(): // counted when it was chosen
@@ -683,6 +702,9 @@ func (l *loop) close(c *loopConn) {
 func (l *loop) closeAll() {
 	l.takeAdded()
 	for _, c := range l.conns {
+		if c.away { // its goroutine's, until it is given back below or closes it itself
+			continue
+		}
 		if len(c.out) > 0 {
 			_, _ = writeFD(c.fd, c.out)
 		}
@@ -702,7 +724,9 @@ func (l *loop) closeAll() {
 	}
 	l.takeAdded() // any that came meanwhile; closed by the next line's loop
 	for _, c := range l.conns {
-		l.close(c)
+		if !c.away {
+			l.close(c)
+		}
 	}
 }
 
@@ -711,12 +735,18 @@ func writeFD(fd int, p []byte) (int, error) { return retryEINTR(rawWrite, fd, p)
 
 // wait returns the loop's ready events. It first asks without blocking and without telling
 // the Go scheduler (a raw system call, which cannot block); only when nothing is ready does
-// it block in a system call the scheduler knows of, which may hand the loop's P to others.
+// it block in a system call the scheduler knows of, which may hand the loop's P to others,
+// and only then may a connection given back wake it (sleeping).
 func (l *loop) wait(timeout int) (int, error) {
 	r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(l.epfd),
 		uintptr(unsafe.Pointer(&l.events[0])), uintptr(len(l.events)), 0, 0, 0)
 	if e == 0 && r > 0 {
 		return int(r), nil
+	}
+	l.sleeping.Store(true)
+	defer l.sleeping.Store(false)
+	if l.nBack.Load() > 0 { // given back before sleeping was set: no wake-up is coming
+		return 0, nil
 	}
 	return syscall.EpollWait(l.epfd, l.events, timeout)
 }

@@ -30,7 +30,7 @@ func start(t *testing.T, cfg server.Config) (*server.Server, string) {
 
 // startWith starts a server on 127.0.0.1 with the handler handler(srv) makes, and stops it
 // at the end of the test.
-func startWith(t *testing.T, cfg server.Config, handler func(*server.Server) server.Handler) (*server.Server, string) {
+func startWith(t testing.TB, cfg server.Config, handler func(*server.Server) server.Handler) (*server.Server, string) {
 	t.Helper()
 	cfg.Addr = "127.0.0.1:0"
 	if cfg.MaxClients == 0 {
