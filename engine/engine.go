@@ -31,6 +31,9 @@ type Config struct {
 	// cost of the others to re-send it should this origin restart from its snapshot.
 	// Without, answers report NoSnapshots: a restart keeps nothing, so edges keep nothing.
 	Snapshots bool
+	// ColdShare is the share of a limit each edge run may admit on a tuple it holds no
+	// lease for, without asking (cold.go); 0: none. At most MaxColdShare.
+	ColdShare float64
 }
 
 // DefaultMaxMemory is the cell store's bound when Config leaves it 0: 256 MiB.
@@ -60,6 +63,8 @@ type Engine struct {
 	leaseSeq   atomic.Uint64 // the last lease sequence handed out; starts from the boot time
 	boot       int64         // ms at New: names this run of the origin in replies
 	snapshots  bool          // Config.Snapshots
+	coldPPM    int64         // Config.ColdShare in millionths
+	coldRuns   atomic.Int64  // edge runs whose cold allowance may be held, as last counted (cold.go)
 }
 
 // New returns an Engine reading time from clock.
@@ -79,6 +84,7 @@ func New(clock Clock, cfg Config) *Engine {
 	}
 	e := &Engine{clock: clock, store: newStore(cfg.MaxMemoryBytes), log: log, region: cfg.Region,
 		leaseTTLMs: max(cfg.LeaseTTL.Milliseconds(), 1), boot: clock.NowMs(), snapshots: cfg.Snapshots}
+	e.coldPPM = coldPPM(cfg.ColdShare)
 	// Lease sequences grow across restarts as long as fewer than 2^20 are made per ms.
 	e.leaseSeq.Store(uint64(max(e.boot, 0)) << 20)
 	e.kv = newKV(clock, &e.store.bytes, cfg.MaxMemoryBytes, e.refusedFull, e.markDirty)

@@ -215,6 +215,7 @@ func (e *Engine) lease(sh *shard, h uint32, key []byte, ent *entry, run *runMark
 		// The room is what a peek would find remaining with the other runs' leases counted
 		// as used: the units that fit beside all of them.
 		others, _ := ls.reserved(run, now)
+		others = satAdd(others, e.coldReserve(r.Limit))
 		room := Decide(Counts{Current: satAdd(cur.total(), others), Previous: prev.total()}, r.Limit, 0, windowMs, elapsed).Remaining
 		if target := min(r.Want, room/uint64(2*max(edges, 1))); target > 0 {
 			// Grow (never shrink: the edge may be spending it) and extend. A lease that

@@ -59,6 +59,10 @@ type OriginMeta struct {
 	// run of the origin restored holds: a hand-off an earlier run numbered above it is
 	// not in this run's counts, and the edge re-sends it (edge_keep.go).
 	HandsDurable, HandsRestored uint64
+	// ColdPPM is the cold allowance the asking edge run may use (cold.go): on a tuple it
+	// holds no lease for, it may admit ColdAllowance(limit, ColdPPM) units without asking,
+	// until LeaseTTLMs after it sent the request. 0: none.
+	ColdPPM int64
 }
 
 // ReadItem asks for a tuple's cells Seq and Seq-1. Key is made by AppendKey. Want > 0
@@ -170,6 +174,9 @@ type runMarks struct {
 	// superseded: a later run of the same node was heard, so this run has ended (node ids
 	// are unique in a region) and its leases hold nothing.
 	superseded atomic.Bool
+	// coldUntil is when the run's cold allowance ends (origin ms; 0: never granted),
+	// guarded by nodeTable.mu (cold.go).
+	coldUntil int64
 }
 
 // init makes t's maps.
@@ -295,14 +302,15 @@ func (e *Engine) heard(node string) (OriginMeta, *runMarks) {
 	e.nodes.mu.Lock()
 	defer e.nodes.mu.Unlock()
 	m := e.nodes.touch(node, now)
-	meta := e.meta(now, 0)
+	meta := e.meta(now, m)
 	e.marks(&meta, m)
 	return meta, m
 }
 
-// meta is the header of a reply to an edge (nodes.mu held).
-func (e *Engine) meta(now int64, applied uint64) OriginMeta {
-	return OriginMeta{Edges: e.nodes.active(now), Applied: applied, LeaseTTLMs: e.leaseTTLMs, Boot: e.boot, Now: now}
+// meta is the header of a reply to edge run run (nodes.mu held), which it grants the
+// cold allowance (cold.go).
+func (e *Engine) meta(now int64, run *runMarks) OriginMeta {
+	return OriginMeta{Edges: e.nodes.active(now), LeaseTTLMs: e.leaseTTLMs, Boot: e.boot, Now: now, ColdPPM: e.grantCold(run, now)}
 }
 
 // marks sets meta's Applied and Durable from run's marks: durable first, so that it is
@@ -342,7 +350,7 @@ func (e *Engine) ServeReplay(b ReplayBatch) ([]CellCounts, OriginMeta) {
 	now := e.clock.NowMs()
 	e.nodes.mu.Lock()
 	st := e.nodes.touch(b.Node, now)
-	meta := e.meta(now, 0)
+	meta := e.meta(now, st)
 	e.nodes.mu.Unlock()
 
 	st.apply.Lock()
@@ -474,8 +482,9 @@ func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts
 	}
 	// Every lease counts as used: the other runs' may be spent at any moment, and this
 	// run's covers its cost not replayed yet (or Pending and Inflight do, when more).
+	// So do the edges' cold allowances (cold.go).
 	others, own := ls.reserved(run, now)
-	extra = satAdd(others, max(own, extra))
+	extra = satAdd(satAdd(others, e.coldReserve(r.Limit)), max(own, extra))
 	err = e.decideLocked(sh, h, r.Key, t.WindowMs, r.Limit, r.Cost, extra, now, &d, &cc)
 	if err == nil && cc.Seq == seq {
 		cc.LeaseLeft, cc.LeaseSeq = e.lease(sh, h, r.Key, sh.lookup(h, r.Key), run, LeaseRequest{Limit: r.Limit, Want: r.Want}, t.WindowMs, now, meta.Edges)

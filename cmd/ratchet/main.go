@@ -166,7 +166,7 @@ func (n *node) ready() error {
 
 func newOrigin(cfg Config, log *slog.Logger) (*node, error) {
 	eng := engine.New(engine.SystemClock{}, engine.Config{MaxMemoryBytes: cfg.MaxMemory, Logger: log, Region: cfg.Region,
-		Snapshots: cfg.DataDir != ""})
+		Snapshots: cfg.DataDir != "", ColdShare: cfg.ColdShare})
 	n := &node{limiter: eng, origin: eng}
 	peers, err := cfg.PeerList()
 	if err != nil {
