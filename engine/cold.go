@@ -22,7 +22,7 @@ import "math"
 // default share of 0.001, a tuple of limit 1000 admits 998 through a region of one edge).
 
 // MaxColdShare is the largest Config.ColdShare.
-const MaxColdShare = 0.05
+const MaxColdShare = 0.01
 
 // coldPPM returns share in millionths, within [0, MaxColdShare].
 func coldPPM(share float64) int64 {
@@ -68,7 +68,7 @@ func (e *Engine) countCold(now int64) {
 // coldHeld reports whether run's cold allowance may still be spent, or spent and not
 // replayed, at now (nodes.mu held): the rule of leaseGrant.held.
 func (m *runMarks) coldHeld(now int64) bool {
-	if m.coldUntil == 0 || m.superseded.Load() {
+	if m.coldUntil == 0 || m.gone(now) {
 		return false
 	}
 	return now < m.coldUntil || (m.replayMs.Load() <= m.coldUntil && m.heardMs.Load() >= m.coldUntil)

@@ -276,6 +276,8 @@ type originLink struct {
 
 	kick chan struct{} // asks the flusher to send now (a batch is full)
 
+	cold atomic.Pointer[coldGrant] // the cold allowance last granted (edge_cold.go)
+
 	keep    keptState     // counted cost the origin has not saved (flusher only; edge_keep.go)
 	handed  []keptHand    // counted hand-offs for the flusher to keep (guarded by mu)
 	unsaved atomic.Uint64 // units kept, for Stats
@@ -345,6 +347,7 @@ func (l *originLink) succeeded(sentMs, nowMs int64, meta OriginMeta) {
 		// the edge still waits for dropped).
 		l.offset.Store(meta.Now - sentMs)
 	}
+	l.grantCold(sentMs, meta)
 	l.lastOKMs.Store(nowMs)
 	l.backoffMs.Store(0)
 	l.slowSince.Store(0)
@@ -375,6 +378,8 @@ type Edge struct {
 	seed   maphash.Seed
 	links  []*originLink
 	flight flightGroup
+	// coldSeen: the tuples that used the cold allowance in their current cell (edge_cold.go).
+	coldSeen *coldSeen
 
 	entries       atomic.Int64 // entries in the cache
 	pinned        atomic.Int64
@@ -386,6 +391,7 @@ type Edge struct {
 	retried       atomic.Uint64
 	expired       atomic.Uint64 // pending cost of cells that died before delivery
 	refused       atomic.Uint64
+	coldAdmitted  atomic.Uint64 // requests admitted under the cold allowance
 
 	unsavedDropped atomic.Uint64 // kept cost dropped by the MaxUnsavedBytes bound
 	resent         atomic.Uint64 // kept cost requeued for a restarted origin
@@ -421,12 +427,14 @@ func NewEdge(clock Clock, cfg EdgeConfig) (*Edge, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	e := &Edge{clock: clock, cfg: cfg, log: cfg.Logger, seed: maphash.MakeSeed()}
+	// The cold set takes a sixteenth of the memory, the cache the rest.
+	coldBytes := cfg.MaxMemoryBytes / 16
+	e := &Edge{clock: clock, cfg: cfg, log: cfg.Logger, seed: maphash.MakeSeed(), coldSeen: newColdSeen(coldBytes)}
 	cache, err := ristretto.NewCache(&ristretto.Config[uint64, *localEntry]{
 		// The key is already a hash; entries are checked against their tuple key.
 		KeyToHash:   func(h uint64) (uint64, uint64) { return h, 0 },
 		NumCounters: max(10*cfg.MaxMemoryBytes/edgeEntryCost, 1000),
-		MaxCost:     cfg.MaxMemoryBytes,
+		MaxCost:     cfg.MaxMemoryBytes - coldBytes,
 		BufferItems: 1024, // Gets reported to the admission policy per batch: fewer wake-ups of its goroutine
 		OnEvict:     func(*ristretto.Item[*localEntry]) { e.entries.Add(-1) },
 		OnReject:    func(*ristretto.Item[*localEntry]) { e.entries.Add(-1) },
@@ -507,6 +515,7 @@ func (e *Edge) lookup(l *originLink, key []byte) *localEntry {
 		return nil
 	}
 	e.remember(le)
+	e.cache.Wait() // the next lookup finds it in the cache (rare: an evicted entry still pinned)
 	return le
 }
 
@@ -517,16 +526,23 @@ func (e *Edge) remember(le *localEntry) {
 	}
 }
 
-// freshEntry returns the entry of key, locked, when local memory may decide it without the
-// origin: cached, fresh, not strict. Otherwise nil, and the caller refreshes. Holding the
-// lock from the check to the decision keeps them one step.
-func (e *Edge) freshEntry(l *originLink, key []byte, now int64) *localEntry {
+// freshEntry returns the entry of key, locked, when local memory may decide a request of
+// cost without the origin: cached, and either fresh and not strict, or holding a lease that
+// covers the request (SPEC section 5: the lease keeps the region within the limit, so a
+// leased tuple is decided locally whatever its freshness; its replay refreshes it; a peek,
+// cost 0, spends no lease and reads a stale or strict tuple first). Otherwise
+// nil, and the caller refreshes. Holding the lock from the check to the decision keeps them
+// one step.
+func (e *Edge) freshEntry(l *originLink, key []byte, cost uint64, now int64) *localEntry {
 	le := e.lookup(l, key)
 	if le == nil {
 		return nil
 	}
 	le.mu.Lock()
 	if now < le.freshUntil && now >= le.strictUntil {
+		return le
+	}
+	if cost > 0 && le.leaseLeft(now, l.boot.Load()) >= cost {
 		return le
 	}
 	le.mu.Unlock()
@@ -612,7 +628,13 @@ func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool, now int64) (Deci
 	var buf [256]byte
 	key := AppendKey(buf[:0], t)
 	l := e.link(key)
-	le := e.freshEntry(l, key, now) // locked when not nil
+	le := e.freshEntry(l, key, cost, now) // locked when not nil
+	cold := false
+	if le == nil {
+		seq, _ := position(now, t.WindowMs)
+		le = e.coldEntry(l, key, t.WindowMs, seq, now, limit, cost) // locked when not nil
+		cold = le != nil
+	}
 	if le == nil {
 		if !mayWait {
 			return Decision{}, false, nil
@@ -640,7 +662,7 @@ func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool, now int64) (Deci
 	// only if the limit denies it on the counts read afterwards: a brief hiccup of the
 	// origin must not send every tuple it touched to the origin for two windows.
 	byLimit := !d.Allowed
-	if d.Allowed && cost > 0 && le.leaseLeft(now, l.boot.Load()) < cost {
+	if d.Allowed && cost > 0 && !cold && le.leaseLeft(now, l.boot.Load()) < cost {
 		if l.reachable.Load() {
 			if !mayWait {
 				le.mu.Unlock()

@@ -93,9 +93,15 @@ func TestEdgeEvictedEntryDoesNotStealReplayPin(t *testing.T) {
 // newInternalEdge returns one edge over a LocalOrigin, with the origin's engine and clock.
 func newInternalEdge(t *testing.T) (*Edge, *Engine, *ManualClock) {
 	t.Helper()
+	return newInternalEdgeOrigin(t, Config{MaxMemoryBytes: 1 << 30})
+}
+
+// newInternalEdgeOrigin is newInternalEdge with an origin configured by ocfg.
+func newInternalEdgeOrigin(t *testing.T, ocfg Config) (*Edge, *Engine, *ManualClock) {
+	t.Helper()
 	const t0 int64 = 1_704_067_200_000
 	clock := NewManualClock(t0 + 100)
-	origin := New(clock, Config{MaxMemoryBytes: 1 << 30})
+	origin := New(clock, ocfg)
 	e, err := NewEdge(clock, EdgeConfig{
 		Origins:        []Origin{LocalOrigin{Engine: origin, Node: "edge-1/boot"}},
 		OriginIDs:      []string{"o1"},

@@ -346,6 +346,7 @@ func (e *Edge) Stats() Stats {
 		ReplayRetried:  e.retried.Load(),
 		ReplayExpired:  e.expired.Load(),
 		Strict:         e.strict.Load(),
+		ColdAdmitted:   e.coldAdmitted.Load(),
 		Edge:           true,
 
 		ReplayUnsavedDropped: e.unsavedDropped.Load(),

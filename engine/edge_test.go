@@ -145,8 +145,14 @@ type edgeRig struct {
 // filled in; DegradedShare 0 becomes 1 (the product default), MaxMemoryBytes 0 1 MiB.
 func newEdgeRig(t testing.TB, now int64, n int, cfg engine.EdgeConfig) *edgeRig {
 	t.Helper()
-	r := &edgeRig{}
-	r.origin, r.clock = newEngine(now)
+	return newEdgeRigOrigin(t, now, n, engine.Config{MaxMemoryBytes: 1 << 30}, cfg)
+}
+
+// newEdgeRigOrigin is newEdgeRig with an origin configured by ocfg.
+func newEdgeRigOrigin(t testing.TB, now int64, n int, ocfg engine.Config, cfg engine.EdgeConfig) *edgeRig {
+	t.Helper()
+	r := &edgeRig{clock: engine.NewManualClock(now)}
+	r.origin = engine.New(r.clock, ocfg)
 	if cfg.DegradedShare == 0 {
 		cfg.DegradedShare = 1
 	}
@@ -396,7 +402,7 @@ func TestEdgeReplayRetryAfterRefusal(t *testing.T) {
 // TestEdgeMaxMergesOriginCounts: counts another edge replayed raise this edge's view; an
 // origin answer lower than what the edge knows never lowers it.
 func TestEdgeMaxMergesOriginCounts(t *testing.T) {
-	r := newEdgeRig(t, t0+100, 1, engine.EdgeConfig{Freshness: time.Second})
+	r := newEdgeRigOrigin(t, t0+100, 1, engine.Config{LeaseTTL: time.Second}, engine.EdgeConfig{Freshness: time.Second})
 	e, f := r.edges[0], r.fakes[0]
 	a := tup("a", 60_000)
 	key := engine.AppendKey(nil, a)
@@ -427,7 +433,7 @@ func TestEdgeMaxMergesOriginCounts(t *testing.T) {
 	if st := e.Status(a); st.CurrentRegional != 41 || st.Source != "origin" {
 		t.Fatalf("status %+v after a lower origin answer; want current still 41", st)
 	}
-	r.clock.Advance(1500) // stale: the next Limit reads the (lower) origin
+	r.clock.Advance(1500) // stale, and the lease (1 s) ended: the next Limit reads the (lower) origin
 	reads := f.reads.Load()
 	d := edgeLimit(t, e, a, 43, 1)
 	if f.reads.Load() != reads+1 {
@@ -456,11 +462,12 @@ func TestEdgeMaxMergesOriginCounts(t *testing.T) {
 // ---- 4. freshness ----
 
 // TestEdgeFreshnessExpiry: within --freshness a warm tuple is decided without the origin;
-// once it passes, the next request reads the origin once and is fresh again.
+// once it passes, the next request of a tuple whose lease has ended (leases live as long as
+// the freshness here) reads the origin once and is fresh again.
 func TestEdgeFreshnessExpiry(t *testing.T) {
 	for _, fresh := range []time.Duration{time.Second, 250 * time.Millisecond} {
 		t.Run(fresh.String(), func(t *testing.T) {
-			r := newEdgeRig(t, t0, 1, engine.EdgeConfig{Freshness: fresh})
+			r := newEdgeRigOrigin(t, t0, 1, engine.Config{LeaseTTL: fresh}, engine.EdgeConfig{Freshness: fresh})
 			e, f := r.edges[0], r.fakes[0]
 			a := tup("a", 60_000)
 			ms := fresh.Milliseconds()
@@ -592,7 +599,8 @@ func TestEdgeStrictModeAcrossRollover(t *testing.T) {
 // for one origin read each time.
 func TestEdgeSharedReads(t *testing.T) {
 	const n = 50
-	r := newEdgeRig(t, t0, 1, engine.EdgeConfig{Freshness: time.Second})
+	// Leases of half a second: the stale round has none (a leased tuple is not read).
+	r := newEdgeRigOrigin(t, t0, 1, engine.Config{LeaseTTL: 500 * time.Millisecond}, engine.EdgeConfig{Freshness: time.Second})
 	e, f := r.edges[0], r.fakes[0]
 	a := tup("a", 60_000)
 

@@ -302,6 +302,7 @@ type Stats struct {
 	ReplayRetried  uint64 // replay batches sent again after a failure
 	ReplayExpired  uint64 // cost dropped because its cell died before delivery
 	Strict         uint64 // strict-mode activations
+	ColdAdmitted   uint64 // requests admitted under the cold allowance, without a round trip
 	Origins        []OriginStat
 	Cells          int64
 	Tuples         int64

@@ -75,13 +75,21 @@ type leaseGrant struct {
 // run may have accepted under it and not replayed, until the run replays again or is
 // gone: silent since the lease ended, or superseded by a later run of its node.
 func (g *leaseGrant) held(now int64) uint64 {
-	if g.g <= g.spent || g.run.superseded.Load() {
+	if g.g <= g.spent || g.run.gone(now) {
 		return 0
 	}
 	if now >= g.until && (g.run.replayMs.Load() > g.until || g.run.heardMs.Load() < g.until) {
 		return 0
 	}
 	return g.g - g.spent
+}
+
+// gone reports whether run was superseded by a later run of its node long enough ago
+// (leaseGraceMs) that what it sent before it ended has arrived: its leases and cold
+// allowance hold nothing. Until then they do: a replay of the killed run arriving late must
+// not find its budget given to the new run.
+func (m *runMarks) gone(now int64) bool {
+	return m.superseded.Load() && now >= m.supersededMs.Load()+leaseGraceMs
 }
 
 // dead reports whether the grant has ended and holds nothing: its slot may be reused.

@@ -221,6 +221,12 @@ func TestLeaseLapsesAndSupersedes(t *testing.T) {
 		t.Fatalf("lease %d, want 5", cc.LeaseLeft)
 	}
 	r2.o.Heard("e1/b") // e1 restarted
+	// For a second (the grace) the ended run's lease still holds: what it sent before it
+	// ended may arrive late.
+	if d := r2.decide("e2/a", engine.DecideRequest{Limit: 10, Cost: 10}); d.Allowed {
+		t.Fatalf("the lease of a run that ended a moment ago no longer holds budget: %+v", d)
+	}
+	r2.clock.Advance(1000)
 	if d := r2.decide("e2/a", engine.DecideRequest{Limit: 10, Cost: 10}); !d.Allowed {
 		t.Fatalf("the lease of a run that ended still holds budget: %+v", d)
 	}

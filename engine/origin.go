@@ -171,9 +171,11 @@ type runMarks struct {
 	hands, capturedHands, durableHands, restoredHands atomic.Uint64
 	heardMs                                           atomic.Int64 // lastMs, for readers without nodeTable.mu (leases)
 	replayMs                                          atomic.Int64 // when a replay batch of the run was last served
-	// superseded: a later run of the same node was heard, so this run has ended (node ids
-	// are unique in a region) and its leases hold nothing.
-	superseded atomic.Bool
+	// superseded: a later run of the same node was heard (at supersededMs), so this run has
+	// ended (node ids are unique in a region); its leases hold nothing once what it sent
+	// before it ended has had leaseGraceMs to arrive (gone).
+	superseded   atomic.Bool
+	supersededMs atomic.Int64
 	// coldUntil is when the run's cold allowance ends (origin ms; 0: never granted),
 	// guarded by nodeTable.mu (cold.go).
 	coldUntil int64
@@ -195,6 +197,7 @@ func (t *nodeTable) touch(run string, nowMs int64) *runMarks {
 	if m == nil {
 		for other, om := range t.runs { // a new run is rare: an edge (re)started
 			if nodeName(other) == node {
+				om.supersededMs.Store(nowMs)
 				om.superseded.Store(true)
 			}
 		}

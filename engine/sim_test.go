@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -176,13 +177,11 @@ var simAllFaults = simFaults{delay: 0.2, drop: 0.03, lostReply: 0.03, late: 0.03
 var simScenarios = []simScenario{
 	{name: "flood", faults: simAllFaults, loadLo: 1.5, loadHi: 4, checkLimit: true,
 		open: "a lossy restart (a crash) forgets the leases the origin granted since its last snapshot, which an edge cut off from it still spends: 2 seeds of 1000 (745: 1.03x, 875: 1.05x)"},
-	// Every fault but the lossy restart: clean restarts keep replay marks and leases. Until
-	// 674aa7c seed 904 (not among the seeds a test run draws) failed: a killed edge run's
-	// replay arrived late, after its node's new run superseded it (its lease no longer held)
-	// and took the last unit by a hand-off: 17 of 16. It passes since (its run takes another
-	// course), but that order of events is still possible. Holding a superseded run's lease
-	// a second longer fixed it, but then every edge restart held its old lease for that
-	// second too.
+	// Every fault but the lossy restart: clean restarts keep replay marks and leases. A
+	// killed edge run's replay may arrive late, after its node's new run superseded it: a
+	// superseded run's leases (and cold allowance) hold for leaseGraceMs more, so that its
+	// budget is not handed to the new run meanwhile (seed 316 of 600, with the cold
+	// allowance and evictions, passed the limit by 1.03x before).
 	{name: "flood-clean-restarts", faults: simFaults{delay: 0.2, drop: 0.03, lostReply: 0.03, late: 0.03, dup: 0.03,
 		partitions: 3, restarts: 2, kills: 2}, loadLo: 1.5, loadHi: 4, checkLimit: true},
 	{name: "flood-delays-only", faults: simFaults{delay: 0.2}, loadLo: 1.5, loadHi: 4, checkLimit: true},
@@ -219,6 +218,10 @@ type simParams struct {
 	intensity  float64
 	maxDelayMs int64
 	snapMs     int64
+	// coldShare is the origins' Config.ColdShare (cold.go); evict the chance that an edge's
+	// cache drops the tuple before a request (the cold allowance must not be used twice in
+	// a cell for that).
+	coldShare, evict float64
 }
 
 func (p simParams) String() string {
@@ -226,8 +229,8 @@ func (p simParams) String() string {
 	if p.windows > 0 {
 		w = fmt.Sprintf(" (%.2f windows of %d ms)", p.windows, p.windowMs)
 	}
-	return fmt.Sprintf("limit %d, %d edges, %d origins, %d requests over %d ms%s, faults x%.2f, delays <= %d ms",
-		p.limit, p.edges, p.origins, p.requests, p.spanMs, w, p.intensity, p.maxDelayMs)
+	return fmt.Sprintf("limit %d, %d edges, %d origins, %d requests over %d ms%s, faults x%.2f, delays <= %d ms, cold share %g, evictions %.2f",
+		p.limit, p.edges, p.origins, p.requests, p.spanMs, w, p.intensity, p.maxDelayMs, p.coldShare, p.evict)
 }
 
 func logUniform(r *rand.Rand, lo, hi float64) float64 {
@@ -256,6 +259,12 @@ func drawParams(sc simScenario, seed uint64, r *rand.Rand) simParams {
 	p.intensity = 2 * r.Float64()
 	p.maxDelayMs = int64(logUniform(r, 1, simTimeoutMs-1))
 	p.snapMs = 50 + r.Int64N(950)
+	// Drawn apart, so that the draws above stay what they were for each seed. The share is
+	// at most 0.04/edges: the origins hold back twice each edge's allowance, which the
+	// under-limit scenarios must leave room for (0.9 of the limit).
+	cr := rand.New(rand.NewPCG(seed, 0xc01d))
+	p.coldShare = min([]float64{0, 0.001, 0.01, MaxColdShare}[cr.IntN(4)], 0.04/float64(p.edges))
+	p.evict = []float64{0, 0, 0.1, 0.5}[cr.IntN(4)]
 	return p
 }
 
@@ -446,7 +455,7 @@ func newSimRun(sc simScenario, seed uint64, trace func(string, ...any)) *simRun 
 }
 
 func (s *simRun) newEngine() *Engine {
-	return New(s.clock, Config{MaxMemoryBytes: 1 << 20, Logger: s.log})
+	return New(s.clock, Config{MaxMemoryBytes: 1 << 20, Logger: s.log, ColdShare: s.p.coldShare})
 }
 
 // startEdge starts an edge run in slot, and says hello to its origins as Run's flushers do.
@@ -801,6 +810,10 @@ func (s *simRun) requests(reqs []simRequest) {
 func (s *simRun) request(slot int) {
 	se := s.slots[slot]
 	handed := se.edge.originAllowed.Load() + se.edge.originDenied.Load()
+	if s.p.evict > 0 && s.rng.Float64() < s.p.evict {
+		se.edge.cache.Del(maphash.Bytes(se.edge.seed, AppendKey(nil, s.tuple)))
+		se.edge.cache.Wait()
+	}
 	d, err := se.edge.Limit(s.tuple, s.p.limit, 1)
 	// The instant of the decision: the origin's when it decided a hand-off, else now (the
 	// edge reads the clock again after each call it waits on, and decides after the last).
