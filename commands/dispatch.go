@@ -4,7 +4,8 @@
 // Each command is one row of a table (name, arity, flags, handler, docs); the same table
 // answers COMMAND, COMMAND INFO and COMMAND DOCS. A request travels:
 // server (socket, framing) -> Dispatcher.Serve (table lookup, auth) -> handler
-// (argument parsing) -> engine.Limit/Status -> resp.Writer.
+// (argument parsing) -> Limiter.Limit/Status (the origin's engine, or an edge) ->
+// resp.Writer.
 package commands
 
 import (

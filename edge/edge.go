@@ -34,9 +34,9 @@ import (
 // Lock order: entry mutex, then originLink.mu; the flusher copies the pin set under
 // originLink.mu and then locks entries one by one.
 //
-// Leases (engine/lease.go has the origin's side): an edge accepts a request locally only within
-// the lease its origin granted it on the tuple, so that the region never admits more than
-// the limit. Reads, replays and hand-offs ask for a lease sized by this edge's demand;
+// Leases (engine/lease.go has the origin's side): an edge accepts a request locally only
+// within the lease its origin granted it on the tuple, so that the region never admits
+// more than the limit. Reads, replays and hand-offs ask for a lease sized by this edge's demand;
 // replays renew it; near the limit the origin grants nothing and every decision that may
 // be allowed is handed to the origin, which decides and counts atomically.
 //
@@ -127,9 +127,9 @@ type localEntry struct {
 	pinIdx      int         // index in link.pins while pinned (guarded by link.mu)
 	sameHash    *localEntry // next pinned entry in link.byKey's chain of hash (guarded by link.mu)
 
-	// The lease is the tuple's, not a cell's (engine/lease.go): what is left of it at a window's
-	// end is spent in the next window, so a busy key crosses window boundaries without a
-	// round trip.
+	// The lease is the tuple's, not a cell's (engine/lease.go): what is left of it at a
+	// window's end is spent in the next window, so a busy key crosses window boundaries
+	// without a round trip.
 	spent      uint64 // cumulative cost accepted here, in any cell (pending, inflight and acknowledged)
 	handed     uint64 // cost handed to the origin since the last batch: demand
 	leaseG     uint64 // the lease: spent may grow up to it

@@ -5,9 +5,9 @@ import "github.com/ratchet/ratchet/engine"
 // What an edge keeps of the cost its origin counted but has not saved, so that a kill -9
 // of the origin loses none of it (docs/internal-protocol.md, "Unsaved cost").
 //
-// An origin's snapshot captures each edge run's replay mark before the cells (engine/marks.go),
-// so once a save is on disk every batch up to the mark it captured is durable; answers
-// report that mark (OriginMeta.Durable). The flusher keeps, per origin, the cost of every
+// An origin's snapshot captures each edge run's replay mark before the cells
+// (engine/marks.go), so once a save is on disk every batch up to the mark it captured is
+// durable; answers report that mark (OriginMeta.Durable). The flusher keeps, per origin, the cost of every
 // acknowledged batch after it (kept, under its batch ID) and of every hand-off the origin
 // counted (hands, under the number the origin gave it: the origin numbers the run's
 // hand-offs and saves the count with the marks, OriginMeta.HandsDurable), and drops them
