@@ -249,24 +249,21 @@ func (e *Engine) markDirty() {
 // need not be written again. (Heard times alone do not mark it.)
 func (e *Engine) Changed() bool { return e.dirty.Swap(false) }
 
-// Sweep drops the cells that can no longer matter and the dead leases, and returns how many
-// cells it dropped.
-// It also drops the counter keyspace's expired keys (KV.Sweep; counted in Stats.KVExpired,
-// not in the result).
-func (e *Engine) Sweep() int64 { return e.sweep(true) }
-
 // leaseSweepEvery is how many of RunSweeper's sweeps go by between two that drop dead
 // leases. Finding them reads every leased tuple's side struct (a cache miss each), and a
 // lease is dead only a minute after its last grant: ten seconds later is soon enough.
 const leaseSweepEvery = 10
 
+// sweep drops the cells that can no longer matter, and with leases the dead leases, and
+// returns how many cells it dropped. It also drops the counter keyspace's expired keys
+// (KV.Sweep; counted in Stats.KVExpired, not in the result).
 func (e *Engine) sweep(leases bool) int64 {
 	e.kv.Sweep()
 	now := e.clock.NowMs()
 	return e.store.sweep(now, leases)
 }
 
-// RunSweeper calls Sweep every interval until ctx ends.
+// RunSweeper calls sweep every interval until ctx ends.
 func (e *Engine) RunSweeper(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
