@@ -3,6 +3,7 @@ package commands
 import (
 	"errors"
 
+	"github.com/ratchet/ratchet/edge"
 	"github.com/ratchet/ratchet/engine"
 )
 
@@ -14,7 +15,7 @@ var engineReplies = []struct {
 	reply string
 }{
 	{engine.ErrFull, "OOM cell store is full (--max-memory)"},
-	{engine.ErrReplayFull, "OOM replay buffer is full (origin unreachable?)"},
+	{edge.ErrReplayFull, "OOM replay buffer is full (origin unreachable?)"},
 	{engine.ErrNotInteger, "ERR value is not an integer or out of range"},
 	{engine.ErrOverflow, "ERR increment or decrement would overflow"},
 	{engine.ErrValueTooLarge, "ERR string exceeds maximum allowed size (64 KiB in Ratchet's counter keyspace)"},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/ratchet/ratchet/edge"
 	"github.com/ratchet/ratchet/engine"
 )
 
@@ -17,7 +18,7 @@ func TestErrReply(t *testing.T) {
 		want string
 	}{
 		{engine.ErrFull, "OOM cell store is full (--max-memory)"},
-		{engine.ErrReplayFull, "OOM replay buffer is full (origin unreachable?)"},
+		{edge.ErrReplayFull, "OOM replay buffer is full (origin unreachable?)"},
 		{engine.ErrNotInteger, "ERR value is not an integer or out of range"},
 		{engine.ErrOverflow, "ERR increment or decrement would overflow"},
 		{engine.ErrValueTooLarge, "ERR string exceeds maximum allowed size (64 KiB in Ratchet's counter keyspace)"},

@@ -26,7 +26,7 @@ func newClusterRig() *rig {
 	// A fixed lease TTL (not engine.DefaultLeaseTTL): the replies below state it.
 	eng := engine.New(clock, engine.Config{LeaseTTL: 10 * time.Second})
 	s := commands.NewSession(1, "127.0.0.1:1", "127.0.0.1:2", clock.NowMs())
-	d := commands.New(commands.Options{Limiter: eng, Origin: eng, ClusterSecret: "cs", RequirePass: "pw",
+	d := commands.New(commands.Options{Origin: eng, ClusterSecret: "cs", RequirePass: "pw",
 		Host: &fakeHost{sessions: []*commands.Session{s}}, Version: "test"})
 	return &rig{d: d, s: s, clock: clock}
 }
@@ -148,7 +148,7 @@ func TestInternalHelloNeedsClientCert(t *testing.T) {
 			eng := engine.New(engine.NewManualClock(1_000_000), engine.Config{})
 			s := commands.NewSession(1, "127.0.0.1:1", "127.0.0.1:2", 1_000_000)
 			s.CertVerified = tt.verified
-			r := &rig{s: s, d: commands.New(commands.Options{Limiter: eng, Origin: eng, ClusterSecret: "cs",
+			r := &rig{s: s, d: commands.New(commands.Options{Origin: eng, ClusterSecret: "cs",
 				ClusterClientCert: tt.required, Host: &fakeHost{sessions: []*commands.Session{s}}, Version: "test"})}
 			if got := r.doArgs("RL.INTERNAL.HELLO", tt.secret, "edge1/a"); !strings.HasPrefix(got, tt.want) {
 				t.Fatalf("hello = %q, want %s", got, tt.want)
@@ -168,7 +168,7 @@ func TestInternalPublish(t *testing.T) {
 	clock := engine.NewManualClock(1_000_000)
 	eng := engine.New(clock, engine.Config{Region: "us"})
 	s := commands.NewSession(1, "127.0.0.1:1", "127.0.0.1:2", clock.NowMs())
-	d := commands.New(commands.Options{Limiter: eng, Origin: eng, ClusterSecret: "cs", Region: "us",
+	d := commands.New(commands.Options{Origin: eng, ClusterSecret: "cs", Region: "us",
 		PeerRegions: map[string]bool{"eu": true}, Host: &fakeHost{}, Version: "test"})
 	r := &rig{d: d, s: s, clock: clock}
 	key := string(engine.AppendKey(nil, engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte("k"), WindowMs: 1000}))

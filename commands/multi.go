@@ -381,17 +381,17 @@ func (d *Dispatcher) execSequential(s *Session, w *resp.Writer, cmds []queuedCmd
 			case d.waitFree != nil:
 				var ok bool
 				if dec, ok, err = d.waitFree.TryLimit(t, a.Limit, a.Cost, now); !ok {
-					dec, err = d.opt.Limiter.Limit(t, a.Limit, a.Cost)
+					dec, err = d.opt.Limiter.Limit(s.ctx(), t, a.Limit, a.Cost)
 				}
 			case d.atBatch != nil:
 				dec, err = d.atBatch.LimitAt(t, a.Limit, a.Cost, now)
 			default:
-				dec, err = d.opt.Limiter.Limit(t, a.Limit, a.Cost)
+				dec, err = d.opt.Limiter.Limit(s.ctx(), t, a.Limit, a.Cost)
 			}
 			writeDecision(w, &dec, err)
 		case "rl.status":
 			a, _ := ParseStatus(q.args[1:])
-			st := d.opt.Limiter.Status(s.tuple(a.Key, a.Namespace, a.WindowMs))
+			st := d.opt.Limiter.Status(s.ctx(), s.tuple(a.Key, a.Namespace, a.WindowMs))
 			writeStatus(w, &st, a.Limit)
 		default:
 			q.cmd.Handler(d, s, w, q.args)

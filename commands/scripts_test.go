@@ -300,7 +300,7 @@ func FuzzScripts(f *testing.F) {
 	}
 	clock := engine.NewManualClock(vectorMs)
 	eng := engine.New(clock, engine.Config{MaxMemoryBytes: 64 << 10})
-	d := commands.New(commands.Options{Limiter: eng, Origin: eng, Host: &fakeHost{}, Role: "origin"})
+	d := commands.New(commands.Options{Origin: eng, Host: &fakeHost{}, Role: "origin"})
 	s := commands.NewSession(1, "127.0.0.1:5000", "127.0.0.1:6380", 0)
 	f.Fuzz(func(t *testing.T, which uint8, args string) {
 		clock.Advance(int64(which) * 37)

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"sync"
@@ -90,6 +91,11 @@ func (s *Session) namespace(ns []byte) string {
 func (s *Session) tuple(key, ns []byte, windowMs int64) engine.Tuple {
 	return engine.Tuple{Workspace: s.Workspace, Namespace: s.namespace(ns), Key: key, WindowMs: windowMs}
 }
+
+// ctx is the context of the session's requests, which reaches every call that may
+// wait (an edge's calls to its origin). The server gives a connection no context yet, so
+// it is context.Background(): this is the one place to take the connection's from.
+func (s *Session) ctx() context.Context { return context.Background() }
 
 // Touch records activity at nowMs, for CLIENT LIST's idle field.
 func (s *Session) Touch(nowMs int64) { s.lastMs.Store(nowMs) }

@@ -65,7 +65,7 @@ func FuzzKVArgs(f *testing.F) {
 	}
 	clock := engine.NewManualClock(1_700_000_000_000)
 	eng := engine.New(clock, engine.Config{MaxMemoryBytes: 64 << 10})
-	d := commands.New(commands.Options{Limiter: eng, Origin: eng, Host: &fakeHost{}, Role: "origin"})
+	d := commands.New(commands.Options{Origin: eng, Host: &fakeHost{}, Role: "origin"})
 	s := commands.NewSession(1, "127.0.0.1:5000", "127.0.0.1:6380", 0)
 	f.Fuzz(func(t *testing.T, which uint8, args string) {
 		cmd := kvFuzzCommands[int(which)%len(kvFuzzCommands)]
@@ -141,7 +141,7 @@ func replyLen(b []byte) int {
 // decision per request, each allowed or limited), and GET and INCR beside it.
 func BenchmarkServeThrottle(b *testing.B) {
 	eng := engine.New(engine.SystemClock{}, engine.Config{})
-	d := commands.New(commands.Options{Limiter: eng, Origin: eng, Host: &fakeHost{}, Role: "origin"})
+	d := commands.New(commands.Options{Origin: eng, Host: &fakeHost{}, Role: "origin"})
 	s := commands.NewSession(1, "127.0.0.1:5000", "127.0.0.1:6380", 0)
 	for _, c := range []string{"CL.THROTTLE user:42 100 1000000 1", "INCR counter:42", "GET counter:42"} {
 		b.Run(strings.Fields(c)[0], func(b *testing.B) {

@@ -14,7 +14,7 @@ import (
 // writes the wire text.
 func TestErrorsAreValues(t *testing.T) {
 	all := []error{
-		engine.ErrFull, engine.ErrReplayFull, engine.ErrNotInteger, engine.ErrOverflow,
+		engine.ErrFull, engine.ErrNotInteger, engine.ErrOverflow,
 		engine.ErrValueTooLarge, engine.ErrKeyTooLarge, engine.ErrZeroRate,
 		engine.ErrThrottleRange, engine.ErrThrottleExpire, engine.ErrTATEmpty,
 		engine.ErrTATDigit, engine.ErrTATTooLarge,

@@ -120,6 +120,10 @@ func kvKey(dst []byte, ws string, key []byte) []byte {
 	return append(appendName(dst, ws), key...)
 }
 
+// AppendKVKey appends the counter keyspace's key of key in workspace ws to dst. An edge
+// places a forwarded command's key on an origin by it, as it places tuples by AppendKey.
+func AppendKVKey(dst []byte, ws string, key []byte) []byte { return kvKey(dst, ws, key) }
+
 // splitKVKey splits a keyspace key into its workspace and key (aliasing k).
 func splitKVKey(k string) (ws, key string, ok bool) {
 	n, used := uvarint([]byte(k[:min(len(k), 10)]))

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/internal/testmem"
 )
 
 func newKV(maxBytes int64) (*engine.Engine, *engine.KV, *engine.ManualClock) {
@@ -377,14 +378,14 @@ func TestKVScanInsideDoNoDeadlock(t *testing.T) {
 func BenchmarkKVMemory(b *testing.B) {
 	const keys = 1_000_000
 	var est float64
-	measureCells(b, keys, func() (func(), any) {
+	testmem.MeasureCells(b, keys, func() (func(), any) {
 		c := engine.NewManualClock(t0)
 		e := engine.New(c, engine.Config{MaxMemoryBytes: 4 << 30})
 		fill := func() {
 			var buf [32]byte
 			k := [][]byte{nil}
 			for i := range keys {
-				k[0] = memTuple(buf[:0], i).Key
+				k[0] = testmem.Tuple(buf[:0], i).Key
 				if err := e.KV().Do("default", k, func(tx *engine.KVTx) error {
 					if _, err := tx.IncrBy(0, 1); err != nil {
 						return err

@@ -1,7 +1,7 @@
 package engine
 
 // Leases: how an origin lets edges decide locally and stay exact (the origin side; the
-// edge side is in edge.go).
+// edge side is in edge/edge.go).
 //
 // A lease is a slice of one tuple's budget that the origin reserved for one edge run. The
 // origin keeps, per (tuple, run), the cumulative cost it granted (g) and the cumulative
@@ -36,7 +36,7 @@ package engine
 // LeaseTTL after it sent the request that got it (its own clock); the origin forgets it
 // leaseGraceMs later still, so that cost accepted under it just before the edge's expiry
 // has time to arrive. Replays renew a lease (extend it, grow it with demand); an edge
-// returns an idle lease when it is a large part of what is left (edge.go). Grants only
+// returns an idle lease when it is a large part of what is left (edge/replay.go). Grants only
 // grow within a lease sequence chain: a return applies only if no newer grant was made, so
 // a lease is never shrunk under an edge that may be spending it.
 //

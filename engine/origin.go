@@ -39,7 +39,7 @@ type OriginMeta struct {
 	// Durable is the last replay batch of the asking edge run that a snapshot on disk
 	// holds (at most Applied): a kill -9 of this origin loses none of the batches up to
 	// it, nor the hand-offs it counted before the next. An edge keeps the cost of the
-	// others, to re-send it to the next run of this origin (edge_keep.go). An origin
+	// others, to re-send it to the next run of this origin (edge/keep.go). An origin
 	// without snapshots reports NoSnapshots: a restart keeps nothing, so edges keep
 	// nothing for it.
 	Durable uint64
@@ -57,7 +57,7 @@ type OriginMeta struct {
 	// HandsDurable is the last hand-off of the asking edge run that a snapshot on disk
 	// holds (NoSnapshots without snapshots); HandsRestored the last one the snapshot this
 	// run of the origin restored holds: a hand-off an earlier run numbered above it is
-	// not in this run's counts, and the edge re-sends it (edge_keep.go).
+	// not in this run's counts, and the edge re-sends it (edge/keep.go).
 	HandsDurable, HandsRestored uint64
 	// ColdPPM is the cold allowance the asking edge run may use (cold.go): on a tuple it
 	// holds no lease for, it may admit ColdAllowance(limit, ColdPPM) units without asking,
@@ -92,7 +92,7 @@ type ReplayItem struct {
 // batch once, however often it is delivered, provided a node's IDs only grow. Node names
 // one run of one edge process (node id and a boot nonce). Boot, when not 0, is the origin
 // run (OriginMeta.Boot) that counted the cost the edge keeps until a snapshot holds it
-// (edge_keep.go): an origin of another run applies nothing of the batch and answers it as a
+// (edge/keep.go): an origin of another run applies nothing of the batch and answers it as a
 // re-delivery, so that the edge learns the mark that run restored from its snapshot before
 // any batch of its lands there, and so which kept batches the snapshot holds.
 type ReplayBatch struct {
@@ -361,7 +361,7 @@ func (e *Engine) ServeReplay(b ReplayBatch) ([]CellCounts, OriginMeta) {
 	st.replayMs.Store(now)
 	// A batch sent for another run of this origin changes nothing, leases included: its
 	// answer tells the edge the mark this run restored for it (Applied), so the edge knows
-	// what this run's snapshot lacks (edge_keep.go).
+	// what this run's snapshot lacks (edge/keep.go).
 	other := b.Boot != 0 && b.Boot != e.boot
 	fresh := b.ID > st.lastBatch.Load() && !other
 	out := make([]CellCounts, len(b.Items))
@@ -498,7 +498,7 @@ func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts
 		return Decision{}, CellCounts{}, meta, err
 	}
 	meta.Hand = run.hands.Add(1) // under apply: a save reads it before the cells (Runs)
-	e.decisions.add(uint64(h), d.Allowed)
+	e.decisions.Add(uint64(h), d.Allowed)
 	return d, cc, meta, nil
 }
 

@@ -1,8 +1,12 @@
-package engine
+package edge
 
-import "sync"
+import (
+	"sync"
 
-// The cold allowance, the edge's side (cold.go has the origin's): a tuple this edge holds
+	"github.com/ratchet/ratchet/engine"
+)
+
+// The cold allowance, the edge's side (engine/cold.go has the origin's): a tuple this edge holds
 // no lease for may be admitted once per cell without a round trip, within the allowance its
 // origin last granted, while the edge has no cost of the tuple the origin has not
 // acknowledged. Its replay asks for a lease, so the tuple's next request is leased.
@@ -18,7 +22,7 @@ type coldGrant struct {
 }
 
 // grantCold records the allowance of an answer to a call sent at sentMs.
-func (l *originLink) grantCold(sentMs int64, meta OriginMeta) {
+func (l *originLink) grantCold(sentMs int64, meta engine.OriginMeta) {
 	g := &coldGrant{ppm: meta.ColdPPM, untilMs: sentMs + meta.LeaseTTLMs, boot: meta.Boot}
 	for {
 		old := l.cold.Load()
@@ -37,7 +41,7 @@ func (l *originLink) coldAllowance(limit uint64, now int64) uint64 {
 	if g == nil || now >= g.untilMs || g.boot != l.boot.Load() {
 		return 0
 	}
-	return ColdAllowance(limit, g.ppm)
+	return engine.ColdAllowance(limit, g.ppm)
 }
 
 // coldSeen is the set of tuples (by the hash of their key) that used the cold allowance,
@@ -103,11 +107,11 @@ func (e *Edge) coldEntry(l *originLink, key []byte, window, seq, now int64, limi
 	}
 	le.mu.Lock()
 	pending, inflight := le.unacked()
-	_, elapsed := position(now, window)
+	_, elapsed := engine.Position(now, window)
 	if pending > 0 || inflight > 0 || le.handing > 0 || now < le.strictUntil ||
 		(now < le.leaseUntil && le.leaseBoot == l.boot.Load()) ||
 		max(le.cells[0].seq, le.cells[1].seq) > seq ||
-		!Decide(le.counts(seq), limit, cost, window, elapsed).Allowed ||
+		!engine.Decide(le.counts(seq), limit, cost, window, elapsed).Allowed ||
 		!e.coldSeen.take(le.hash, now, (seq+1)*window) {
 		le.mu.Unlock()
 		return nil

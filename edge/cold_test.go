@@ -1,12 +1,17 @@
-package engine
+package edge
 
-import "testing"
+import (
+	"context"
+	"testing"
+
+	"github.com/ratchet/ratchet/engine"
+)
 
 // newColdEdge is an edge over an origin that grants the cold allowance share, which it has
 // heard once (its heartbeat), so that it holds the grant.
-func newColdEdge(t *testing.T, share float64) (*Edge, *Engine, *ManualClock) {
+func newColdEdge(t *testing.T, share float64) (*Edge, *engine.Engine, *engine.ManualClock) {
 	t.Helper()
-	e, origin, clock := newInternalEdgeOrigin(t, Config{MaxMemoryBytes: 1 << 30, ColdShare: share})
+	e, origin, clock := newInternalEdgeOrigin(t, engine.Config{MaxMemoryBytes: 1 << 30, ColdShare: share})
 	e.Heartbeat()
 	return e, origin, clock
 }
@@ -17,10 +22,10 @@ func newColdEdge(t *testing.T, share float64) (*Edge, *Engine, *ManualClock) {
 func TestEdgeColdAllowance(t *testing.T) {
 	e, origin, clock := newColdEdge(t, 0.01)
 	reads := func() uint64 { return e.reads.Load() }
-	limit := func(name string, lim, cost uint64) Decision {
+	limit := func(name string, lim, cost uint64) engine.Decision {
 		t.Helper()
 		tp, _, _, _ := internalTuple(e, clock, name)
-		d, err := e.Limit(tp, lim, cost)
+		d, err := e.Limit(context.Background(), tp, lim, cost)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +92,7 @@ func TestEdgeColdAllowance(t *testing.T) {
 	for e.FlushOnce() {
 	}
 	// Next cell, the lease ended: f may use the allowance again.
-	clock.Advance(61_000 + DefaultLeaseTTL.Milliseconds())
+	clock.Advance(61_000 + engine.DefaultLeaseTTL.Milliseconds())
 	e.Heartbeat()
 	r = reads()
 	if d := limit("f", 100, 1); !d.Allowed || reads() != r {
@@ -99,15 +104,15 @@ func TestEdgeColdAllowance(t *testing.T) {
 // heard its origin, none past the grant's end, none from an origin that grants none.
 func TestEdgeColdAllowanceEnds(t *testing.T) {
 	e, _, clock := newColdEdge(t, 0.01)
-	clock.Advance(DefaultLeaseTTL.Milliseconds()) // the grant of the heartbeat ended
+	clock.Advance(engine.DefaultLeaseTTL.Milliseconds()) // the grant of the heartbeat ended
 	tp, _, _, _ := internalTuple(e, clock, "a")
 	r := e.reads.Load()
-	if _, err := e.Limit(tp, 1000, 1); err != nil || e.reads.Load() != r+1 {
+	if _, err := e.Limit(context.Background(), tp, 1000, 1); err != nil || e.reads.Load() != r+1 {
 		t.Fatalf("after the grant ended: %d reads, %v; want 1", e.reads.Load()-r, err)
 	}
 	off, _, clock2 := newColdEdge(t, 0)
 	tp, _, _, _ = internalTuple(off, clock2, "a")
-	if _, err := off.Limit(tp, 1000, 1); err != nil || off.reads.Load() != 1 {
+	if _, err := off.Limit(context.Background(), tp, 1000, 1); err != nil || off.reads.Load() != 1 {
 		t.Fatalf("origin without a cold share: %d reads, %v; want 1", off.reads.Load(), err)
 	}
 }
@@ -117,26 +122,26 @@ func TestEdgeColdAllowanceEnds(t *testing.T) {
 func TestEdgeLeasedStaleIsLocal(t *testing.T) {
 	e, origin, clock := newInternalEdge(t)
 	tp, key, seq, _ := internalTuple(e, clock, "k")
-	if _, err := e.Limit(tp, 1000, 1); err != nil {
+	if _, err := e.Limit(context.Background(), tp, 1000, 1); err != nil {
 		t.Fatal(err)
 	}
 	for e.FlushOnce() {
 	}
 	r := e.reads.Load()
-	origin.ServeReplay(ReplayBatch{Node: "other/1", ID: 1, Items: []ReplayItem{{Key: key, Seq: seq, Cost: 40}}})
+	origin.ServeReplay(engine.ReplayBatch{Node: "other/1", ID: 1, Items: []engine.ReplayItem{{Key: key, Seq: seq, Cost: 40}}})
 	clock.Advance(5_000) // stale (--freshness 1s), the lease (a minute) alive
-	d, err := e.Limit(tp, 1000, 1)
+	d, err := e.Limit(context.Background(), tp, 1000, 1)
 	if err != nil || !d.Allowed || e.reads.Load() != r {
 		t.Fatalf("stale leased request: %+v, %v, %d reads; want allowed locally", d, err, e.reads.Load()-r)
 	}
 	for e.FlushOnce() {
 	}
-	if d, _ := e.Limit(tp, 1000, 1); d.Remaining != 1000-43 || e.reads.Load() != r {
+	if d, _ := e.Limit(context.Background(), tp, 1000, 1); d.Remaining != 1000-43 || e.reads.Load() != r {
 		t.Fatalf("after the replay: remaining %d, %d reads; want %d, none", d.Remaining, e.reads.Load()-r, 1000-43)
 	}
 	// A peek spends no lease: a stale tuple is read first.
 	clock.Advance(5_000)
-	if _, err := e.Limit(tp, 1000, 0); err != nil || e.reads.Load() != r+1 {
+	if _, err := e.Limit(context.Background(), tp, 1000, 0); err != nil || e.reads.Load() != r+1 {
 		t.Fatalf("stale peek: %d reads, %v; want 1", e.reads.Load()-r, err)
 	}
 }

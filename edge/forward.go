@@ -1,9 +1,11 @@
-package engine
+package edge
 
 import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/ratchet/ratchet/engine"
 )
 
 // Forwarder is an Origin that also runs commands for an edge's clients: the commands
@@ -20,16 +22,16 @@ type Forwarder interface {
 var ErrNoForward = errors.New("the origin cannot run forwarded commands")
 
 // Forward has the origin of key (in workspace ws, placed by rendezvous hashing as the
-// tuples are) run a command for a client, waiting at most OriginTimeout. Nothing of it is
-// kept at the edge: the origin decides, and its reply is the client's.
-func (e *Edge) Forward(ws string, key []byte, proto int, args [][]byte) ([]byte, error) {
+// tuples are) run a command for a client, waiting at most OriginTimeout or until ctx ends.
+// Nothing of it is kept at the edge: the origin decides, and its reply is the client's.
+func (e *Edge) Forward(ctx context.Context, ws string, key []byte, proto int, args [][]byte) ([]byte, error) {
 	var buf [256]byte
-	l := e.link(kvKey(buf[:0], ws, key))
+	l := e.link(engine.AppendKVKey(buf[:0], ws, key))
 	f, ok := l.client.(Forwarder)
 	if !ok {
 		return nil, ErrNoForward
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.OriginTimeout)
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.OriginTimeout)
 	defer cancel()
 	start := time.Now()
 	raw, err := f.Forward(ctx, proto, ws, args)
