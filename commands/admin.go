@@ -192,6 +192,7 @@ func (d *Dispatcher) infoSections() []infoSection {
 			infoField{"origin_reads", es.OriginReads},
 			infoField{"decisions_handed_off", es.OriginAllowed + es.OriginDenied},
 			infoField{"strict_activations", es.Strict},
+			infoField{"cold_admitted", es.ColdAdmitted},
 			infoField{"local_entries", es.Entries})
 	} else {
 		es := ls.origin

@@ -63,7 +63,7 @@ type collector struct {
 	closed, queryBytes, queryLimit, authFailures, authThrottled                   *prometheus.Desc
 	snapDuration, snapLastSuccess, snapCells, snapFailures                        *prometheus.Desc
 	replayPending, replayRetried, replayExpired, strict, originUp                 *prometheus.Desc
-	replayUnsaved, replayUnsavedDropped, replayResent                             *prometheus.Desc
+	replayUnsaved, replayUnsavedDropped, replayResent, coldAdmitted               *prometheus.Desc
 	published, imported, peerUp, peerLag, peerLastOK, peerPublished, peerImported *prometheus.Desc
 }
 
@@ -99,6 +99,7 @@ func newCollector(src Sources) *collector {
 		replayRetried:   d("replay_retried_total", "Edge: replay batches sent again after a failure."),
 		replayExpired:   d("replay_expired_total", "Edge: accepted cost dropped because its cell ended before the origin could take it."),
 		strict:          d("strict_activations_total", "Edge: tuples put in strict mode by a denial."),
+		coldAdmitted:    d("cold_admitted_total", "Edge: requests of tuples without a lease admitted under the origin's cold allowance, without a round trip."),
 		originUp:        d("origin_up", "Edge: 1 when the origin answered the last call.", "origin"),
 		published:       d("global_published_total", "Origin: own components handed to the publisher."),
 		imported:        d("global_imported_total", "Origin: components received from peers that changed a count."),
@@ -136,6 +137,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		m(c.replayUnsavedDropped, prometheus.CounterValue, float64(s.ReplayUnsavedDropped))
 		m(c.replayResent, prometheus.CounterValue, float64(s.ReplayResent))
 		m(c.strict, prometheus.CounterValue, float64(s.Strict))
+		m(c.coldAdmitted, prometheus.CounterValue, float64(s.ColdAdmitted))
 		for _, o := range s.Origins {
 			up := 0.0
 			if o.Reachable {
