@@ -270,6 +270,7 @@ type originLink struct {
 	offset    atomic.Int64 // the origin's clock minus this edge's, as last seen (reply latency included)
 	slowSince atomic.Int64 // ms of the first timeout since the last success; 0: none
 	hardDown  atomic.Bool  // a call failed otherwise than by timing out since the last success
+	srttUs    atomic.Int64 // smoothed latency of successful calls, µs (callTimeout)
 
 	mu sync.Mutex // guards pins, byKey, cursor, batch, batchID, handed
 	// pins holds every entry with unacknowledged cost: the replay set (each entry knows
@@ -583,12 +584,12 @@ func (e *Edge) refresh(ctx context.Context, l *originLink, key string, window, s
 		if le == nil {
 			le = e.create(l, key, window)
 		}
-		call, cancel := context.WithTimeout(ctx, e.cfg.OriginTimeout)
+		call, cancel := context.WithTimeout(ctx, e.callTimeout(l))
 		defer cancel()
 		start := time.Now()
 		sent := e.clock.NowMs()
 		counts, meta, err := l.client.Read(call, []engine.ReadItem{{Key: []byte(key), Seq: seq, Limit: limit, Want: want}})
-		e.observe("read", err, start)
+		e.observe(l, "read", err, start)
 		e.reads.Add(1)
 		now := e.clock.NowMs()
 		if err == nil && len(counts) != 1 {
@@ -623,15 +624,42 @@ func (e *Edge) create(l *originLink, key string, window int64) *localEntry {
 	return le
 }
 
-func (e *Edge) observe(kind string, err error, start time.Time) {
-	if e.cfg.Observe != nil {
-		e.cfg.Observe(kind, err, time.Since(start))
+// observe records an origin call of l that started at start: its latency feeds l's
+// smoothed round trip when it succeeded, and Config.Observe.
+func (e *Edge) observe(l *originLink, kind string, err error, start time.Time) {
+	d := time.Since(start)
+	if err == nil {
+		l.sampleRTT(d)
 	}
+	if e.cfg.Observe != nil {
+		e.cfg.Observe(kind, err, d)
+	}
+}
+
+// callTimeout bounds one call to l: --origin-timeout, or four smoothed round trips of l's
+// successful calls when that is longer (an origin 50 ms away would otherwise fail every
+// call a little slower than two round trips, and put itself in backoff), at most
+// maxCallTimeout.
+func (e *Edge) callTimeout(l *originLink) time.Duration {
+	return max(e.cfg.OriginTimeout, min(4*time.Duration(l.srttUs.Load())*time.Microsecond, maxCallTimeout))
+}
+
+// maxCallTimeout bounds what the smoothed round trip may stretch a call's timeout to.
+const maxCallTimeout = 2 * time.Second
+
+// sampleRTT folds the latency d of a successful call into l's smoothed round trip (an
+// eighth of each sample, as TCP's).
+func (l *originLink) sampleRTT(d time.Duration) {
+	us := d.Microseconds()
+	if old := l.srttUs.Load(); old > 0 {
+		us = old + (us-old)/8
+	}
+	l.srttUs.Store(us)
 }
 
 // Limit decides one request from local memory, reading the origin first when the tuple
 // is cold, stale or strict, and handing the decision to the origin when this edge's lease
-// does not cover it. ctx bounds the origin calls, each also bounded by OriginTimeout.
+// does not cover it. ctx bounds the origin calls, each also bounded by callTimeout.
 func (e *Edge) Limit(ctx context.Context, t engine.Tuple, limit, cost uint64) (engine.Decision, error) {
 	d, _, err := e.limit(ctx, t, limit, cost, true, e.clock.NowMs())
 	return d, err
@@ -730,7 +758,7 @@ func (e *Edge) handOffRequest(l *originLink, le *localEntry, limit, cost uint64,
 	req := engine.DecideRequest{Key: le.key, Limit: limit, Cost: cost}
 	if l.lastOKMs.Load() > 0 {
 		// The origin drops the request once this edge has stopped waiting.
-		req.Deadline = now + l.offset.Load() + e.cfg.OriginTimeout.Milliseconds()
+		req.Deadline = now + l.offset.Load() + e.callTimeout(l).Milliseconds()
 	}
 	le.handing++ // its pending stays out of batches until the answer: see localEntry
 	req.Pending, req.Inflight = le.unacked()
@@ -832,12 +860,12 @@ func (e *Edge) pin(l *originLink, le *localEntry) error {
 // handOff asks the origin to decide and count atomically. ok is false when the origin
 // failed; the caller then decides locally.
 func (e *Edge) handOff(ctx context.Context, l *originLink, le *localEntry, req engine.DecideRequest) (engine.Decision, bool) {
-	call, cancel := context.WithTimeout(ctx, e.cfg.OriginTimeout)
+	call, cancel := context.WithTimeout(ctx, e.callTimeout(l))
 	defer cancel()
 	start := time.Now()
 	sent := e.clock.NowMs()
 	d, cc, meta, err := l.client.Decide(call, req)
-	e.observe("decide", err, start)
+	e.observe(l, "decide", err, start)
 	now := e.clock.NowMs()
 	if err != nil {
 		l.failedUnder(ctx, now, err)
@@ -876,7 +904,7 @@ func (e *Edge) mergeAnswer(l *originLink, le *localEntry, cc engine.CellCounts, 
 }
 
 // Status reads a tuple, refreshing from the origin first. Source says whether the origin
-// answered. ctx bounds the read, also bounded by OriginTimeout.
+// answered. ctx bounds the read, also bounded by callTimeout.
 func (e *Edge) Status(ctx context.Context, t engine.Tuple) engine.Status {
 	key := string(engine.AppendKey(nil, t))
 	now := e.clock.NowMs()

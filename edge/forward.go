@@ -22,7 +22,7 @@ type Forwarder interface {
 var ErrNoForward = errors.New("the origin cannot run forwarded commands")
 
 // Forward has the origin of key (in workspace ws, placed by rendezvous hashing as the
-// tuples are) run a command for a client, waiting at most OriginTimeout or until ctx ends.
+// tuples are) run a command for a client, waiting at most callTimeout or until ctx ends.
 // Nothing of it is kept at the edge: the origin decides, and its reply is the client's.
 func (e *Edge) Forward(ctx context.Context, ws string, key []byte, proto int, args [][]byte) ([]byte, error) {
 	var buf [256]byte
@@ -31,10 +31,10 @@ func (e *Edge) Forward(ctx context.Context, ws string, key []byte, proto int, ar
 	if !ok {
 		return nil, ErrNoForward
 	}
-	ctx, cancel := context.WithTimeout(ctx, e.cfg.OriginTimeout)
+	ctx, cancel := context.WithTimeout(ctx, e.callTimeout(l))
 	defer cancel()
 	start := time.Now()
 	raw, err := f.Forward(ctx, proto, ws, args)
-	e.observe("forward", err, start)
+	e.observe(l, "forward", err, start)
 	return raw, err
 }

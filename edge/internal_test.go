@@ -5,6 +5,7 @@ import (
 	"errors"
 	"hash/maphash"
 	"testing"
+	"time"
 
 	"github.com/ratchet/ratchet/engine"
 )
@@ -201,5 +202,38 @@ func TestEdgeTwinStaysFindable(t *testing.T) {
 	}
 	if got := origin.Status(tp).CurrentRegional; got != 4 {
 		t.Fatalf("origin counts %d after every flush, want 4 accepted", got)
+	}
+}
+
+// TestCallTimeoutFollowsRTT: a call's timeout is --origin-timeout, or four smoothed round
+// trips of the link's successful calls when longer, at most maxCallTimeout.
+func TestCallTimeoutFollowsRTT(t *testing.T) {
+	e, _, _ := newInternalEdge(t)
+	l := e.links[0]
+	if got := e.callTimeout(l); got != 100*time.Millisecond {
+		t.Fatalf("no sample: %v, want the 100ms default", got)
+	}
+	for _, c := range []struct {
+		sample time.Duration
+		want   time.Duration
+	}{
+		{10 * time.Millisecond, 100 * time.Millisecond},
+		{50 * time.Millisecond, 200 * time.Millisecond},
+		{10 * time.Second, maxCallTimeout},
+	} {
+		l.srttUs.Store(0)
+		for range 50 {
+			l.sampleRTT(c.sample)
+		}
+		if got := e.callTimeout(l); got != c.want {
+			t.Errorf("round trips of %v: timeout %v, want %v", c.sample, got, c.want)
+		}
+	}
+	// One slow call moves the average by an eighth.
+	l.srttUs.Store(0)
+	l.sampleRTT(50 * time.Millisecond)
+	l.sampleRTT(850 * time.Millisecond)
+	if got := l.srttUs.Load(); got != 150_000 {
+		t.Fatalf("srtt %d µs, want 150000", got)
 	}
 }

@@ -90,7 +90,7 @@ func (e *Edge) heartbeat(ctx context.Context, l *originLink) {
 	if !l.usable(now) {
 		return
 	}
-	call, cancel := context.WithTimeout(ctx, e.cfg.OriginTimeout)
+	call, cancel := context.WithTimeout(ctx, e.callTimeout(l))
 	defer cancel()
 	_, meta, err := l.client.Read(call, nil)
 	if err != nil {
@@ -124,12 +124,12 @@ func (e *Edge) flush(ctx context.Context, l *originLink, final bool) (more bool)
 		e.retried.Add(1)
 	}
 	b.Boot = l.keep.replayBoot()
-	call, cancel := context.WithTimeout(ctx, e.cfg.OriginTimeout)
+	call, cancel := context.WithTimeout(ctx, e.callTimeout(l))
 	start := time.Now()
 	sent := now
 	counts, meta, err := l.client.Replay(call, b.ReplayBatch)
 	cancel()
-	e.observe("replay", err, start)
+	e.observe(l, "replay", err, start)
 	now = e.clock.NowMs()
 	if err == nil && len(counts) != len(b.Items) {
 		err = errShortReply

@@ -243,7 +243,7 @@ func newFlagSet(c *Config, cliPeers, showVersion *bool) *flag.FlagSet {
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", c.SnapshotInterval, "origin: snapshot interval")
 	fs.Float64Var(&c.DegradedShare, "degraded-share", c.DegradedShare, "edge: share of the limit enforced while the origin is unreachable")
 	fs.Float64Var(&c.ColdShare, "cold-share", c.ColdShare, "origin: share of a limit each edge may admit on a tuple it holds no lease for, without asking (0: none)")
-	fs.DurationVar(&c.OriginTimeout, "origin-timeout", c.OriginTimeout, "edge: bound on one origin call (read, replay, decide, forward)")
+	fs.DurationVar(&c.OriginTimeout, "origin-timeout", c.OriginTimeout, "edge: bound on one origin call (read, replay, decide, forward), or four smoothed round trips of its answered calls when longer (at most 2s)")
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "drop a client that does not read its replies for this long")
 	fs.DurationVar(&c.ReadTimeout, "read-timeout", c.ReadTimeout, "close a connection whose incomplete request makes no progress for this long; 0: never")
 	fs.Var(secondsFlag{&c.IdleTimeout}, "timeout", "close a client idle this long (Redis's timeout: seconds, or a duration); 0: never")
