@@ -93,12 +93,23 @@ func (s *coldSeen) take(h uint64, now, endMs int64) bool {
 	return true
 }
 
+// coldBacklogBatches is how many full batches of replays may wait before new tuples stop
+// using the cold allowance.
+const coldBacklogBatches = 4
+
 // coldEntry returns the entry of key, locked, when the cold allowance admits a request of
 // cost against limit at now (cell seq of window): the tuple holds no live lease, no cost of
 // it awaits the origin's acknowledgement, it is not strict, its local counts allow it, and
-// it has not used the allowance in this cell. Otherwise nil. The caller accounts the cost.
+// it has not used the allowance in this cell, and the replays do not lag. Otherwise nil.
+// The caller accounts the cost.
 func (e *Edge) coldEntry(l *originLink, key []byte, window, seq, now int64, limit, cost uint64) *localEntry {
 	if cost == 0 || cost > l.coldAllowance(limit, now) {
+		return nil
+	}
+	if e.pinned.Load() >= int64(coldBacklogBatches*e.cfg.MaxBatchItems*len(e.links)) {
+		// The replays lag (one batch in flight per origin: at 50 ms away about 27k cells
+		// a second): new tuples read the origin, which paces them, rather than fill the
+		// replay set until requests are refused.
 		return nil
 	}
 	le := e.lookup(l, key)

@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/ratchet/ratchet/engine"
@@ -143,5 +144,33 @@ func TestEdgeLeasedStaleIsLocal(t *testing.T) {
 	clock.Advance(5_000)
 	if _, err := e.Limit(context.Background(), tp, 1000, 0); err != nil || e.reads.Load() != r+1 {
 		t.Fatalf("stale peek: %d reads, %v; want 1", e.reads.Load()-r, err)
+	}
+}
+
+// TestEdgeColdAllowanceBacklog: while the replays lag (coldBacklogBatches full batches
+// waiting), new tuples read the origin instead of using the allowance, which paces them.
+func TestEdgeColdAllowanceBacklog(t *testing.T) {
+	e, _, clock := newColdEdge(t, 0.01)
+	e.cfg.MaxBatchItems = 2
+	backlog := coldBacklogBatches * 2
+	for i := range backlog {
+		tp, _, _, _ := internalTuple(e, clock, fmt.Sprintf("k%d", i))
+		if _, err := e.Limit(context.Background(), tp, 1000, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := e.Stats().ColdAdmitted; got != uint64(backlog) {
+		t.Fatalf("ColdAdmitted %d, want %d", got, backlog)
+	}
+	r := e.reads.Load()
+	tp, _, _, _ := internalTuple(e, clock, "late")
+	if _, err := e.Limit(context.Background(), tp, 1000, 1); err != nil || e.reads.Load() != r+1 {
+		t.Fatalf("a new tuple with %d cells waiting: %d reads, %v; want 1", backlog, e.reads.Load()-r, err)
+	}
+	for e.FlushOnce() {
+	}
+	tp, _, _, _ = internalTuple(e, clock, "after")
+	if _, err := e.Limit(context.Background(), tp, 1000, 1); err != nil || e.reads.Load() != r+1 {
+		t.Fatalf("a new tuple once the replays caught up: %d reads, %v; want none", e.reads.Load()-r-1, err)
 	}
 }
