@@ -5,15 +5,15 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/keyspace"
 	"github.com/ratchet/ratchet/resp"
 )
 
 // The counter commands (GET, SET, INCRBY, EXPIRE, TTL, DEL, EXISTS, SCAN, ...) over the
-// engine's counter keyspace (engine.KV), with Redis's replies and error texts.
+// counter keyspace (package keyspace), with Redis's replies and error texts.
 //
 // Each command is parsed into a kvReq: the keys it touches and a function that runs it on
-// them. Alone, a request runs in one engine.KV.Do on its keys. In a transaction, EXEC
+// them. Alone, a request runs in one keyspace.KV.Do on its keys. In a transaction, EXEC
 // (cmdExecKV) parses every queued counter command, locks all their keys in one KV.Do and
 // runs the queue inside it, so a MULTI GET PTTL EXEC reads both at one instant and no
 // other client's request falls between them. As in Redis, a syntax error of a queued
@@ -28,12 +28,12 @@ import (
 type kvReq struct {
 	keys [][]byte // the keys it touches, in the order run names them (base, base+1, ...)
 	err  string   // a parse error: the reply, instead of running
-	run  func(tx *engine.KVTx, base int, w *resp.Writer)
+	run  func(tx *keyspace.Tx, base int, w *resp.Writer)
 	lua  *luaReq // a script for the interpreter, run unset: Dispatcher.parseKV binds it
 }
 
 // exec writes the reply of r, its keys being tx's keys base, base+1, ...
-func (r *kvReq) exec(tx *engine.KVTx, base int, w *resp.Writer) {
+func (r *kvReq) exec(tx *keyspace.Tx, base int, w *resp.Writer) {
 	if r.err != "" {
 		w.Error(r.err)
 		return
@@ -70,7 +70,7 @@ func kvHandler(name string) func(*Dispatcher, *Session, *resp.Writer, [][]byte) 
 			w.Error(r.err)
 			return
 		}
-		if err := kv.Do(s.Workspace, r.keys, func(tx *engine.KVTx) error {
+		if err := kv.Do(s.Workspace, r.keys, func(tx *keyspace.Tx) error {
 			r.run(tx, 0, w)
 			return nil
 		}); err != nil {
@@ -137,7 +137,7 @@ func kvOnOrigin(upperName string) string {
 }
 
 // kv returns the counter keyspace: the origin's; nil on an edge.
-func (d *Dispatcher) kv() *engine.KV {
+func (d *Dispatcher) kv() *keyspace.KV {
 	if d.opt.Origin == nil {
 		return nil
 	}
@@ -155,18 +155,18 @@ func errExpireTime(cmd string) string { return "ERR invalid expire time in '" + 
 // checkKVKeys returns the error of the first key the keyspace cannot hold, or "".
 func checkKVKeys(keys [][]byte) string {
 	for _, k := range keys {
-		if len(k) > engine.MaxKVKey {
-			return errReply(engine.ErrKeyTooLarge)
+		if len(k) > keyspace.MaxKey {
+			return errReply(keyspace.ErrKeyTooLarge)
 		}
 	}
 	return ""
 }
 
 // redisInt reads a Redis integer argument (string2ll: strict decimal, no '+').
-func redisInt(b []byte) (int64, bool) { return engine.ParseRedisInt(b) }
+func redisInt(b []byte) (int64, bool) { return keyspace.ParseInt(b) }
 
 func parseGet(args [][]byte) kvReq {
-	return kvReq{keys: args[1:2], err: checkKVKeys(args[1:2]), run: func(tx *engine.KVTx, base int, w *resp.Writer) {
+	return kvReq{keys: args[1:2], err: checkKVKeys(args[1:2]), run: func(tx *keyspace.Tx, base int, w *resp.Writer) {
 		if v, ok := tx.Get(base); ok {
 			w.Bulk(v)
 			return
@@ -215,8 +215,8 @@ func parseSet(args [][]byte) kvReq {
 		}
 	}
 	r := kvReq{keys: args[1:2], err: checkKVKeys(args[1:2])}
-	if r.err == "" && len(args[2]) > engine.MaxKVValue {
-		r.err = errReply(engine.ErrValueTooLarge)
+	if r.err == "" && len(args[2]) > keyspace.MaxValue {
+		r.err = errReply(keyspace.ErrValueTooLarge)
 	}
 	var ms int64
 	relative := flags&(setEX|setPX) != 0
@@ -224,7 +224,7 @@ func parseSet(args [][]byte) kvReq {
 		ms, r.err = expireMs(expire, flags&(setEX|setEXAT) != 0, "set")
 	}
 	val := args[2]
-	r.run = func(tx *engine.KVTx, base int, w *resp.Writer) {
+	r.run = func(tx *keyspace.Tx, base int, w *resp.Writer) {
 		old, found := tx.Get(base)
 		if flags&setGet != 0 && found {
 			old = append([]byte(nil), old...) // the entry's buffer is reused by the write
@@ -320,11 +320,11 @@ func parseSetEx(cmd string, seconds bool) func(args [][]byte) kvReq {
 		if e != "" {
 			return kvReq{err: e}
 		}
-		if len(args[3]) > engine.MaxKVValue {
-			return kvReq{err: errReply(engine.ErrValueTooLarge)}
+		if len(args[3]) > keyspace.MaxValue {
+			return kvReq{err: errReply(keyspace.ErrValueTooLarge)}
 		}
 		val := args[3]
-		r.run = func(tx *engine.KVTx, base int, w *resp.Writer) {
+		r.run = func(tx *keyspace.Tx, base int, w *resp.Writer) {
 			at, ok := absoluteMs(ms, true, tx.Now())
 			if !ok {
 				w.Error(errExpireTime(cmd))
@@ -361,7 +361,7 @@ func parseIncr(fixed int64, sign int64) func(args [][]byte) kvReq {
 			}
 			delta = v
 		}
-		r.run = func(tx *engine.KVTx, base int, w *resp.Writer) {
+		r.run = func(tx *keyspace.Tx, base int, w *resp.Writer) {
 			n, err := tx.IncrBy(base, delta)
 			if err != nil {
 				w.Error(errReply(err))
@@ -424,7 +424,7 @@ func parseExpire(seconds, absolute bool) func(args [][]byte) kvReq {
 			when *= 1000
 		}
 		r := kvReq{keys: args[1:2], err: checkKVKeys(args[1:2])}
-		r.run = func(tx *engine.KVTx, base int, w *resp.Writer) {
+		r.run = func(tx *keyspace.Tx, base int, w *resp.Writer) {
 			at := when
 			if !absolute {
 				if when > math.MaxInt64-tx.Now() {
@@ -461,7 +461,7 @@ func parseExpire(seconds, absolute bool) func(args [][]byte) kvReq {
 // parseTTL parses TTL/PTTL key. TTL rounds the milliseconds left to the nearest second.
 func parseTTL(ms bool) func(args [][]byte) kvReq {
 	return func(args [][]byte) kvReq {
-		return kvReq{keys: args[1:2], err: checkKVKeys(args[1:2]), run: func(tx *engine.KVTx, base int, w *resp.Writer) {
+		return kvReq{keys: args[1:2], err: checkKVKeys(args[1:2]), run: func(tx *keyspace.Tx, base int, w *resp.Writer) {
 			t := tx.PTTL(base)
 			if !ms && t >= 0 {
 				t = (t + 500) / 1000
@@ -472,7 +472,7 @@ func parseTTL(ms bool) func(args [][]byte) kvReq {
 }
 
 func parsePersist(args [][]byte) kvReq {
-	return kvReq{keys: args[1:2], err: checkKVKeys(args[1:2]), run: func(tx *engine.KVTx, base int, w *resp.Writer) {
+	return kvReq{keys: args[1:2], err: checkKVKeys(args[1:2]), run: func(tx *keyspace.Tx, base int, w *resp.Writer) {
 		if at, found := tx.ExpireAt(base); found && at != 0 {
 			tx.SetExpireAt(base, 0)
 			w.Int(1)
@@ -484,7 +484,7 @@ func parsePersist(args [][]byte) kvReq {
 
 // parseDel parses DEL/UNLINK key [key ...]: the number of keys deleted.
 func parseDel(args [][]byte) kvReq {
-	return kvReq{keys: args[1:], err: checkKVKeys(args[1:]), run: func(tx *engine.KVTx, base int, w *resp.Writer) {
+	return kvReq{keys: args[1:], err: checkKVKeys(args[1:]), run: func(tx *keyspace.Tx, base int, w *resp.Writer) {
 		n := 0
 		for i := range len(args) - 1 {
 			if tx.Del(base + i) {
@@ -497,7 +497,7 @@ func parseDel(args [][]byte) kvReq {
 
 // parseExists parses EXISTS key [key ...]: a key named twice counts twice, as in Redis.
 func parseExists(args [][]byte) kvReq {
-	return kvReq{keys: args[1:], err: checkKVKeys(args[1:]), run: func(tx *engine.KVTx, base int, w *resp.Writer) {
+	return kvReq{keys: args[1:], err: checkKVKeys(args[1:]), run: func(tx *keyspace.Tx, base int, w *resp.Writer) {
 		n := 0
 		for i := range len(args) - 1 {
 			if tx.Exists(base + i) {
@@ -509,7 +509,7 @@ func parseExists(args [][]byte) kvReq {
 }
 
 func parseType(args [][]byte) kvReq {
-	return kvReq{keys: args[1:2], err: checkKVKeys(args[1:2]), run: func(tx *engine.KVTx, base int, w *resp.Writer) {
+	return kvReq{keys: args[1:2], err: checkKVKeys(args[1:2]), run: func(tx *keyspace.Tx, base int, w *resp.Writer) {
 		if tx.Exists(base) {
 			w.Simple("string")
 			return
@@ -556,7 +556,7 @@ func parseScan(args [][]byte) kvReq {
 			return kvReq{err: errSyntaxMsg}
 		}
 	}
-	return kvReq{run: func(tx *engine.KVTx, _ int, w *resp.Writer) {
+	return kvReq{run: func(tx *keyspace.Tx, _ int, w *resp.Writer) {
 		var match func([]byte) bool
 		switch {
 		case !typeOK:
@@ -693,7 +693,7 @@ func globOne(p []byte, c byte) (int, bool) {
 	}
 }
 
-// cmdExecKV is EXEC: a queue holding counter commands runs inside one engine.KV.Do on all
+// cmdExecKV is EXEC: a queue holding counter commands runs inside one keyspace.KV.Do on all
 // their keys (and, on an origin, the RL commands of the queue in one engine.Transact
 // inside it: keyspace locks are always taken before cell-store locks). Inside the Do, each
 // queued counter command is rebound to run on the Do's keys, and cmdExec runs the queue.
@@ -742,7 +742,7 @@ func cmdExecKV(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	wt := s.watch
 	s.watch = nil
 	defer func() { s.watch = wt; s.unwatch() }()
-	_ = kv.Do(s.Workspace, keys, func(ktx *engine.KVTx) error {
+	_ = kv.Do(s.Workspace, keys, func(ktx *keyspace.Tx) error {
 		if watched && ktx.Changed(wt) { // checked under the queue's keys' locks
 			watchFailed(s, w)
 			return nil

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/keyspace"
 	"github.com/ratchet/ratchet/resp"
 	"github.com/ratchet/ratchet/scripting"
 )
@@ -17,7 +17,7 @@ import (
 // script's redis.call runs the counter commands (kvParsers) inside that same KV.Do, so the
 // script is one atomic step on its keys. A command must name keys among the EVAL's KEYS,
 // in their order (the transaction holds only those); TIME answers the script time in
-// microseconds (KVTx.NowUs, as the native scripts read it); other commands are unknown
+// microseconds (keyspace.Tx.NowUs, as the native scripts read it); other commands are unknown
 // to scripts, as Redis answers for a command it does not have.
 
 // Replies of the Lua fallback.
@@ -72,7 +72,7 @@ func (d *Dispatcher) bindLua(q *luaReq, user *aclUser) kvReq {
 		}
 		return kvReq{err: errNoScript}
 	}
-	return kvReq{keys: q.keys, lua: q, run: func(tx *engine.KVTx, base int, w *resp.Writer) {
+	return kvReq{keys: q.keys, lua: q, run: func(tx *keyspace.Tx, base int, w *resp.Writer) {
 		c := &txCaller{tx: tx, base: base, keys: q.keys, ro: q.readOnly, user: user, table: d.table}
 		r := d.lua.Run(context.Background(), scripting.Request{Body: q.body, SHA: q.sha, Keys: q.keys, Args: q.argv}, c)
 		w.Raw(r.Append(nil, w.Proto()))
@@ -123,7 +123,7 @@ func (d *Dispatcher) busyRefused(s *Session, w *resp.Writer, cmd *Command, args 
 // txCaller runs a script's redis.call on the counter keyspace inside the EVAL's KV.Do:
 // KEYS[i] is the transaction's key base+i-1.
 type txCaller struct {
-	tx    *engine.KVTx
+	tx    *keyspace.Tx
 	base  int
 	keys  [][]byte
 	ro    bool

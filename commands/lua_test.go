@@ -146,7 +146,7 @@ func TestScriptCachePerDispatcher(t *testing.T) {
 }
 
 // TestLuaTime: an interpreted script's TIME is the script time in microseconds that the
-// native scripts read (KVTx.NowUs): the clock's instant, and each later reading of the
+// native scripts read (keyspace.Tx.NowUs): the clock's instant, and each later reading of the
 // step a microsecond on, so the second element carries microseconds, not ms times 1000.
 func TestLuaTime(t *testing.T) {
 	r := newScriptRig()

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/keyspace"
 	"github.com/ratchet/ratchet/resp"
 )
 
@@ -24,7 +24,7 @@ import (
 // after a restart or failover. Any other script runs on the Lua interpreter (lua.go): an
 // unknown SHA1 answers NOSCRIPT unless SCRIPT LOAD or EVAL cached it.
 //
-// EVAL and EVALSHA are counter-keyspace requests (kvParsers): alone, one engine.KV.Do on
+// EVAL and EVALSHA are counter-keyspace requests (kvParsers): alone, one keyspace.KV.Do on
 // their KEYS at one instant; in a transaction, inside EXEC's KV.Do with the other queued
 // counter commands. On an edge they go, as the counter commands do, to the origin of their
 // first key (forwardOne; kvOnOrigin's error when the edge has no origin to forward to).
@@ -163,7 +163,7 @@ func parseEval(bySHA, readOnly bool) func(args [][]byte) kvReq {
 		case lua:
 			return kvReq{keys: keys, lua: &luaReq{body: args[1], keys: keys, argv: argv, readOnly: readOnly}}
 		}
-		return kvReq{keys: keys, run: func(tx *engine.KVTx, base int, w *resp.Writer) {
+		return kvReq{keys: keys, run: func(tx *keyspace.Tx, base int, w *resp.Writer) {
 			s.run(scriptRun{script: s, tx: tx, base: base, argv: argv, keyNames: keys, w: w, ro: readOnly})
 		}}
 	}
@@ -230,7 +230,7 @@ func cmdScript(d *Dispatcher, _ *Session, w *resp.Writer, args [][]byte) {
 // writes the reply (or the error Redis would give) to w.
 type scriptRun struct {
 	script *knownScript
-	tx     *engine.KVTx
+	tx     *keyspace.Tx
 	base   int
 	argv   [][]byte
 	// keyNames are the KEYS as the request named them: KEYS[i] is key index base+i-1.

@@ -24,7 +24,7 @@ var ErrNoForward = errors.New("the origin cannot run forwarded commands")
 // kept at the edge: the origin decides, and its reply is the client's.
 func (e *Edge) Forward(ws string, key []byte, proto int, args [][]byte) ([]byte, error) {
 	var buf [256]byte
-	l := e.link(kvKey(buf[:0], ws, key))
+	l := e.link(append(appendName(buf[:0], ws), key...)) // as the keyspace names it
 	f, ok := l.client.(Forwarder)
 	if !ok {
 		return nil, ErrNoForward

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/keyspace"
 )
 
 // Memory benchmarks: the bytes one live cell costs, in the origin's cell store and in an
@@ -175,4 +176,37 @@ func edgeFill(b *testing.B, tuples int) func() (func(), any) {
 		}
 		return fill, e
 	}
+}
+
+// BenchmarkKVMemory fills the counter keyspace with 1M keys ("user:%08d", a counter of 1
+// with a TTL), and reports the heap and resident growth per key beside the estimate that
+// --max-memory counts (est-B/key). Run it with:
+//
+//	go test -run xxx -bench BenchmarkKVMemory -benchtime 1x ./engine (the engine's keyspace)
+func BenchmarkKVMemory(b *testing.B) {
+	const keys = 1_000_000
+	var est float64
+	measureCells(b, keys, func() (func(), any) {
+		c := engine.NewManualClock(t0)
+		e := engine.New(c, engine.Config{MaxMemoryBytes: 4 << 30})
+		fill := func() {
+			var buf [32]byte
+			k := [][]byte{nil}
+			for i := range keys {
+				k[0] = memTuple(buf[:0], i).Key
+				if err := e.KV().Do("default", k, func(tx *keyspace.Tx) error {
+					if _, err := tx.IncrBy(0, 1); err != nil {
+						return err
+					}
+					tx.SetExpireAt(0, tx.Now()+60_000)
+					return nil
+				}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			est = float64(e.Stats().MemoryBytes) / keys
+		}
+		return fill, e
+	})
+	b.ReportMetric(est, "est-B/key")
 }

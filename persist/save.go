@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/keyspace"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -94,7 +95,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // those of Cells and Leases.
 type Source struct {
 	Cells  iter.Seq[engine.CellRecord]
-	KV     iter.Seq[engine.KVRecord]
+	KV     iter.Seq[keyspace.Record]
 	Runs   iter.Seq[engine.RunRecord]
 	Leases iter.Seq[engine.LeaseRecord]
 	Tuples iter.Seq[engine.TupleRecord]
@@ -121,10 +122,10 @@ func (s *Store) SaveSeq(recs iter.Seq[engine.CellRecord]) error {
 }
 
 // SaveAll is SaveSeq of cells (nil: none) that also writes the counter keyspace's records
-// kv yields (nil: none), as engine.KV.Records captures them: one shard at a time, live
+// kv yields (nil: none), as keyspace.KV.Records captures them: one shard at a time, live
 // keys only. Records are written as they are given; the keys of kv are not checked for
-// duplicates (Load returns them in file order, and engine.KV.Restore keeps the last).
-func (s *Store) SaveAll(cells iter.Seq[engine.CellRecord], kv iter.Seq[engine.KVRecord]) error {
+// duplicates (Load returns them in file order, and keyspace.KV.Restore keeps the last).
+func (s *Store) SaveAll(cells iter.Seq[engine.CellRecord], kv iter.Seq[keyspace.Record]) error {
 	return s.Write(Source{Cells: cells, KV: kv})
 }
 
@@ -345,9 +346,9 @@ func appendCell(buf []byte, r engine.CellRecord) ([]byte, error) {
 //	uvarint len(workspace) | workspace | uvarint len(key) | key | varint expire_at_ms |
 //	uvarint len(value) | value
 //
-// The engine bounds keys and values (engine.MaxKVKey, engine.MaxKVValue), so a record,
-// and a chunk, stays small; Load leaves their check to engine.KV.Restore.
-func appendKV(buf []byte, r engine.KVRecord) ([]byte, error) {
+// The engine bounds keys and values (keyspace.MaxKey, keyspace.MaxValue), so a record,
+// and a chunk, stays small; Load leaves their check to keyspace.KV.Restore.
+func appendKV(buf []byte, r keyspace.Record) ([]byte, error) {
 	buf = appendString(buf, r.Workspace)
 	buf = appendString(buf, r.Key)
 	buf = binary.AppendVarint(buf, r.ExpireAtMs)
