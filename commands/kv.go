@@ -30,15 +30,12 @@ type kvReq struct {
 	err  string   // a parse error: the reply, instead of running
 	run  func(tx *keyspace.Tx, base int, w *resp.Writer)
 	lua  *luaReq // a script for the interpreter, run unset: Dispatcher.parseKV binds it
-}
-
-// exec writes the reply of r, its keys being tx's keys base, base+1, ...
-func (r *kvReq) exec(tx *keyspace.Tx, base int, w *resp.Writer) {
-	if r.err != "" {
-		w.Error(r.err)
-		return
-	}
-	r.run(tx, base, w)
+	// known is a known script (its native path in run), whose own text Dispatcher.parseKV
+	// has the interpreter run instead when one of its keys holds a type other than a
+	// string: the native paths read strings only.
+	known    *knownScript
+	argv     [][]byte // with known: its ARGV
+	readOnly bool     // with known: EVAL_RO, EVALSHA_RO
 }
 
 // kvParsers are the parsers of the commands served through the keyspace, by command name.
@@ -71,7 +68,7 @@ func kvHandler(name string) func(*Dispatcher, *Session, *resp.Writer, [][]byte) 
 			return
 		}
 		if err := kv.Do(s.Workspace, r.keys, func(tx *keyspace.Tx) error {
-			r.run(tx, 0, w)
+			d.runKV(&r, s.user, tx, 0, w)
 			return nil
 		}); err != nil {
 			w.Error(errReply(err))
@@ -128,7 +125,7 @@ func kvCommands() []*Command {
 			r.LastKey = -1 // every argument is a key
 		}
 	}
-	return append(rows, throttle)
+	return append(append(rows, throttle), typeCommands()...)
 }
 
 // kvOnOrigin is an edge's reply to a command that only an origin decides.
@@ -171,7 +168,7 @@ func parseGet(args [][]byte) kvReq {
 			w.Bulk(v)
 			return
 		}
-		w.Null()
+		writeNullOrWrongType(tx, base, w)
 	}}
 }
 
@@ -225,7 +222,13 @@ func parseSet(args [][]byte) kvReq {
 	}
 	val := args[2]
 	r.run = func(tx *keyspace.Tx, base int, w *resp.Writer) {
-		old, found := tx.Get(base)
+		kind := tx.Kind(base)
+		if flags&setGet != 0 && kind > keyspace.KindString {
+			w.Error(errReply(keyspace.ErrWrongType))
+			return
+		}
+		old, _ := tx.Get(base)
+		found := kind != keyspace.KindNone
 		if flags&setGet != 0 && found {
 			old = append([]byte(nil), old...) // the entry's buffer is reused by the write
 		}
@@ -510,11 +513,7 @@ func parseExists(args [][]byte) kvReq {
 
 func parseType(args [][]byte) kvReq {
 	return kvReq{keys: args[1:2], err: checkKVKeys(args[1:2]), run: func(tx *keyspace.Tx, base int, w *resp.Writer) {
-		if tx.Exists(base) {
-			w.Simple("string")
-			return
-		}
-		w.Simple("none")
+		w.Simple(tx.Kind(base).String())
 	}}
 }
 
@@ -522,7 +521,7 @@ func parseType(args [][]byte) kvReq {
 const maxScanCount = 100_000
 
 // parseScan parses SCAN cursor [MATCH pattern] [COUNT n] [TYPE type] as Redis 7.0: the
-// cursor (strtoul: "ERR invalid cursor"), then the options; every key is a string.
+// cursor (strtoul: "ERR invalid cursor"), then the options.
 func parseScan(args [][]byte) kvReq {
 	cursor, ok := parseCursor(args[1])
 	if !ok {
@@ -530,7 +529,7 @@ func parseScan(args [][]byte) kvReq {
 	}
 	count := int64(10)
 	var pattern []byte
-	typeOK := true
+	typed, want := false, keyspace.KindNone
 	for i := 2; i < len(args); i += 2 {
 		if i+1 >= len(args) {
 			return kvReq{err: errSyntaxMsg}
@@ -551,18 +550,17 @@ func parseScan(args [][]byte) kvReq {
 				pattern = nil
 			}
 		case "TYPE":
-			typeOK = strings.EqualFold(string(args[i+1]), "string")
+			typed, want = true, keyspace.ParseKind(string(args[i+1])) // an unknown type matches nothing
 		default:
 			return kvReq{err: errSyntaxMsg}
 		}
 	}
 	return kvReq{run: func(tx *keyspace.Tx, _ int, w *resp.Writer) {
-		var match func([]byte) bool
-		switch {
-		case !typeOK:
-			match = func([]byte) bool { return false }
-		case pattern != nil:
-			match = func(k []byte) bool { return globMatch(pattern, k) }
+		var match func([]byte, keyspace.Kind) bool
+		if typed || pattern != nil {
+			match = func(k []byte, kind keyspace.Kind) bool {
+				return (!typed || kind == want) && (pattern == nil || globMatch(pattern, k))
+			}
 		}
 		next, keys := tx.Scan(cursor, int(min(count, maxScanCount)), match)
 		w.Array(2)
@@ -755,7 +753,7 @@ func cmdExecKV(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 			r, b := &reqs[i], base
 			base += len(r.keys)
 			tx.cmds[i].cmd = &Command{Name: q.cmd.Name, Handler: func(_ *Dispatcher, _ *Session, w *resp.Writer, _ [][]byte) {
-				r.exec(ktx, b, w)
+				d.runKV(r, s.user, ktx, b, w)
 			}}
 		}
 		cmdExec(d, s, w, args)

@@ -58,6 +58,26 @@ func (d *Dispatcher) parseKV(s *Session, name string, args [][]byte) kvReq {
 	return r
 }
 
+// runKV runs r on tx's keys base, base+1, ... for user: its error, or its run; a known
+// script whose keys hold a type other than a string runs its own text on the
+// interpreter instead (the native paths read strings only), answering as Redis does.
+func (d *Dispatcher) runKV(r *kvReq, user *aclUser, tx *keyspace.Tx, base int, w *resp.Writer) {
+	if r.err != "" {
+		w.Error(r.err)
+		return
+	}
+	if r.known != nil {
+		for i := range r.keys {
+			if tx.Kind(base+i) > keyspace.KindString {
+				q := &luaReq{body: r.known.body, keys: r.keys, argv: r.argv, readOnly: r.readOnly}
+				d.luaRun(q, user)(tx, base, w)
+				return
+			}
+		}
+	}
+	r.run(tx, base, w)
+}
+
 // bindLua makes q a kvReq that runs on d's engine, its redis.call checked against user's
 // permissions (nil: no ACL file, every permission). A body is compiled at once, so a
 // syntax error answers before any key is locked (an edge too).
@@ -72,11 +92,17 @@ func (d *Dispatcher) bindLua(q *luaReq, user *aclUser) kvReq {
 		}
 		return kvReq{err: errNoScript}
 	}
-	return kvReq{keys: q.keys, lua: q, run: func(tx *keyspace.Tx, base int, w *resp.Writer) {
+	return kvReq{keys: q.keys, lua: q, run: d.luaRun(q, user)}
+}
+
+// luaRun returns the run of q on d's interpreter, its redis.call checked against user's
+// permissions.
+func (d *Dispatcher) luaRun(q *luaReq, user *aclUser) func(tx *keyspace.Tx, base int, w *resp.Writer) {
+	return func(tx *keyspace.Tx, base int, w *resp.Writer) {
 		c := &txCaller{tx: tx, base: base, keys: q.keys, ro: q.readOnly, user: user, table: d.table}
 		r := d.lua.Run(context.Background(), scripting.Request{Body: q.body, SHA: q.sha, Keys: q.keys, Args: q.argv}, c)
 		w.Raw(r.Append(nil, w.Proto()))
-	}}
+	}
 }
 
 // While a script runs past the time limit (Options.Scripting.TimeLimit, Redis's

@@ -32,6 +32,7 @@ import (
 // knownScript is one script text Ratchet runs natively.
 type knownScript struct {
 	sha  string // hex SHA1 of text, lower case
+	body []byte // text, for the interpreter
 	lib  string // the library and versions that send it
 	name string // the script's name in the library
 	text string
@@ -67,7 +68,7 @@ func KnownScripts() []ScriptInfo {
 // registerScript adds a known script; its SHA1 is computed from text.
 func registerScript(lib, name, text string, run func(c scriptRun)) {
 	sum := sha1.Sum([]byte(text))
-	s := &knownScript{sha: hex.EncodeToString(sum[:]), lib: lib, name: name, text: text, run: run}
+	s := &knownScript{sha: hex.EncodeToString(sum[:]), lib: lib, name: name, text: text, body: []byte(text), run: run}
 	scriptsBySHA[s.sha] = s
 	scriptsByText[text] = s
 }
@@ -165,7 +166,7 @@ func parseEval(bySHA, readOnly bool) func(args [][]byte) kvReq {
 		}
 		return kvReq{keys: keys, run: func(tx *keyspace.Tx, base int, w *resp.Writer) {
 			s.run(scriptRun{script: s, tx: tx, base: base, argv: argv, keyNames: keys, w: w, ro: readOnly})
-		}}
+		}, known: s, argv: argv, readOnly: readOnly}
 	}
 }
 

@@ -16,7 +16,10 @@ import (
 func TestErrorsAreValues(t *testing.T) {
 	all := []error{
 		engine.ErrFull, engine.ErrReplayFull, keyspace.ErrNotInteger, keyspace.ErrOverflow,
-		keyspace.ErrValueTooLarge, keyspace.ErrKeyTooLarge, keyspace.ErrFull, engine.ErrZeroRate,
+		keyspace.ErrValueTooLarge, keyspace.ErrKeyTooLarge, keyspace.ErrFull, keyspace.ErrWrongType,
+		keyspace.ErrTooManyElements, keyspace.ErrObjectTooLarge, keyspace.ErrNoSuchKey, keyspace.ErrIndexRange,
+		keyspace.ErrHashNotInteger, keyspace.ErrHashNotFloat, keyspace.ErrNotFloat, keyspace.ErrNaNOrInf,
+		keyspace.ErrScoreNaN, engine.ErrZeroRate,
 		engine.ErrThrottleRange, engine.ErrThrottleExpire, engine.ErrTATEmpty,
 		engine.ErrTATDigit, engine.ErrTATTooLarge,
 	}

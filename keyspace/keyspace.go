@@ -97,11 +97,13 @@ type kvShard struct {
 	_        [8]byte
 }
 
-// kvEntry is one key. key is the workspace-encoded key (see kvKey).
+// kvEntry is one key. key is the workspace-encoded key (see kvKey). A string's value is
+// val; another type's is obj (types.go), val then being empty.
 type kvEntry struct {
 	key      string
 	val      []byte
-	expireAt int64 // ms since the epoch; 0: no expiry
+	expireAt int64   // ms since the epoch; 0: no expiry
+	obj      *object // nil: a string
 }
 
 // alive reports whether the entry has not expired at nowMs. As in Redis, a key expires
@@ -345,13 +347,26 @@ func (tx *Tx) entry(i int) *kvEntry {
 	return en
 }
 
-// Get returns key i's value and true, or nil and false when the key does not exist. The
-// value is valid only during the callback.
+// Get returns key i's string value and true, or nil and false when the key does not exist
+// or holds another type (Kind tells them apart). The value is valid only during the
+// callback.
 func (tx *Tx) Get(i int) ([]byte, bool) {
-	if en := tx.entry(i); en != nil {
+	if en := tx.entry(i); en != nil && en.obj == nil {
 		return en.val, true
 	}
 	return nil, false
+}
+
+// Kind returns the type of key i's value: KindNone when the key does not exist.
+func (tx *Tx) Kind(i int) Kind {
+	switch en := tx.entry(i); {
+	case en == nil:
+		return KindNone
+	case en.obj == nil:
+		return KindString
+	default:
+		return en.obj.kind
+	}
 }
 
 // Exists reports whether key i exists.
@@ -414,6 +429,7 @@ func (tx *Tx) set(i int, val []byte, expireAt int64, keepTTL bool) error {
 	if err := tx.grow(en, len(val), true); err != nil {
 		return err
 	}
+	tx.kv.dropObject(en) // SET replaces a value of any type
 	en.val = append(en.val[:0], val...)
 	if !keepTTL {
 		en.expireAt = expireAt
@@ -510,6 +526,9 @@ func (tx *Tx) Del(i int) bool {
 func (tx *Tx) IncrBy(i int, delta int64) (int64, error) {
 	en := tx.entry(i)
 	var cur int64
+	if en != nil && en.obj != nil {
+		return 0, ErrWrongType
+	}
 	if en != nil {
 		v, ok := ParseInt(en.val)
 		if !ok {
@@ -580,6 +599,7 @@ func (kv *KV) remove(sh *kvShard, p int32) {
 	en := &sh.entries[p]
 	sh.touch(en.key)
 	kv.bytes.Add(-kvEntryBytes(len(en.key), cap(en.val)))
+	kv.dropObject(en)
 	kv.keys.Add(-1)
 	delete(sh.index, en.key)
 	last := int32(len(sh.entries) - 1)
@@ -630,20 +650,20 @@ const scanTop = 1<<32 - 1
 // Scan returns keys of workspace ws, starting at cursor, after examining about count
 // entries (of every workspace, expired ones included), and the cursor to continue from (0
 // when the walk is over). Only keys for which match returns true (nil: all) are returned;
-// match sees the key without its workspace and must not keep it. The keys returned are
-// copies.
-func (kv *KV) Scan(ws string, cursor uint64, count int, match func(key []byte) bool) (uint64, [][]byte) {
+// match sees the key without its workspace, and its type, and must not keep the key. The
+// keys returned are copies.
+func (kv *KV) Scan(ws string, cursor uint64, count int, match func(key []byte, k Kind) bool) (uint64, [][]byte) {
 	return kv.scan(nil, ws, cursor, count, match)
 }
 
 // Scan is KV.Scan from inside Do: the shards tx holds are read without locking them again.
 // Others are locked one at a time; when tx holds shards, one that stays busy ends the call
 // early with a cursor that resumes at it (waiting could deadlock).
-func (tx *Tx) Scan(cursor uint64, count int, match func(key []byte) bool) (uint64, [][]byte) {
+func (tx *Tx) Scan(cursor uint64, count int, match func(key []byte, k Kind) bool) (uint64, [][]byte) {
 	return tx.kv.scan(tx, tx.ws, cursor, count, match)
 }
 
-func (kv *KV) scan(tx *Tx, ws string, cursor uint64, count int, match func(key []byte) bool) (uint64, [][]byte) {
+func (kv *KV) scan(tx *Tx, ws string, cursor uint64, count int, match func(key []byte, k Kind) bool) (uint64, [][]byte) {
 	count = max(count, 1)
 	prefix := string(AppendName(nil, ws))
 	shard := cursor >> 32
@@ -678,7 +698,7 @@ func (kv *KV) scan(tx *Tx, ws string, cursor uint64, count int, match func(key [
 				continue
 			}
 			k := []byte(en.key[len(prefix):])
-			if match == nil || match(k) {
+			if match == nil || match(k, en.kind()) {
 				out = append(out, k)
 			}
 		}
@@ -702,8 +722,11 @@ func (kv *KV) scan(tx *Tx, ws string, cursor uint64, count int, match func(key [
 
 // Record is one key as it is saved and loaded.
 type Record struct {
-	Workspace  string
-	Key        string
+	Workspace string
+	Key       string
+	// Kind is the value's type: KindString, or a collection whose elements Value encodes
+	// (encode.go). KindNone reads as KindString (records saved before types existed).
+	Kind       Kind
 	Value      []byte
 	ExpireAtMs int64 // ms since the epoch; 0: no expiry
 }
@@ -726,7 +749,13 @@ func (kv *KV) Records(yield func(Record) bool) {
 			if !ok {
 				continue
 			}
-			recs = append(recs, Record{Workspace: ws, Key: key, Value: append([]byte(nil), en.val...), ExpireAtMs: en.expireAt})
+			r := Record{Workspace: ws, Key: key, Kind: KindString, ExpireAtMs: en.expireAt}
+			if en.obj != nil {
+				r.Kind, r.Value = en.obj.kind, en.obj.encode(nil)
+			} else {
+				r.Value = append([]byte(nil), en.val...)
+			}
+			recs = append(recs, r)
 		}
 		sh.mu.Unlock()
 		for _, r := range recs {
@@ -738,11 +767,21 @@ func (kv *KV) Records(yield func(Record) bool) {
 	}
 }
 
-// Restore loads records: expired ones are dropped, the others are set (replacing a key
-// already held), even beyond --max-memory (new keys are then refused until room is made).
-// It returns the number loaded and dropped.
+// Restore loads records: expired ones are dropped, and so are those the keyspace cannot
+// hold (too long, a collection that does not decode or passes the bounds); the others are
+// set (replacing a key already held), even beyond --max-memory (new keys are then refused
+// until room is made). It returns the number loaded and dropped.
 func (kv *KV) Restore(recs []Record) (loaded, dropped int) {
 	for _, r := range recs {
+		var obj *object
+		if r.Kind > KindString {
+			var err error
+			if obj, err = decodeObject(r.Kind, r.Value); err != nil {
+				dropped++
+				continue
+			}
+			r.Value = nil
+		}
 		if len(r.Key) > MaxKey || len(r.Value) > MaxValue {
 			dropped++
 			continue
@@ -759,8 +798,14 @@ func (kv *KV) Restore(recs []Record) (loaded, dropped int) {
 			} else {
 				_ = tx.grow(en, len(r.Value), false)
 			}
+			tx.kv.dropObject(en)
 			en.val = append(en.val[:0], r.Value...)
 			en.expireAt = r.ExpireAtMs
+			if obj != nil {
+				en.obj = obj
+				tx.kv.charge(obj.size(), false)
+				obj.charged = obj.size()
+			}
 			return nil
 		})
 		loaded++

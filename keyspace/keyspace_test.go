@@ -295,7 +295,8 @@ func TestKVRecordsRestore(t *testing.T) {
 	var recs []keyspace.Record
 	kv.Records(func(r keyspace.Record) bool { recs = append(recs, r); return true })
 	sort.Slice(recs, func(i, j int) bool { return recs[i].Workspace+recs[i].Key < recs[j].Workspace+recs[j].Key })
-	want := []keyspace.Record{{"default", "a", []byte("1"), 0}, {"default", "b", []byte("2"), 1_005_000}, {"t", "a", []byte("3"), 0}}
+	str := keyspace.KindString
+	want := []keyspace.Record{{"default", "a", str, []byte("1"), 0}, {"default", "b", str, []byte("2"), 1_005_000}, {"t", "a", str, []byte("3"), 0}}
 	if fmt.Sprint(recs) != fmt.Sprint(want) {
 		t.Fatalf("records %v", recs)
 	}

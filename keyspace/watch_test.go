@@ -57,6 +57,21 @@ func TestWatch(t *testing.T) {
 			setWithTTL(1000)(kv, clock)
 			clock.Advance(1001)
 		}, between: func(kv *keyspace.KV, _ *engine.ManualClock) { kv.Sweep() }, want: false},
+		{name: "zadd", between: doW(func(tx *keyspace.Tx) error { _, err := tx.ZAdd(0, 0, []float64{1}, [][]byte{[]byte("a")}); return err }), want: true},
+		{name: "zadd nx of a member", setup: doW(func(tx *keyspace.Tx) error { _, err := tx.ZAdd(0, 0, []float64{1}, [][]byte{[]byte("a")}); return err }),
+			between: doW(func(tx *keyspace.Tx) error {
+				_, err := tx.ZAdd(0, keyspace.ZAddNX, []float64{2}, [][]byte{[]byte("a")})
+				return err
+			}), want: false},
+		{name: "hset", between: doW(func(tx *keyspace.Tx) error { _, err := tx.HSet(0, [][]byte{[]byte("f"), []byte("v")}); return err }), want: true},
+		{name: "hdel of no field", setup: doW(func(tx *keyspace.Tx) error { _, err := tx.HSet(0, [][]byte{[]byte("f"), []byte("v")}); return err }),
+			between: doW(func(tx *keyspace.Tx) error { _, err := tx.HDel(0, [][]byte{[]byte("g")}); return err }), want: false},
+		{name: "lpop of the last element", setup: doW(func(tx *keyspace.Tx) error { _, err := tx.LPush(0, true, [][]byte{[]byte("x")}); return err }),
+			between: doW(func(tx *keyspace.Tx) error { _, err := tx.LPop(0, true, 1); return err }), want: true},
+		{name: "sadd of a member", setup: doW(func(tx *keyspace.Tx) error { _, err := tx.SAdd(0, [][]byte{[]byte("a")}); return err }),
+			between: doW(func(tx *keyspace.Tx) error { _, err := tx.SAdd(0, [][]byte{[]byte("a")}); return err }), want: false},
+		{name: "srem", setup: doW(func(tx *keyspace.Tx) error { _, err := tx.SAdd(0, [][]byte{[]byte("a"), []byte("b")}); return err }),
+			between: doW(func(tx *keyspace.Tx) error { _, err := tx.SRem(0, [][]byte{[]byte("a")}); return err }), want: true},
 		{name: "other keys", between: func(kv *keyspace.KV, _ *engine.ManualClock) {
 			for i := range 500 { // some share the watched key's shard
 				_ = one(kv, fmt.Sprint("other", i), set)
@@ -96,6 +111,11 @@ func TestWatch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// doW runs fn on the watched key "w".
+func doW(fn func(tx *keyspace.Tx) error) func(kv *keyspace.KV, clock *engine.ManualClock) {
+	return func(kv *keyspace.KV, _ *engine.ManualClock) { _ = one(kv, "w", fn) }
 }
 
 func setWithTTL(ms int64) func(kv *keyspace.KV, clock *engine.ManualClock) {

@@ -97,8 +97,8 @@ func TestKVRoundTrip(t *testing.T) {
 	})
 }
 
-// TestKVEngineRoundTrip: an origin's counter keys (SET with and without a TTL, INCRBY,
-// CL.THROTTLE's state) are saved from keyspace.KV.Records and restored by keyspace.KV.Restore
+// TestKVEngineRoundTrip: an origin's keys (SET with and without a TTL, INCRBY,
+// CL.THROTTLE's state, a hash, a sorted set with a TTL, a list, a set) are saved from keyspace.KV.Records and restored by keyspace.KV.Restore
 // with their values and expiries; keys expired before the save are not written, and keys
 // that expire between the save and the load are dropped at load.
 func TestKVEngineRoundTrip(t *testing.T) {
@@ -131,6 +131,29 @@ func TestKVEngineRoundTrip(t *testing.T) {
 	if _, err := engine.Throttle(kv, "default", []byte("cell"), engine.ThrottleParams{MaxBurst: 5, Count: 10, Period: 60, Quantity: 3}); err != nil {
 		t.Fatal(err)
 	}
+	for key, write := range map[string]func(tx *keyspace.Tx) error{
+		"hash": func(tx *keyspace.Tx) error {
+			_, err := tx.HSet(0, [][]byte{[]byte("tokens"), []byte("9.5"), []byte("ts"), []byte("1750000000000")})
+			return err
+		},
+		"zset": func(tx *keyspace.Tx) error {
+			_, err := tx.ZAdd(0, 0, []float64{2, 1, 1}, [][]byte{[]byte("b"), []byte("a"), []byte("c")})
+			tx.SetExpireAt(0, t0+60_000)
+			return err
+		},
+		"list": func(tx *keyspace.Tx) error {
+			_, err := tx.LPush(0, false, [][]byte{[]byte("x"), []byte("y")})
+			return err
+		},
+		"set": func(tx *keyspace.Tx) error {
+			_, err := tx.SAdd(0, [][]byte{[]byte("m2"), []byte("m1"), []byte("m3")})
+			return err
+		},
+	} {
+		if err := kv.Do("default", [][]byte{[]byte(key)}, write); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := e.Limit(engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte("u"), WindowMs: 3_600_000}, 100, 4); err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +162,7 @@ func TestKVEngineRoundTrip(t *testing.T) {
 	if _, ok := want["default/gone"]; ok {
 		t.Fatal("gone still live after its expiry")
 	}
-	if len(want) != 6 {
+	if len(want) != 10 {
 		t.Fatalf("live keys before the save: %v", want)
 	}
 
@@ -153,8 +176,8 @@ func TestKVEngineRoundTrip(t *testing.T) {
 			t.Fatalf("an expired key was written: %+v", r)
 		}
 	}
-	if len(snap.KV) != 6 {
-		t.Fatalf("snapshot holds %d counter keys, want 6: %+v", len(snap.KV), snap.KV)
+	if len(snap.KV) != 10 {
+		t.Fatalf("snapshot holds %d keys, want 10: %+v", len(snap.KV), snap.KV)
 	}
 
 	clock.Advance(4_000) // "late" expired since the save
@@ -163,8 +186,8 @@ func TestKVEngineRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	loaded, dropped := e2.KV().Restore(snap.KV)
-	if loaded != 5 || dropped != 1 {
-		t.Fatalf("KV.Restore = %d loaded, %d dropped; want 5, 1", loaded, dropped)
+	if loaded != 9 || dropped != 1 {
+		t.Fatalf("KV.Restore = %d loaded, %d dropped; want 9, 1", loaded, dropped)
 	}
 	delete(want, "default/late")
 	if got := kvState(t, e2); !reflect.DeepEqual(got, want) {
@@ -186,7 +209,7 @@ func kvState(t testing.TB, e *engine.Engine) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for r := range e.KV().Records {
-		out[r.Workspace+"/"+r.Key] = fmt.Sprintf("%q exp=%d", r.Value, r.ExpireAtMs)
+		out[r.Workspace+"/"+r.Key] = fmt.Sprintf("%v %q exp=%d", r.Kind, r.Value, r.ExpireAtMs)
 	}
 	return out
 }

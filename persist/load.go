@@ -156,7 +156,7 @@ func readSnapshot(tx *bolt.Tx, size int64) (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("%w: checksum %08x, meta says %08x", ErrCorrupt, got, wantCRC)
 	}
 	snap := Snapshot{Cells: recs}
-	kv := chunked[keyspace.Record]{bucket: kvBucket, countName: metaKVCount, crcName: metaKVCRC, minLen: 4, byteValues: true, decode: decodeKV}
+	kv := chunked[keyspace.Record]{bucket: kvBucket, countName: metaKVCount, crcName: metaKVCRC, minLen: 5, byteValues: true, decode: decodeKV}
 	if snap.KV, err = kv.read(tx, meta, size); err != nil {
 		return Snapshot{}, err
 	}
@@ -259,9 +259,14 @@ func (c chunked[T]) decodeChunk(recs []T, v []byte, count uint64) ([]T, error) {
 	return recs, nil
 }
 
-// decodeKV reads one counter keyspace record (save.go's appendKV).
+// decodeKV reads one keyspace record (save.go's appendKV).
 func decodeKV(d *decoder, str string, vals []byte) (keyspace.Record, error) {
 	r := keyspace.Record{Workspace: d.str("workspace", str), Key: d.str("key", str), ExpireAtMs: d.varint()}
+	kind := d.uvarint()
+	if kind < uint64(keyspace.KindString) || kind > uint64(keyspace.KindZSet) {
+		return r, fmt.Errorf("unknown key kind %d", kind)
+	}
+	r.Kind = keyspace.Kind(kind)
 	lo, hi := d.span("value")
 	r.Value = vals[lo:hi:hi]
 	return r, nil

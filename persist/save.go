@@ -29,9 +29,11 @@ const (
 	//	       uvarint len(key) | tuple key (engine.AppendKey) | varint seq |
 	//	       uvarint regional | uvarint imported | uvarint number of foreign regions |
 	//	       per foreign region: uvarint len(region) | region | uvarint count
-	//	kv:    the counter keyspace, chunked as cells (its own chunk indexes from 0), a record
+	//	kv:    the keyspace, chunked as cells (its own chunk indexes from 0), a record
 	//	       being: uvarint len(workspace) | workspace | uvarint len(key) | key |
-	//	       varint expire_at_ms (unix ms; 0: no expiry) | uvarint len(value) | value
+	//	       varint expire_at_ms (unix ms; 0: no expiry) | uvarint kind (keyspace.Kind:
+	//	       1 string, 2 hash, 3 list, 4 set, 5 sorted set) | uvarint len(value) | value
+	//	       (a string's bytes, or a collection's elements as keyspace encodes them)
 	//	runs:  the edge runs' replay marks, chunked as cells, a record being: uvarint len(run) |
 	//	       run | uvarint last applied batch | varint heard_ms | varint replay_ms |
 	//	       uvarint flags (1: superseded, 2: hands follows) [| uvarint hands]
@@ -52,7 +54,7 @@ const (
 	// Records are written in the order Save is given them, unsorted; Load sorts the cells
 	// and merges records of the same key and sequence. A chunk is one bbolt value, so a save
 	// costs a few bbolt operations per 64 KiB rather than one B+tree insert per record.
-	formatVersion = 8 // 8: run records may carry the count of hand-offs (runHands)
+	formatVersion = 9 // 9: kv records carry their type (hashes, lists, sets, sorted sets)
 
 	cellsBucket    = "cells"
 	kvBucket       = "kv"
@@ -341,17 +343,23 @@ func appendCell(buf []byte, r engine.CellRecord) ([]byte, error) {
 	return buf, nil
 }
 
-// appendKV appends one counter keyspace record:
+// appendKV appends one keyspace record:
 //
 //	uvarint len(workspace) | workspace | uvarint len(key) | key | varint expire_at_ms |
-//	uvarint len(value) | value
+//	uvarint kind | uvarint len(value) | value
 //
-// The engine bounds keys and values (keyspace.MaxKey, keyspace.MaxValue), so a record,
-// and a chunk, stays small; Load leaves their check to keyspace.KV.Restore.
+// The keyspace bounds keys and values (keyspace.MaxKey, keyspace.MaxValue, and a
+// collection's keyspace.MaxObjectBytes), so a record stays bounded; Load leaves their
+// check to keyspace.KV.Restore.
 func appendKV(buf []byte, r keyspace.Record) ([]byte, error) {
 	buf = appendString(buf, r.Workspace)
 	buf = appendString(buf, r.Key)
 	buf = binary.AppendVarint(buf, r.ExpireAtMs)
+	kind := r.Kind
+	if kind == keyspace.KindNone {
+		kind = keyspace.KindString
+	}
+	buf = binary.AppendUvarint(buf, uint64(kind))
 	buf = binary.AppendUvarint(buf, uint64(len(r.Value)))
 	return append(buf, r.Value...), nil
 }
