@@ -7,11 +7,14 @@ package integration
 // a hash token bucket, run with EVAL on both servers with the same answers.
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // typesCompareScript is sent to ratchet and to redis-server in order. Sets are compared
@@ -222,5 +225,52 @@ func TestHandWrittenLimiterScripts(t *testing.T) {
 		if allowed < 20 || allowed > 70 {
 			t.Fatalf("RESP%s: %d of 80 calls allowed: the scenario should admit some and refuse some", proto, allowed)
 		}
+	}
+}
+
+// TestEdgeForwardsTypes: through two edges (RESP3 and RESP2), the data-type commands,
+// a transaction of them and a script over them run on the origin, with the origin's
+// replies.
+func TestEdgeForwardsTypes(t *testing.T) {
+	ctx := context.Background()
+	origin := startOrigin(t)
+	edges := startEdges(t, 2, []*proc{origin})
+	oc := origin.client(t, nil)
+	e1 := edges[0].client(t, nil)                         // RESP3
+	e2 := edges[1].client(t, &redis.Options{Protocol: 2}) // RESP2
+	if err := e1.ZAdd(ctx, "log", redis.Z{Score: 1.5, Member: "a"}, redis.Z{Score: 2, Member: "b"}).Err(); err != nil {
+		t.Fatalf("ZADD through an edge: %v", err)
+	}
+	for _, c := range []*redis.Client{e1, e2, oc} {
+		if zs, err := c.ZRangeWithScores(ctx, "log", 0, -1).Result(); err != nil || fmt.Sprint(zs) != "[{1.5 a} {2 b}]" {
+			t.Fatalf("ZRANGE WITHSCORES: %v %v", zs, err)
+		}
+	}
+	if err := e2.HSet(ctx, "bucket", "tokens", "9.5", "ts", "17").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*redis.Client{e1, e2, oc} {
+		if h, err := c.HGetAll(ctx, "bucket").Result(); err != nil || fmt.Sprint(h) != "map[tokens:9.5 ts:17]" {
+			t.Fatalf("HGETALL: %v %v", h, err)
+		}
+	}
+	if err := e1.LPush(ctx, "log", "x").Err(); err == nil || !strings.HasPrefix(err.Error(), "WRONGTYPE") {
+		t.Fatalf("LPUSH on a sorted set through an edge: %v", err)
+	}
+	var card *redis.IntCmd
+	if _, err := e2.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZRemRangeByScore(ctx, "log", "-inf", "1.5")
+		p.ZAdd(ctx, "log", redis.Z{Score: 3, Member: "c"})
+		card = p.ZCard(ctx, "log")
+		return nil
+	}); err != nil || card.Val() != 2 {
+		t.Fatalf("MULTI ZREMRANGEBYSCORE ZADD ZCARD EXEC through an edge: %d %v", card.Val(), err)
+	}
+	r, err := e1.Eval(ctx, zsetSlidingLog, []string{"log"}, 4, 1000, 5, "req").Result()
+	if err != nil || fmt.Sprint(r) != "[1 2 0]" {
+		t.Fatalf("the sliding log through an edge: %v %v", r, err)
+	}
+	if n, err := oc.ZCard(ctx, "log").Result(); err != nil || n != 3 {
+		t.Fatalf("ZCARD on the origin after the script: %d %v", n, err)
 	}
 }
