@@ -13,8 +13,10 @@ import (
 const zMaxLevel = 32
 
 // zMemberBytes estimates one member beyond its bytes: the node and its levels, the map
-// entry.
-const zMemberBytes = 112
+// entry. BenchmarkTypesMemory measures 137 heap bytes per 16-byte member (100,000 in one
+// key), against 136 estimated; the other types' estimates are above their measures
+// (hash 128 estimated / 112 measured, list 48 / 37, set 64 / 51).
+const zMemberBytes = 120
 
 type zNode struct {
 	member string
