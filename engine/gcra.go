@@ -129,8 +129,9 @@ func Throttle(kv *keyspace.KV, ws string, key []byte, p ThrottleParams) (Throttl
 // Quantity is limited when its TAT, advanced by Quantity emission intervals, would pass
 // Now by more than the burst tolerance; when allowed the new TAT is stored with a TTL
 // until it. Quantity 0 changes nothing. The errors are ErrZeroRate, ErrThrottleRange,
-// ErrThrottleExpire, ErrFull (a new key beyond --max-memory), and a redis-cell parse error
-// when the key holds something other than a TAT.
+// ErrThrottleExpire, ErrFull (a new key beyond --max-memory), a redis-cell parse error
+// when the key holds a string other than a TAT, and keyspace.ErrWrongType when it holds
+// another type.
 func ThrottleTx(tx *keyspace.Tx, i int, p ThrottleParams) (ThrottleResult, error) {
 	emission := emissionNs(p.Count, p.Period)
 	limit := p.MaxBurst + 1 // wraps, as redis-cell's release build
@@ -151,6 +152,8 @@ func ThrottleTx(tx *keyspace.Tx, i int, p ThrottleParams) (ThrottleResult, error
 			return res, err
 		}
 		tat = t
+	} else if tx.Kind(i) != keyspace.KindNone {
+		return res, keyspace.ErrWrongType // a hash, list, set or sorted set is no TAT
 	}
 	newTat, ok1 := addOK(max(now, tat), inc)
 	allowAt, ok2 := subOK(newTat, dvt)

@@ -148,6 +148,14 @@ func TestThrottleStateAndErrors(t *testing.T) {
 	if _, err := engine.Throttle(kv, "default", []byte("s"), p); !errors.Is(err, engine.ErrTATDigit) {
 		t.Fatalf("non-integer state: %v", err)
 	}
+	// A key of another type is refused and kept.
+	_ = kv.Do("default", [][]byte{[]byte("h")}, func(tx *keyspace.Tx) error {
+		_, err := tx.HSet(0, [][]byte{[]byte("f"), []byte("v")})
+		return err
+	})
+	if _, err := engine.Throttle(kv, "default", []byte("h"), p); !errors.Is(err, keyspace.ErrWrongType) {
+		t.Fatalf("a hash's key: %v", err)
+	}
 }
 
 // TestThrottleExactUnderConcurrency: 4 goroutines throttle one key at a fixed instant; the
