@@ -34,7 +34,10 @@ func stringCommands() []*Command {
 		typeRow(g, "getset", 3, w|f, 0, "Returns the previous string value of a key after setting it to a new value.", value),
 		typeRow(g, "getdel", 2, w|f, 0, "Returns the string value of a key after deleting the key."),
 		typeRow(g, "getex", -2, w|f, 0, "Returns the string value of a key after setting its expiration time (EX, PX, EXAT, PXAT, PERSIST).",
-			optDoc("expiration", "oneof", "")),
+			ArgDoc{Name: "expiration", Type: "oneof", Optional: true, Args: []ArgDoc{ // redis-cli needs a oneof's arguments
+				{Name: "seconds", Type: "integer", Token: "EX"}, {Name: "milliseconds", Type: "integer", Token: "PX"},
+				{Name: "unix-time-seconds", Type: "unix-time", Token: "EXAT"},
+				{Name: "unix-time-milliseconds", Type: "unix-time", Token: "PXAT"}, {Name: "persist", Type: "pure-token", Token: "PERSIST"}}}),
 		typeRow(g, "incrbyfloat", 3, w|f, 0, "Increment the floating point value of a key by a number.", argDoc("increment", "double")),
 		typeRow(g, "append", 3, w|f, 0, "Appends a string to the value of a key.", value),
 		keys,
@@ -229,9 +232,19 @@ func parseKeys(args [][]byte) kvReq {
 	return kvReq{run: func(tx *keyspace.Tx, _ int, w *resp.Writer) {
 		match := func(k []byte, _ keyspace.Kind) bool { return globMatch(pattern, k) }
 		var out [][]byte
+		stalls := 0
 		for cursor := uint64(0); ; {
+			prev := cursor
 			var keys [][]byte
 			cursor, keys = tx.Scan(cursor, maxScanCount, match)
+			// A step that holds keys (a script, EXEC) cannot wait for a shard another
+			// step holds: Scan stops there, and after a few tries so does KEYS.
+			if cursor == prev && len(keys) == 0 {
+				if stalls++; stalls > 10 {
+					w.Error("TRYAGAIN KEYS could not read every key while this script or transaction holds its own")
+					return
+				}
+			}
 			out = append(out, keys...)
 			if len(out) > maxKeysReply {
 				w.Error("ERR KEYS matches more than 100000 keys in Ratchet; use SCAN")

@@ -38,3 +38,20 @@ func TestACLTypes(t *testing.T) {
 		t.Fatalf("COMMAND INFO mset = %q", got)
 	}
 }
+
+// TestArgDocsBlocksHaveArguments: every "oneof" and "block" argument of COMMAND DOCS has
+// its arguments: redis-cli 7.0 reads them for its hints and crashes on one without.
+func TestArgDocsBlocksHaveArguments(t *testing.T) {
+	var check func(cmd string, args []ArgDoc)
+	check = func(cmd string, args []ArgDoc) {
+		for _, a := range args {
+			if (a.Type == "oneof" || a.Type == "block") && len(a.Args) == 0 {
+				t.Errorf("%s: argument %q of type %s has no arguments", cmd, a.Name, a.Type)
+			}
+			check(cmd, a.Args)
+		}
+	}
+	for _, c := range append(commandTable(), kvCommands()...) {
+		check(c.Name, c.Args)
+	}
+}

@@ -27,6 +27,7 @@ func zsetCommands() []*Command {
 	member, score := argDoc("member", "string"), argDoc("score", "double")
 	lo, hi := argDoc("min", "double"), argDoc("max", "double")
 	withScores, limit := optDoc("withscores", "pure-token", "WITHSCORES"), optDoc("limit", "block", "LIMIT")
+	limit.Args = []ArgDoc{argDoc("offset", "integer"), argDoc("count", "integer")} // redis-cli needs a block's arguments
 	return []*Command{
 		typeRow(g, "zadd", -4, w|f, 0, "Adds one or more members to a sorted set, or updates their scores (NX, XX, GT, LT, CH, INCR).", score, member),
 		typeRow(g, "zincrby", 4, w|f, 0, "Increments the score of a member in a sorted set.", argDoc("increment", "integer"), member),
