@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -272,5 +273,49 @@ func TestEdgeForwardsTypes(t *testing.T) {
 	}
 	if n, err := oc.ZCard(ctx, "log").Result(); err != nil || n != 3 {
 		t.Fatalf("ZCARD on the origin after the script: %d %v", n, err)
+	}
+}
+
+// TestTypesSurviveRestart: an origin's hashes, lists, sets and sorted sets, with their
+// TTLs, are in its final snapshot and back after a restart.
+func TestTypesSurviveRestart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := start(t, "--snapshot-interval", "1h") // only the final snapshot keeps them
+	c := p.client(t, nil)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(c.ZAdd(ctx, "log", redis.Z{Score: 1, Member: "a"}, redis.Z{Score: 0.5, Member: "b"}).Err())
+	must(c.Expire(ctx, "log", time.Hour).Err())
+	must(c.HSet(ctx, "bucket", "tokens", "9.5", "ts", "17").Err())
+	must(c.RPush(ctx, "window", "t1", "t2", "t3").Err())
+	must(c.SAdd(ctx, "seen", "x", "y").Err())
+	state := func() string {
+		zs, err1 := c.ZRangeWithScores(ctx, "log", 0, -1).Result()
+		h, err2 := c.HGetAll(ctx, "bucket").Result()
+		l, err3 := c.LRange(ctx, "window", 0, -1).Result()
+		s, err4 := c.SMembers(ctx, "seen").Result()
+		ttl, err5 := c.TTL(ctx, "log").Result()
+		for _, err := range []error{err1, err2, err3, err4, err5} {
+			must(err)
+		}
+		return fmt.Sprint(zs, h, l, s, ttl > 59*time.Minute)
+	}
+	before := state()
+	if want := "[{0.5 b} {1 a}] map[tokens:9.5 ts:17] [t1 t2 t3] [x y] true"; before != want {
+		t.Fatalf("before the restart: %s, want %s", before, want)
+	}
+	_ = c.Close()
+	if code := p.Stop(); code != 0 {
+		t.Fatalf("exit code after SIGTERM = %d\n%s", code, p.logTail())
+	}
+	p.Restart()
+	c = p.client(t, nil)
+	if after := state(); after != before {
+		t.Fatalf("after the restart: %s, want %s", after, before)
 	}
 }
