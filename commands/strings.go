@@ -90,8 +90,8 @@ func parseMGet(args [][]byte) kvReq {
 	}}
 }
 
-// parseMSet parses MSET key value [key value ...]. Its keys are every other argument;
-// a memory refusal part way leaves the earlier keys set (Redis checks memory once, before).
+// parseMSet parses MSET key value [key value ...]. Its keys are every other argument. As
+// Redis, it checks memory once, before: the whole command is refused or run.
 func parseMSet(args [][]byte) kvReq {
 	if len(args)%2 != 1 {
 		return kvReq{err: errArity("mset")}
@@ -103,7 +103,15 @@ func parseMSet(args [][]byte) kvReq {
 			return fail(keyspace.ErrValueTooLarge)
 		}
 	}
+	var n int64
+	for _, a := range args[1:] {
+		n += int64(len(a)) + 64 // the keys' and values' bytes, and some of an entry's
+	}
 	return kvReq{keys: keys, err: checkKVKeys(keys), run: func(tx *keyspace.Tx, base int, w *resp.Writer) {
+		if err := tx.Room(n); err != nil {
+			w.Error(errReply(err))
+			return
+		}
 		for i := range keys {
 			if err := tx.Set(base+i, args[2*i+2], 0); err != nil {
 				w.Error(errReply(err))

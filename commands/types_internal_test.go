@@ -1,6 +1,12 @@
 package commands
 
-import "testing"
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/ratchet/ratchet/engine"
+)
 
 // TestACLTypes: the data-type commands are in Redis's categories for ACL rules, their
 // keys are checked (MSET's every other argument only), and a script's redis.call of them
@@ -53,5 +59,23 @@ func TestArgDocsBlocksHaveArguments(t *testing.T) {
 	}
 	for _, c := range append(commandTable(), kvCommands()...) {
 		check(c.Name, c.Args)
+	}
+}
+
+// TestMSetWhole: past --max-memory, MSET is refused whole: none of its keys is set.
+func TestMSetWhole(t *testing.T) {
+	eng := engine.New(engine.NewManualClock(1_000_000), engine.Config{MaxMemoryBytes: 16 << 10})
+	d := New(Options{Limiter: eng, Origin: eng, Host: noHost{}, Role: "origin"})
+	s := NewSession(1, "127.0.0.1:5000", "127.0.0.1:6380", 0)
+	for i := 0; ; i++ {
+		if got := serveArgs(d, s, "SET", fmt.Sprint("fill", i), "v"); got != "+OK\r\n" {
+			break
+		}
+	}
+	if got := serveArgs(d, s, "MSET", "fill0", "short", "new1", "v"); !strings.HasPrefix(got, "-OOM") {
+		t.Fatalf("MSET past the bound = %q", got)
+	}
+	if got := serveArgs(d, s, "MGET", "fill0", "new1"); got != "*2\r\n$1\r\nv\r\n$-1\r\n" {
+		t.Fatalf("after the refused MSET: %q", got)
 	}
 }

@@ -222,6 +222,17 @@ func (tx *Tx) writeObj(i int, k Kind, elems int, bytes int64, longest int) (*obj
 	return en.obj, nil
 }
 
+// Room checks, before a write of several keys (MSET), that about n more bytes of keys and
+// values fit --max-memory, so that the write is refused whole (ErrFull) rather than part
+// way.
+func (tx *Tx) Room(n int64) error {
+	if n > 0 && tx.kv.bytes.Load()+n > tx.kv.maxBytes {
+		tx.full++
+		return ErrFull
+	}
+	return nil
+}
+
 // settle charges the gauge with what a write did to key i's collection o, tells the
 // key's watchers when it changed something, and deletes the key when the write left it
 // empty (a key created by a write that added nothing included).
