@@ -95,7 +95,14 @@ var typesCompareScript = []string{
 	"EVAL 'return redis.pcall(\"LPUSH\", KEYS[1], \"x\")' 1 tz",
 	"EVAL 'redis.setresp(3); return redis.call(\"ZSCORE\", KEYS[1], \"b\")' 1 tz",
 	"EVAL 'redis.setresp(3); return redis.call(\"HGETALL\", KEYS[1])' 1 th",
-	"DEL tz th sn ap m1 nom ex fl newfl fl0 flx s1 h l z zt s",
+	// Numbers a script passes as Lua numbers (converted as Redis converts them: %.14g),
+	// microsecond timestamps included.
+	"EVAL 'local now = tonumber(ARGV[1]); redis.call(\"ZADD\", KEYS[1], now, now); redis.call(\"ZADD\", KEYS[1], now + 0.5, \"half\"); return redis.call(\"ZRANGE\", KEYS[1], 0, -1, \"WITHSCORES\")' 1 us 1700000000123456",
+	"EVAL 'return redis.call(\"ZCOUNT\", KEYS[1], tonumber(ARGV[1]) - 1, \"+inf\")' 1 us 1700000000123456",
+	"EVAL 'redis.call(\"HSET\", KEYS[1], \"t\", 2.5 / 3, \"n\", 10 / 2); return redis.call(\"HGETALL\", KEYS[1])' 1 uh",
+	"EVAL 'return redis.call(\"HINCRBYFLOAT\", KEYS[1], \"t\", 0.1)' 1 uh",
+	"EVAL 'return redis.call(\"ZINCRBY\", KEYS[1], 0.1, \"half\")' 1 us",
+	"DEL tz th sn ap m1 nom ex fl newfl fl0 flx s1 h l z zt s us uh",
 }
 
 // TestTypesMatchRedisServer runs typesCompareScript against ratchet and a real
