@@ -66,7 +66,7 @@ func (d *Dispatcher) runKV(r *kvReq, user *aclUser, tx *keyspace.Tx, base int, w
 		w.Error(r.err)
 		return
 	}
-	if r.known != nil {
+	if r.known != nil && !tx.StringsOnly() {
 		for i := range r.keys {
 			if tx.Kind(base+i) > keyspace.KindString {
 				q := &luaReq{body: r.known.body, keys: r.keys, argv: r.argv, readOnly: r.readOnly}

@@ -1,6 +1,7 @@
 package commands_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -43,5 +44,32 @@ func TestNativeOnOtherTypes(t *testing.T) {
 				interp.doArgs("DEL", k)
 			}
 		}
+	}
+}
+
+// BenchmarkServeKnownScript serves go-redis/redis_rate's allowN natively: the path that
+// checks the script's keys hold strings before it runs.
+func BenchmarkServeKnownScript(b *testing.B) {
+	r := newScriptRig()
+	args := make([][]byte, 0, 8)
+	for _, a := range strings.Fields("EVALSHA " + shaAllowN + " 1 rate:k 1000000 1000000 1 1") {
+		args = append(args, []byte(a))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		r.w.Reset()
+		r.d.Serve(r.s, &r.w, args)
+	}
+}
+
+// BenchmarkServeZAdd serves a sliding log's ZADD on one key (a member replaced each time).
+func BenchmarkServeZAdd(b *testing.B) {
+	r := newScriptRig()
+	args := [][]byte{[]byte("ZADD"), []byte("log"), []byte("1"), []byte("m")}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		args[2] = strconv.AppendInt(args[2][:0], int64(i), 10)
+		r.w.Reset()
+		r.d.Serve(r.s, &r.w, args)
 	}
 }

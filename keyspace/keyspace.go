@@ -95,7 +95,7 @@ type kvShard struct {
 	index    map[string]int32 // key -> position in entries
 	entries  []kvEntry
 	watchers map[string][]*Watch // key -> the connections watching it (watch.go); nil until one does
-	_        [8]byte
+	objs     int                 // entries holding a collection (types.go), not a string
 }
 
 // kvEntry is one key. key is the workspace-encoded key (see kvKey). A string's value is
@@ -430,7 +430,7 @@ func (tx *Tx) set(i int, val []byte, expireAt int64, keepTTL bool) error {
 	if err := tx.grow(en, len(val), true); err != nil {
 		return err
 	}
-	tx.kv.dropObject(en) // SET replaces a value of any type
+	tx.kv.dropObject(tx.keys[i].sh, en) // SET replaces a value of any type
 	en.val = append(en.val[:0], val...)
 	if !keepTTL {
 		en.expireAt = expireAt
@@ -600,7 +600,7 @@ func (kv *KV) remove(sh *kvShard, p int32) {
 	en := &sh.entries[p]
 	sh.touch(en.key)
 	kv.bytes.Add(-kvEntryBytes(len(en.key), cap(en.val)))
-	kv.dropObject(en)
+	kv.dropObject(sh, en)
 	kv.keys.Add(-1)
 	delete(sh.index, en.key)
 	last := int32(len(sh.entries) - 1)
@@ -799,11 +799,13 @@ func (kv *KV) Restore(recs []Record) (loaded, dropped int) {
 			} else {
 				_ = tx.grow(en, len(r.Value), false)
 			}
-			tx.kv.dropObject(en)
+			sh := tx.keys[0].sh
+			tx.kv.dropObject(sh, en)
 			en.val = append(en.val[:0], r.Value...)
 			en.expireAt = r.ExpireAtMs
 			if obj != nil {
 				en.obj = obj
+				sh.objs++
 				tx.kv.charge(obj.size(), false)
 				obj.charged = obj.size()
 			}

@@ -75,13 +75,31 @@ func roundTrip(t *testing.T, kv *keyspace.KV) *keyspace.KV {
 	if loaded, dropped := kv2.Restore(recs); loaded != len(recs) || dropped != 0 {
 		t.Fatalf("restore: %d loaded, %d dropped of %d", loaded, dropped, len(recs))
 	}
-	return kv2
+	released(t, kv2, func() int64 { return 0 }) // the restored key is counted as a collection
+	return roundTripKV(recs)
 }
 
-// released checks that deleting "k" leaves the gauge at zero.
+// roundTripKV restores recs in a new keyspace.
+func roundTripKV(recs []keyspace.Record) *keyspace.KV {
+	kv, _ := modelKV()
+	kv.Restore(recs)
+	return kv
+}
+
+// released checks that deleting "k" leaves the gauge at zero, and that StringsOnly
+// tells a collection key from none.
 func released(t *testing.T, kv *keyspace.KV, mem func() int64) {
 	t.Helper()
-	run(t, kv, func(tx *keyspace.Tx) error { tx.Del(0); return nil })
+	run(t, kv, func(tx *keyspace.Tx) error {
+		if only := tx.StringsOnly(); only != (tx.Kind(0) == keyspace.KindNone) {
+			t.Fatalf("StringsOnly %v with a key of kind %v", only, tx.Kind(0))
+		}
+		tx.Del(0)
+		if !tx.StringsOnly() {
+			t.Fatal("StringsOnly false after DEL of the only key")
+		}
+		return nil
+	})
 	if m := mem(); m != 0 {
 		t.Fatalf("%d bytes still charged after DEL", m)
 	}

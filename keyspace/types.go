@@ -160,12 +160,25 @@ func (en *kvEntry) kind() Kind {
 	return en.obj.kind
 }
 
-// dropObject releases en's collection, if any, and its bytes.
-func (kv *KV) dropObject(en *kvEntry) {
+// dropObject releases en's collection, if any, and its bytes (en is an entry of sh).
+func (kv *KV) dropObject(sh *kvShard, en *kvEntry) {
 	if en.obj != nil {
 		kv.bytes.Add(-en.obj.charged)
 		en.obj = nil
+		sh.objs--
 	}
+}
+
+// StringsOnly reports whether no key of the step holds a collection (no shard of them
+// holds one at all, read without looking a key up): the keys are strings or absent.
+// False says nothing: Kind tells.
+func (tx *Tx) StringsOnly() bool {
+	for i := range tx.keys {
+		if tx.keys[i].sh.objs != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // readObj returns key i's collection of kind k: nil when the key does not exist,
@@ -218,6 +231,7 @@ func (tx *Tx) writeObj(i int, k Kind, elems int, bytes int64, longest int) (*obj
 			return nil, err
 		}
 		en.obj = newObject(k)
+		tx.keys[i].sh.objs++
 	}
 	return en.obj, nil
 }
