@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/keyspace"
 	"github.com/ratchet/ratchet/resp"
 )
 
@@ -248,7 +249,7 @@ const (
 )
 
 // cmdWatch serves WATCH key [key ...] on an origin: a change to any of the keys in the
-// counter keyspace before EXEC makes EXEC answer a null array (engine.Watch). RL tuples
+// counter keyspace before EXEC makes EXEC answer a null array (keyspace.Watch). RL tuples
 // are not keyspace keys: a key is watched in the keyspace only. An edge refuses WATCH
 // (errWatchOnEdge) rather than answer an EXEC that ignores a change on the origin.
 func cmdWatch(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
@@ -262,8 +263,8 @@ func cmdWatch(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		return
 	}
 	if s.watch == nil {
-		s.watch = new(engine.Watch)
-		runtime.AddCleanup(s, (*engine.Watch).Clear, s.watch) // should Close never come
+		s.watch = new(keyspace.Watch)
+		runtime.AddCleanup(s, (*keyspace.Watch).Clear, s.watch) // should Close never come
 	}
 	if s.watch.Len()+len(args)-1 > maxWatchedKeys {
 		w.Error(errWatchTooMany)

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/keyspace"
 	"github.com/ratchet/ratchet/resp"
 	"github.com/ratchet/ratchet/server"
 )
@@ -43,13 +44,13 @@ type Session struct {
 	userName string // the user logged in ("": default), for CLIENT LIST and ACL WHOAMI
 
 	// Owned by the connection's goroutine, like Authed.
-	user     *aclUser      // the ACL user logged in; nil: every permission (no --aclfile, or a node)
-	aclState *aclState     // the users user was found among; another after ACL LOAD (acl.go)
-	authFail failState     // consecutive failed AUTH/HELLO AUTH/RL.INTERNAL.HELLO (auth.go)
-	tx       *txQueue      // the open transaction; nil outside MULTI
-	txAcct   *txAccount    // this session's share of the queued-bytes budget; nil before MULTI
-	fwd      *forwardState // a cluster connection's RL.INTERNAL.FORWARD state (forward.go)
-	watch    *engine.Watch // WATCH's keys; nil before the first WATCH (multi.go)
+	user     *aclUser        // the ACL user logged in; nil: every permission (no --aclfile, or a node)
+	aclState *aclState       // the users user was found among; another after ACL LOAD (acl.go)
+	authFail failState       // consecutive failed AUTH/HELLO AUTH/RL.INTERNAL.HELLO (auth.go)
+	tx       *txQueue        // the open transaction; nil outside MULTI
+	txAcct   *txAccount      // this session's share of the queued-bytes budget; nil before MULTI
+	fwd      *forwardState   // a cluster connection's RL.INTERNAL.FORWARD state (forward.go)
+	watch    *keyspace.Watch // WATCH's keys; nil before the first WATCH (multi.go)
 }
 
 // NewSession returns the state of a new connection, unauthenticated, in RESP2 and in

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ratchet/ratchet/commands"
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/keyspace"
 	"github.com/ratchet/ratchet/resp"
 )
 
@@ -75,7 +76,7 @@ func FuzzKVArgs(f *testing.F) {
 		}
 		checkServedAloneAndInMulti(t, d, s, req)
 		clock.Advance(int64(which))
-		if st := eng.Stats(); st.MemoryBytes < 0 || st.MemoryBytes > st.MaxMemoryBytes+engine.MaxKVValue+4096 {
+		if st := eng.Stats(); st.MemoryBytes < 0 || st.MemoryBytes > st.MaxMemoryBytes+keyspace.MaxValue+4096 {
 			t.Fatalf("memory gauge %d of %d", st.MemoryBytes, st.MaxMemoryBytes)
 		}
 	})

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/keyspace"
 )
 
 // Forwarder is an Origin that also runs commands for an edge's clients: the commands
@@ -26,7 +26,7 @@ var ErrNoForward = errors.New("the origin cannot run forwarded commands")
 // Nothing of it is kept at the edge: the origin decides, and its reply is the client's.
 func (e *Edge) Forward(ctx context.Context, ws string, key []byte, proto int, args [][]byte) ([]byte, error) {
 	var buf [256]byte
-	l := e.link(engine.AppendKVKey(buf[:0], ws, key))
+	l := e.link(keyspace.AppendKVKey(buf[:0], ws, key)) // as the keyspace names it
 	f, ok := l.client.(Forwarder)
 	if !ok {
 		return nil, ErrNoForward

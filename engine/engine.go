@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratchet/ratchet/keyspace"
 )
 
 // Config holds the engine's knobs.
@@ -59,7 +61,7 @@ type Engine struct {
 	refused     atomic.Uint64 // ErrFull replies
 	lastFullLog atomic.Int64  // ms of the last "store full" log line
 
-	kv *KV // the counter keyspace (kv.go), within the same --max-memory
+	kv *keyspace.KV // the counter keyspace, within the same --max-memory
 
 	leaseTTLMs int64
 	leaseSeq   atomic.Uint64 // the last lease sequence handed out; starts from the boot time
@@ -89,9 +91,14 @@ func New(clock Clock, cfg Config) *Engine {
 	e.coldPPM = coldPPM(cfg.ColdShare)
 	// Lease sequences grow across restarts as long as fewer than 2^20 are made per ms.
 	e.leaseSeq.Store(uint64(max(e.boot, 0)) << 20)
-	e.kv = newKV(clock, &e.store.bytes, cfg.MaxMemoryBytes, e.refusedFull, e.markDirty)
+	e.kv = keyspace.New(keyspace.Config{Clock: clock, Bytes: &e.store.bytes, MaxBytes: cfg.MaxMemoryBytes,
+		OnFull: e.refusedFull, OnWrite: e.markDirty})
 	return e
 }
+
+// KV returns the engine's keyspace (package keyspace), which shares the cell store's
+// --max-memory, is swept with it and marks it changed for snapshots.
+func (e *Engine) KV() *keyspace.KV { return e.kv }
 
 // Clock returns the engine's clock.
 func (e *Engine) Clock() Clock { return e.clock }
