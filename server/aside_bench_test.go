@@ -14,7 +14,8 @@ import (
 )
 
 // roundTripHandler answers "WAIT" after a round trip to another goroutine where it may
-// wait (as an edge's origin call parks its goroutine), and sets WouldBlock under NoWait.
+// wait (as an edge's origin call parks its goroutine), and sets WouldBlock under NoWait;
+// anything else at once.
 type roundTripHandler struct{ calls chan chan struct{} }
 
 func (h *roundTripHandler) Open(c *server.Conn, _ int64) server.Session {
@@ -28,6 +29,10 @@ type roundTripSession struct {
 }
 
 func (s *roundTripSession) Serve(w *resp.Writer, args [][]byte) {
+	if string(args[0]) != "WAIT" {
+		w.Simple("OK")
+		return
+	}
 	if s.c.NoWait {
 		s.c.WouldBlock = true
 		return
@@ -49,11 +54,15 @@ func cpuTime() time.Duration {
 }
 
 // BenchmarkWaitAside: 50 clients of one event loop, each sending batches of pipe requests
-// that all must wait, so that every batch is served aside (serveAside); reports the CPU of
-// the whole process (clients included) per request.
+// that all must wait, so that every batch is served aside (serveAside), or none (hot);
+// reports the CPU of the whole process (clients included) per request.
 func BenchmarkWaitAside(b *testing.B) {
-	for _, pipe := range []int{1, 16} {
-		b.Run(fmt.Sprintf("P%d", pipe), func(b *testing.B) {
+	for _, bc := range []struct {
+		req  string
+		pipe int
+	}{{"WAIT", 1}, {"WAIT", 16}, {"HOT", 1}, {"HOT", 16}} {
+		pipe := bc.pipe
+		b.Run(fmt.Sprintf("%s/P%d", bc.req, pipe), func(b *testing.B) {
 			h := &roundTripHandler{calls: make(chan chan struct{}, 64)}
 			go func() {
 				for d := range h.calls {
@@ -65,7 +74,7 @@ func BenchmarkWaitAside(b *testing.B) {
 			const clients = 50
 			var batch []byte
 			for range pipe {
-				batch = append(batch, "WAIT\r\n"...)
+				batch = append(batch, bc.req+"\r\n"...)
 			}
 			conns := make([]net.Conn, clients)
 			for i := range conns {
