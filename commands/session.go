@@ -94,9 +94,8 @@ func (s *Session) tuple(key, ns []byte, windowMs int64) engine.Tuple {
 }
 
 // ctx is the context of the session's requests, which reaches every call that may
-// wait (an edge's calls to its origin). The server gives a connection no context yet, so
-// it is context.Background(): this is the one place to take the connection's from.
-func (s *Session) ctx() context.Context { return context.Background() }
+// wait (an edge's calls to its origin): the connection's (server.Conn.Context).
+func (s *Session) ctx() context.Context { return s.Conn.Context() }
 
 // Touch records activity at nowMs, for CLIENT LIST's idle field.
 func (s *Session) Touch(nowMs int64) { s.lastMs.Store(nowMs) }

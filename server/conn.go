@@ -1,6 +1,10 @@
 package server
 
-import "github.com/ratchet/ratchet/resp"
+import (
+	"context"
+
+	"github.com/ratchet/ratchet/resp"
+)
 
 // Handler serves a server's connections: Open returns its state for each new one.
 type Handler interface {
@@ -40,6 +44,27 @@ type Conn struct {
 	// Quit is set by the handler when the client asked to close the connection (QUIT):
 	// the server writes the pending replies, then closes.
 	Quit bool
+
+	ctx    context.Context // Context's; nil for a Conn the server did not make
+	cancel context.CancelFunc
+}
+
+// Context returns the context of the connection's requests, for the calls they wait on
+// (an edge's calls to its origin). It ends once the connection is closed, and as soon as
+// its client hangs up while a request of an event loop's connection waits. A Conn the
+// server did not make has context.Background().
+func (c *Conn) Context() context.Context {
+	if c.ctx == nil {
+		return context.Background()
+	}
+	return c.ctx
+}
+
+// end ends the connection's context.
+func (c *Conn) end() {
+	if c.cancel != nil {
+		c.cancel()
+	}
 }
 
 // ConnStats are the server's connection counters.

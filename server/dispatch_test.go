@@ -23,6 +23,7 @@ type countingHandler struct {
 	// gate, when set, holds "WAIT gated" where it may wait: it tells entered, then waits
 	// for gate.
 	gate, entered chan struct{}
+	ended         chan struct{} // "CTXWAIT" tells it once its wait is over
 }
 
 func newCountingHandler() *countingHandler {
@@ -62,6 +63,18 @@ func (s *countingSession) Serve(w *resp.Writer, args [][]byte) {
 		}
 		s.h.waits[key]++
 		w.Simple(key)
+	case name == "CTXWAIT" && !s.c.NoWait:
+		// Waits on the connection's context, as an edge's call to its origin does.
+		s.h.entered <- struct{}{}
+		select {
+		case <-s.c.Context().Done():
+			w.Simple("ended")
+		case <-time.After(time.Minute):
+			w.Simple("timeout")
+		}
+		s.h.ended <- struct{}{}
+	case name == "CTXWAIT":
+		s.c.WouldBlock = true
 	case name == "BIG" && len(args) == 2:
 		var n int
 		_, _ = fmt.Sscan(string(args[1]), &n)
@@ -270,5 +283,30 @@ func TestWaitEventsWhileAway(t *testing.T) {
 	}
 	if got := readReply(t, r); got != "+PING" {
 		t.Fatalf("the other connection then: %q", got)
+	}
+}
+
+// TestContextEndsWhenClientLeaves: a request waiting on its connection's context (an edge's
+// call to its origin) stops waiting as soon as its client hangs up, though the connection
+// is away from its loop; a connection's context is live while it is open.
+func TestContextEndsWhenClientLeaves(t *testing.T) {
+	h := newCountingHandler()
+	h.entered, h.ended = make(chan struct{}, 1), make(chan struct{}, 1)
+	_, addr := startWith(t, server.Config{EventLoops: 1}, func(*server.Server) server.Handler { return h })
+	c, _ := dial(t, addr)
+	if _, err := io.WriteString(c, "CTXWAIT\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	<-h.entered
+	select {
+	case <-h.ended:
+		t.Fatal("the wait ended while its client was still there")
+	case <-time.After(50 * time.Millisecond):
+	}
+	_ = c.Close()
+	select {
+	case <-h.ended:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the wait on the connection's context did not end when its client left")
 	}
 }

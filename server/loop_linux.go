@@ -206,7 +206,7 @@ func (s *Server) adopt(c *net.TCPConn, cn *conn) bool {
 		_ = syscall.Close(fd)
 		return false
 	}
-	ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(fd)}
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP, Fd: int32(fd)}
 	if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		s.log.Warn("event loop: epoll_ctl add", "error", err)
 		_ = syscall.Close(fd)
@@ -287,6 +287,9 @@ func (l *loop) run() {
 				continue
 			}
 			if c.away { // it would come again and again (level-triggered) until c is back
+				if ev.Events&(syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
+					c.cn.sess.end() // the client hung up: what its request waits on may stop
+				}
 				l.unarm(c)
 				continue
 			}
@@ -557,7 +560,7 @@ func (l *loop) resume(c *loopConn, now time.Time) {
 	}
 	if c.unarmed {
 		c.unarmed = false
-		ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(c.fd)}
+		ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP, Fd: int32(c.fd)}
 		if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, c.fd, &ev); err != nil {
 			l.s.log.Warn("event loop: epoll_ctl add", "error", err)
 			l.w.Reset()
@@ -609,7 +612,7 @@ func (l *loop) writable(c *loopConn, now time.Time) {
 		c.out = nil
 	}
 	l.pending--
-	if !l.interest(c, syscall.EPOLLIN) {
+	if !l.interest(c, syscall.EPOLLIN|syscall.EPOLLRDHUP) {
 		return
 	}
 	if c.sess.Quit {

@@ -164,6 +164,7 @@ func (s *Server) Serve(h Handler) error {
 func (s *Server) accept(c net.Conn) {
 	now := time.Now()
 	sess := &Conn{ID: s.nextID.Add(1), Addr: c.RemoteAddr().String(), LocalAddr: c.LocalAddr().String()}
+	sess.ctx, sess.cancel = context.WithCancel(context.Background())
 	s.mu.Lock()
 	if s.closing || len(s.conns) >= s.cfg.MaxClients {
 		s.mu.Unlock()
@@ -220,6 +221,7 @@ func (s *Server) forget(c *conn) {
 	delete(s.conns, c.sess)
 	s.mu.Unlock()
 	s.release(c)
+	c.sess.end()
 	c.h.Close()
 }
 
