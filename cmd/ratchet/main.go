@@ -466,8 +466,8 @@ func redisSeconds(d time.Duration) string {
 }
 
 // eventLoops is the number of epoll loops clients are served from: --event-loops, or one
-// per GOMAXPROCS. On an edge, a connection whose request must wait on the origin leaves its
-// loop for a goroutine of its own.
+// per GOMAXPROCS. On an edge, a request that must wait on the origin is served, with the
+// rest of its batch, by a goroutine, and the connection goes back to its loop.
 func eventLoops(cfg Config) int {
 	switch {
 	case cfg.EventLoops < 0:
