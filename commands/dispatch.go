@@ -122,6 +122,9 @@ type Options struct {
 	// Logger receives the rate-limited lines about failed authentication; nil:
 	// slog.Default().
 	Logger *slog.Logger
+	// TrackingMaxKeys bounds CLIENT TRACKING's table of keys read (Redis's
+	// tracking-table-max-keys); 0: DefaultTrackingMaxKeys.
+	TrackingMaxKeys int
 	// Scripting bounds the Lua interpreter of the scripts without a native path (its
 	// script cache, states, time limit); zero fields: scripting.DefaultConfig's.
 	Scripting scripting.Config
@@ -153,6 +156,9 @@ type Dispatcher struct {
 	now         func() time.Time // the throttle's clock; time.Now but in tests
 
 	acl atomic.Pointer[aclState] // the users in force (acl.go)
+
+	pubsub pubsub   // channels and their subscribers (pubsub.go)
+	track  *tracker // CLIENT TRACKING's table, and every session by ID (tracking.go)
 }
 
 // AuthStats returns the failed-authentication counters.
@@ -169,7 +175,8 @@ const counterStripes = 32
 func New(opt Options) *Dispatcher {
 	d := &Dispatcher{opt: opt, table: make(map[string]*Command), startedMs: time.Now().UnixMilli(), txBudget: maxTxBytesAll,
 		clientAuth: newAuthThrottle("password"), clusterAuth: newAuthThrottle("cluster secret"), now: time.Now,
-		lua: scripting.New(opt.Scripting)}
+		lua: scripting.New(opt.Scripting), track: newTracker(opt.TrackingMaxKeys)}
+	d.pubsub.spaces = map[string]*psSpace{}
 	d.waitFree, _ = opt.Limiter.(WaitFreeLimiter)
 	d.transactor, _ = opt.Limiter.(Transactor)
 	if bl, ok := opt.Limiter.(BatchLimiter); ok && opt.BatchTime {
@@ -192,6 +199,7 @@ func (d *Dispatcher) Processed() uint64 { return d.cmds.total() }
 func (d *Dispatcher) Open(c *server.Conn, nowMs int64) server.Session {
 	s := newSession(c, nowMs)
 	s.d = d
+	d.track.open(s)
 	return s
 }
 
@@ -202,6 +210,9 @@ func (d *Dispatcher) Serve(s *Session, w *resp.Writer, args [][]byte) {
 	}
 	if s.tx != nil {
 		d.serveInMulti(s, w, args)
+		if s.tx == nil && !s.WouldBlock { // EXEC or DISCARD ended it
+			s.endCommand(w, "exec")
+		}
 		return
 	}
 	cmd := d.lookup(s, args[0])
@@ -228,6 +239,10 @@ func (d *Dispatcher) Serve(s *Session, w *resp.Writer, args [][]byte) {
 			return
 		}
 	}
+	if subscribedRefused(s, w, cmd, args) { // RESP2 with subscriptions (pubsub.go)
+		d.cmds.reject(s, cmd)
+		return
+	}
 	if d.busyRefused(s, w, cmd, args) { // a script runs past the time limit (lua.go)
 		return
 	}
@@ -238,6 +253,7 @@ func (d *Dispatcher) Serve(s *Session, w *resp.Writer, args [][]byte) {
 	cmd.Handler(d, s, w, args)
 	if !s.WouldBlock { // else it is served again, and counted then, where it may wait
 		d.cmds.done(s, cmd, w, mark)
+		s.endCommand(w, cmd.Name) // tracking.go
 	}
 }
 

@@ -72,6 +72,7 @@ func kvHandler(name string) func(*Dispatcher, *Session, *resp.Writer, [][]byte) 
 		}
 		if err := kv.Do(s.Workspace, r.keys, func(tx *engine.KVTx) error {
 			r.run(tx, 0, w)
+			d.tracked(s, name, r.keys, tx, 0) // CLIENT TRACKING (tracking.go)
 			return nil
 		}); err != nil {
 			w.Error(errReply(err))
@@ -756,6 +757,9 @@ func cmdExecKV(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 			base += len(r.keys)
 			tx.cmds[i].cmd = &Command{Name: q.cmd.Name, Handler: func(_ *Dispatcher, _ *Session, w *resp.Writer, _ [][]byte) {
 				r.exec(ktx, b, w)
+				if r.err == "" {
+					d.tracked(s, q.cmd.Name, r.keys, ktx, b)
+				}
 			}}
 		}
 		cmdExec(d, s, w, args)

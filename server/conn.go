@@ -39,6 +39,8 @@ type Conn struct {
 	// Quit is set by the handler when the client asked to close the connection (QUIT):
 	// the server writes the pending replies, then closes.
 	Quit bool
+
+	push outbox // bytes pushed from outside the connection's requests (push.go)
 }
 
 // ConnStats are the server's connection counters.
@@ -56,6 +58,7 @@ type ConnStats struct {
 	HandshakeTimeouts uint64 // TLS handshake not finished in time
 	QueryEvictions    uint64 // held the most request bytes when --max-query-buffer was full
 	ProtocolErrors    uint64 // malformed or oversized requests
+	PushCuts          uint64 // pushed messages not read past the bound (Config.PushLimit)
 
 	QueryBufferBytes int64 // request bytes buffered across connections now
 	MaxQueryBuffer   int64 // the --max-query-buffer budget

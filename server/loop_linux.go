@@ -68,6 +68,9 @@ type loop struct {
 
 	evicted   atomic.Bool // a connection of this loop was evicted from MaxQueryBuffer
 	nextSweep time.Time
+
+	pushq   []pushedConn // connections with pushes to write (push_linux.go); guarded by mu
+	nPushed atomic.Int32 // len(pushq), read without mu
 }
 
 // heldReplies are c's replies of the batch being served: holdBuf[start:end].
@@ -92,6 +95,7 @@ type loopConn struct {
 	outQ     int       // the socket's unsent bytes at the last sweep; -1: not looked yet
 	lastRead time.Time // the last read that returned bytes
 	proto    int
+	pushGen  uint64 // the loop's turn as the owner of the connection's pushes (push.go)
 }
 
 // startLoops creates and starts n event loops.
@@ -249,6 +253,9 @@ func (l *loop) run() {
 		if l.nAdded.Load() > 0 {
 			l.takeAdded()
 		}
+		if l.nPushed.Load() > 0 {
+			l.takePushed(time.Now())
+		}
 		if l.s.stopping.Load() {
 			l.closeAll()
 			return
@@ -316,6 +323,7 @@ func (l *loop) takeAdded() {
 	l.mu.Unlock()
 	for _, c := range added {
 		l.conns[int32(c.fd)] = c
+		l.ownPushes(c)
 	}
 }
 
@@ -418,6 +426,12 @@ func (l *loop) write(c *loopConn, now time.Time) bool {
 		return true
 	}
 	l.w.Reset()
+	return l.send(c, b, now)
+}
+
+// send writes b to c; what the socket does not take waits in c.out. It reports false
+// when c now has bytes pending or was closed.
+func (l *loop) send(c *loopConn, b []byte, now time.Time) bool {
 	n, err := writeFD(c.fd, b)
 	if err != nil && !errors.Is(err, syscall.EAGAIN) {
 		l.close(c)
@@ -487,7 +501,7 @@ func (l *loop) writable(c *loopConn, now time.Time) {
 		c.out = nil
 	}
 	l.pending--
-	if !l.interest(c, syscall.EPOLLIN) {
+	if !l.interest(c, syscall.EPOLLIN) || !l.flushPushes(c, now) {
 		return
 	}
 	if c.sess.Quit {
