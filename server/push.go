@@ -169,13 +169,17 @@ func (s *Server) ownPushes(c *conn, nc net.Conn) {
 // flushPushes writes c's outbox in the connection's write turn, for the owner of turn
 // gen; a connection cut for its bound is closed (its owner's read then fails).
 func (s *Server) flushPushes(c *conn, nc net.Conn, gen uint64) {
+	if c.sess.push.isCut() { // at once: a write stuck on this client may hold the turn
+		s.logClose(closePushLimit, c.sess.Addr, nil)
+		_ = nc.Close()
+		return
+	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	b, cut, ok := c.sess.push.take(gen)
 	switch {
 	case !ok:
 	case cut:
-		s.logClose(closePushLimit, c.sess.Addr, nil)
 		_ = nc.Close()
 	case len(b) > 0:
 		var wd deadline
