@@ -239,9 +239,16 @@ func (d *Dispatcher) tracked(s *Session, name string, keys [][]byte, tx *engine.
 }
 
 // remember records that s read keys (default mode; OPTIN/OPTOUT as CLIENT CACHING says).
+// A BCAST connection's read of a key with a TTL under one of its prefixes schedules the
+// key's expiry invalidation (a key written before the prefix was, with a TTL, is told of
+// when it expires once read).
 func (t *tracker) remember(s *Session, keys [][]byte, expiry func(int) int64) {
 	ts := s.track.Load()
-	if ts == nil || ts.bcast || (ts.optin && !s.caching) || (ts.optout && s.caching) {
+	if ts != nil && ts.bcast {
+		t.rememberExpiry(s.Workspace, ts, keys, expiry)
+		return
+	}
+	if ts == nil || (ts.optin && !s.caching) || (ts.optout && s.caching) {
 		return
 	}
 	var evicted []sendTo
@@ -266,6 +273,33 @@ func (t *tracker) remember(s *Session, keys [][]byte, expiry func(int) int64) {
 	}
 	t.mu.Unlock()
 	t.sendAll(s, evicted)
+}
+
+// rememberExpiry schedules the broadcast of the expiry of the keys with a TTL under one
+// of ts's prefixes.
+func (t *tracker) rememberExpiry(ws string, ts *trackState, keys [][]byte, expiry func(int) int64) {
+	for i, key := range keys {
+		at := expiry(i)
+		if at == 0 || !underPrefix(ts.prefixes, key) {
+			continue
+		}
+		k := wsKey(ws, key)
+		t.mu.Lock()
+		if t.bexp[k] != at {
+			t.bexp[k] = at
+			t.scheduleLocked(k, at, true)
+		}
+		t.mu.Unlock()
+	}
+}
+
+func underPrefix(prefixes []string, key []byte) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(string(key), p) {
+			return true
+		}
+	}
+	return false
 }
 
 // sendTo is an invalidation of one key for the connection id.

@@ -21,8 +21,9 @@ import (
 	"github.com/ratchet/ratchet/internal/testwait"
 )
 
-// convStep is one command of a conversation between several connections: conn sends args,
-// then one reply (or pushed message) is read from each connection of reads, in order.
+// convStep is one command of a conversation between several connections: conn sends args
+// (-1: none; "$ID2" is connection 2's CLIENT ID), then one reply (or pushed message) is
+// read from each connection of reads, in order.
 type convStep struct {
 	conn  int
 	args  []string
@@ -81,12 +82,29 @@ func runConversation(t *testing.T, addr, proto string, n int, steps []convStep) 
 	for i := range conns {
 		conns[i] = dialProto(t, addr, proto)
 	}
+	id2 := ""
+	if n > 2 {
+		id2 = fmt.Sprint(conns[2].do("CLIENT", "ID"))
+	}
 	var out []string
-	for _, st := range steps {
+	step := -1
+	defer func() {
+		if t.Failed() && step >= 0 {
+			t.Logf("%s RESP%s: failed at step %d %q", addr, proto, step, steps[step].args)
+		}
+	}()
+	for i, st := range steps {
+		step = i
 		if st.proto != "" && st.proto != proto {
 			continue
 		}
-		conns[st.conn].send(st.args...)
+		if st.conn >= 0 {
+			args := make([]string, len(st.args))
+			for i, a := range st.args {
+				args[i] = strings.ReplaceAll(a, "$ID2", id2)
+			}
+			conns[st.conn].send(args...)
+		}
 		for _, r := range st.reads {
 			out = append(out, fmt.Sprintf("%q -> conn %d: %q", st.args, r, rawReply(t, conns[r])))
 		}
@@ -98,11 +116,18 @@ func runConversation(t *testing.T, addr, proto string, n int, steps []convStep) 
 // redis-server, in RESP2 and RESP3.
 func TestPubSubMatchesRedisServer(t *testing.T) {
 	t.Parallel()
+	compareConversation(t, pubsubConv)
+}
+
+// compareConversation plays steps on three connections to a redis-server and to ratchet,
+// in RESP2 and RESP3, and compares every reply read.
+func compareConversation(t *testing.T, steps []convStep) {
+	t.Helper()
 	redisAddr := startRedisServer(t)
 	p := start(t, "--data-dir", "")
 	for _, proto := range []string{"2", "3"} {
-		want := runConversation(t, redisAddr, proto, 3, pubsubConv)
-		got := runConversation(t, p.Addr, proto, 3, pubsubConv)
+		want := runConversation(t, redisAddr, proto, 3, steps)
+		got := runConversation(t, p.Addr, proto, 3, steps)
 		for i := range want {
 			if want[i] != got[i] {
 				t.Errorf("RESP%s step %d:\n redis-server %s\n ratchet      %s", proto, i, want[i], got[i])

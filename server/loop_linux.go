@@ -71,6 +71,7 @@ type loop struct {
 
 	pushq   []pushedConn // connections with pushes to write (push_linux.go); guarded by mu
 	nPushed atomic.Int32 // len(pushq), read without mu
+	later   []pushedConn // pushes to write after the held replies of their connection
 }
 
 // heldReplies are c's replies of the batch being served: holdBuf[start:end].
@@ -95,7 +96,8 @@ type loopConn struct {
 	outQ     int       // the socket's unsent bytes at the last sweep; -1: not looked yet
 	lastRead time.Time // the last read that returned bytes
 	proto    int
-	pushGen  uint64 // the loop's turn as the owner of the connection's pushes (push.go)
+	pushGen  uint64 // the loop's turn as the owner of the connection's pushes (push_linux.go)
+	holding  bool   // the connection has replies in the loop's held replies
 }
 
 // startLoops creates and starts n event loops.
@@ -280,7 +282,11 @@ func (l *loop) run() {
 			}
 			l.readable(c, now)
 		}
+		if l.nPushed.Load() > 0 { // pushes of this batch go out before its replies (push_linux.go)
+			l.takePushed(now)
+		}
 		l.writeHeld(now)
+		l.pushAfterHeld(now)
 		// Load before Swap: no locked instruction per iteration while nothing was evicted.
 		if (l.evicted.Load() && l.evicted.Swap(false)) || (every > 0 && !now.Before(l.nextSweep)) {
 			l.sweep(now)
@@ -294,6 +300,7 @@ func (l *loop) writeHeld(now time.Time) {
 	for i, h := range l.held {
 		l.held[i] = heldReplies{}
 		c := h.c
+		c.holding = false
 		if l.conns[int32(c.fd)] != c {
 			continue
 		}
@@ -412,6 +419,7 @@ func (l *loop) serve(c *loopConn, data []byte, fromIn bool, now time.Time) {
 		l.holdBuf = append(l.holdBuf, l.w.Bytes()...)
 		l.w.Reset()
 		l.held = append(l.held, heldReplies{c: c, start: start, end: len(l.holdBuf)})
+		c.holding = true
 	}
 	if c.sess.Quit && len(c.out) == 0 {
 		l.close(c)

@@ -6,7 +6,9 @@ import "time"
 
 // An event loop's side of pushes (push.go): a connection it owns is announced on the
 // loop's push queue and the loop woken; the loop writes the outboxes at the top of its
-// next iteration, after the replies it wrote at the end of the one before.
+// next iteration, and at the end of each batch before the batch's held replies (as
+// redis-server writes a message its command pushed before that command's reply) but
+// after the held replies of the pushed connection itself.
 
 // pushedConn is a connection announced on a loop's push queue, for its outbox's turn gen.
 type pushedConn struct {
@@ -46,6 +48,10 @@ func (l *loop) takePushed(now time.Time) {
 		if l.conns[int32(c.fd)] != c || p.gen != c.pushGen {
 			continue
 		}
+		if c.holding { // after the replies it was served before the push
+			l.later = append(l.later, p)
+			continue
+		}
 		if len(c.out) > 0 {
 			if c.sess.push.isCut() {
 				l.s.logClose(closePushLimit, c.sess.Addr, nil)
@@ -55,6 +61,18 @@ func (l *loop) takePushed(now time.Time) {
 		}
 		l.flushPushes(c, now)
 	}
+}
+
+// pushAfterHeld writes the pushes left by takePushed for after their connection's held
+// replies, which writeHeld has just written.
+func (l *loop) pushAfterHeld(now time.Time) {
+	for i, p := range l.later {
+		l.later[i] = pushedConn{}
+		if c := p.c; l.conns[int32(c.fd)] == c && p.gen == c.pushGen && len(c.out) == 0 {
+			l.flushPushes(c, now)
+		}
+	}
+	l.later = l.later[:0]
 }
 
 // flushPushes writes c's outbox; what the socket does not take waits in c.out. It reports
