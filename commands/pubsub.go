@@ -411,3 +411,35 @@ func subscribedRefused(s *Session, w *resp.Writer, cmd *Command, args [][]byte) 
 	w.Error("ERR Can't execute '" + name + errSubContext)
 	return true
 }
+
+// channelsAllowed reports whether u may use the channels of a request to cmd, as Redis 7's
+// ACL checks them: PUBLISH's channel and SUBSCRIBE's must match one of u's &patterns,
+// PSUBSCRIBE's patterns must be one of them literally; unsubscribing is always allowed.
+func (u *aclUser) channelsAllowed(cmd *Command, args [][]byte) bool {
+	if u.allChans {
+		return true
+	}
+	var chans [][]byte
+	literal := false
+	switch cmd.Name {
+	case "publish":
+		chans = args[1:2]
+	case "subscribe":
+		chans = args[1:]
+	case "psubscribe":
+		chans, literal = args[1:], true
+	}
+	for _, ch := range chans {
+		ok := false
+		for _, p := range u.chans {
+			if literal && p == string(ch) || !literal && globMatch([]byte(p), ch) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}

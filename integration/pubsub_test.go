@@ -8,7 +8,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -120,11 +122,11 @@ func TestPubSubMatchesRedisServer(t *testing.T) {
 }
 
 // compareConversation plays steps on three connections to a redis-server and to ratchet,
-// in RESP2 and RESP3, and compares every reply read.
-func compareConversation(t *testing.T, steps []convStep) {
+// in RESP2 and RESP3, and compares every reply read. flags are given to both servers.
+func compareConversation(t *testing.T, steps []convStep, flags ...string) {
 	t.Helper()
-	redisAddr := startRedisServer(t)
-	p := start(t, "--data-dir", "")
+	redisAddr := startRedisServer(t, flags...)
+	p := start(t, append([]string{"--data-dir", ""}, flags...)...)
 	for _, proto := range []string{"2", "3"} {
 		want := runConversation(t, redisAddr, proto, 3, steps)
 		got := runConversation(t, p.Addr, proto, 3, steps)
@@ -356,4 +358,29 @@ func TestPubSubOnEdge(t *testing.T) {
 		}
 	}
 	c.expectPong()
+}
+
+// TestPubSubACLChannels: a user of an ACL file may publish and subscribe only to the
+// channels its &patterns allow (PSUBSCRIBE: a pattern named literally), with redis-server's
+// replies; a user without channel rules (resetchannels, Redis 7's default) may use none.
+func TestPubSubACLChannels(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "users.acl")
+	rules := "user default on nopass ~* &* +@all\nuser news on >pw ~* &news* +@all\nuser none on >pw ~* +@all\n"
+	if err := os.WriteFile(file, []byte(rules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	steps := []convStep{
+		{conn: 0, args: []string{"AUTH", "news", "pw"}, reads: []int{0}},
+		{conn: 0, args: []string{"PUBLISH", "other", "m"}, reads: []int{0}},
+		{conn: 0, args: []string{"PUBLISH", "newsx", "m"}, reads: []int{0}},
+		{conn: 0, args: []string{"SUBSCRIBE", "newsy", "other"}, reads: []int{0}},
+		{conn: 0, args: []string{"PSUBSCRIBE", "news"}, reads: []int{0}},
+		{conn: 0, args: []string{"PSUBSCRIBE", "news*"}, reads: []int{0}},
+		{conn: 0, args: []string{"UNSUBSCRIBE", "other"}, reads: []int{0}},
+		{conn: 1, args: []string{"AUTH", "none", "pw"}, reads: []int{1}},
+		{conn: 1, args: []string{"PUBLISH", "news", "m"}, reads: []int{1}},
+		{conn: 1, args: []string{"SUBSCRIBE", "news"}, reads: []int{1}},
+	}
+	compareConversation(t, steps, "--aclfile", file)
 }
