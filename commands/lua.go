@@ -53,15 +53,16 @@ type luaReq struct {
 func (d *Dispatcher) parseKV(s *Session, name string, args [][]byte) kvReq {
 	r := kvParsers[name](args)
 	if r.lua != nil {
-		r = d.bindLua(r.lua, s.user)
+		r = d.bindLua(r.lua, s)
 	}
 	return r
 }
 
-// bindLua makes q a kvReq that runs on d's engine, its redis.call checked against user's
-// permissions (nil: no ACL file, every permission). A body is compiled at once, so a
-// syntax error answers before any key is locked (an edge too).
-func (d *Dispatcher) bindLua(q *luaReq, user *aclUser) kvReq {
+// bindLua makes q a kvReq that runs on d's engine for s, its redis.call checked against
+// the permissions of s's user (nil: no ACL file, every permission). A body is compiled at
+// once, so a syntax error answers before any key is locked (an edge too).
+func (d *Dispatcher) bindLua(q *luaReq, s *Session) kvReq {
+	user, ws := s.user, s.Workspace
 	if q.body != nil {
 		if _, msg := d.lua.Load(q.body); msg != "" {
 			return kvReq{err: msg}
@@ -73,7 +74,8 @@ func (d *Dispatcher) bindLua(q *luaReq, user *aclUser) kvReq {
 		return kvReq{err: errNoScript}
 	}
 	return kvReq{keys: q.keys, lua: q, run: func(tx *engine.KVTx, base int, w *resp.Writer) {
-		c := &txCaller{tx: tx, base: base, keys: q.keys, ro: q.readOnly, user: user, table: d.table}
+		c := &txCaller{tx: tx, base: base, keys: q.keys, ro: q.readOnly, user: user, table: d.table,
+			publish: func(ch, msg []byte) int64 { return d.publish(nil, nil, ws, ch, msg) }}
 		r := d.lua.Run(context.Background(), scripting.Request{Body: q.body, SHA: q.sha, Keys: q.keys, Args: q.argv}, c)
 		w.Raw(r.Append(nil, w.Proto()))
 	}}
@@ -130,6 +132,8 @@ type txCaller struct {
 	user  *aclUser            // the EVAL's caller; nil: no ACL file
 	table map[string]*Command // the Dispatcher's rows, bound to the ACL bits
 	w     resp.Writer         // the command's reply, parsed into a scripting.Reply
+	// publish is PUBLISH in the EVAL's workspace (pubsub.go): receivers.
+	publish func(ch, msg []byte) int64
 }
 
 // Call runs one command as Redis's scriptCall: unknown command, arity, the caller's ACL
@@ -148,6 +152,9 @@ func (c *txCaller) Call(args [][]byte, proto int) (scripting.Reply, bool) {
 		return scripting.Reply{Kind: scripting.Array, Elems: []scripting.Reply{
 			scripting.BulkReply(strconv.AppendInt(nil, us/1_000_000, 10)),
 			scripting.BulkReply(strconv.AppendInt(nil, us%1_000_000, 10))}}, false
+	}
+	if name == "publish" {
+		return c.callPublish(args), false
 	}
 	cmd := luaCommands()[name]
 	if cmd == nil {
@@ -219,4 +226,19 @@ func (c *txCaller) declared(keys [][]byte) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// callPublish is a script's PUBLISH channel message (bottleneck's scripts announce
+// capacity so): checked as Redis checks it, then sent to the channel's subscribers.
+func (c *txCaller) callPublish(args [][]byte) scripting.Reply {
+	if len(args) != 3 {
+		return scripting.ErrorReply(errLuaArity)
+	}
+	if msg := c.aclDenied("publish", args); msg != "" {
+		return scripting.ErrorReply(msg)
+	}
+	if c.user != nil && !c.user.channelsAllowed(c.table["publish"], args) {
+		return scripting.ErrorReply("ERR The user executing the script can't publish to the channel mentioned in the command")
+	}
+	return scripting.Reply{Kind: scripting.Int, Int: c.publish(args[1], args[2])}
 }

@@ -49,6 +49,7 @@ var pubsubConv = []convStep{
 	{conn: 1, args: []string{"PUBLISH", "hx", ""}, reads: []int{1, 2}},
 	{conn: 1, args: []string{"PUBLISH", "abc", "m4"}, reads: []int{1, 2}},
 	{conn: 1, args: []string{"PUBLISH", "nobody", "x"}, reads: []int{1}},
+	{conn: 1, args: []string{"EVAL", "return redis.call('PUBLISH', ARGV[1], ARGV[2])", "0", "a", "lua"}, reads: []int{1, 0, 2}},
 	{conn: 1, args: []string{"PUBSUB", "NUMSUB", "a", "b", "c"}, reads: []int{1}},
 	{conn: 1, args: []string{"PUBSUB", "NUMSUB"}, reads: []int{1}},
 	{conn: 1, args: []string{"PUBSUB", "NUMPAT"}, reads: []int{1}},
