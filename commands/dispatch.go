@@ -175,7 +175,12 @@ const counterStripes = 32
 func New(opt Options) *Dispatcher {
 	d := &Dispatcher{opt: opt, table: make(map[string]*Command), startedMs: time.Now().UnixMilli(), txBudget: maxTxBytesAll,
 		clientAuth: newAuthThrottle("password"), clusterAuth: newAuthThrottle("cluster secret"), now: time.Now,
-		lua: scripting.New(opt.Scripting), track: newTracker(opt.TrackingMaxKeys)}
+		lua: scripting.New(opt.Scripting)}
+	var clock engine.Clock // the keyspace's, which tracking reads expiries from
+	if opt.Origin != nil {
+		clock = opt.Origin.Clock()
+	}
+	d.track = newTracker(opt.TrackingMaxKeys, clock)
 	d.pubsub.spaces = map[string]*psSpace{}
 	d.waitFree, _ = opt.Limiter.(WaitFreeLimiter)
 	d.transactor, _ = opt.Limiter.(Transactor)

@@ -443,3 +443,17 @@ func (u *aclUser) channelsAllowed(cmd *Command, args [][]byte) bool {
 	}
 	return true
 }
+
+// psCounts are INFO's pub/sub figures: channels and patterns with a subscriber.
+type psCounts struct{ channels, patterns int }
+
+func (p *pubsub) counts() psCounts {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	var c psCounts
+	for _, sp := range p.spaces {
+		c.channels += len(sp.channels)
+		c.patterns += len(sp.patterns)
+	}
+	return c
+}

@@ -93,6 +93,8 @@ type tracker struct {
 
 	sessMu   sync.Mutex
 	sessions map[int64]*Session // every open connection, for REDIRECT and for invalidations by ID
+
+	nowMs func() int64 // the keyspace's clock, which expiries are read from
 }
 
 // trackedKey is one key of the table: the connections that read it, and its expiry when
@@ -102,12 +104,16 @@ type trackedKey struct {
 	expireAt int64
 }
 
-func newTracker(max int) *tracker {
+func newTracker(max int, clock engine.Clock) *tracker {
 	if max <= 0 {
 		max = DefaultTrackingMaxKeys
 	}
+	nowMs := func() int64 { return time.Now().UnixMilli() }
+	if clock != nil {
+		nowMs = clock.NowMs
+	}
 	return &tracker{max: max, keys: map[string]*trackedKey{}, bcast: map[string]map[string]map[*Session]struct{}{},
-		bexp: map[string]int64{}, sessions: map[int64]*Session{}}
+		bexp: map[string]int64{}, sessions: map[int64]*Session{}, nowMs: nowMs}
 }
 
 // wsKey is a workspace's key in the table.
@@ -534,7 +540,7 @@ func (t *tracker) rebuildLocked() {
 
 // armLocked sets the timer to fire just after at.
 func (t *tracker) armLocked(at int64) {
-	d := time.Duration(at-time.Now().UnixMilli()+1) * time.Millisecond
+	d := time.Duration(at-t.nowMs()+1) * time.Millisecond
 	if t.timer == nil {
 		t.timer = time.AfterFunc(max(d, 0), t.expire)
 	} else {
@@ -546,7 +552,7 @@ func (t *tracker) armLocked(at int64) {
 // expire invalidates the keys whose expiry has passed, as Redis invalidates a key it
 // deletes for its TTL.
 func (t *tracker) expire() {
-	now := time.Now().UnixMilli()
+	now := t.nowMs()
 	var sends []sendTo
 	bcastKeys := map[string][][]byte{} // by workspace
 	t.mu.Lock()
@@ -755,4 +761,14 @@ func (s *Session) endCommand(w *resp.Writer, name string) {
 		w.Raw(s.selfPush)
 		s.selfPush = s.selfPush[:0]
 	}
+}
+
+// counts returns INFO's tracking figures: keys in the table, BCAST prefixes in use.
+func (t *tracker) counts() (keys, prefixes int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, byPrefix := range t.bcast {
+		prefixes += len(byPrefix)
+	}
+	return len(t.keys), prefixes
 }
