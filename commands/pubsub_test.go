@@ -1,6 +1,7 @@
 package commands_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/ratchet/ratchet/commands"
@@ -16,11 +17,12 @@ type conns struct {
 	ss []*commands.Session
 }
 
-func newConns(t *testing.T, workspaces ...string) *conns {
+func newConns(t *testing.T, maxKeys int, workspaces ...string) *conns {
 	t.Helper()
 	clock := engine.NewManualClock(1_000_000)
 	eng := engine.New(clock, engine.Config{MaxMemoryBytes: 1 << 20})
-	d := commands.New(commands.Options{Limiter: eng, Origin: eng, Host: &fakeHost{}, Role: "origin", Version: "test"})
+	d := commands.New(commands.Options{Limiter: eng, Origin: eng, Host: &fakeHost{}, Role: "origin", Version: "test",
+		TrackingMaxKeys: maxKeys})
 	c := &conns{d: d}
 	for i, ws := range workspaces {
 		s := d.Open(&server.Conn{ID: int64(i + 1)}, clock.NowMs()).(*commands.Session)
@@ -64,7 +66,7 @@ func (c *conns) check(t *testing.T, i int, step pushStep) {
 // TestPushesStayInTheirWorkspace: messages and invalidations reach the connections of the
 // publishing or writing connection's workspace only; the others get nothing.
 func TestPushesStayInTheirWorkspace(t *testing.T) {
-	c := newConns(t, "a", "a", "b")
+	c := newConns(t, 0, "a", "a", "b")
 	for i, step := range []pushStep{
 		{conn: 0, cmd: "SUBSCRIBE ch", reply: "*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n"},
 		{conn: 2, cmd: "PUBLISH ch m", reply: ":0\r\n"},
@@ -87,7 +89,7 @@ func TestPushesStayInTheirWorkspace(t *testing.T) {
 // while it is subscribed, as __redis__:invalidate messages); once it has gone, a RESP3
 // tracking connection is told tracking-redir-broken and TRACKINGINFO says so.
 func TestTrackingRedirect(t *testing.T) {
-	c := newConns(t, "a", "a", "a")
+	c := newConns(t, 0, "a", "a", "a")
 	for i, step := range []pushStep{
 		{conn: 0, cmd: "CLIENT TRACKING ON REDIRECT 3", reply: "+OK\r\n"},
 		{conn: 0, cmd: "GET k", reply: "$-1\r\n"},
@@ -110,5 +112,33 @@ func TestTrackingRedirect(t *testing.T) {
 	}
 	if got := c.do(0, "CLIENT TRACKINGINFO"); got != "%3\r\n$5\r\nflags\r\n~2\r\n$2\r\non\r\n$15\r\nbroken_redirect\r\n$8\r\nredirect\r\n:3\r\n$8\r\nprefixes\r\n*0\r\n" {
 		t.Errorf("TRACKINGINFO = %q", got)
+	}
+}
+
+// TestTrackingBounds: with a table of one key, remembering a second evicts the first and
+// invalidates it at once; a BCAST connection's pending expiries are bounded alike (the
+// one dropped is broadcast at once).
+func TestTrackingBounds(t *testing.T) {
+	c := newConns(t, 1, "a", "a", "a")
+	inv := func(keys ...string) string {
+		b := ">2\r\n$10\r\ninvalidate\r\n*" + fmt.Sprint(len(keys)) + "\r\n"
+		for _, k := range keys {
+			b += "$" + fmt.Sprint(len(k)) + "\r\n" + k + "\r\n"
+		}
+		return b
+	}
+	for i, step := range []pushStep{
+		{conn: 0, cmd: "HELLO 3"},
+		{conn: 0, cmd: "CLIENT TRACKING ON", reply: "+OK\r\n"},
+		{conn: 0, cmd: "GET k1", reply: "_\r\n"},
+		{conn: 0, cmd: "GET k2", reply: "_\r\n" + inv("k1")},
+		{conn: 1, cmd: "SET k1 x", reply: "+OK\r\n"},
+		{conn: 1, cmd: "SET k2 x", reply: "+OK\r\n", pushed: [3]string{inv("k2")}},
+		{conn: 2, cmd: "HELLO 3"},
+		{conn: 2, cmd: "CLIENT TRACKING ON BCAST PREFIX b", reply: "+OK\r\n"},
+		{conn: 1, cmd: "SET b1 x PX 100000", reply: "+OK\r\n", pushed: [3]string{2: inv("b1")}},
+		{conn: 1, cmd: "SET b2 x PX 100000", reply: "+OK\r\n", pushed: [3]string{2: inv("b1") + inv("b2")}},
+	} {
+		c.check(t, i, step)
 	}
 }

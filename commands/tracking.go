@@ -291,11 +291,37 @@ func (t *tracker) rememberExpiry(ws string, ts *trackState, keys [][]byte, expir
 		}
 		k := wsKey(ws, key)
 		t.mu.Lock()
-		if t.bexp[k] != at {
-			t.bexp[k] = at
-			t.scheduleLocked(k, at, true)
-		}
+		early := t.expireLaterLocked(k, at, nil)
 		t.mu.Unlock()
+		t.broadcastNow(early)
+	}
+}
+
+// expireLaterLocked has k's expiry at broadcast once it passes. The broadcast expiries
+// are bounded like the table: past it, one other key's is dropped, and appended to early
+// (its wsKey) for the caller to broadcast now, which only costs its readers a cache miss.
+func (t *tracker) expireLaterLocked(k string, at int64, early []string) []string {
+	old, had := t.bexp[k]
+	if had && old == at {
+		return early
+	}
+	if !had && len(t.bexp) >= t.max {
+		for other := range t.bexp {
+			delete(t.bexp, other)
+			early = append(early, other)
+			break
+		}
+	}
+	t.bexp[k] = at
+	t.scheduleLocked(k, at, true)
+	return early
+}
+
+// broadcastNow sends the BCAST invalidations of keys (wsKeys).
+func (t *tracker) broadcastNow(keys []string) {
+	for _, k := range keys {
+		ws, key := splitWsKey(k)
+		t.invalidate(nil, ws, [][]byte{[]byte(key)}, nil)
 	}
 }
 
@@ -333,6 +359,7 @@ func (t *tracker) evictLocked(out []sendTo) []sendTo {
 func (t *tracker) invalidate(by *Session, ws string, keys [][]byte, expiry func(int) int64) {
 	var sends []sendTo
 	var bsends map[bcastTo][][]byte
+	var early []string
 	t.mu.Lock()
 	for i, key := range keys {
 		k := wsKey(ws, key)
@@ -364,15 +391,15 @@ func (t *tracker) invalidate(by *Session, ws string, keys [][]byte, expiry func(
 			}
 		}
 		if at := int64(0); matched && expiry != nil {
-			if at = expiry(i); at > 0 && t.bexp[k] != at {
-				t.bexp[k] = at
-				t.scheduleLocked(k, at, true)
-			} else if at == 0 {
+			if at = expiry(i); at > 0 {
+				early = t.expireLaterLocked(k, at, early)
+			} else {
 				delete(t.bexp, k)
 			}
 		}
 	}
 	t.mu.Unlock()
+	t.broadcastNow(early)
 	t.sendAll(by, sends)
 	for to, ks := range bsends {
 		if ts := to.s.track.Load(); ts != nil && ts.bcast {
@@ -512,10 +539,10 @@ func (h *expHeap) Pop() any {
 }
 
 // scheduleLocked has the timer invalidate k once at (ms) has passed. Entries made stale by
-// a later read or write stay in the heap and are skipped; past twice the table's bound it
-// is rebuilt from the live ones.
+// a later read or write stay in the heap and are skipped; past four times the table's
+// bound (the live ones are at most twice it) it is rebuilt from the live ones.
 func (t *tracker) scheduleLocked(k string, at int64, bcast bool) {
-	if len(t.exp) >= 2*t.max+1024 {
+	if len(t.exp) >= 4*t.max+1024 {
 		t.rebuildLocked()
 	}
 	heap.Push(&t.exp, expEntry{at: at, k: k, bcast: bcast})

@@ -262,3 +262,36 @@ func TestTrackingTableBound(t *testing.T) {
 	}
 	c.expectPong()
 }
+
+// TestTrackingWritesThroughEdge: a write that an edge forwards to its origin (a client of
+// the edge) invalidates the origin's tracking clients: rueidis on the origin reads it.
+func TestTrackingWritesThroughEdge(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	targets := multiTargets(t)
+	waitForwarding(t, targets["edge"].Addr)
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{targets["origin"].Addr}, DisableRetry: true,
+		Dialer: net.Dialer{Timeout: 5 * time.Second}})
+	if err != nil {
+		t.Fatalf("rueidis on the origin: %v", err)
+	}
+	defer c.Close()
+	edge := targets["edge"].client(t, nil)
+	for want := int64(1); want <= 5; want++ {
+		if err := edge.Incr(ctx, "through-edge").Err(); err != nil {
+			t.Fatalf("INCR through the edge: %v", err)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			v, err := c.DoCache(ctx, c.B().Get().Key("through-edge").Cache(), time.Minute).AsInt64()
+			if err == nil && v == want {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("DoCache GET on the origin = %d, %v 20 s after the edge's client made it %d", v, err, want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
