@@ -210,14 +210,18 @@ func (d *Dispatcher) Open(c *server.Conn, nowMs int64) server.Session {
 
 // Serve handles one request and appends its reply to w. args[0] is the command name.
 func (d *Dispatcher) Serve(s *Session, w *resp.Writer, args [][]byte) {
+	d.serve(s, w, args)
+	if (s.caching || len(s.selfPush) > 0) && !s.WouldBlock { // tracking.go
+		s.endCommand(w, args)
+	}
+}
+
+func (d *Dispatcher) serve(s *Session, w *resp.Writer, args [][]byte) {
 	if len(args) == 0 {
 		return
 	}
 	if s.tx != nil {
 		d.serveInMulti(s, w, args)
-		if s.tx == nil && !s.WouldBlock { // EXEC or DISCARD ended it
-			s.endCommand(w, "exec")
-		}
 		return
 	}
 	cmd := d.lookup(s, args[0])
@@ -258,7 +262,6 @@ func (d *Dispatcher) Serve(s *Session, w *resp.Writer, args [][]byte) {
 	cmd.Handler(d, s, w, args)
 	if !s.WouldBlock { // else it is served again, and counted then, where it may wait
 		d.cmds.done(s, cmd, w, mark)
-		s.endCommand(w, cmd.Name) // tracking.go
 	}
 }
 

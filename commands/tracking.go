@@ -777,11 +777,11 @@ func clientGetRedir(s *Session, w *resp.Writer) {
 	w.Int(-1)
 }
 
-// endCommand ends what lasts one command: CLIENT CACHING's choice, kept through CLIENT
-// commands and a transaction (until its EXEC), as Redis's resetClient keeps it. The
-// invalidations of the command's own writes follow its reply.
-func (s *Session) endCommand(w *resp.Writer, name string) {
-	if s.caching && s.tx == nil && name != "client" {
+// endCommand ends what lasts one command (args), served or refused: CLIENT CACHING's
+// choice, kept through CLIENT commands and a transaction (until its EXEC), as Redis's
+// resetClient keeps it. The invalidations of the command's own writes follow its reply.
+func (s *Session) endCommand(w *resp.Writer, args [][]byte) {
+	if s.caching && s.tx == nil && (len(args) == 0 || !strings.EqualFold(string(args[0]), "client")) {
 		s.caching = false
 	}
 	if len(s.selfPush) > 0 {

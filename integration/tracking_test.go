@@ -66,6 +66,11 @@ var trackingConv = []convStep{
 	{conn: 0, args: []string{"GET", "o2"}, reads: []int{0}, proto: "3"},
 	{conn: 1, args: []string{"SET", "o2", "1"}, reads: []int{1}, proto: "3"},
 	{conn: 1, args: []string{"SET", "o1", "2"}, reads: []int{1, 0}, proto: "3"},
+	{conn: 0, args: []string{"CLIENT", "CACHING", "YES"}, reads: []int{0}, proto: "3"},
+	{conn: 0, args: []string{"NOSUCHCOMMAND"}, reads: []int{0}, proto: "3"}, // uses up CACHING yes
+	{conn: 0, args: []string{"GET", "o3"}, reads: []int{0}, proto: "3"},
+	{conn: 1, args: []string{"SET", "o3", "1"}, reads: []int{1}, proto: "3"},
+	{conn: 0, args: []string{"PING"}, reads: []int{0}, proto: "3"},
 	// A key read with a TTL is invalidated when it expires.
 	{conn: 1, args: []string{"SET", "e1", "v", "PX", "2000"}, reads: []int{1}, proto: "3"},
 	{conn: 0, args: []string{"CLIENT", "CACHING", "YES"}, reads: []int{0}, proto: "3"},
