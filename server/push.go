@@ -34,7 +34,7 @@ import (
 type outbox struct {
 	mu        sync.Mutex
 	buf       []byte
-	hard      int           // bound on len(buf); 0: none (a Conn made outside a Server)
+	hard      int           // bound on len(buf); 0: defaultPushLimit (a Conn made outside a Server)
 	soft      int           // past it for softFor, the connection is cut; 0: no soft bound
 	softFor   time.Duration //
 	softSince time.Time     // when buf last went past soft; zero while under it
@@ -72,8 +72,12 @@ func (c *Conn) Push(p []byte) bool {
 
 // checkBound cuts the connection when buf is past a bound (o.mu held); false when cut.
 func (o *outbox) checkBound(now time.Time) bool {
+	hard := o.hard
+	if hard <= 0 { // a Conn made outside a Server: the Server's default
+		hard = defaultPushLimit
+	}
 	switch {
-	case o.hard > 0 && len(o.buf) > o.hard:
+	case len(o.buf) > hard:
 	case o.soft > 0 && len(o.buf) > o.soft:
 		if o.softSince.IsZero() {
 			o.softSince = now
@@ -153,6 +157,9 @@ func (o *outbox) close() {
 	o.gen++
 	o.mu.Unlock()
 }
+
+// defaultPushLimit is Config.PushLimit's default, Redis's pubsub hard limit.
+const defaultPushLimit = 32 << 20
 
 // setPushBounds sets a new connection's outbox bounds from the server's Config.
 func (s *Server) setPushBounds(c *Conn) {

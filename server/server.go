@@ -115,7 +115,7 @@ func New(cfg Config) *Server {
 		cfg.MaxQueryBuffer = 64 << 20
 	}
 	if cfg.PushLimit <= 0 {
-		cfg.PushLimit = 32 << 20
+		cfg.PushLimit = defaultPushLimit
 	}
 	return &Server{cfg: cfg, log: cfg.Logger, conns: make(map[*Conn]*conn),
 		query: queryBudget{holders: make(map[*conn]struct{})}, closes: newCloseLog()}
