@@ -385,3 +385,45 @@ func TestPubSubACLChannels(t *testing.T) {
 	}
 	compareConversation(t, steps, "--aclfile", file)
 }
+
+// TestPubSubWhileScripting: a RESP3 subscriber that runs scripts on the interpreter (each
+// moves its connection from its event loop to a goroutine and back) gets every message,
+// in order, and every script's reply, in order, none inside another, while another
+// connection publishes.
+func TestPubSubWhileScripting(t *testing.T) {
+	t.Parallel()
+	p := start(t, "--data-dir", "")
+	sub := dialProto(t, p.Addr, "3")
+	sub.send("SUBSCRIBE", "ch")
+	if got := rawReply(t, sub); got != ">3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n" {
+		t.Fatalf("SUBSCRIBE = %q", got)
+	}
+	const messages, scripts = 2000, 200
+	pub := dialRaw(t, p.Addr)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range messages {
+			pub.write(encode("PUBLISH", "ch", fmt.Sprint("m", i)))
+		}
+	}()
+	for i := range scripts {
+		sub.send("EVAL", fmt.Sprintf("return redis.call('INCR', KEYS[1]) * 0 + %d", i), "1", "scripting-sub")
+	}
+	<-done
+	nextMsg, nextReply := 0, 0
+	for nextMsg < messages || nextReply < scripts {
+		got := rawReply(t, sub)
+		switch {
+		case strings.HasPrefix(got, ">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n"):
+			if want := fmt.Sprint("m", nextMsg); !strings.HasSuffix(got, "\r\n"+want+"\r\n") {
+				t.Fatalf("message %d: %q", nextMsg, got)
+			}
+			nextMsg++
+		case got == fmt.Sprintf(":%d\r\n", nextReply):
+			nextReply++
+		default:
+			t.Fatalf("after %d messages and %d replies: %q", nextMsg, nextReply, got)
+		}
+	}
+}
