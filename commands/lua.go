@@ -46,6 +46,7 @@ type luaReq struct {
 	sha        string
 	keys, argv [][]byte
 	readOnly   bool
+	ws         string // the EVAL's workspace
 }
 
 // parseKV parses the counter command name with kvParsers, binding a script without a
@@ -53,16 +54,16 @@ type luaReq struct {
 func (d *Dispatcher) parseKV(s *Session, name string, args [][]byte) kvReq {
 	r := kvParsers[name](args)
 	if r.lua != nil {
-		r = d.bindLua(r.lua, s)
+		r.lua.ws = s.Workspace // a script's PUBLISH reaches its workspace (pubsub.go)
+		r = d.bindLua(r.lua, s.user)
 	}
 	return r
 }
 
-// bindLua makes q a kvReq that runs on d's engine for s, its redis.call checked against
-// the permissions of s's user (nil: no ACL file, every permission). A body is compiled at
-// once, so a syntax error answers before any key is locked (an edge too).
-func (d *Dispatcher) bindLua(q *luaReq, s *Session) kvReq {
-	user, ws := s.user, s.Workspace
+// bindLua makes q a kvReq that runs on d's engine, its redis.call checked against user's
+// permissions (nil: no ACL file, every permission). A body is compiled at once, so a
+// syntax error answers before any key is locked (an edge too).
+func (d *Dispatcher) bindLua(q *luaReq, user *aclUser) kvReq {
 	if q.body != nil {
 		if _, msg := d.lua.Load(q.body); msg != "" {
 			return kvReq{err: msg}
@@ -75,7 +76,7 @@ func (d *Dispatcher) bindLua(q *luaReq, s *Session) kvReq {
 	}
 	return kvReq{keys: q.keys, lua: q, run: func(tx *engine.KVTx, base int, w *resp.Writer) {
 		c := &txCaller{tx: tx, base: base, keys: q.keys, ro: q.readOnly, user: user, table: d.table,
-			publish: func(ch, msg []byte) int64 { return d.publish(nil, nil, ws, ch, msg) }}
+			publish: d.publisher(q.ws)}
 		r := d.lua.Run(context.Background(), scripting.Request{Body: q.body, SHA: q.sha, Keys: q.keys, Args: q.argv}, c)
 		w.Raw(r.Append(nil, w.Proto()))
 	}}

@@ -220,10 +220,15 @@ func mergePrefixes(old, add []string) []string {
 	return out
 }
 
+// keyExpiry reads the expiry of a keyspace step's key i (ms since the epoch; 0: none).
+type keyExpiry interface {
+	ExpireAt(i int) (int64, bool)
+}
+
 // tracked is the hook of a keyspace command that ran: a read-only command's keys are
 // remembered for s, a write's (and a script's) invalidated. It runs inside the command's
 // KV.Do, whose key base is the command's first; cheap while no connection tracks.
-func (d *Dispatcher) tracked(s *Session, name string, keys [][]byte, tx *engine.KVTx, base int) {
+func (d *Dispatcher) tracked(s *Session, name string, keys [][]byte, tx keyExpiry, base int) {
 	t := d.track
 	if t.clients.Load() == 0 || len(keys) == 0 {
 		return
