@@ -325,10 +325,13 @@ func appendMessage(b []byte, proto int, pattern, ch, msg []byte) []byte {
 
 // appendPushHeader appends the header of an out-of-band message of n elements: a RESP3
 // push, a RESP2 array.
-func appendPushHeader(b []byte, proto, n int) []byte {
-	c := byte('*')
-	if proto == 3 {
-		c = '>'
+func appendPushHeader(b []byte, proto, n int) []byte { return appendAggregate(b, proto, '>', n) }
+
+// appendAggregate appends the header of an aggregate of n elements: of RESP3 type c
+// ('>' push, '~' set) in RESP3, an array in RESP2.
+func appendAggregate(b []byte, proto int, c byte, n int) []byte {
+	if proto != 3 {
+		c = '*'
 	}
 	b = append(b, c)
 	b = strconv.AppendInt(b, int64(n), 10)

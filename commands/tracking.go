@@ -745,7 +745,7 @@ func clientTrackingInfo(s *Session, w *resp.Writer) {
 	}
 	w.Map(3)
 	w.BulkString("flags")
-	w.Set(len(flags))
+	w.Raw(appendAggregate(nil, w.Proto(), '~', len(flags))) // a set
 	for _, f := range flags {
 		w.BulkString(f)
 	}

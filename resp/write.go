@@ -86,15 +86,6 @@ func (w *Writer) NullArray() {
 	w.buf = append(w.buf, '*', '-', '1', '\r', '\n')
 }
 
-// Set writes the header of a set of n elements: "~" in RESP3, an array in RESP2.
-func (w *Writer) Set(n int) {
-	if w.Proto() == 3 {
-		w.buf = appendLine(w.buf, '~', int64(n))
-		return
-	}
-	w.Array(n)
-}
-
 // Push writes the header of an out-of-band message of n elements (pub/sub, invalidation):
 // a RESP3 push (">"), an array in RESP2.
 func (w *Writer) Push(n int) {
