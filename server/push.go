@@ -39,6 +39,7 @@ type outbox struct {
 	softFor   time.Duration //
 	softSince time.Time     // when buf last went past soft; zero while under it
 	cut       bool          // over a bound: the owner closes the connection
+	cutTold   bool          // the cut was counted and logged
 	closed    bool          // the connection is gone: pushes are dropped
 	notify    func(uint64)  // tells the owner of turn gen; nil until one is set
 	queued    bool          // notify was called and the owner has not taken the bytes since
@@ -134,6 +135,18 @@ func (o *outbox) isCut() bool {
 	return o.cut
 }
 
+// closeCut counts and logs c's cut, once however many of its owners' paths see it.
+func (s *Server) closeCut(c *conn) {
+	o := &c.sess.push
+	o.mu.Lock()
+	first := !o.cutTold
+	o.cutTold = true
+	o.mu.Unlock()
+	if first {
+		s.logClose(closePushLimit, c.sess.Addr, nil)
+	}
+}
+
 // take returns the waiting bytes for the owner of turn gen, and whether the connection
 // was cut; ok is false when gen is no longer the owner's turn (nothing is taken).
 func (o *outbox) take(gen uint64) (b []byte, cut, ok bool) {
@@ -177,7 +190,7 @@ func (s *Server) ownPushes(c *conn, nc net.Conn) {
 // gen; a connection cut for its bound is closed (its owner's read then fails).
 func (s *Server) flushPushes(c *conn, nc net.Conn, gen uint64) {
 	if c.sess.push.isCut() { // at once: a write stuck on this client may hold the turn
-		s.logClose(closePushLimit, c.sess.Addr, nil)
+		s.closeCut(c)
 		_ = nc.Close()
 		return
 	}

@@ -54,7 +54,7 @@ func (l *loop) takePushed(now time.Time) {
 		}
 		if len(c.out) > 0 {
 			if c.sess.push.isCut() {
-				l.s.logClose(closePushLimit, c.sess.Addr, nil)
+				l.s.closeCut(c.cn)
 				l.close(c)
 			}
 			continue
@@ -83,7 +83,7 @@ func (l *loop) flushPushes(c *loopConn, now time.Time) bool {
 	case !ok || len(b) == 0 && !cut:
 		return true
 	case cut:
-		l.s.logClose(closePushLimit, c.sess.Addr, nil)
+		l.s.closeCut(c.cn)
 		l.close(c)
 		return false
 	}
