@@ -89,7 +89,7 @@ func subKind(pattern bool, verb string) string {
 	return verb
 }
 
-// count returns s's subscriptions, channels and patterns together, as Redis counts them.
+// subCount returns s's subscriptions, channels and patterns together, as Redis counts them.
 func (s *Session) subCount() int64 { return int64(s.nSub.Load() + s.nPSub.Load()) }
 
 func cmdSubscribe(pattern bool) func(*Dispatcher, *Session, *resp.Writer, [][]byte) {
