@@ -2,6 +2,7 @@ package commands_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/ratchet/ratchet/commands"
@@ -140,5 +141,28 @@ func TestTrackingBounds(t *testing.T) {
 		{conn: 1, cmd: "SET b2 x PX 100000", reply: "+OK\r\n", pushed: [3]string{2: inv("b1") + inv("b2")}},
 	} {
 		c.check(t, i, step)
+	}
+}
+
+// TestPubSubClientListAndInfo: CLIENT LIST shows a subscriber's counts and flags (P, t, B
+// as Redis), INFO stats the workspace-wide channels and patterns and the tracking table.
+func TestPubSubClientListAndInfo(t *testing.T) {
+	c := newConns(t, 0, "a", "a", "a")
+	c.do(0, "SUBSCRIBE x y")
+	c.do(0, "PSUBSCRIBE z*")
+	c.do(1, "CLIENT TRACKING ON BCAST PREFIX p")
+	c.do(2, "CLIENT TRACKING ON")
+	c.do(2, "GET k")
+	for i, want := range []string{" flags=P db=0 sub=2 psub=1 ", " flags=tB db=0 sub=0 psub=0 ", " flags=t db=0 sub=0 "} {
+		if line := c.ss[i].ClientLine(0); !strings.Contains(line, want) {
+			t.Errorf("CLIENT LIST line %q lacks %q", line, want)
+		}
+	}
+	info := c.do(2, "INFO")
+	for _, want := range []string{"tracking_clients:2\r\n", "pubsub_channels:2\r\n", "pubsub_patterns:1\r\n",
+		"tracking_total_keys:1\r\n", "tracking_total_prefixes:1\r\n"} {
+		if !strings.Contains(info, want) {
+			t.Errorf("INFO lacks %q", want)
+		}
 	}
 }
