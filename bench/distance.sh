@@ -11,8 +11,11 @@
 # proxy). The load is bench/load: 50 connections with one request in flight each (as
 # redis-benchmark -c 50 -P 1), every latency kept, so p50, p99 and p99.9 are exact.
 # Key patterns:
-#   hot   1000 random keys, every key sent once first (unmeasured), then DIST_SECONDS of
-#         requests as fast as the replies come; limit never reached
+#   hot   1000 random keys (each seen ~3 times a second) at a paced DIST_TAIL_RATE requests/s
+#         over DIST_TAIL_WORKERS connections, as the tail below: latency at a load the
+#         machine carries; every key sent once first (unmeasured); limit never reached
+#   hotmax the same keys, DIST_SECONDS of requests as fast as the replies come over 50
+#         connections: throughput, where latency is the load generator's queue
 #   tail  20,000 random keys at a paced 3000 requests/s (200 connections, so that the far
 #         targets keep the pace): a key comes back every ~6.7 s on average; every key sent
 #         once first at the same pace (unmeasured), then DIST_TAIL_N requests; limit
@@ -26,11 +29,12 @@
 # the edge plus its origin) and Toxiproxy's, then the ratios ratchet/redis.
 #
 # Usage: bench/distance.sh [rtt_ms]   (default 20)
-# Env:   DIST_SECONDS=10       length of each hot row (half of it for the cold rows): long
+# Env:   DIST_SECONDS=10       length of each hotmax row (half of it for the cold rows): long
 #                              enough for the edge's entries to go stale (--freshness)
 #        DIST_N=1000000        the most requests of each hot or cold row
 #        DIST_TAIL_N=60000     requests of each tail row (20 s at DIST_TAIL_RATE)
 #        DIST_TAIL_RATE=3000   DIST_TAIL_KEYS=20000   DIST_TAIL_WORKERS=200
+#        DIST_PATTERNS="hot tail"  the rows to run (default: all, in the order above)
 #        DIST_REDIS_BENCHMARK=N  then N requests of redis-benchmark on the hot keys, per target
 #        RATCHET_ORIGIN_FLAGS, RATCHET_EDGE_FLAGS   extra flags (default: none, the
 #                              defaults of the code: --freshness 1s, one event loop a core)
@@ -147,7 +151,8 @@ row() {
   args=(-cross "$((rtt * 1000 / 2))us" -clk-tck "$tck" -proxy-pids "$pid_toxi"
     -limit "$limit" -window "$window" -prefix "$pattern:$target")
   case $pattern in
-  hot) args+=(-keys "$hot_keys" -warm -n "$n" -duration "${seconds}s") ;;
+  hot) args+=(-keys "$hot_keys" -warm -n "$tail_n" -rate "$tail_rate" -workers "$tail_workers") ;;
+  hotmax) args+=(-keys "$hot_keys" -warm -n "$n" -duration "${seconds}s") ;;
   tail) args+=(-keys "$tail_keys" -warm -n "$tail_n" -rate "$tail_rate" -workers "$tail_workers") ;;
   cold*) args+=(-keys 0 -n "$n" -duration "$((seconds * 500))ms") ;;
   esac
@@ -161,7 +166,8 @@ row() {
   res[$pattern,$target]=$(cat "$work/row")
 }
 never=1000000000000 # a limit never reached: every request is allowed and counted
-patterns=(hot tail cold10 cold100 cold1000)
+# shellcheck disable=SC2206
+patterns=(${DIST_PATTERNS:-hot hotmax tail cold10 cold100 cold1000})
 targets=(lua origin edge)
 for pattern in "${patterns[@]}"; do
   limit=$never
@@ -187,7 +193,8 @@ field() { # LINE NAME -> the value of NAME=
 }
 echo "RTT asked: $rtt ms ($((rtt / 2)) ms upstream, $((rtt - rtt / 2)) ms downstream); PING through the redis proxy: ${measured[0]}; through the origin proxy: ${measured[1]} (ms)"
 echo "$(date -u +%F) $(git rev-parse --short HEAD); $(nproc) cores, load average $load_before before, $(cut -d' ' -f1-3 /proc/loadavg) after; $(redis-server --version | cut -d' ' -f1-3); toxiproxy $toxiproxy_version"
-echo "origin: ${origin_flags[*]:-(defaults)}; edge: ${edge_flags[*]:-(defaults)}; hot: $hot_keys keys, $seconds s, 50 connections;"
+echo "origin: ${origin_flags[*]:-(defaults)}; edge: ${edge_flags[*]:-(defaults)}; hot: $hot_keys keys at $tail_rate/s, $tail_n requests,"
+echo "$tail_workers connections; hotmax: $hot_keys keys, $seconds s as fast as the replies come, 50 connections;"
 echo "tail: $tail_keys keys at $tail_rate/s (a key every $(awk -v k="$tail_keys" -v r="$tail_rate" 'BEGIN { printf "%.1f", k / r }') s on average), $tail_n requests, $tail_workers connections; cold: $((seconds * 500)) ms, 50 connections"
 echo "crossed: share of requests slower than RTT/2; reads, hand-offs: the edge's origin calls per request;"
 echo "failed: the edge's origin calls that failed (most often past --origin-timeout; the origin is then in"

@@ -251,6 +251,14 @@ func (u *aclUser) keysAllowed(cmd *Command, args [][]byte) bool {
 	if cmd.LastKey < 0 {
 		last = len(args) + cmd.LastKey
 	}
+	if cmd.KeyStep > 1 { // MSET's keys are every other argument
+		for i := cmd.FirstKey; i <= last; i += cmd.KeyStep {
+			if !u.keyAllowed(args[i], read, write) {
+				return false
+			}
+		}
+		return true
+	}
 	return u.keysIn(args[cmd.FirstKey:last+1], read, write)
 }
 

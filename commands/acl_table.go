@@ -32,6 +32,29 @@ var aclCommandCategories = map[string]string{
 	"ttl": "keyspace read fast", "pttl": "keyspace read fast", "del": "keyspace write slow",
 	"unlink": "keyspace write fast", "exists": "keyspace read fast", "type": "keyspace read fast",
 	"scan": "keyspace read slow", "dbsize": "keyspace read fast",
+	"keys": "keyspace read slow dangerous",
+
+	"setnx": "write string fast", "strlen": "read string fast", "mget": "read string fast", "mset": "write string slow",
+	"getset": "write string fast", "getdel": "write string fast", "getex": "write string fast",
+	"incrbyfloat": "write string fast", "append": "write string fast",
+
+	"hget": "read hash fast", "hset": "write hash fast", "hmset": "write hash fast", "hsetnx": "write hash fast",
+	"hmget": "read hash fast", "hincrby": "write hash fast", "hincrbyfloat": "write hash fast", "hdel": "write hash fast",
+	"hgetall": "read hash slow", "hkeys": "read hash slow", "hvals": "read hash slow", "hexists": "read hash fast",
+	"hlen": "read hash fast",
+
+	"lpush": "write list fast", "rpush": "write list fast", "lpop": "write list fast", "rpop": "write list fast",
+	"lrange": "read list slow", "ltrim": "write list slow", "llen": "read list fast", "lindex": "read list slow",
+	"lset": "write list slow", "lrem": "write list slow",
+
+	"sadd": "write set fast", "srem": "write set fast", "scard": "read set fast", "sismember": "read set fast",
+	"smembers": "read set slow",
+
+	"zadd": "write sortedset fast", "zincrby": "write sortedset fast", "zrem": "write sortedset fast",
+	"zremrangebyscore": "write sortedset slow", "zremrangebyrank": "write sortedset slow", "zcard": "read sortedset fast",
+	"zcount": "read sortedset fast", "zscore": "read sortedset fast", "zrank": "read sortedset fast",
+	"zrevrank": "read sortedset fast", "zrange": "read sortedset slow", "zrangebyscore": "read sortedset slow",
+	"zrevrangebyscore": "read sortedset slow", "zrevrange": "read sortedset slow",
 
 	"ping": "fast connection", "echo": "fast connection", "quit": "fast connection", "hello": "fast connection",
 	"auth": "fast connection", "select": "fast connection", "time": "fast", "info": "slow dangerous",

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"context"
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
@@ -163,7 +164,7 @@ func newACLRig(t *testing.T, text, requirePass string) *aclRig {
 		t.Fatal(err)
 	}
 	eng := engine.New(engine.NewManualClock(1_000_000), engine.Config{MaxMemoryBytes: 1 << 20})
-	d := New(Options{Limiter: eng, Origin: eng, Host: noHost{}, Role: "origin", RequirePass: requirePass, ACLFile: path})
+	d := New(Options{Origin: eng, Host: noHost{}, Role: "origin", RequirePass: requirePass, ACLFile: path})
 	if err := d.LoadACL(); err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +378,7 @@ func TestACLLoad(t *testing.T) {
 // --requirepass, holds every permission and connections carry no user to check.
 func TestACLWithoutFile(t *testing.T) {
 	eng := engine.New(engine.NewManualClock(1_000_000), engine.Config{MaxMemoryBytes: 1 << 20})
-	d := New(Options{Limiter: eng, Origin: eng, Host: noHost{}, RequirePass: "pw"})
+	d := New(Options{Origin: eng, Host: noHost{}, RequirePass: "pw"})
 	s := NewSession(1, "127.0.0.1:5000", "127.0.0.1:6380", 0)
 	var w resp.Writer
 	for _, step := range []struct{ cmd, want string }{
@@ -482,9 +483,12 @@ func TestACLScriptOnEdge(t *testing.T) {
 		t.Fatal(err)
 	}
 	var forwarded int
-	fwd := func(string, []byte, int, [][]byte) ([]byte, error) { forwarded++; return []byte(":1\r\n"), nil }
+	fwd := func(context.Context, string, []byte, int, [][]byte) ([]byte, error) {
+		forwarded++
+		return []byte(":1\r\n"), nil
+	}
 	eng := engine.New(engine.NewManualClock(1_000_000), engine.Config{MaxMemoryBytes: 1 << 20})
-	d := New(Options{Limiter: eng, Host: noHost{}, Role: "edge", Forward: fwd, ACLFile: path})
+	d := New(Options{Limiter: Local(eng), Host: noHost{}, Role: "edge", Forward: fwd, ACLFile: path})
 	if err := d.LoadACL(); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ratchet/ratchet/edge"
 	"github.com/ratchet/ratchet/engine"
 	"github.com/ratchet/ratchet/resp"
 )
@@ -68,7 +69,7 @@ func cmdCommand(d *Dispatcher, _ *Session, w *resp.Writer, args [][]byte) {
 }
 
 func cmdDBSize(d *Dispatcher, _ *Session, w *resp.Writer, _ [][]byte) {
-	w.Int(d.opt.Limiter.Stats().Cells)
+	w.Int(d.limiterStats().cells)
 }
 
 // cmdConfig serves CONFIG GET pattern [pattern ...] over the known parameters (glob
@@ -162,13 +163,13 @@ type infoSection struct {
 func (d *Dispatcher) infoSections() []infoSection {
 	now := time.Now().UnixMilli()
 	cs := d.opt.Host.ConnStats()
-	es := d.opt.Limiter.Stats()
+	ls := d.limiterStats()
 	ratchet := []infoField{
 		{"role", d.opt.Role},
 		{"region", d.opt.Region},
 		{"node_id", d.opt.NodeID},
 	}
-	if es.Edge {
+	if es := ls.edge; es != nil {
 		reachable := 0
 		for _, o := range es.Origins {
 			if o.Reachable {
@@ -191,8 +192,10 @@ func (d *Dispatcher) infoSections() []infoSection {
 			infoField{"origin_reads", es.OriginReads},
 			infoField{"decisions_handed_off", es.OriginAllowed + es.OriginDenied},
 			infoField{"strict_activations", es.Strict},
-			infoField{"local_entries", es.Tuples})
+			infoField{"cold_admitted", es.ColdAdmitted},
+			infoField{"local_entries", es.Entries})
 	} else {
+		es := ls.origin
 		ratchet = append(ratchet,
 			infoField{"origin_reachable", 1}, // an origin is its own origin
 			infoField{"replay_pending", 0},
@@ -212,10 +215,10 @@ func (d *Dispatcher) infoSections() []infoSection {
 			p.Region, p.Addr, boolInt(p.Up), p.LastOKMs, p.LagMs, p.Published, p.Imported, p.ImportedMs)})
 	}
 	ratchet = append(ratchet,
-		infoField{"max_memory_bytes", es.MaxMemoryBytes},
-		infoField{"cells_refused_full", es.RefusedFull},
-		infoField{"decisions_allowed", es.Allowed},
-		infoField{"decisions_denied", es.Denied})
+		infoField{"max_memory_bytes", ls.maxMemory},
+		infoField{"cells_refused_full", ls.refused},
+		infoField{"decisions_allowed", ls.allowed},
+		infoField{"decisions_denied", ls.denied})
 	if d.opt.Snapshots != nil {
 		ss := d.opt.Snapshots()
 		ratchet = append(ratchet,
@@ -244,7 +247,7 @@ func (d *Dispatcher) infoSections() []infoSection {
 			{"tracking_clients", d.track.clients.Load()},
 			{"pubsub_output_cuts", cs.PushCuts},
 		}},
-		memorySection(es),
+		memorySection(ls.maxMemory),
 		{"stats", []infoField{
 			{"total_connections_received", cs.Total},
 			{"total_commands_processed", d.Processed()},
@@ -256,7 +259,7 @@ func (d *Dispatcher) infoSections() []infoSection {
 			{"tracking_total_keys", tk},
 			{"tracking_total_prefixes", tp},
 		}},
-		keyspaceSection(es),
+		keyspaceSection(ls.cells),
 		{"ratchet", ratchet},
 	}
 }
@@ -264,7 +267,7 @@ func (d *Dispatcher) infoSections() []infoSection {
 // memorySection is INFO memory, with Redis's field names: used_memory is the Go runtime's
 // memory in use (mapped, less the heap's free and released spans), used_memory_rss the
 // process's resident set, maxmemory --max-memory (the cell store's bound).
-func memorySection(es engine.Stats) infoSection {
+func memorySection(maxMemory int64) infoSection {
 	samples := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/free:bytes"},
 		{Name: "/memory/classes/heap/released:bytes"}}
 	metrics.Read(samples)
@@ -281,8 +284,8 @@ func memorySection(es engine.Stats) infoSection {
 		{"used_memory_human", humanBytes(used)},
 		{"used_memory_rss", rss},
 		{"used_memory_rss_human", humanBytes(rss)},
-		{"maxmemory", es.MaxMemoryBytes},
-		{"maxmemory_human", humanBytes(uint64(max(es.MaxMemoryBytes, 0)))},
+		{"maxmemory", maxMemory},
+		{"maxmemory_human", humanBytes(uint64(max(maxMemory, 0)))},
 		{"maxmemory_policy", "noeviction"},
 		{"mem_allocator", "go-" + runtime.Version()},
 	}}
@@ -290,12 +293,35 @@ func memorySection(es engine.Stats) infoSection {
 
 // keyspaceSection is INFO keyspace: the cells held, as db0's keys (no line when there are
 // none, as Redis omits empty databases). Cells are dropped by the sweep, not by a TTL.
-func keyspaceSection(es engine.Stats) infoSection {
+func keyspaceSection(cells int64) infoSection {
 	sec := infoSection{name: "keyspace"}
-	if es.Cells > 0 {
-		sec.fields = []infoField{{"db0", fmt.Sprintf("keys=%d,expires=0,avg_ttl=0", es.Cells)}}
+	if cells > 0 {
+		sec.fields = []infoField{{"db0", fmt.Sprintf("keys=%d,expires=0,avg_ttl=0", cells)}}
 	}
 	return sec
+}
+
+// limiterStats are the limiter's counters for INFO and DBSIZE: what both roles report
+// alike, and the role's own Stats (an edge's cells are its local entries).
+type limiterStats struct {
+	allowed, denied, refused uint64
+	cells, maxMemory         int64
+	origin                   engine.Stats
+	edge                     *edge.Stats // nil on an origin
+}
+
+func (d *Dispatcher) limiterStats() limiterStats {
+	switch l := d.opt.Limiter.(type) {
+	case interface{ Stats() edge.Stats }:
+		s := l.Stats()
+		return limiterStats{allowed: s.Allowed, denied: s.Denied, refused: s.RefusedFull, cells: s.Entries,
+			maxMemory: s.MaxMemoryBytes, edge: &s}
+	case interface{ Stats() engine.Stats }:
+		s := l.Stats()
+		return limiterStats{allowed: s.Allowed, denied: s.Denied, refused: s.RefusedFull, cells: s.Cells,
+			maxMemory: s.MaxMemoryBytes, origin: s}
+	}
+	return limiterStats{}
 }
 
 // residentBytes is the process's resident set size from /proc/self/statm; 0 where there

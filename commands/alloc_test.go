@@ -19,7 +19,7 @@ func TestWarmPathsDoNotAllocate(t *testing.T) {
 	}
 	eng := engine.New(engine.NewManualClock(1_000_000), engine.Config{})
 	s := commands.NewSession(1, "a", "b", 0)
-	d := commands.New(commands.Options{Limiter: eng, Origin: eng, Host: &fakeHost{}, Role: "origin", Region: "local", Version: "t"})
+	d := commands.New(commands.Options{Origin: eng, Host: &fakeHost{}, Role: "origin", Region: "local", Version: "t"})
 	for _, cmd := range []string{
 		"PING",
 		"RL.LIMIT key:1 1000000000 60000",
@@ -66,7 +66,7 @@ func TestNamespacesStayApart(t *testing.T) {
 // unknown commands included; INFO counts itself.
 func TestProcessedIsExact(t *testing.T) {
 	eng := engine.New(engine.NewManualClock(1_000_000), engine.Config{})
-	d := commands.New(commands.Options{Limiter: eng, Origin: eng, Host: &fakeHost{}, Role: "origin", Region: "local", Version: "t"})
+	d := commands.New(commands.Options{Origin: eng, Host: &fakeHost{}, Role: "origin", Region: "local", Version: "t"})
 	const sessions, each = 50, 200
 	var wg sync.WaitGroup
 	for id := range sessions {

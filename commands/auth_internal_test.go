@@ -24,7 +24,7 @@ type throttleRig struct {
 func newThrottleRig() *throttleRig {
 	eng := engine.New(engine.NewManualClock(1_000_000), engine.Config{MaxMemoryBytes: 1 << 20})
 	r := &throttleRig{now: time.Unix(1_700_000_000, 0)}
-	r.d = New(Options{Limiter: eng, Origin: eng, Host: noHost{}, Role: "origin", RequirePass: "pw", ClusterSecret: "cs",
+	r.d = New(Options{Origin: eng, Host: noHost{}, Role: "origin", RequirePass: "pw", ClusterSecret: "cs",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	r.d.now = func() time.Time { return r.now }
 	return r

@@ -15,7 +15,7 @@ import (
 func benchServe(b *testing.B, proto int, args ...string) {
 	eng := engine.New(engine.SystemClock{}, engine.Config{})
 	s := commands.NewSession(1, "127.0.0.1:5000", "127.0.0.1:6380", 0)
-	d := commands.New(commands.Options{Limiter: eng, Origin: eng, Host: &fakeHost{sessions: []*commands.Session{s}},
+	d := commands.New(commands.Options{Origin: eng, Host: &fakeHost{sessions: []*commands.Session{s}},
 		Role: "origin", Region: "local", Version: "bench"})
 	var w resp.Writer
 	w.SetProto(proto)
@@ -67,7 +67,7 @@ func BenchmarkServePing(b *testing.B) {
 // concurrent connections do: shared counters in the path show up here.
 func BenchmarkServeRLLimitParallel(b *testing.B) {
 	eng := engine.New(engine.SystemClock{}, engine.Config{})
-	d := commands.New(commands.Options{Limiter: eng, Origin: eng, Host: &fakeHost{}, Role: "origin", Region: "local", Version: "bench"})
+	d := commands.New(commands.Options{Origin: eng, Host: &fakeHost{}, Role: "origin", Region: "local", Version: "bench"})
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		s := commands.NewSession(1, "127.0.0.1:5000", "127.0.0.1:6380", 0)
@@ -99,7 +99,7 @@ func BenchmarkServeRLLimitACL(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			eng := engine.New(engine.SystemClock{}, engine.Config{})
-			d := commands.New(commands.Options{Limiter: eng, Origin: eng, Host: &fakeHost{}, Role: "origin", ACLFile: path})
+			d := commands.New(commands.Options{Origin: eng, Host: &fakeHost{}, Role: "origin", ACLFile: path})
 			if err := d.LoadACL(); err != nil {
 				b.Fatal(err)
 			}

@@ -4,10 +4,12 @@
 // Each command is one row of a table (name, arity, flags, handler, docs); the same table
 // answers COMMAND, COMMAND INFO and COMMAND DOCS. A request travels:
 // server (socket, framing) -> Dispatcher.Serve (table lookup, auth) -> handler
-// (argument parsing) -> engine.Limit/Status -> resp.Writer.
+// (argument parsing) -> Limiter.Limit/Status (the origin's engine, or an edge) ->
+// resp.Writer.
 package commands
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -57,11 +59,27 @@ type SnapshotStats struct {
 	Failures      uint64
 }
 
-// Limiter decides requests: the origin's *engine.Engine, or an edge's *engine.Edge.
+// Limiter decides requests: the origin's *engine.Engine (through Local), or an edge's
+// *edge.Edge. ctx is the request's: it bounds what the decision waits on (an edge's
+// calls to its origin).
 type Limiter interface {
-	Limit(t engine.Tuple, limit, cost uint64) (engine.Decision, error)
-	Status(t engine.Tuple) engine.Status
-	Stats() engine.Stats
+	Limit(ctx context.Context, t engine.Tuple, limit, cost uint64) (engine.Decision, error)
+	Status(ctx context.Context, t engine.Tuple) engine.Status
+}
+
+// Local is the Limiter of an origin's engine, which decides from its own memory and never
+// waits: it has no use for the context. Its other methods (LimitAt, Transact, Stats) stay
+// the engine's.
+func Local(e *engine.Engine) Limiter { return localLimiter{e} }
+
+type localLimiter struct{ *engine.Engine }
+
+func (l localLimiter) Limit(_ context.Context, t engine.Tuple, limit, cost uint64) (engine.Decision, error) {
+	return l.Engine.Limit(t, limit, cost)
+}
+
+func (l localLimiter) Status(_ context.Context, t engine.Tuple) engine.Status {
+	return l.Engine.Status(t)
 }
 
 // WaitFreeLimiter is a Limiter whose requests may wait on the network (an edge), with a
@@ -82,6 +100,7 @@ type BatchLimiter interface {
 
 // Options configure a Dispatcher.
 type Options struct {
+	// Limiter decides requests; nil: Local(Origin).
 	Limiter Limiter
 	// Origin serves RL.INTERNAL.* to edges; nil on an edge.
 	Origin        *engine.Engine
@@ -176,6 +195,10 @@ func New(opt Options) *Dispatcher {
 	d := &Dispatcher{opt: opt, table: make(map[string]*Command), startedMs: time.Now().UnixMilli(), txBudget: maxTxBytesAll,
 		clientAuth: newAuthThrottle("password"), clusterAuth: newAuthThrottle("cluster secret"), now: time.Now,
 		lua: scripting.New(opt.Scripting)}
+	if d.opt.Limiter == nil && opt.Origin != nil {
+		d.opt.Limiter = Local(opt.Origin)
+	}
+	opt = d.opt
 	var clock engine.Clock // the keyspace's, which tracking reads expiries from
 	if opt.Origin != nil {
 		clock = opt.Origin.Clock()

@@ -35,7 +35,7 @@ func newRig(pass string) *rig {
 	eng := engine.New(clock, engine.Config{MaxMemoryBytes: 1 << 20})
 	s := commands.NewSession(7, "127.0.0.1:5000", "127.0.0.1:6380", clock.NowMs())
 	h := &fakeHost{sessions: []*commands.Session{s}}
-	d := commands.New(commands.Options{Limiter: eng, Origin: eng, Host: h, RequirePass: pass, Role: "origin", Region: "local",
+	d := commands.New(commands.Options{Origin: eng, Host: h, RequirePass: pass, Role: "origin", Region: "local",
 		Version: "test", Config: map[string]string{"save": "", "maxclients": "10"}})
 	return &rig{d: d, s: s, clock: clock}
 }
@@ -68,7 +68,7 @@ func TestDispatch(t *testing.T) {
 		{"CLIENT GETNAME", "$3\r\napp\r\n"},
 		{"CONFIG GET save", "*2\r\n$4\r\nsave\r\n$0\r\n\r\n"},
 		{"CONFIG GET nothing", "*0\r\n"},
-		{"COMMAND COUNT", ":58\r\n"},
+		{"COMMAND COUNT", ":110\r\n"},
 		{"HELLO 4", "-NOPROTO unsupported protocol version\r\n"},
 		{"AUTH x", "-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?\r\n"},
 	}
@@ -204,7 +204,7 @@ func TestBatchTime(t *testing.T) {
 	clock := engine.NewManualClock(1_000_000) // the engine's clock never moves here
 	eng := engine.New(clock, engine.Config{MaxMemoryBytes: 1 << 20})
 	s := commands.NewSession(7, "127.0.0.1:5000", "127.0.0.1:6380", clock.NowMs())
-	d := commands.New(commands.Options{Limiter: eng, Origin: eng, Host: &fakeHost{}, Role: "origin", BatchTime: true})
+	d := commands.New(commands.Options{Origin: eng, Host: &fakeHost{}, Role: "origin", BatchTime: true})
 	serve := func() string {
 		var w resp.Writer
 		d.Serve(s, &w, split("RL.LIMIT k 1 1000"))

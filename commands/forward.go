@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"context"
 	"strings"
 
 	"github.com/ratchet/ratchet/resp"
@@ -20,8 +21,9 @@ import (
 // commands bare, and an origin still runs two or more bare commands as MULTI ... EXEC).
 // The reply is one bulk string: the command's (or EXEC's) reply, encoded for the client.
 
-// Forward runs a payload of RL.INTERNAL.FORWARD on the origin of key (engine.Edge.Forward).
-type Forward func(ws string, key []byte, proto int, payload [][]byte) ([]byte, error)
+// Forward runs a payload of RL.INTERNAL.FORWARD on the origin of key (edge.Edge.Forward),
+// within ctx.
+type Forward func(ctx context.Context, ws string, key []byte, proto int, payload [][]byte) ([]byte, error)
 
 // errMixedEdgeTx refuses, on an edge, a transaction with both RL commands (decided at the
 // edge) and regional commands (decided by the origin): they cannot run at one instant.
@@ -62,7 +64,7 @@ func (d *Dispatcher) forward(s *Session, w *resp.Writer, key []byte, payload [][
 		s.WouldBlock = true
 		return
 	}
-	raw, err := d.opt.Forward(s.Workspace, key, w.Proto(), payload)
+	raw, err := d.opt.Forward(s.ctx(), s.Workspace, key, w.Proto(), payload)
 	if err != nil {
 		w.Error("TRYAGAIN the origin did not answer: " + err.Error())
 		return

@@ -1,6 +1,7 @@
 package commands_test
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"strings"
@@ -60,7 +61,7 @@ func TestInternalForward(t *testing.T) {
 func TestEdgeForwards(t *testing.T) {
 	var sent [][]byte
 	var fail error
-	s, serve := newForwardingEdge(func(ws string, key []byte, proto int, payload [][]byte) ([]byte, error) {
+	s, serve := newForwardingEdge(func(_ context.Context, ws string, key []byte, proto int, payload [][]byte) ([]byte, error) {
 		sent = append([][]byte{[]byte(ws), key, {byte('0' + proto)}}, payload...)
 		return []byte(":42\r\n"), fail
 	})
@@ -117,7 +118,7 @@ func joinArgs(a [][]byte) []byte {
 // know it), not refused with NOSCRIPT at the edge; the same in a transaction.
 func TestEdgeForwardsScripts(t *testing.T) {
 	var sent [][]byte
-	_, serve := newForwardingEdge(func(ws string, key []byte, proto int, payload [][]byte) ([]byte, error) {
+	_, serve := newForwardingEdge(func(_ context.Context, ws string, key []byte, proto int, payload [][]byte) ([]byte, error) {
 		sent = append([][]byte{[]byte(ws), key, {byte('0' + proto)}}, payload...)
 		return []byte(":42\r\n"), nil
 	})
@@ -155,7 +156,7 @@ func TestEdgeForwardsScripts(t *testing.T) {
 func newForwardingEdge(fwd commands.Forward) (*commands.Session, func(args ...string) string) {
 	eng := engine.New(engine.NewManualClock(1_000_000), engine.Config{})
 	s := commands.NewSession(1, "127.0.0.1:1", "127.0.0.1:2", 1_000_000)
-	d := commands.New(commands.Options{Limiter: eng, Host: &fakeHost{sessions: []*commands.Session{s}}, Role: "edge",
+	d := commands.New(commands.Options{Limiter: commands.Local(eng), Host: &fakeHost{sessions: []*commands.Session{s}}, Role: "edge",
 		Version: "test", Forward: fwd})
 	return s, func(args ...string) string {
 		var w resp.Writer

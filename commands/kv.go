@@ -5,15 +5,15 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/keyspace"
 	"github.com/ratchet/ratchet/resp"
 )
 
 // The counter commands (GET, SET, INCRBY, EXPIRE, TTL, DEL, EXISTS, SCAN, ...) over the
-// engine's counter keyspace (engine.KV), with Redis's replies and error texts.
+// counter keyspace (package keyspace), with Redis's replies and error texts.
 //
 // Each command is parsed into a kvReq: the keys it touches and a function that runs it on
-// them. Alone, a request runs in one engine.KV.Do on its keys. In a transaction, EXEC
+// them. Alone, a request runs in one keyspace.KV.Do on its keys. In a transaction, EXEC
 // (cmdExecKV) parses every queued counter command, locks all their keys in one KV.Do and
 // runs the queue inside it, so a MULTI GET PTTL EXEC reads both at one instant and no
 // other client's request falls between them. As in Redis, a syntax error of a queued
@@ -28,17 +28,14 @@ import (
 type kvReq struct {
 	keys [][]byte // the keys it touches, in the order run names them (base, base+1, ...)
 	err  string   // a parse error: the reply, instead of running
-	run  func(tx *engine.KVTx, base int, w *resp.Writer)
+	run  func(tx *keyspace.Tx, base int, w *resp.Writer)
 	lua  *luaReq // a script for the interpreter, run unset: Dispatcher.parseKV binds it
-}
-
-// exec writes the reply of r, its keys being tx's keys base, base+1, ...
-func (r *kvReq) exec(tx *engine.KVTx, base int, w *resp.Writer) {
-	if r.err != "" {
-		w.Error(r.err)
-		return
-	}
-	r.run(tx, base, w)
+	// known is a known script (its native path in run), whose own text Dispatcher.parseKV
+	// has the interpreter run instead when one of its keys holds a type other than a
+	// string: the native paths read strings only.
+	known    *knownScript
+	argv     [][]byte // with known: its ARGV
+	readOnly bool     // with known: EVAL_RO, EVALSHA_RO
 }
 
 // kvParsers are the parsers of the commands served through the keyspace, by command name.
@@ -70,8 +67,8 @@ func kvHandler(name string) func(*Dispatcher, *Session, *resp.Writer, [][]byte) 
 			w.Error(r.err)
 			return
 		}
-		if err := kv.Do(s.Workspace, r.keys, func(tx *engine.KVTx) error {
-			r.run(tx, 0, w)
+		if err := kv.Do(s.Workspace, r.keys, func(tx *keyspace.Tx) error {
+			d.runKV(&r, s.user, tx, 0, w)
 			d.tracked(s, name, r.keys, tx, 0) // CLIENT TRACKING (tracking.go)
 			return nil
 		}); err != nil {
@@ -129,7 +126,7 @@ func kvCommands() []*Command {
 			r.LastKey = -1 // every argument is a key
 		}
 	}
-	return append(rows, throttle)
+	return append(append(rows, throttle), typeCommands()...)
 }
 
 // kvOnOrigin is an edge's reply to a command that only an origin decides.
@@ -138,7 +135,7 @@ func kvOnOrigin(upperName string) string {
 }
 
 // kv returns the counter keyspace: the origin's; nil on an edge.
-func (d *Dispatcher) kv() *engine.KV {
+func (d *Dispatcher) kv() *keyspace.KV {
 	if d.opt.Origin == nil {
 		return nil
 	}
@@ -156,23 +153,23 @@ func errExpireTime(cmd string) string { return "ERR invalid expire time in '" + 
 // checkKVKeys returns the error of the first key the keyspace cannot hold, or "".
 func checkKVKeys(keys [][]byte) string {
 	for _, k := range keys {
-		if len(k) > engine.MaxKVKey {
-			return errReply(engine.ErrKeyTooLarge)
+		if len(k) > keyspace.MaxKey {
+			return errReply(keyspace.ErrKeyTooLarge)
 		}
 	}
 	return ""
 }
 
 // redisInt reads a Redis integer argument (string2ll: strict decimal, no '+').
-func redisInt(b []byte) (int64, bool) { return engine.ParseRedisInt(b) }
+func redisInt(b []byte) (int64, bool) { return keyspace.ParseInt(b) }
 
 func parseGet(args [][]byte) kvReq {
-	return kvReq{keys: args[1:2], err: checkKVKeys(args[1:2]), run: func(tx *engine.KVTx, base int, w *resp.Writer) {
+	return kvReq{keys: args[1:2], err: checkKVKeys(args[1:2]), run: func(tx *keyspace.Tx, base int, w *resp.Writer) {
 		if v, ok := tx.Get(base); ok {
 			w.Bulk(v)
 			return
 		}
-		w.Null()
+		writeNullOrWrongType(tx, base, w)
 	}}
 }
 
@@ -216,8 +213,8 @@ func parseSet(args [][]byte) kvReq {
 		}
 	}
 	r := kvReq{keys: args[1:2], err: checkKVKeys(args[1:2])}
-	if r.err == "" && len(args[2]) > engine.MaxKVValue {
-		r.err = errReply(engine.ErrValueTooLarge)
+	if r.err == "" && len(args[2]) > keyspace.MaxValue {
+		r.err = errReply(keyspace.ErrValueTooLarge)
 	}
 	var ms int64
 	relative := flags&(setEX|setPX) != 0
@@ -225,8 +222,14 @@ func parseSet(args [][]byte) kvReq {
 		ms, r.err = expireMs(expire, flags&(setEX|setEXAT) != 0, "set")
 	}
 	val := args[2]
-	r.run = func(tx *engine.KVTx, base int, w *resp.Writer) {
-		old, found := tx.Get(base)
+	r.run = func(tx *keyspace.Tx, base int, w *resp.Writer) {
+		kind := tx.Kind(base)
+		if flags&setGet != 0 && kind > keyspace.KindString {
+			w.Error(errReply(keyspace.ErrWrongType))
+			return
+		}
+		old, _ := tx.Get(base)
+		found := kind != keyspace.KindNone
 		if flags&setGet != 0 && found {
 			old = append([]byte(nil), old...) // the entry's buffer is reused by the write
 		}
@@ -321,11 +324,11 @@ func parseSetEx(cmd string, seconds bool) func(args [][]byte) kvReq {
 		if e != "" {
 			return kvReq{err: e}
 		}
-		if len(args[3]) > engine.MaxKVValue {
-			return kvReq{err: errReply(engine.ErrValueTooLarge)}
+		if len(args[3]) > keyspace.MaxValue {
+			return kvReq{err: errReply(keyspace.ErrValueTooLarge)}
 		}
 		val := args[3]
-		r.run = func(tx *engine.KVTx, base int, w *resp.Writer) {
+		r.run = func(tx *keyspace.Tx, base int, w *resp.Writer) {
 			at, ok := absoluteMs(ms, true, tx.Now())
 			if !ok {
 				w.Error(errExpireTime(cmd))
@@ -362,7 +365,7 @@ func parseIncr(fixed int64, sign int64) func(args [][]byte) kvReq {
 			}
 			delta = v
 		}
-		r.run = func(tx *engine.KVTx, base int, w *resp.Writer) {
+		r.run = func(tx *keyspace.Tx, base int, w *resp.Writer) {
 			n, err := tx.IncrBy(base, delta)
 			if err != nil {
 				w.Error(errReply(err))
@@ -425,7 +428,7 @@ func parseExpire(seconds, absolute bool) func(args [][]byte) kvReq {
 			when *= 1000
 		}
 		r := kvReq{keys: args[1:2], err: checkKVKeys(args[1:2])}
-		r.run = func(tx *engine.KVTx, base int, w *resp.Writer) {
+		r.run = func(tx *keyspace.Tx, base int, w *resp.Writer) {
 			at := when
 			if !absolute {
 				if when > math.MaxInt64-tx.Now() {
@@ -462,7 +465,7 @@ func parseExpire(seconds, absolute bool) func(args [][]byte) kvReq {
 // parseTTL parses TTL/PTTL key. TTL rounds the milliseconds left to the nearest second.
 func parseTTL(ms bool) func(args [][]byte) kvReq {
 	return func(args [][]byte) kvReq {
-		return kvReq{keys: args[1:2], err: checkKVKeys(args[1:2]), run: func(tx *engine.KVTx, base int, w *resp.Writer) {
+		return kvReq{keys: args[1:2], err: checkKVKeys(args[1:2]), run: func(tx *keyspace.Tx, base int, w *resp.Writer) {
 			t := tx.PTTL(base)
 			if !ms && t >= 0 {
 				t = (t + 500) / 1000
@@ -473,7 +476,7 @@ func parseTTL(ms bool) func(args [][]byte) kvReq {
 }
 
 func parsePersist(args [][]byte) kvReq {
-	return kvReq{keys: args[1:2], err: checkKVKeys(args[1:2]), run: func(tx *engine.KVTx, base int, w *resp.Writer) {
+	return kvReq{keys: args[1:2], err: checkKVKeys(args[1:2]), run: func(tx *keyspace.Tx, base int, w *resp.Writer) {
 		if at, found := tx.ExpireAt(base); found && at != 0 {
 			tx.SetExpireAt(base, 0)
 			w.Int(1)
@@ -485,7 +488,7 @@ func parsePersist(args [][]byte) kvReq {
 
 // parseDel parses DEL/UNLINK key [key ...]: the number of keys deleted.
 func parseDel(args [][]byte) kvReq {
-	return kvReq{keys: args[1:], err: checkKVKeys(args[1:]), run: func(tx *engine.KVTx, base int, w *resp.Writer) {
+	return kvReq{keys: args[1:], err: checkKVKeys(args[1:]), run: func(tx *keyspace.Tx, base int, w *resp.Writer) {
 		n := 0
 		for i := range len(args) - 1 {
 			if tx.Del(base + i) {
@@ -498,7 +501,7 @@ func parseDel(args [][]byte) kvReq {
 
 // parseExists parses EXISTS key [key ...]: a key named twice counts twice, as in Redis.
 func parseExists(args [][]byte) kvReq {
-	return kvReq{keys: args[1:], err: checkKVKeys(args[1:]), run: func(tx *engine.KVTx, base int, w *resp.Writer) {
+	return kvReq{keys: args[1:], err: checkKVKeys(args[1:]), run: func(tx *keyspace.Tx, base int, w *resp.Writer) {
 		n := 0
 		for i := range len(args) - 1 {
 			if tx.Exists(base + i) {
@@ -510,12 +513,8 @@ func parseExists(args [][]byte) kvReq {
 }
 
 func parseType(args [][]byte) kvReq {
-	return kvReq{keys: args[1:2], err: checkKVKeys(args[1:2]), run: func(tx *engine.KVTx, base int, w *resp.Writer) {
-		if tx.Exists(base) {
-			w.Simple("string")
-			return
-		}
-		w.Simple("none")
+	return kvReq{keys: args[1:2], err: checkKVKeys(args[1:2]), run: func(tx *keyspace.Tx, base int, w *resp.Writer) {
+		w.Simple(tx.Kind(base).String())
 	}}
 }
 
@@ -523,7 +522,7 @@ func parseType(args [][]byte) kvReq {
 const maxScanCount = 100_000
 
 // parseScan parses SCAN cursor [MATCH pattern] [COUNT n] [TYPE type] as Redis 7.0: the
-// cursor (strtoul: "ERR invalid cursor"), then the options; every key is a string.
+// cursor (strtoul: "ERR invalid cursor"), then the options.
 func parseScan(args [][]byte) kvReq {
 	cursor, ok := parseCursor(args[1])
 	if !ok {
@@ -531,7 +530,7 @@ func parseScan(args [][]byte) kvReq {
 	}
 	count := int64(10)
 	var pattern []byte
-	typeOK := true
+	typed, want := false, keyspace.KindNone
 	for i := 2; i < len(args); i += 2 {
 		if i+1 >= len(args) {
 			return kvReq{err: errSyntaxMsg}
@@ -552,18 +551,17 @@ func parseScan(args [][]byte) kvReq {
 				pattern = nil
 			}
 		case "TYPE":
-			typeOK = strings.EqualFold(string(args[i+1]), "string")
+			typed, want = true, keyspace.ParseKind(string(args[i+1])) // an unknown type matches nothing
 		default:
 			return kvReq{err: errSyntaxMsg}
 		}
 	}
-	return kvReq{run: func(tx *engine.KVTx, _ int, w *resp.Writer) {
-		var match func([]byte) bool
-		switch {
-		case !typeOK:
-			match = func([]byte) bool { return false }
-		case pattern != nil:
-			match = func(k []byte) bool { return globMatch(pattern, k) }
+	return kvReq{run: func(tx *keyspace.Tx, _ int, w *resp.Writer) {
+		var match func([]byte, keyspace.Kind) bool
+		if typed || pattern != nil {
+			match = func(k []byte, kind keyspace.Kind) bool {
+				return (!typed || kind == want) && (pattern == nil || globMatch(pattern, k))
+			}
 		}
 		next, keys := tx.Scan(cursor, int(min(count, maxScanCount)), match)
 		w.Array(2)
@@ -694,7 +692,7 @@ func globOne(p []byte, c byte) (int, bool) {
 	}
 }
 
-// cmdExecKV is EXEC: a queue holding counter commands runs inside one engine.KV.Do on all
+// cmdExecKV is EXEC: a queue holding counter commands runs inside one keyspace.KV.Do on all
 // their keys (and, on an origin, the RL commands of the queue in one engine.Transact
 // inside it: keyspace locks are always taken before cell-store locks). Inside the Do, each
 // queued counter command is rebound to run on the Do's keys, and cmdExec runs the queue.
@@ -743,7 +741,7 @@ func cmdExecKV(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	wt := s.watch
 	s.watch = nil
 	defer func() { s.watch = wt; s.unwatch() }()
-	_ = kv.Do(s.Workspace, keys, func(ktx *engine.KVTx) error {
+	_ = kv.Do(s.Workspace, keys, func(ktx *keyspace.Tx) error {
 		if watched && ktx.Changed(wt) { // checked under the queue's keys' locks
 			watchFailed(s, w)
 			return nil
@@ -756,7 +754,7 @@ func cmdExecKV(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 			r, b := &reqs[i], base
 			base += len(r.keys)
 			tx.cmds[i].cmd = &Command{Name: q.cmd.Name, Handler: func(_ *Dispatcher, _ *Session, w *resp.Writer, _ [][]byte) {
-				r.exec(ktx, b, w)
+				d.runKV(r, s.user, ktx, b, w)
 				if r.err == "" {
 					d.tracked(s, q.cmd.Name, r.keys, ktx, b)
 				}

@@ -179,7 +179,7 @@ func TestKVMulti(t *testing.T) {
 // MULTI GET a GET b EXEC; the reader never sees them differ.
 func TestKVMultiAtomic(t *testing.T) {
 	eng := engine.New(engine.SystemClock{}, engine.Config{MaxMemoryBytes: 1 << 20})
-	d := commands.New(commands.Options{Limiter: eng, Origin: eng, Host: &fakeHost{}, Role: "origin"})
+	d := commands.New(commands.Options{Origin: eng, Host: &fakeHost{}, Role: "origin"})
 	done := make(chan string, 3)
 	for id := range 2 {
 		go func() {
@@ -232,7 +232,7 @@ func TestKVResp3AndEdge(t *testing.T) {
 	// An edge (no origin engine) does not decide these commands.
 	clock := engine.NewManualClock(1_000_000)
 	eng := engine.New(clock, engine.Config{})
-	d := commands.New(commands.Options{Limiter: eng, Host: &fakeHost{}, Role: "edge"})
+	d := commands.New(commands.Options{Limiter: commands.Local(eng), Host: &fakeHost{}, Role: "edge"})
 	s := commands.NewSession(1, "127.0.0.1:5000", "127.0.0.1:6380", 0)
 	for cmd, want := range map[string]string{
 		"GET k":                  "-ERR GET is decided by the origin; connect to the origin\r\n",
@@ -308,7 +308,7 @@ func TestKVScanMatch(t *testing.T) {
 func TestKVMemoryFull(t *testing.T) {
 	clock := engine.NewManualClock(1_000_000)
 	eng := engine.New(clock, engine.Config{MaxMemoryBytes: 16 << 10})
-	d := commands.New(commands.Options{Limiter: eng, Origin: eng, Host: &fakeHost{}, Role: "origin"})
+	d := commands.New(commands.Options{Origin: eng, Host: &fakeHost{}, Role: "origin"})
 	s := commands.NewSession(1, "127.0.0.1:5000", "127.0.0.1:6380", 0)
 	var w resp.Writer
 	do := func(cmd string) string { w.Reset(); d.Serve(s, &w, split(cmd)); return string(w.Bytes()) }

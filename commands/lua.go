@@ -6,7 +6,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/keyspace"
 	"github.com/ratchet/ratchet/resp"
 	"github.com/ratchet/ratchet/scripting"
 )
@@ -17,7 +17,7 @@ import (
 // script's redis.call runs the counter commands (kvParsers) inside that same KV.Do, so the
 // script is one atomic step on its keys. A command must name keys among the EVAL's KEYS,
 // in their order (the transaction holds only those); TIME answers the script time in
-// microseconds (KVTx.NowUs, as the native scripts read it); other commands are unknown
+// microseconds (keyspace.Tx.NowUs, as the native scripts read it); other commands are unknown
 // to scripts, as Redis answers for a command it does not have.
 
 // Replies of the Lua fallback.
@@ -60,6 +60,26 @@ func (d *Dispatcher) parseKV(s *Session, name string, args [][]byte) kvReq {
 	return r
 }
 
+// runKV runs r on tx's keys base, base+1, ... for user: its error, or its run; a known
+// script whose keys hold a type other than a string runs its own text on the
+// interpreter instead (the native paths read strings only), answering as Redis does.
+func (d *Dispatcher) runKV(r *kvReq, user *aclUser, tx *keyspace.Tx, base int, w *resp.Writer) {
+	if r.err != "" {
+		w.Error(r.err)
+		return
+	}
+	if r.known != nil && !tx.StringsOnly() {
+		for i := range r.keys {
+			if tx.Kind(base+i) > keyspace.KindString {
+				q := &luaReq{body: r.known.body, keys: r.keys, argv: r.argv, readOnly: r.readOnly}
+				d.luaRun(q, user)(tx, base, w)
+				return
+			}
+		}
+	}
+	r.run(tx, base, w)
+}
+
 // bindLua makes q a kvReq that runs on d's engine, its redis.call checked against user's
 // permissions (nil: no ACL file, every permission). A body is compiled at once, so a
 // syntax error answers before any key is locked (an edge too).
@@ -74,12 +94,18 @@ func (d *Dispatcher) bindLua(q *luaReq, user *aclUser) kvReq {
 		}
 		return kvReq{err: errNoScript}
 	}
-	return kvReq{keys: q.keys, lua: q, run: func(tx *engine.KVTx, base int, w *resp.Writer) {
+	return kvReq{keys: q.keys, lua: q, run: d.luaRun(q, user)}
+}
+
+// luaRun returns the run of q on d's interpreter, its redis.call checked against user's
+// permissions.
+func (d *Dispatcher) luaRun(q *luaReq, user *aclUser) func(tx *keyspace.Tx, base int, w *resp.Writer) {
+	return func(tx *keyspace.Tx, base int, w *resp.Writer) {
 		c := &txCaller{tx: tx, base: base, keys: q.keys, ro: q.readOnly, user: user, table: d.table,
 			publish: d.publisher(q.ws)}
 		r := d.lua.Run(context.Background(), scripting.Request{Body: q.body, SHA: q.sha, Keys: q.keys, Args: q.argv}, c)
 		w.Raw(r.Append(nil, w.Proto()))
-	}}
+	}
 }
 
 // While a script runs past the time limit (Options.Scripting.TimeLimit, Redis's
@@ -126,7 +152,7 @@ func (d *Dispatcher) busyRefused(s *Session, w *resp.Writer, cmd *Command, args 
 // txCaller runs a script's redis.call on the counter keyspace inside the EVAL's KV.Do:
 // KEYS[i] is the transaction's key base+i-1.
 type txCaller struct {
-	tx    *engine.KVTx
+	tx    *keyspace.Tx
 	base  int
 	keys  [][]byte
 	ro    bool

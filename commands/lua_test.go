@@ -26,7 +26,7 @@ func TestLuaFallback(t *testing.T) {
 	}
 	get, incrRO := "return redis.call('get', KEYS[1])", "return redis.call('incr', KEYS[1])"
 	arity, other := "return redis.call('incr', KEYS[1], 'x')", "return redis.call('get', 'other')"
-	zadd, swapped := "return redis.call('zadd', KEYS[1], 1, 'a')", "return redis.call('del', KEYS[2], KEYS[1])"
+	unknown, swapped := "return redis.call('xadd', KEYS[1], '*', 'a', 1)", "return redis.call('del', KEYS[2], KEYS[1])"
 	pcall := "redis.call('set', KEYS[1], 'x') return redis.pcall('incr', KEYS[1])"
 	argsRun(t, r, []struct {
 		args []string
@@ -37,7 +37,7 @@ func TestLuaFallback(t *testing.T) {
 		{[]string{"EVALSHA", sha1Hex(window), "1", "fw:a", "60000"}, "*2\r\n:3\r\n:60000\r\n"},
 		{[]string{"EVAL", get, "1", "fw:a"}, "$1\r\n3\r\n"},
 		{[]string{"EVAL", other, "0"}, "-ERR Ratchet runs a script's commands on its KEYS only: pass every key the script uses in KEYS, in order" + tail(other, "1")},
-		{[]string{"EVAL", zadd, "1", "z"}, "-ERR Unknown Redis command called from script" + tail(zadd, "1")},
+		{[]string{"EVAL", unknown, "1", "x"}, "-ERR Unknown Redis command called from script" + tail(unknown, "1")},
 		{[]string{"EVAL_RO", incrRO, "1", "fw:a"}, "-ERR Write commands are not allowed from read-only scripts." + tail(incrRO, "1")},
 		{[]string{"EVAL", arity, "1", "fw:a"}, "-ERR Wrong number of args calling Redis command from script" + tail(arity, "1")},
 		{[]string{"EVAL", pcall, "1", "s"}, "-ERR value is not an integer or out of range\r\n"},
@@ -146,7 +146,7 @@ func TestScriptCachePerDispatcher(t *testing.T) {
 }
 
 // TestLuaTime: an interpreted script's TIME is the script time in microseconds that the
-// native scripts read (KVTx.NowUs): the clock's instant, and each later reading of the
+// native scripts read (keyspace.Tx.NowUs): the clock's instant, and each later reading of the
 // step a microsecond on, so the second element carries microseconds, not ms times 1000.
 func TestLuaTime(t *testing.T) {
 	r := newScriptRig()

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/keyspace"
 	"github.com/ratchet/ratchet/resp"
 )
 
@@ -254,7 +255,7 @@ const (
 )
 
 // cmdWatch serves WATCH key [key ...] on an origin: a change to any of the keys in the
-// counter keyspace before EXEC makes EXEC answer a null array (engine.Watch). RL tuples
+// counter keyspace before EXEC makes EXEC answer a null array (keyspace.Watch). RL tuples
 // are not keyspace keys: a key is watched in the keyspace only. An edge refuses WATCH
 // (errWatchOnEdge) rather than answer an EXEC that ignores a change on the origin.
 func cmdWatch(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
@@ -268,8 +269,8 @@ func cmdWatch(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		return
 	}
 	if s.watch == nil {
-		s.watch = new(engine.Watch)
-		runtime.AddCleanup(s, (*engine.Watch).Clear, s.watch) // should Close never come
+		s.watch = new(keyspace.Watch)
+		runtime.AddCleanup(s, (*keyspace.Watch).Clear, s.watch) // should Close never come
 	}
 	if s.watch.Len()+len(args)-1 > maxWatchedKeys {
 		w.Error(errWatchTooMany)
@@ -387,17 +388,17 @@ func (d *Dispatcher) execSequential(s *Session, w *resp.Writer, cmds []queuedCmd
 			case d.waitFree != nil:
 				var ok bool
 				if dec, ok, err = d.waitFree.TryLimit(t, a.Limit, a.Cost, now); !ok {
-					dec, err = d.opt.Limiter.Limit(t, a.Limit, a.Cost)
+					dec, err = d.opt.Limiter.Limit(s.ctx(), t, a.Limit, a.Cost)
 				}
 			case d.atBatch != nil:
 				dec, err = d.atBatch.LimitAt(t, a.Limit, a.Cost, now)
 			default:
-				dec, err = d.opt.Limiter.Limit(t, a.Limit, a.Cost)
+				dec, err = d.opt.Limiter.Limit(s.ctx(), t, a.Limit, a.Cost)
 			}
 			writeDecision(w, &dec, err)
 		case "rl.status":
 			a, _ := ParseStatus(q.args[1:])
-			st := d.opt.Limiter.Status(s.tuple(a.Key, a.Namespace, a.WindowMs))
+			st := d.opt.Limiter.Status(s.ctx(), s.tuple(a.Key, a.Namespace, a.WindowMs))
 			writeStatus(w, &st, a.Limit)
 		default:
 			q.cmd.Handler(d, s, w, q.args)

@@ -31,7 +31,7 @@ func serveArgs(d *Dispatcher, s *Session, args ...string) string {
 // txBudget bytes; EXEC, DISCARD, Close and a session's garbage collection give them back.
 func TestTxBudgetAcrossSessions(t *testing.T) {
 	eng := engine.New(engine.NewManualClock(1_000_000), engine.Config{MaxMemoryBytes: 1 << 20})
-	d := New(Options{Limiter: eng, Host: noHost{}, Role: "origin"})
+	d := New(Options{Limiter: Local(eng), Host: noHost{}, Role: "origin"})
 	d.txBudget = 1000
 	serve := func(s *Session, args ...string) string { return serveArgs(d, s, args...) }
 	a := NewSession(1, "127.0.0.1:1", "127.0.0.1:2", 0)

@@ -1,12 +1,14 @@
 package commands_test
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/ratchet/ratchet/commands"
+	"github.com/ratchet/ratchet/edge"
 	"github.com/ratchet/ratchet/engine"
 	"github.com/ratchet/ratchet/resp"
 )
@@ -217,7 +219,7 @@ type waitLimiter struct {
 	tryCalls atomic.Int64
 }
 
-func (l *waitLimiter) Limit(_ engine.Tuple, limit, cost uint64) (engine.Decision, error) {
+func (l *waitLimiter) Limit(_ context.Context, _ engine.Tuple, limit, cost uint64) (engine.Decision, error) {
 	l.counted.Add(int64(cost))
 	return engine.Decision{Allowed: true, Limit: limit}, nil
 }
@@ -227,13 +229,15 @@ func (l *waitLimiter) TryLimit(t engine.Tuple, limit, cost uint64, _ int64) (eng
 	if !l.local {
 		return engine.Decision{}, false, nil
 	}
-	d, err := l.Limit(t, limit, cost)
+	d, err := l.Limit(context.Background(), t, limit, cost)
 	return d, true, err
 }
 
-func (l *waitLimiter) Status(engine.Tuple) engine.Status { return engine.Status{WindowMs: 1000} }
-func (l *waitLimiter) Stats() engine.Stats               { return engine.Stats{Edge: true} }
-func (l *waitLimiter) Clock() engine.Clock               { return engine.NewManualClock(1_000_000) }
+func (l *waitLimiter) Status(context.Context, engine.Tuple) engine.Status {
+	return engine.Status{WindowMs: 1000}
+}
+func (l *waitLimiter) Stats() edge.Stats   { return edge.Stats{} }
+func (l *waitLimiter) Clock() engine.Clock { return engine.NewManualClock(1_000_000) }
 
 // TestMultiEdgeNoWait: on an edge served from an event loop (NoWait), an EXEC holding RL
 // commands decides nothing and writes nothing: it sets WouldBlock and keeps the queue, and
@@ -280,7 +284,7 @@ func TestMultiEdgeNoWait(t *testing.T) {
 // one key at once; each transaction's two remainings are consecutive.
 func TestMultiConcurrentNeverInterleave(t *testing.T) {
 	eng := engine.New(engine.SystemClock{}, engine.Config{MaxMemoryBytes: 1 << 20})
-	d := commands.New(commands.Options{Limiter: eng, Origin: eng, Host: &fakeHost{}, Role: "origin"})
+	d := commands.New(commands.Options{Origin: eng, Host: &fakeHost{}, Role: "origin"})
 	const rounds = 500
 	errs := make(chan string, 2)
 	for id := range 2 {
@@ -334,7 +338,7 @@ func readExec(b []byte) ([2]int64, string) {
 // copies) and the EXEC that decides them under their shard locks.
 func BenchmarkExec100(b *testing.B) {
 	eng := engine.New(engine.SystemClock{}, engine.Config{})
-	d := commands.New(commands.Options{Limiter: eng, Origin: eng, Host: &fakeHost{}, Role: "origin"})
+	d := commands.New(commands.Options{Origin: eng, Host: &fakeHost{}, Role: "origin"})
 	s := commands.NewSession(1, "127.0.0.1:5000", "127.0.0.1:6380", 0)
 	reqs := make([][][]byte, 100)
 	for i := range reqs {

@@ -22,7 +22,7 @@ func newConns(t *testing.T, maxKeys int, workspaces ...string) *conns {
 	t.Helper()
 	clock := engine.NewManualClock(1_000_000)
 	eng := engine.New(clock, engine.Config{MaxMemoryBytes: 1 << 20})
-	d := commands.New(commands.Options{Limiter: eng, Origin: eng, Host: &fakeHost{}, Role: "origin", Version: "test",
+	d := commands.New(commands.Options{Origin: eng, Host: &fakeHost{}, Role: "origin", Version: "test",
 		TrackingMaxKeys: maxKeys})
 	c := &conns{d: d}
 	for i, ws := range workspaces {

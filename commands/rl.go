@@ -28,7 +28,7 @@ func cmdLimit(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	case d.atBatch != nil:
 		dec, err = d.atBatch.LimitAt(t, a.Limit, a.Cost, s.lastMs.Load())
 	default:
-		dec, err = d.opt.Limiter.Limit(t, a.Limit, a.Cost)
+		dec, err = d.opt.Limiter.Limit(s.ctx(), t, a.Limit, a.Cost)
 	}
 	writeDecision(w, &dec, err)
 }
@@ -60,7 +60,7 @@ func cmdStatus(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		return
 	}
 	t := engine.Tuple{Workspace: s.Workspace, Namespace: s.namespace(a.Namespace), Key: a.Key, WindowMs: a.WindowMs}
-	st := d.opt.Limiter.Status(t)
+	st := d.opt.Limiter.Status(s.ctx(), t)
 	writeStatus(w, &st, a.Limit)
 }
 

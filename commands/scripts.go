@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/keyspace"
 	"github.com/ratchet/ratchet/resp"
 )
 
@@ -24,7 +24,7 @@ import (
 // after a restart or failover. Any other script runs on the Lua interpreter (lua.go): an
 // unknown SHA1 answers NOSCRIPT unless SCRIPT LOAD or EVAL cached it.
 //
-// EVAL and EVALSHA are counter-keyspace requests (kvParsers): alone, one engine.KV.Do on
+// EVAL and EVALSHA are counter-keyspace requests (kvParsers): alone, one keyspace.KV.Do on
 // their KEYS at one instant; in a transaction, inside EXEC's KV.Do with the other queued
 // counter commands. On an edge they go, as the counter commands do, to the origin of their
 // first key (forwardOne; kvOnOrigin's error when the edge has no origin to forward to).
@@ -32,6 +32,7 @@ import (
 // knownScript is one script text Ratchet runs natively.
 type knownScript struct {
 	sha  string // hex SHA1 of text, lower case
+	body []byte // text, for the interpreter
 	lib  string // the library and versions that send it
 	name string // the script's name in the library
 	text string
@@ -67,7 +68,7 @@ func KnownScripts() []ScriptInfo {
 // registerScript adds a known script; its SHA1 is computed from text.
 func registerScript(lib, name, text string, run func(c scriptRun)) {
 	sum := sha1.Sum([]byte(text))
-	s := &knownScript{sha: hex.EncodeToString(sum[:]), lib: lib, name: name, text: text, run: run}
+	s := &knownScript{sha: hex.EncodeToString(sum[:]), lib: lib, name: name, text: text, body: []byte(text), run: run}
 	scriptsBySHA[s.sha] = s
 	scriptsByText[text] = s
 }
@@ -163,9 +164,9 @@ func parseEval(bySHA, readOnly bool) func(args [][]byte) kvReq {
 		case lua:
 			return kvReq{keys: keys, lua: &luaReq{body: args[1], keys: keys, argv: argv, readOnly: readOnly}}
 		}
-		return kvReq{keys: keys, run: func(tx *engine.KVTx, base int, w *resp.Writer) {
+		return kvReq{keys: keys, run: func(tx *keyspace.Tx, base int, w *resp.Writer) {
 			s.run(scriptRun{script: s, tx: tx, base: base, argv: argv, keyNames: keys, w: w, ro: readOnly})
-		}}
+		}, known: s, argv: argv, readOnly: readOnly}
 	}
 }
 
@@ -230,7 +231,7 @@ func cmdScript(d *Dispatcher, _ *Session, w *resp.Writer, args [][]byte) {
 // writes the reply (or the error Redis would give) to w.
 type scriptRun struct {
 	script *knownScript
-	tx     *engine.KVTx
+	tx     *keyspace.Tx
 	base   int
 	argv   [][]byte
 	// keyNames are the KEYS as the request named them: KEYS[i] is key index base+i-1.

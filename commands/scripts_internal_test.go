@@ -34,7 +34,7 @@ func TestScriptSHAs(t *testing.T) {
 	}
 	clock := engine.NewManualClock(1795352399_000)
 	eng := engine.New(clock, engine.Config{MaxMemoryBytes: 1 << 20})
-	d := New(Options{Limiter: eng, Origin: eng, Role: "origin"})
+	d := New(Options{Origin: eng, Role: "origin"})
 	s := NewSession(1, "127.0.0.1:1", "127.0.0.1:2", 0)
 	do := func(args ...string) string { return serveArgs(d, s, args...) }
 	for text, sha := range want {
@@ -100,7 +100,7 @@ func TestLuaFormats(t *testing.T) {
 // commands do, and SCRIPT, which decides nothing, still answers.
 func TestScriptsOnEdge(t *testing.T) {
 	eng := engine.New(engine.NewManualClock(1795352399_000), engine.Config{})
-	d := New(Options{Limiter: eng, Role: "edge"})
+	d := New(Options{Limiter: Local(eng), Role: "edge"})
 	s := NewSession(1, "127.0.0.1:1", "127.0.0.1:2", 0)
 	for _, c := range []struct{ args, want string }{
 		{"EVALSHA " + scriptsByText[textRedisRateAllowN].sha + " 1 rate:k 1 1 1 1", "-ERR EVALSHA is decided by the origin; connect to the origin\r\n"},

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ratchet/ratchet/commands"
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/keyspace"
 	"github.com/ratchet/ratchet/resp"
 )
 
@@ -300,7 +301,7 @@ func FuzzScripts(f *testing.F) {
 	}
 	clock := engine.NewManualClock(vectorMs)
 	eng := engine.New(clock, engine.Config{MaxMemoryBytes: 64 << 10})
-	d := commands.New(commands.Options{Limiter: eng, Origin: eng, Host: &fakeHost{}, Role: "origin"})
+	d := commands.New(commands.Options{Origin: eng, Host: &fakeHost{}, Role: "origin"})
 	s := commands.NewSession(1, "127.0.0.1:5000", "127.0.0.1:6380", 0)
 	f.Fuzz(func(t *testing.T, which uint8, args string) {
 		clock.Advance(int64(which) * 37)
@@ -321,7 +322,7 @@ func FuzzScripts(f *testing.F) {
 			}
 		}
 		checkServedAloneAndInMulti(t, d, s, req)
-		if st := eng.Stats(); st.MemoryBytes < 0 || st.MemoryBytes > st.MaxMemoryBytes+engine.MaxKVValue+4096 {
+		if st := eng.Stats(); st.MemoryBytes < 0 || st.MemoryBytes > st.MaxMemoryBytes+keyspace.MaxValue+4096 {
 			t.Fatalf("memory gauge %d of %d", st.MemoryBytes, st.MaxMemoryBytes)
 		}
 	})
@@ -329,7 +330,7 @@ func FuzzScripts(f *testing.F) {
 
 // TestScriptWarmAllocations keeps a warm EVALSHA of each library at one allocation per
 // request: the kvReq's closure, as INCRBY's. (The scriptRun and the numbers a script
-// formats stay on the stack.) Not under -race: engine.KV.Do's sync.Pool then drops items.
+// formats stay on the stack.) Not under -race: keyspace.KV.Do's sync.Pool then drops items.
 func TestScriptWarmAllocations(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("allocation counts")

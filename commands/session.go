@@ -1,12 +1,14 @@
 package commands
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/keyspace"
 	"github.com/ratchet/ratchet/resp"
 	"github.com/ratchet/ratchet/server"
 )
@@ -42,13 +44,13 @@ type Session struct {
 	userName string // the user logged in ("": default), for CLIENT LIST and ACL WHOAMI
 
 	// Owned by the connection's goroutine, like Authed.
-	user     *aclUser      // the ACL user logged in; nil: every permission (no --aclfile, or a node)
-	aclState *aclState     // the users user was found among; another after ACL LOAD (acl.go)
-	authFail failState     // consecutive failed AUTH/HELLO AUTH/RL.INTERNAL.HELLO (auth.go)
-	tx       *txQueue      // the open transaction; nil outside MULTI
-	txAcct   *txAccount    // this session's share of the queued-bytes budget; nil before MULTI
-	fwd      *forwardState // a cluster connection's RL.INTERNAL.FORWARD state (forward.go)
-	watch    *engine.Watch // WATCH's keys; nil before the first WATCH (multi.go)
+	user     *aclUser        // the ACL user logged in; nil: every permission (no --aclfile, or a node)
+	aclState *aclState       // the users user was found among; another after ACL LOAD (acl.go)
+	authFail failState       // consecutive failed AUTH/HELLO AUTH/RL.INTERNAL.HELLO (auth.go)
+	tx       *txQueue        // the open transaction; nil outside MULTI
+	txAcct   *txAccount      // this session's share of the queued-bytes budget; nil before MULTI
+	fwd      *forwardState   // a cluster connection's RL.INTERNAL.FORWARD state (forward.go)
+	watch    *keyspace.Watch // WATCH's keys; nil before the first WATCH (multi.go)
 
 	// Pub/sub and tracking (pubsub.go, tracking.go). subs, caching and selfPush are the
 	// connection's goroutine's; the rest are read by others.
@@ -99,6 +101,11 @@ func (s *Session) namespace(ns []byte) string {
 func (s *Session) tuple(key, ns []byte, windowMs int64) engine.Tuple {
 	return engine.Tuple{Workspace: s.Workspace, Namespace: s.namespace(ns), Key: key, WindowMs: windowMs}
 }
+
+// ctx is the context of the session's requests, which reaches every call that may
+// wait (an edge's calls to its origin). The server gives a connection no context yet, so
+// it is context.Background(): this is the one place to take the connection's from.
+func (s *Session) ctx() context.Context { return context.Background() }
 
 // Touch records activity at nowMs, for CLIENT LIST's idle field.
 func (s *Session) Touch(nowMs int64) { s.lastMs.Store(nowMs) }

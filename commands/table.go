@@ -21,6 +21,7 @@ type Command struct {
 	Flags    cmdFlags
 	FirstKey int // position of the key argument, 0 when none
 	LastKey  int // 0: FirstKey is the only key; -1: every argument from FirstKey is a key
+	KeyStep  int // with LastKey -1: every KeyStep-th argument is a key (MSET: 2); 0 means 1
 	Group    string
 	Summary  string
 	Args     []ArgDoc
@@ -127,7 +128,7 @@ func (c *Command) writeInfo(w *resp.Writer) {
 	w.Int(k)
 	w.Int(last)
 	if k > 0 {
-		w.Int(1)
+		w.Int(int64(max(c.KeyStep, 1)))
 	} else {
 		w.Int(0)
 	}

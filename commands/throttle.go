@@ -4,12 +4,13 @@ import (
 	"math"
 
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/keyspace"
 	"github.com/ratchet/ratchet/resp"
 )
 
 // CL.THROTTLE key max_burst count_per_period period [quantity], byte for byte as the
 // redis-cell module answers it: its usage and parse errors ("Cell error: ..."), and the
-// reply [limited, limit, remaining, retry_after_s, reset_after_s] of engine.KVTx.Throttle.
+// reply [limited, limit, remaining, retry_after_s, reset_after_s] of keyspace.Tx.Throttle.
 // Its state is a key of the counter keyspace, so it runs like the counter commands: alone,
 // or inside a transaction's KV.Do.
 
@@ -38,8 +39,8 @@ func ParseThrottle(args [][]byte) (ThrottleArgs, string) {
 		}
 		*dst = v
 	}
-	if len(a.Key) > engine.MaxKVKey {
-		return ThrottleArgs{}, errReply(engine.ErrKeyTooLarge)
+	if len(a.Key) > keyspace.MaxKey {
+		return ThrottleArgs{}, errReply(keyspace.ErrKeyTooLarge)
 	}
 	return a, ""
 }
@@ -64,8 +65,8 @@ func parseThrottleReq(args [][]byte) kvReq {
 	if e != "" {
 		return kvReq{err: e}
 	}
-	return kvReq{keys: args[1:2], run: func(tx *engine.KVTx, base int, w *resp.Writer) {
-		r, err := tx.Throttle(base, a.Params)
+	return kvReq{keys: args[1:2], run: func(tx *keyspace.Tx, base int, w *resp.Writer) {
+		r, err := engine.ThrottleTx(tx, base, a.Params)
 		if err != nil {
 			w.Error(errReply(err))
 			return

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ratchet/ratchet/commands"
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/keyspace"
 	"github.com/ratchet/ratchet/resp"
 )
 
@@ -65,7 +66,7 @@ func FuzzKVArgs(f *testing.F) {
 	}
 	clock := engine.NewManualClock(1_700_000_000_000)
 	eng := engine.New(clock, engine.Config{MaxMemoryBytes: 64 << 10})
-	d := commands.New(commands.Options{Limiter: eng, Origin: eng, Host: &fakeHost{}, Role: "origin"})
+	d := commands.New(commands.Options{Origin: eng, Host: &fakeHost{}, Role: "origin"})
 	s := commands.NewSession(1, "127.0.0.1:5000", "127.0.0.1:6380", 0)
 	f.Fuzz(func(t *testing.T, which uint8, args string) {
 		cmd := kvFuzzCommands[int(which)%len(kvFuzzCommands)]
@@ -75,7 +76,7 @@ func FuzzKVArgs(f *testing.F) {
 		}
 		checkServedAloneAndInMulti(t, d, s, req)
 		clock.Advance(int64(which))
-		if st := eng.Stats(); st.MemoryBytes < 0 || st.MemoryBytes > st.MaxMemoryBytes+engine.MaxKVValue+4096 {
+		if st := eng.Stats(); st.MemoryBytes < 0 || st.MemoryBytes > st.MaxMemoryBytes+keyspace.MaxValue+4096 {
 			t.Fatalf("memory gauge %d of %d", st.MemoryBytes, st.MaxMemoryBytes)
 		}
 	})
@@ -141,7 +142,7 @@ func replyLen(b []byte) int {
 // decision per request, each allowed or limited), and GET and INCR beside it.
 func BenchmarkServeThrottle(b *testing.B) {
 	eng := engine.New(engine.SystemClock{}, engine.Config{})
-	d := commands.New(commands.Options{Limiter: eng, Origin: eng, Host: &fakeHost{}, Role: "origin"})
+	d := commands.New(commands.Options{Origin: eng, Host: &fakeHost{}, Role: "origin"})
 	s := commands.NewSession(1, "127.0.0.1:5000", "127.0.0.1:6380", 0)
 	for _, c := range []string{"CL.THROTTLE user:42 100 1000000 1", "INCR counter:42", "GET counter:42"} {
 		b.Run(strings.Fields(c)[0], func(b *testing.B) {

@@ -13,7 +13,7 @@ import (
 func TestInvalidateAll(t *testing.T) {
 	clock := engine.NewManualClock(1_000_000)
 	eng := engine.New(clock, engine.Config{MaxMemoryBytes: 1 << 20})
-	d := New(Options{Limiter: eng, Origin: eng, Host: noHost{}, Role: "origin", Version: "test"})
+	d := New(Options{Origin: eng, Host: noHost{}, Role: "origin", Version: "test"})
 	open := func(id int64, ws string) *Session {
 		s := d.Open(&server.Conn{ID: id}, clock.NowMs()).(*Session)
 		s.Authed, s.Workspace = true, ws

@@ -2,17 +2,18 @@ package engine
 
 import "sync/atomic"
 
-// decisionCounters count allowed and denied decisions in stripes picked by the tuple's
+// DecisionCounters count allowed and denied decisions in stripes picked by the tuple's
 // hash: cores deciding different tuples then do not write one shared cache line per
 // request. A total is the sum of the stripes; no count is lost.
-type decisionCounters struct {
+type DecisionCounters struct {
 	stripes [16]struct {
 		allowed, denied atomic.Uint64
 		_               [48]byte // one stripe per 64-byte line
 	}
 }
 
-func (c *decisionCounters) add(hash uint64, allowed bool) {
+// Add counts one decision of a tuple of hash.
+func (c *DecisionCounters) Add(hash uint64, allowed bool) {
 	s := &c.stripes[hash%uint64(len(c.stripes))]
 	if allowed {
 		s.allowed.Add(1)
@@ -21,7 +22,8 @@ func (c *decisionCounters) add(hash uint64, allowed bool) {
 	}
 }
 
-func (c *decisionCounters) load() (allowed, denied uint64) {
+// Load returns the totals.
+func (c *DecisionCounters) Load() (allowed, denied uint64) {
 	for i := range c.stripes {
 		allowed += c.stripes[i].allowed.Load()
 		denied += c.stripes[i].denied.Load()

@@ -1,8 +1,10 @@
 // Package engine makes rate-limit decisions from this process's memory.
 //
 // It holds the window math of SPEC section 2 (window.go), the authoritative cell store
-// (store.go) and the Engine that ties them to a Clock. It knows no sockets: the commands
-// package parses requests into Tuples and calls Limit and Status.
+// (store.go) and the Engine that ties them to a Clock, and an origin's side of its edges:
+// the Origin interface, serving reads, replays and hand-offs (origin.go), leases
+// (lease.go). The edge itself is package edge. It knows no sockets: the commands package
+// parses requests into Tuples and calls Limit and Status.
 package engine
 
 import (
@@ -10,6 +12,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratchet/ratchet/keyspace"
 )
 
 // Config holds the engine's knobs.
@@ -31,6 +35,9 @@ type Config struct {
 	// cost of the others to re-send it should this origin restart from its snapshot.
 	// Without, answers report NoSnapshots: a restart keeps nothing, so edges keep nothing.
 	Snapshots bool
+	// ColdShare is the share of a limit each edge run may admit on a tuple it holds no
+	// lease for, without asking (cold.go); 0: none. At most MaxColdShare.
+	ColdShare float64
 }
 
 // DefaultMaxMemory is the cell store's bound when Config leaves it 0: 256 MiB.
@@ -46,7 +53,7 @@ type Engine struct {
 	region  string
 	regions regionTable // foreign region names <-> component indexes
 
-	decisions   decisionCounters
+	decisions   DecisionCounters
 	dirty       atomic.Bool   // counts changed since Changed last cleared it
 	replayed    atomic.Uint64 // replay items received from edges
 	published   atomic.Uint64 // components handed to the publisher
@@ -54,12 +61,14 @@ type Engine struct {
 	refused     atomic.Uint64 // ErrFull replies
 	lastFullLog atomic.Int64  // ms of the last "store full" log line
 
-	kv *KV // the counter keyspace (kv.go), within the same --max-memory
+	kv *keyspace.KV // the counter keyspace, within the same --max-memory
 
 	leaseTTLMs int64
 	leaseSeq   atomic.Uint64 // the last lease sequence handed out; starts from the boot time
 	boot       int64         // ms at New: names this run of the origin in replies
 	snapshots  bool          // Config.Snapshots
+	coldPPM    int64         // Config.ColdShare in millionths
+	coldRuns   atomic.Int64  // edge runs whose cold allowance may be held, as last counted (cold.go)
 }
 
 // New returns an Engine reading time from clock.
@@ -79,11 +88,17 @@ func New(clock Clock, cfg Config) *Engine {
 	}
 	e := &Engine{clock: clock, store: newStore(cfg.MaxMemoryBytes), log: log, region: cfg.Region,
 		leaseTTLMs: max(cfg.LeaseTTL.Milliseconds(), 1), boot: clock.NowMs(), snapshots: cfg.Snapshots}
+	e.coldPPM = coldPPM(cfg.ColdShare)
 	// Lease sequences grow across restarts as long as fewer than 2^20 are made per ms.
 	e.leaseSeq.Store(uint64(max(e.boot, 0)) << 20)
-	e.kv = newKV(clock, &e.store.bytes, cfg.MaxMemoryBytes, e.refusedFull, e.markDirty)
+	e.kv = keyspace.New(keyspace.Config{Clock: clock, Bytes: &e.store.bytes, MaxBytes: cfg.MaxMemoryBytes,
+		OnFull: e.refusedFull, OnWrite: e.markDirty})
 	return e
 }
+
+// KV returns the engine's keyspace (package keyspace), which shares the cell store's
+// --max-memory, is swept with it and marks it changed for snapshots.
+func (e *Engine) KV() *keyspace.KV { return e.kv }
 
 // Clock returns the engine's clock.
 func (e *Engine) Clock() Clock { return e.clock }
@@ -123,7 +138,7 @@ func (e *Engine) decide(key []byte, windowMs int64, limit, cost, extra uint64, n
 		e.refusedFull()
 		return Decision{}, CellCounts{}, err
 	}
-	e.decisions.add(uint64(h), d.Allowed)
+	e.decisions.Add(uint64(h), d.Allowed)
 	return d, cc, nil
 }
 
@@ -247,24 +262,21 @@ func (e *Engine) markDirty() {
 // need not be written again. (Heard times alone do not mark it.)
 func (e *Engine) Changed() bool { return e.dirty.Swap(false) }
 
-// Sweep drops the cells that can no longer matter and the dead leases, and returns how many
-// cells it dropped.
-// It also drops the counter keyspace's expired keys (KV.Sweep; counted in Stats.KVExpired,
-// not in the result).
-func (e *Engine) Sweep() int64 { return e.sweep(true) }
-
 // leaseSweepEvery is how many of RunSweeper's sweeps go by between two that drop dead
 // leases. Finding them reads every leased tuple's side struct (a cache miss each), and a
 // lease is dead only a minute after its last grant: ten seconds later is soon enough.
 const leaseSweepEvery = 10
 
+// sweep drops the cells that can no longer matter, and with leases the dead leases, and
+// returns how many cells it dropped. It also drops the counter keyspace's expired keys
+// (KV.Sweep; counted in Stats.KVExpired, not in the result).
 func (e *Engine) sweep(leases bool) int64 {
 	e.kv.Sweep()
 	now := e.clock.NowMs()
 	return e.store.sweep(now, leases)
 }
 
-// RunSweeper calls Sweep every interval until ctx ends.
+// RunSweeper calls sweep every interval until ctx ends.
 func (e *Engine) RunSweeper(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -278,44 +290,25 @@ func (e *Engine) RunSweeper(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// Stats are the engine's counters, read by INFO and /metrics.
+// Stats are the origin's counters, read by INFO and /metrics (an edge's are edge.Stats).
 type Stats struct {
-	Allowed     uint64
-	Denied      uint64
-	RefusedFull uint64
-	ReplayItems uint64 // origin: replay items received from edges
-	Published   uint64 // origin: own components handed to the publisher
-	Imported    uint64 // origin: received components that changed a count
-
-	// Edge only.
-	Edge           bool
-	OriginAllowed  uint64 // of Allowed, decisions handed to the origin
-	OriginDenied   uint64 // of Denied, decisions handed to the origin
-	OriginReads    uint64
-	ReplayPending  int64  // entries holding cost not yet acknowledged by their origin
-	ReplayRetried  uint64 // replay batches sent again after a failure
-	ReplayExpired  uint64 // cost dropped because its cell died before delivery
-	Strict         uint64 // strict-mode activations
-	Origins        []OriginStat
+	Allowed        uint64
+	Denied         uint64
+	RefusedFull    uint64
+	ReplayItems    uint64 // replay items received from edges
+	Published      uint64 // own components handed to the publisher
+	Imported       uint64 // received components that changed a count
 	Cells          int64
 	Tuples         int64
 	MemoryBytes    int64 // the cell store's and the counter keyspace's estimate
 	MaxMemoryBytes int64
 	KVKeys         int64  // counter keyspace keys (expired ones not yet dropped included)
 	KVExpired      uint64 // counter keyspace keys dropped because their TTL passed
-
-	// Edge only: ReplayUnsaved is cost the origins acknowledged and have not saved yet,
-	// kept to be re-sent should one restart from its snapshot (kill -9);
-	// ReplayUnsavedDropped is such cost dropped by the bound (EdgeConfig.MaxUnsavedBytes);
-	// ReplayResent is such cost re-sent to a restarted origin.
-	ReplayUnsaved        uint64
-	ReplayUnsavedDropped uint64
-	ReplayResent         uint64
 }
 
 // Stats returns a consistent-enough reading of the engine's counters (each is atomic).
 func (e *Engine) Stats() Stats {
-	allowed, denied := e.decisions.load()
+	allowed, denied := e.decisions.Load()
 	return Stats{
 		Allowed:        allowed,
 		Denied:         denied,
@@ -400,7 +393,7 @@ func (e *Engine) Transact(ops []TxOp, out []TxResult) {
 		case out[i].Err != nil:
 			e.refusedFull()
 		default:
-			e.decisions.add(uint64(at[i].h), out[i].Decision.Allowed)
+			e.decisions.Add(uint64(at[i].h), out[i].Decision.Allowed)
 		}
 	}
 }

@@ -7,15 +7,19 @@ import (
 	"testing"
 
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/keyspace"
 )
 
-// TestErrorsAreValues checks that each engine error is found by errors.Is through a wrap,
+// TestErrorsAreValues checks that each engine and keyspace error is found by errors.Is through a wrap,
 // is told apart from the others, and carries no Redis reply code: the command layer
 // writes the wire text.
 func TestErrorsAreValues(t *testing.T) {
 	all := []error{
-		engine.ErrFull, engine.ErrReplayFull, engine.ErrNotInteger, engine.ErrOverflow,
-		engine.ErrValueTooLarge, engine.ErrKeyTooLarge, engine.ErrZeroRate,
+		engine.ErrFull, keyspace.ErrNotInteger, keyspace.ErrOverflow,
+		keyspace.ErrValueTooLarge, keyspace.ErrKeyTooLarge, keyspace.ErrFull, keyspace.ErrWrongType,
+		keyspace.ErrTooManyElements, keyspace.ErrObjectTooLarge, keyspace.ErrNoSuchKey, keyspace.ErrIndexRange,
+		keyspace.ErrHashNotInteger, keyspace.ErrHashNotFloat, keyspace.ErrNotFloat, keyspace.ErrNaNOrInf,
+		keyspace.ErrScoreNaN, engine.ErrZeroRate,
 		engine.ErrThrottleRange, engine.ErrThrottleExpire, engine.ErrTATEmpty,
 		engine.ErrTATDigit, engine.ErrTATTooLarge,
 	}

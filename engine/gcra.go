@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/big"
 	"strconv"
+
+	"github.com/ratchet/ratchet/keyspace"
 )
 
 // CL.THROTTLE: the generic cell rate algorithm (GCRA) as redis-cell computes it, so that
@@ -110,26 +112,27 @@ func subOK(a, b int64) (int64, bool) {
 	return d, (d < a) == (b > 0)
 }
 
-// Throttle decides CL.THROTTLE on key of workspace ws at the clock's reading: see
-// KVTx.Throttle.
-func (kv *KV) Throttle(ws string, key []byte, p ThrottleParams) (ThrottleResult, error) {
+// Throttle decides CL.THROTTLE on key of workspace ws of kv at its clock's reading: see
+// ThrottleTx.
+func Throttle(kv *keyspace.KV, ws string, key []byte, p ThrottleParams) (ThrottleResult, error) {
 	var res ThrottleResult
 	k := [1][]byte{key}
-	err := kv.Do(ws, k[:], func(tx *KVTx) error {
+	err := kv.Do(ws, k[:], func(tx *keyspace.Tx) error {
 		var err error
-		res, err = tx.Throttle(0, p)
+		res, err = ThrottleTx(tx, 0, p)
 		return err
 	})
 	return res, err
 }
 
-// Throttle decides CL.THROTTLE on key i at Now, with redis-cell's results: a request of
+// ThrottleTx decides CL.THROTTLE on key i of tx at its Now, with redis-cell's results: a request of
 // Quantity is limited when its TAT, advanced by Quantity emission intervals, would pass
 // Now by more than the burst tolerance; when allowed the new TAT is stored with a TTL
 // until it. Quantity 0 changes nothing. The errors are ErrZeroRate, ErrThrottleRange,
-// ErrThrottleExpire, ErrFull (a new key beyond --max-memory), and a redis-cell parse error
-// when the key holds something other than a TAT.
-func (tx *KVTx) Throttle(i int, p ThrottleParams) (ThrottleResult, error) {
+// ErrThrottleExpire, ErrFull (a new key beyond --max-memory), a redis-cell parse error
+// when the key holds a string other than a TAT, and keyspace.ErrWrongType when it holds
+// another type.
+func ThrottleTx(tx *keyspace.Tx, i int, p ThrottleParams) (ThrottleResult, error) {
 	emission := emissionNs(p.Count, p.Period)
 	limit := p.MaxBurst + 1 // wraps, as redis-cell's release build
 	res := ThrottleResult{Limit: limit, RetryAfterNs: -1e9, ResetAfterNs: -1e9}
@@ -138,10 +141,10 @@ func (tx *KVTx) Throttle(i int, p ThrottleParams) (ThrottleResult, error) {
 	}
 	dvt := emission * limit // the delay variation tolerance; wraps as redis-cell's
 	inc := emission * p.Quantity
-	if tx.now > math.MaxInt64/1_000_000 || tx.now < math.MinInt64/1_000_000 {
+	if tx.Now() > math.MaxInt64/1_000_000 || tx.Now() < math.MinInt64/1_000_000 {
 		return res, ErrThrottleRange
 	}
-	now := tx.now * 1e6
+	now := tx.Now() * 1e6
 	tat := now
 	if v, ok := tx.Get(i); ok {
 		t, err := parseTAT(v)
@@ -149,6 +152,8 @@ func (tx *KVTx) Throttle(i int, p ThrottleParams) (ThrottleResult, error) {
 			return res, err
 		}
 		tat = t
+	} else if tx.Kind(i) != keyspace.KindNone {
+		return res, keyspace.ErrWrongType // a hash, list, set or sorted set is no TAT
 	}
 	newTat, ok1 := addOK(max(now, tat), inc)
 	allowAt, ok2 := subOK(newTat, dvt)
@@ -171,7 +176,7 @@ func (tx *KVTx) Throttle(i int, p ThrottleParams) (ThrottleResult, error) {
 			return res, ErrThrottleRange
 		}
 		if p.Quantity != 0 {
-			if err := tx.storeTAT(i, newTat, ttl); err != nil {
+			if err := storeTAT(tx, i, newTat, ttl); err != nil {
 				return res, err
 			}
 		}
@@ -190,7 +195,7 @@ func (tx *KVTx) Throttle(i int, p ThrottleParams) (ThrottleResult, error) {
 // storeTAT writes tat (as redis-cell: the nanoseconds as an unsigned decimal) with a TTL of
 // ttl truncated to milliseconds. A negative TTL leaves the key without one and answers
 // ErrThrottleExpire, as redis-cell's module does.
-func (tx *KVTx) storeTAT(i int, tat, ttl int64) error {
+func storeTAT(tx *keyspace.Tx, i int, tat, ttl int64) error {
 	var buf [20]byte
 	v := strconv.AppendUint(buf[:0], uint64(tat), 10)
 	ms := ttl / 1e6
@@ -200,7 +205,7 @@ func (tx *KVTx) storeTAT(i int, tat, ttl int64) error {
 		}
 		return ErrThrottleExpire
 	}
-	return tx.Set(i, v, tx.now+ms)
+	return tx.Set(i, v, tx.Now()+ms)
 }
 
 // parseTAT reads a stored TAT with the errors of Rust's u64 parse, which redis-cell

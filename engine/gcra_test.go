@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/keyspace"
 )
 
 const sec = int64(1e9)
@@ -41,7 +42,7 @@ func TestThrottleRedisCellCases(t *testing.T) {
 	}
 	for i, c := range cases {
 		clock.Set(start + c.atMs)
-		r, err := kv.Throttle("default", []byte("foo"), engine.ThrottleParams{MaxBurst: 4, Count: 1, Period: 1, Quantity: c.quantity})
+		r, err := engine.Throttle(kv, "default", []byte("foo"), engine.ThrottleParams{MaxBurst: 4, Count: 1, Period: 1, Quantity: c.quantity})
 		if err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
@@ -59,7 +60,7 @@ func TestThrottleE2E(t *testing.T) {
 	p := engine.ThrottleParams{MaxBurst: 0, Count: 1, Period: 2, Quantity: 1}
 	type reply [5]int64
 	do := func() reply {
-		r, err := kv.Throttle("default", []byte("user123"), p)
+		r, err := engine.Throttle(kv, "default", []byte("user123"), p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,12 +99,12 @@ func TestThrottleStateAndErrors(t *testing.T) {
 	clock := engine.NewManualClock(1_700_000_000_000)
 	kv := engine.New(clock, engine.Config{}).KV()
 	p := engine.ThrottleParams{MaxBurst: 1, Count: 3, Period: 1, Quantity: 1}
-	if _, err := kv.Throttle("default", []byte("k"), p); err != nil {
+	if _, err := engine.Throttle(kv, "default", []byte("k"), p); err != nil {
 		t.Fatal(err)
 	}
 	var val []byte
 	var pttl int64
-	_ = kv.Do("default", [][]byte{[]byte("k")}, func(tx *engine.KVTx) error {
+	_ = kv.Do("default", [][]byte{[]byte("k")}, func(tx *keyspace.Tx) error {
 		v, _ := tx.Get(0)
 		val, pttl = append([]byte(nil), v...), tx.PTTL(0)
 		return nil
@@ -114,16 +115,16 @@ func TestThrottleStateAndErrors(t *testing.T) {
 	}
 	// A peek changes nothing.
 	clock.Advance(100)
-	if r, err := kv.Throttle("default", []byte("k"), engine.ThrottleParams{MaxBurst: 1, Count: 3, Period: 1}); err != nil || r.Remaining != 1 {
+	if r, err := engine.Throttle(kv, "default", []byte("k"), engine.ThrottleParams{MaxBurst: 1, Count: 3, Period: 1}); err != nil || r.Remaining != 1 {
 		t.Fatalf("peek: %+v %v", r, err)
 	}
 	// After the TTL the key is gone and a fresh burst is allowed.
 	clock.Advance(300)
-	if r, _ := kv.Throttle("default", []byte("k"), engine.ThrottleParams{MaxBurst: 1, Count: 3, Period: 1, Quantity: 2}); r.Limited || r.Remaining != 0 {
+	if r, _ := engine.Throttle(kv, "default", []byte("k"), engine.ThrottleParams{MaxBurst: 1, Count: 3, Period: 1, Quantity: 2}); r.Limited || r.Remaining != 0 {
 		t.Fatalf("after expiry: %+v", r)
 	}
 	// Another workspace has its own state.
-	if r, _ := kv.Throttle("tenant", []byte("k"), engine.ThrottleParams{MaxBurst: 1, Count: 3, Period: 1, Quantity: 2}); r.Limited {
+	if r, _ := engine.Throttle(kv, "tenant", []byte("k"), engine.ThrottleParams{MaxBurst: 1, Count: 3, Period: 1, Quantity: 2}); r.Limited {
 		t.Fatalf("other workspace: %+v", r)
 	}
 
@@ -138,14 +139,22 @@ func TestThrottleStateAndErrors(t *testing.T) {
 		{engine.ThrottleParams{MaxBurst: 1, Count: 1, Period: 1, Quantity: -1}, engine.ErrThrottleExpire},
 	}
 	for _, c := range errCases {
-		if _, err := kv.Throttle("default", []byte("e"), c.p); !errors.Is(err, c.want) {
+		if _, err := engine.Throttle(kv, "default", []byte("e"), c.p); !errors.Is(err, c.want) {
 			t.Errorf("%+v: %v, want %v", c.p, err, c.want)
 		}
 	}
 	// A value that is not a TAT.
-	_ = kv.Do("default", [][]byte{[]byte("s")}, func(tx *engine.KVTx) error { return tx.Set(0, []byte("abc"), 0) })
-	if _, err := kv.Throttle("default", []byte("s"), p); !errors.Is(err, engine.ErrTATDigit) {
+	_ = kv.Do("default", [][]byte{[]byte("s")}, func(tx *keyspace.Tx) error { return tx.Set(0, []byte("abc"), 0) })
+	if _, err := engine.Throttle(kv, "default", []byte("s"), p); !errors.Is(err, engine.ErrTATDigit) {
 		t.Fatalf("non-integer state: %v", err)
+	}
+	// A key of another type is refused and kept.
+	_ = kv.Do("default", [][]byte{[]byte("h")}, func(tx *keyspace.Tx) error {
+		_, err := tx.HSet(0, [][]byte{[]byte("f"), []byte("v")})
+		return err
+	})
+	if _, err := engine.Throttle(kv, "default", []byte("h"), p); !errors.Is(err, keyspace.ErrWrongType) {
+		t.Fatalf("a hash's key: %v", err)
 	}
 }
 
@@ -160,7 +169,7 @@ func TestThrottleExactUnderConcurrency(t *testing.T) {
 		go func() {
 			n := 0
 			for range 100 {
-				if r, err := kv.Throttle("default", []byte("hot"), p); err == nil && !r.Limited {
+				if r, err := engine.Throttle(kv, "default", []byte("hot"), p); err == nil && !r.Limited {
 					n++
 				}
 			}

@@ -1,7 +1,7 @@
 package engine
 
 // Leases: how an origin lets edges decide locally and stay exact (the origin side; the
-// edge side is in edge.go).
+// edge side is in edge/edge.go).
 //
 // A lease is a slice of one tuple's budget that the origin reserved for one edge run. The
 // origin keeps, per (tuple, run), the cumulative cost it granted (g) and the cumulative
@@ -36,7 +36,7 @@ package engine
 // LeaseTTL after it sent the request that got it (its own clock); the origin forgets it
 // leaseGraceMs later still, so that cost accepted under it just before the edge's expiry
 // has time to arrive. Replays renew a lease (extend it, grow it with demand); an edge
-// returns an idle lease when it is a large part of what is left (edge.go). Grants only
+// returns an idle lease when it is a large part of what is left (edge/replay.go). Grants only
 // grow within a lease sequence chain: a return applies only if no newer grant was made, so
 // a lease is never shrunk under an edge that may be spending it.
 //
@@ -75,13 +75,21 @@ type leaseGrant struct {
 // run may have accepted under it and not replayed, until the run replays again or is
 // gone: silent since the lease ended, or superseded by a later run of its node.
 func (g *leaseGrant) held(now int64) uint64 {
-	if g.g <= g.spent || g.run.superseded.Load() {
+	if g.g <= g.spent || g.run.gone(now) {
 		return 0
 	}
 	if now >= g.until && (g.run.replayMs.Load() > g.until || g.run.heardMs.Load() < g.until) {
 		return 0
 	}
 	return g.g - g.spent
+}
+
+// gone reports whether run was superseded by a later run of its node long enough ago
+// (leaseGraceMs) that what it sent before it ended has arrived: its leases and cold
+// allowance hold nothing. Until then they do: a replay of the killed run arriving late must
+// not find its budget given to the new run.
+func (m *runMarks) gone(now int64) bool {
+	return m.superseded.Load() && now >= m.supersededMs.Load()+leaseGraceMs
 }
 
 // dead reports whether the grant has ended and holds nothing: its slot may be reused.
@@ -215,6 +223,7 @@ func (e *Engine) lease(sh *shard, h uint32, key []byte, ent *entry, run *runMark
 		// The room is what a peek would find remaining with the other runs' leases counted
 		// as used: the units that fit beside all of them.
 		others, _ := ls.reserved(run, now)
+		others = satAdd(others, e.coldReserve(r.Limit))
 		room := Decide(Counts{Current: satAdd(cur.total(), others), Previous: prev.total()}, r.Limit, 0, windowMs, elapsed).Remaining
 		if target := min(r.Want, room/uint64(2*max(edges, 1))); target > 0 {
 			// Grow (never shrink: the edge may be spending it) and extend. A lease that

@@ -130,9 +130,14 @@ func (e *Engine) RestoreRuns(recs []RunRecord) (loaded, dropped int) {
 		if r.Superseded {
 			m.superseded.Store(true)
 		}
+		if e.coldPPM > 0 {
+			// The run before may have granted it the cold allowance when it last heard it.
+			m.coldUntil = max(m.coldUntil, heard+e.leaseTTLMs+leaseGraceMs)
+		}
 		t.see(nodeName(r.Run), heard)
 		loaded++
 	}
+	e.countCold(now)
 	return loaded, dropped
 }
 

@@ -39,7 +39,7 @@ type OriginMeta struct {
 	// Durable is the last replay batch of the asking edge run that a snapshot on disk
 	// holds (at most Applied): a kill -9 of this origin loses none of the batches up to
 	// it, nor the hand-offs it counted before the next. An edge keeps the cost of the
-	// others, to re-send it to the next run of this origin (edge_keep.go). An origin
+	// others, to re-send it to the next run of this origin (edge/keep.go). An origin
 	// without snapshots reports NoSnapshots: a restart keeps nothing, so edges keep
 	// nothing for it.
 	Durable uint64
@@ -57,8 +57,12 @@ type OriginMeta struct {
 	// HandsDurable is the last hand-off of the asking edge run that a snapshot on disk
 	// holds (NoSnapshots without snapshots); HandsRestored the last one the snapshot this
 	// run of the origin restored holds: a hand-off an earlier run numbered above it is
-	// not in this run's counts, and the edge re-sends it (edge_keep.go).
+	// not in this run's counts, and the edge re-sends it (edge/keep.go).
 	HandsDurable, HandsRestored uint64
+	// ColdPPM is the cold allowance the asking edge run may use (cold.go): on a tuple it
+	// holds no lease for, it may admit ColdAllowance(limit, ColdPPM) units without asking,
+	// until LeaseTTLMs after it sent the request. 0: none.
+	ColdPPM int64
 }
 
 // ReadItem asks for a tuple's cells Seq and Seq-1. Key is made by AppendKey. Want > 0
@@ -88,7 +92,7 @@ type ReplayItem struct {
 // batch once, however often it is delivered, provided a node's IDs only grow. Node names
 // one run of one edge process (node id and a boot nonce). Boot, when not 0, is the origin
 // run (OriginMeta.Boot) that counted the cost the edge keeps until a snapshot holds it
-// (edge_keep.go): an origin of another run applies nothing of the batch and answers it as a
+// (edge/keep.go): an origin of another run applies nothing of the batch and answers it as a
 // re-delivery, so that the edge learns the mark that run restored from its snapshot before
 // any batch of its lands there, and so which kept batches the snapshot holds.
 type ReplayBatch struct {
@@ -167,9 +171,14 @@ type runMarks struct {
 	hands, capturedHands, durableHands, restoredHands atomic.Uint64
 	heardMs                                           atomic.Int64 // lastMs, for readers without nodeTable.mu (leases)
 	replayMs                                          atomic.Int64 // when a replay batch of the run was last served
-	// superseded: a later run of the same node was heard, so this run has ended (node ids
-	// are unique in a region) and its leases hold nothing.
-	superseded atomic.Bool
+	// superseded: a later run of the same node was heard (at supersededMs), so this run has
+	// ended (node ids are unique in a region); its leases hold nothing once what it sent
+	// before it ended has had leaseGraceMs to arrive (gone).
+	superseded   atomic.Bool
+	supersededMs atomic.Int64
+	// coldUntil is when the run's cold allowance ends (origin ms; 0: never granted),
+	// guarded by nodeTable.mu (cold.go).
+	coldUntil int64
 }
 
 // init makes t's maps.
@@ -188,6 +197,7 @@ func (t *nodeTable) touch(run string, nowMs int64) *runMarks {
 	if m == nil {
 		for other, om := range t.runs { // a new run is rare: an edge (re)started
 			if nodeName(other) == node {
+				om.supersededMs.Store(nowMs)
 				om.superseded.Store(true)
 			}
 		}
@@ -295,14 +305,15 @@ func (e *Engine) heard(node string) (OriginMeta, *runMarks) {
 	e.nodes.mu.Lock()
 	defer e.nodes.mu.Unlock()
 	m := e.nodes.touch(node, now)
-	meta := e.meta(now, 0)
+	meta := e.meta(now, m)
 	e.marks(&meta, m)
 	return meta, m
 }
 
-// meta is the header of a reply to an edge (nodes.mu held).
-func (e *Engine) meta(now int64, applied uint64) OriginMeta {
-	return OriginMeta{Edges: e.nodes.active(now), Applied: applied, LeaseTTLMs: e.leaseTTLMs, Boot: e.boot, Now: now}
+// meta is the header of a reply to edge run run (nodes.mu held), which it grants the
+// cold allowance (cold.go).
+func (e *Engine) meta(now int64, run *runMarks) OriginMeta {
+	return OriginMeta{Edges: e.nodes.active(now), LeaseTTLMs: e.leaseTTLMs, Boot: e.boot, Now: now, ColdPPM: e.grantCold(run, now)}
 }
 
 // marks sets meta's Applied and Durable from run's marks: durable first, so that it is
@@ -342,7 +353,7 @@ func (e *Engine) ServeReplay(b ReplayBatch) ([]CellCounts, OriginMeta) {
 	now := e.clock.NowMs()
 	e.nodes.mu.Lock()
 	st := e.nodes.touch(b.Node, now)
-	meta := e.meta(now, 0)
+	meta := e.meta(now, st)
 	e.nodes.mu.Unlock()
 
 	st.apply.Lock()
@@ -350,7 +361,7 @@ func (e *Engine) ServeReplay(b ReplayBatch) ([]CellCounts, OriginMeta) {
 	st.replayMs.Store(now)
 	// A batch sent for another run of this origin changes nothing, leases included: its
 	// answer tells the edge the mark this run restored for it (Applied), so the edge knows
-	// what this run's snapshot lacks (edge_keep.go).
+	// what this run's snapshot lacks (edge/keep.go).
 	other := b.Boot != 0 && b.Boot != e.boot
 	fresh := b.ID > st.lastBatch.Load() && !other
 	out := make([]CellCounts, len(b.Items))
@@ -474,8 +485,9 @@ func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts
 	}
 	// Every lease counts as used: the other runs' may be spent at any moment, and this
 	// run's covers its cost not replayed yet (or Pending and Inflight do, when more).
+	// So do the edges' cold allowances (cold.go).
 	others, own := ls.reserved(run, now)
-	extra = satAdd(others, max(own, extra))
+	extra = satAdd(satAdd(others, e.coldReserve(r.Limit)), max(own, extra))
 	err = e.decideLocked(sh, h, r.Key, t.WindowMs, r.Limit, r.Cost, extra, now, &d, &cc)
 	if err == nil && cc.Seq == seq {
 		cc.LeaseLeft, cc.LeaseSeq = e.lease(sh, h, r.Key, sh.lookup(h, r.Key), run, LeaseRequest{Limit: r.Limit, Want: r.Want}, t.WindowMs, now, meta.Edges)
@@ -486,7 +498,7 @@ func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts
 		return Decision{}, CellCounts{}, meta, err
 	}
 	meta.Hand = run.hands.Add(1) // under apply: a save reads it before the cells (Runs)
-	e.decisions.add(uint64(h), d.Allowed)
+	e.decisions.Add(uint64(h), d.Allowed)
 	return d, cc, meta, nil
 }
 

@@ -2,10 +2,15 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"unsafe"
 )
+
+// NoSnapshots is the Durable an origin without snapshots reports: its restart keeps
+// nothing, so edges keep nothing for it.
+const NoSnapshots = math.MaxInt64
 
 // CellRecord is one cell as it is saved and loaded: the tuple key made by AppendKey, the
 // sequence, this region's count, the sum of the other regions' counts, and those counts

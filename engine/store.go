@@ -8,8 +8,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unsafe"
+
+	"github.com/ratchet/ratchet/internal/shardlock"
 )
 
 // The store holds the authoritative counts of this process.
@@ -394,19 +395,8 @@ func (s *store) liveIn(sh *shard, nowMs int64, fn func(key string, ent *entry, i
 	return true
 }
 
-// lockYielding takes a shard's lock for a background pass without queueing on it while
-// requests use the shard: a pass that queued for over a millisecond would switch the mutex
-// to starvation mode, where every unlock by a request hands the lock over and gives up the
-// request's turn on its thread (seen as scheduling delay in an event loop's trace). After
-// yieldingFor of tries it queues, so the pass still ends and spins no longer.
-func lockYielding(mu *sync.Mutex) {
-	if !mu.TryLock() && !tryLockFor(mu, yieldingFor) { // no clock read when free
-		mu.Lock()
-	}
-}
-
-// yieldingFor bounds lockYielding's tries: far longer than a request holds a shard.
-const yieldingFor = 100 * time.Microsecond
+// lockYielding takes a shard's lock for a background pass (shardlock.LockYielding).
+func lockYielding(mu *sync.Mutex) { shardlock.LockYielding(mu) }
 
 // keyArena copies keys out of their slots into chunks shared by many keys, so that a pass
 // that keeps every key (a snapshot) makes few allocations. Bytes handed out are never

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/ratchet/ratchet/keyspace"
 )
 
 // Tuple is the unit of a limit: (workspace, namespace, key, window). Two requests with the
@@ -34,13 +36,8 @@ func AppendKey(dst []byte, t Tuple) []byte {
 // defaultName is the workspace and namespace that encode as one zero byte.
 const defaultName = "default"
 
-func appendName(dst []byte, s string) []byte {
-	if s == defaultName {
-		return append(dst, 0)
-	}
-	dst = binary.AppendUvarint(dst, uint64(len(s))+1)
-	return append(dst, s...)
-}
+// appendName encodes a workspace's or namespace's name as the keyspace does.
+func appendName(dst []byte, s string) []byte { return keyspace.AppendName(dst, s) }
 
 var errBadKey = errors.New("malformed tuple key")
 

@@ -8,9 +8,9 @@ const (
 	MaxLimit uint64 = 1 << 50
 	// MaxWindowMs is the longest window: 31 days.
 	MaxWindowMs int64 = 31 * 24 * 3600 * 1000
-	// maxCount caps any stored count so that every product in the window math fits in
+	// MaxCount caps any stored count so that every product in the window math fits in
 	// 128 bits with room to spare. No real traffic reaches it.
-	maxCount uint64 = 1 << 62
+	MaxCount uint64 = 1 << 62
 )
 
 // Counts are the totals (regional + imported) of the two cells a decision reads.
@@ -77,6 +77,10 @@ func Used(c Counts, windowMs, elapsed int64) uint64 {
 	return weightedUsed(capCount(c.Current), capCount(c.Previous), w, uint64(elapsed)).div(w)
 }
 
+// Position returns the sequence of the window of windowMs that holds nowMs, and the ms
+// elapsed in it: the cell a decision at nowMs counts in.
+func Position(nowMs, windowMs int64) (seq, elapsed int64) { return position(nowMs, windowMs) }
+
 // retryAfter is the smallest t >= 1 (ms) at which a denied request of cost would pass with
 // no other traffic, or -1 when it never can. used only falls with time: the previous cell
 // decays through the current one, then the current cell becomes the previous one.
@@ -101,13 +105,13 @@ func weightedUsed(cur, prev, w, e uint64) u128 {
 	return mul(cur, w).add(mul(prev, w-e))
 }
 
-func capCount(n uint64) uint64 { return min(n, maxCount) }
+func capCount(n uint64) uint64 { return min(n, MaxCount) }
 
-// satAdd adds without wrapping, capped at maxCount.
+// satAdd adds without wrapping, capped at MaxCount.
 func satAdd(a, b uint64) uint64 {
 	s, carry := bits.Add64(a, b, 0)
-	if carry != 0 || s > maxCount {
-		return maxCount
+	if carry != 0 || s > MaxCount {
+		return MaxCount
 	}
 	return s
 }

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -224,33 +223,8 @@ func TestKVMatchesRedisServer(t *testing.T) {
 	t.Parallel()
 	redisAddr := startRedisServer(t) // skips (fails under RATCHET_CI=1) without redis-server
 	p := start(t, "--data-dir", "")
-	ints := regexp.MustCompile(`:(\d{4,})\r\n`)
 	for _, proto := range []string{"2", "3"} {
-		rc, rt := dialRaw(t, redisAddr), dialRaw(t, p.Addr)
-		rc.send("HELLO", proto)
-		rt.send("HELLO", proto)
-		rawReply(t, rc)
-		rawReply(t, rt)
-		for _, line := range kvCompareScript {
-			args := splitQuoted(line)
-			rc.send(args...)
-			rt.send(args...)
-			want, got := rawReply(t, rc), rawReply(t, rt)
-			if want == got {
-				continue
-			}
-			// Times in ms: the two servers ran the command a little apart.
-			wn, gn := ints.FindAllStringSubmatch(want, -1), ints.FindAllStringSubmatch(got, -1)
-			same := len(wn) == len(gn) && ints.ReplaceAllString(want, ":#\r\n") == ints.ReplaceAllString(got, ":#\r\n")
-			for i := 0; same && i < len(wn); i++ {
-				a, _ := strconv.ParseInt(wn[i][1], 10, 64)
-				b, _ := strconv.ParseInt(gn[i][1], 10, 64)
-				same = a-b <= 100 && b-a <= 100
-			}
-			if !same {
-				t.Errorf("RESP%s %s:\n redis-server %q\n ratchet      %q", proto, line, want, got)
-			}
-		}
+		compareRaw(t, redisAddr, p.Addr, proto, kvCompareScript, true)
 	}
 	// SCAN: the same keys in a full walk (orders and cursors differ).
 	ctx := context.Background()

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ratchet/ratchet/edge"
 	"github.com/ratchet/ratchet/engine"
 	"github.com/ratchet/ratchet/persist"
 	"github.com/ratchet/ratchet/replication"
@@ -21,7 +22,8 @@ import (
 
 // Sources are the readings the collector takes at each scrape. Nil fields are skipped.
 type Sources struct {
-	Engine    func() engine.Stats
+	Engine    func() engine.Stats // an origin's
+	Edge      func() edge.Stats   // an edge's
 	Conns     func() server.ConnStats
 	Commands  func() []CommandStat // per-command counts and sampled durations
 	Snapshots func() persist.Stats
@@ -61,7 +63,7 @@ type collector struct {
 	closed, queryBytes, queryLimit, authFailures, authThrottled                   *prometheus.Desc
 	snapDuration, snapLastSuccess, snapCells, snapFailures                        *prometheus.Desc
 	replayPending, replayRetried, replayExpired, strict, originUp                 *prometheus.Desc
-	replayUnsaved, replayUnsavedDropped, replayResent                             *prometheus.Desc
+	replayUnsaved, replayUnsavedDropped, replayResent, coldAdmitted               *prometheus.Desc
 	published, imported, peerUp, peerLag, peerLastOK, peerPublished, peerImported *prometheus.Desc
 }
 
@@ -97,6 +99,7 @@ func newCollector(src Sources) *collector {
 		replayRetried:   d("replay_retried_total", "Edge: replay batches sent again after a failure."),
 		replayExpired:   d("replay_expired_total", "Edge: accepted cost dropped because its cell ended before the origin could take it."),
 		strict:          d("strict_activations_total", "Edge: tuples put in strict mode by a denial."),
+		coldAdmitted:    d("cold_admitted_total", "Edge: requests of tuples without a lease admitted under the origin's cold allowance, without a round trip."),
 		originUp:        d("origin_up", "Edge: 1 when the origin answered the last call.", "origin"),
 		published:       d("global_published_total", "Origin: own components handed to the publisher."),
 		imported:        d("global_imported_total", "Origin: components received from peers that changed a count."),
@@ -120,38 +123,31 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if c.src.Engine != nil {
 		s := c.src.Engine()
-		if s.Edge {
-			m(c.replayPending, prometheus.GaugeValue, float64(s.ReplayPending))
-			m(c.replayRetried, prometheus.CounterValue, float64(s.ReplayRetried))
-			m(c.replayExpired, prometheus.CounterValue, float64(s.ReplayExpired))
-			m(c.replayUnsaved, prometheus.GaugeValue, float64(s.ReplayUnsaved))
-			m(c.replayUnsavedDropped, prometheus.CounterValue, float64(s.ReplayUnsavedDropped))
-			m(c.replayResent, prometheus.CounterValue, float64(s.ReplayResent))
-			m(c.strict, prometheus.CounterValue, float64(s.Strict))
-			for _, o := range s.Origins {
-				up := 0.0
-				if o.Reachable {
-					up = 1
-				}
-				m(c.originUp, prometheus.GaugeValue, up, o.ID)
+		c.collectStore(m, storeReading{allowed: s.Allowed, denied: s.Denied, refused: s.RefusedFull,
+			cells: s.Cells, tuples: s.Tuples, memBytes: s.MemoryBytes, memMax: s.MaxMemoryBytes})
+		m(c.published, prometheus.CounterValue, float64(s.Published))
+		m(c.imported, prometheus.CounterValue, float64(s.Imported))
+	}
+	if c.src.Edge != nil {
+		s := c.src.Edge()
+		m(c.replayPending, prometheus.GaugeValue, float64(s.ReplayPending))
+		m(c.replayRetried, prometheus.CounterValue, float64(s.ReplayRetried))
+		m(c.replayExpired, prometheus.CounterValue, float64(s.ReplayExpired))
+		m(c.replayUnsaved, prometheus.GaugeValue, float64(s.ReplayUnsaved))
+		m(c.replayUnsavedDropped, prometheus.CounterValue, float64(s.ReplayUnsavedDropped))
+		m(c.replayResent, prometheus.CounterValue, float64(s.ReplayResent))
+		m(c.strict, prometheus.CounterValue, float64(s.Strict))
+		m(c.coldAdmitted, prometheus.CounterValue, float64(s.ColdAdmitted))
+		for _, o := range s.Origins {
+			up := 0.0
+			if o.Reachable {
+				up = 1
 			}
+			m(c.originUp, prometheus.GaugeValue, up, o.ID)
 		}
-		// Decisions handed to the origin by an edge have source "origin"; the rest were made
-		// from this process's memory.
-		// The counters are read one by one: keep the difference from wrapping.
-		m(c.decisions, prometheus.CounterValue, float64(s.Allowed-min(s.OriginAllowed, s.Allowed)), "allowed", "local")
-		m(c.decisions, prometheus.CounterValue, float64(s.Denied-min(s.OriginDenied, s.Denied)), "denied", "local")
-		m(c.decisions, prometheus.CounterValue, float64(s.OriginAllowed), "allowed", "origin")
-		m(c.decisions, prometheus.CounterValue, float64(s.OriginDenied), "denied", "origin")
-		m(c.refused, prometheus.CounterValue, float64(s.RefusedFull))
-		m(c.cells, prometheus.GaugeValue, float64(s.Cells))
-		m(c.tuples, prometheus.GaugeValue, float64(s.Tuples))
-		if !s.Edge {
-			m(c.published, prometheus.CounterValue, float64(s.Published))
-			m(c.imported, prometheus.CounterValue, float64(s.Imported))
-		}
-		m(c.memBytes, prometheus.GaugeValue, float64(s.MemoryBytes))
-		m(c.memMax, prometheus.GaugeValue, float64(s.MaxMemoryBytes))
+		// An edge's cells and tuples are its local entries; it reports no memory estimate.
+		c.collectStore(m, storeReading{allowed: s.Allowed, denied: s.Denied, originAllowed: s.OriginAllowed,
+			originDenied: s.OriginDenied, refused: s.RefusedFull, cells: s.Entries, tuples: s.Entries, memMax: s.MaxMemoryBytes})
 	}
 	if c.src.Peers != nil {
 		for _, p := range c.src.Peers() {
@@ -208,6 +204,27 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// storeReading is what both roles report alike: decisions, refusals, what is held.
+type storeReading struct {
+	allowed, denied, originAllowed, originDenied, refused uint64
+	cells, tuples, memBytes, memMax                       int64
+}
+
+// collectStore sends r. Decisions handed to the origin by an edge have source "origin";
+// the rest were made from this process's memory.
+func (c *collector) collectStore(m func(*prometheus.Desc, prometheus.ValueType, float64, ...string), r storeReading) {
+	// The counters are read one by one: keep the difference from wrapping.
+	m(c.decisions, prometheus.CounterValue, float64(r.allowed-min(r.originAllowed, r.allowed)), "allowed", "local")
+	m(c.decisions, prometheus.CounterValue, float64(r.denied-min(r.originDenied, r.denied)), "denied", "local")
+	m(c.decisions, prometheus.CounterValue, float64(r.originAllowed), "allowed", "origin")
+	m(c.decisions, prometheus.CounterValue, float64(r.originDenied), "denied", "origin")
+	m(c.refused, prometheus.CounterValue, float64(r.refused))
+	m(c.cells, prometheus.GaugeValue, float64(r.cells))
+	m(c.tuples, prometheus.GaugeValue, float64(r.tuples))
+	m(c.memBytes, prometheus.GaugeValue, float64(r.memBytes))
+	m(c.memMax, prometheus.GaugeValue, float64(r.memMax))
+}
+
 // Metrics is Ratchet's Prometheus registry.
 type Metrics struct {
 	reg       *prometheus.Registry
@@ -249,7 +266,7 @@ func (m *Metrics) Register(src Sources) {
 	}
 }
 
-// ObserveOrigin records one origin call; it matches engine.EdgeConfig.Observe.
+// ObserveOrigin records one origin call; it matches edge.Config.Observe.
 func (m *Metrics) ObserveOrigin(kind string, err error, d time.Duration) {
 	outcome := "ok"
 	if err != nil {

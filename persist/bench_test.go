@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/keyspace"
 	"github.com/ratchet/ratchet/persist"
 )
 
@@ -34,11 +35,11 @@ func realisticRecords(n int) []engine.CellRecord {
 // realisticKV returns n counter keys as drop-in limiters leave them: fixed-window counters
 // ("rl:user:%08d", a few digits, a minute's TTL) and CL.THROTTLE's state (a 19-digit TAT
 // in ns, a TTL), half each.
-func realisticKV(n int) []engine.KVRecord {
+func realisticKV(n int) []keyspace.Record {
 	const now = 1_750_000_000_000
-	recs := make([]engine.KVRecord, n)
+	recs := make([]keyspace.Record, n)
 	for i := range recs {
-		r := engine.KVRecord{Workspace: "default", ExpireAtMs: now + int64(i%60_000)}
+		r := keyspace.Record{Workspace: "default", ExpireAtMs: now + int64(i%60_000)}
 		if i%2 == 0 {
 			r.Key, r.Value = fmt.Sprintf("rl:user:%08d", i), fmt.Appendf(nil, "%d", 1+i%997)
 		} else {
@@ -60,7 +61,7 @@ func BenchmarkSave(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			s, _ := openStore(b)
 			recs := realisticRecords(sz.cells)
-			var kv iter.Seq[engine.KVRecord]
+			var kv iter.Seq[keyspace.Record]
 			if sz.kv > 0 {
 				kv = slices.Values(realisticKV(sz.kv))
 			}
@@ -112,11 +113,11 @@ func BenchmarkSnapshot(b *testing.B) {
 		b.ReportMetric(float64(perSave)/1e6, "ms/save")
 		b.ReportMetric(float64(perSave)/n, "ns/cell")
 	})
-	// The same origin with as many counter keys, streamed from engine.KV.Records (each
+	// The same origin with as many counter keys, streamed from keyspace.KV.Records (each
 	// shard copied under its lock) into the same save.
 	kvOrigin := engine.New(clock, engine.Config{MaxMemoryBytes: 1 << 30})
 	for _, r := range realisticKV(n) {
-		if err := kvOrigin.KV().Do(r.Workspace, [][]byte{[]byte(r.Key)}, func(tx *engine.KVTx) error {
+		if err := kvOrigin.KV().Do(r.Workspace, [][]byte{[]byte(r.Key)}, func(tx *keyspace.Tx) error {
 			return tx.Set(0, r.Value, 0)
 		}); err != nil {
 			b.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/keyspace"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -127,7 +128,7 @@ func TestLoadCellsMalformed(t *testing.T) {
 // meta is missing or wrong are refused, never half-loaded.
 func TestLoadKVMalformed(t *testing.T) {
 	rec := func(ws, key string, exp int64, val string) []byte {
-		b, _, n, err := encodeRecords(nil, nil, slices.Values([]engine.KVRecord{{Workspace: ws, Key: key, Value: []byte(val), ExpireAtMs: exp}}), appendKV, nil)
+		b, _, n, err := encodeRecords(nil, nil, slices.Values([]keyspace.Record{{Workspace: ws, Key: key, Value: []byte(val), ExpireAtMs: exp}}), appendKV, nil)
 		if err != nil || n != 1 {
 			t.Fatalf("encoded %d records: %v", n, err)
 		}
@@ -219,7 +220,7 @@ func TestLoadRunsAndLeasesMalformed(t *testing.T) {
 	key := string(engine.AppendKey(nil, engine.Tuple{Workspace: "default", Key: []byte("k"), WindowMs: 60_000}))
 	src := Source{
 		Cells:  slices.Values([]engine.CellRecord{{Key: key, Seq: 1, Regional: 2}}),
-		KV:     slices.Values([]engine.KVRecord{{Workspace: "default", Key: "c", Value: []byte("1")}}),
+		KV:     slices.Values([]keyspace.Record{{Workspace: "default", Key: "c", Value: []byte("1")}}),
 		Runs:   slices.Values([]engine.RunRecord{{Run: "e1/a", Applied: 3}}),
 		Leases: slices.Values([]engine.LeaseRecord{{Key: key, Run: "e1/a", G: 5, Seq: 9, UntilMs: 1}}),
 	}
@@ -293,7 +294,7 @@ func TestWriteCapturesRunsBeforeCells(t *testing.T) {
 	t.Cleanup(func() { _ = s.Close() })
 	err = s.Write(Source{
 		Cells:  func(func(engine.CellRecord) bool) { order = append(order, "cells") },
-		KV:     func(func(engine.KVRecord) bool) { order = append(order, "kv") },
+		KV:     func(func(keyspace.Record) bool) { order = append(order, "kv") },
 		Runs:   func(func(engine.RunRecord) bool) { order = append(order, "runs") },
 		Leases: func(func(engine.LeaseRecord) bool) { order = append(order, "leases") },
 		Tuples: func(func(engine.TupleRecord) bool) { order = append(order, "tuples") },
@@ -313,7 +314,7 @@ func TestLoadOrSetAsideOtherVersion(t *testing.T) {
 	key := string(engine.AppendKey(nil, engine.Tuple{Workspace: "default", Key: []byte("k"), WindowMs: 60_000}))
 	src := Source{
 		Cells:  slices.Values([]engine.CellRecord{{Key: key, Seq: 1, Regional: 2}}),
-		KV:     slices.Values([]engine.KVRecord{{Workspace: "default", Key: "c", Value: []byte("1")}}),
+		KV:     slices.Values([]keyspace.Record{{Workspace: "default", Key: "c", Value: []byte("1")}}),
 		Runs:   slices.Values([]engine.RunRecord{{Run: "e1/a", Applied: 3}}),
 		Leases: slices.Values([]engine.LeaseRecord{{Key: key, Run: "e1/a", G: 5, Seq: 9, UntilMs: 1}}),
 	}

@@ -13,15 +13,16 @@ import (
 
 	"github.com/ratchet/ratchet/engine"
 	"github.com/ratchet/ratchet/internal/testwait"
+	"github.com/ratchet/ratchet/keyspace"
 	"github.com/ratchet/ratchet/persist"
 )
 
 // kvRecords returns n keyspace records of a few workspaces with binary keys, values of 0
 // to 300 bytes (some past a chunk's worth in total) and expiries of every kind.
-func kvRecords(n int, seed uint64) []engine.KVRecord {
+func kvRecords(n int, seed uint64) []keyspace.Record {
 	rng := rand.New(rand.NewPCG(seed, 3))
 	wss := []string{"default", "acme", "", "ws\x00\xff"}
-	recs := make([]engine.KVRecord, n)
+	recs := make([]keyspace.Record, n)
 	for i := range recs {
 		val := make([]byte, rng.IntN(300))
 		for j := range val {
@@ -36,7 +37,7 @@ func kvRecords(n int, seed uint64) []engine.KVRecord {
 		case 3:
 			exp = -1 - rng.Int64N(1000) // not made by the engine; the format carries it
 		}
-		recs[i] = engine.KVRecord{
+		recs[i] = keyspace.Record{
 			Workspace:  wss[i%len(wss)],
 			Key:        fmt.Sprintf("k:%d\x00\xfe", i),
 			Value:      val,
@@ -48,7 +49,7 @@ func kvRecords(n int, seed uint64) []engine.KVRecord {
 
 // sameKV fails t unless got holds want's records in want's order (nil and empty values
 // alike).
-func sameKV(t testing.TB, got, want []engine.KVRecord) {
+func sameKV(t testing.TB, got, want []keyspace.Record) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%d counter keys, want %d", len(got), len(want))
@@ -96,8 +97,8 @@ func TestKVRoundTrip(t *testing.T) {
 	})
 }
 
-// TestKVEngineRoundTrip: an origin's counter keys (SET with and without a TTL, INCRBY,
-// CL.THROTTLE's state) are saved from engine.KV.Records and restored by engine.KV.Restore
+// TestKVEngineRoundTrip: an origin's keys (SET with and without a TTL, INCRBY,
+// CL.THROTTLE's state, a hash, a sorted set with a TTL, a list, a set) are saved from keyspace.KV.Records and restored by keyspace.KV.Restore
 // with their values and expiries; keys expired before the save are not written, and keys
 // that expire between the save and the load are dropped at load.
 func TestKVEngineRoundTrip(t *testing.T) {
@@ -107,7 +108,7 @@ func TestKVEngineRoundTrip(t *testing.T) {
 	kv := e.KV()
 	set := func(ws, key, val string, expireAt int64) {
 		t.Helper()
-		if err := kv.Do(ws, [][]byte{[]byte(key)}, func(tx *engine.KVTx) error {
+		if err := kv.Do(ws, [][]byte{[]byte(key)}, func(tx *keyspace.Tx) error {
 			return tx.Set(0, []byte(val), expireAt)
 		}); err != nil {
 			t.Fatal(err)
@@ -118,7 +119,7 @@ func TestKVEngineRoundTrip(t *testing.T) {
 	set("acme", "plain", "other workspace", 0)
 	set("default", "gone", "expires before the save", t0+1_000)
 	set("default", "late", "expires between save and load", t0+5_000)
-	if err := kv.Do("default", [][]byte{[]byte("counter")}, func(tx *engine.KVTx) error {
+	if err := kv.Do("default", [][]byte{[]byte("counter")}, func(tx *keyspace.Tx) error {
 		if _, err := tx.IncrBy(0, 41); err != nil {
 			return err
 		}
@@ -127,8 +128,31 @@ func TestKVEngineRoundTrip(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kv.Throttle("default", []byte("cell"), engine.ThrottleParams{MaxBurst: 5, Count: 10, Period: 60, Quantity: 3}); err != nil {
+	if _, err := engine.Throttle(kv, "default", []byte("cell"), engine.ThrottleParams{MaxBurst: 5, Count: 10, Period: 60, Quantity: 3}); err != nil {
 		t.Fatal(err)
+	}
+	for key, write := range map[string]func(tx *keyspace.Tx) error{
+		"hash": func(tx *keyspace.Tx) error {
+			_, err := tx.HSet(0, [][]byte{[]byte("tokens"), []byte("9.5"), []byte("ts"), []byte("1750000000000")})
+			return err
+		},
+		"zset": func(tx *keyspace.Tx) error {
+			_, err := tx.ZAdd(0, 0, []float64{2, 1, 1}, [][]byte{[]byte("b"), []byte("a"), []byte("c")})
+			tx.SetExpireAt(0, t0+60_000)
+			return err
+		},
+		"list": func(tx *keyspace.Tx) error {
+			_, err := tx.LPush(0, false, [][]byte{[]byte("x"), []byte("y")})
+			return err
+		},
+		"set": func(tx *keyspace.Tx) error {
+			_, err := tx.SAdd(0, [][]byte{[]byte("m2"), []byte("m1"), []byte("m3")})
+			return err
+		},
+	} {
+		if err := kv.Do("default", [][]byte{[]byte(key)}, write); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := e.Limit(engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte("u"), WindowMs: 3_600_000}, 100, 4); err != nil {
 		t.Fatal(err)
@@ -138,7 +162,7 @@ func TestKVEngineRoundTrip(t *testing.T) {
 	if _, ok := want["default/gone"]; ok {
 		t.Fatal("gone still live after its expiry")
 	}
-	if len(want) != 6 {
+	if len(want) != 10 {
 		t.Fatalf("live keys before the save: %v", want)
 	}
 
@@ -152,8 +176,8 @@ func TestKVEngineRoundTrip(t *testing.T) {
 			t.Fatalf("an expired key was written: %+v", r)
 		}
 	}
-	if len(snap.KV) != 6 {
-		t.Fatalf("snapshot holds %d counter keys, want 6: %+v", len(snap.KV), snap.KV)
+	if len(snap.KV) != 10 {
+		t.Fatalf("snapshot holds %d keys, want 10: %+v", len(snap.KV), snap.KV)
 	}
 
 	clock.Advance(4_000) // "late" expired since the save
@@ -162,16 +186,16 @@ func TestKVEngineRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	loaded, dropped := e2.KV().Restore(snap.KV)
-	if loaded != 5 || dropped != 1 {
-		t.Fatalf("KV.Restore = %d loaded, %d dropped; want 5, 1", loaded, dropped)
+	if loaded != 9 || dropped != 1 {
+		t.Fatalf("KV.Restore = %d loaded, %d dropped; want 9, 1", loaded, dropped)
 	}
 	delete(want, "default/late")
 	if got := kvState(t, e2); !reflect.DeepEqual(got, want) {
 		t.Fatalf("restored keys %v, want %v", got, want)
 	}
 	// The GCRA state is the same: the next CL.THROTTLE decides as the original would.
-	r1, err1 := kv.Throttle("default", []byte("cell"), engine.ThrottleParams{MaxBurst: 5, Count: 10, Period: 60, Quantity: 1})
-	r2, err2 := e2.KV().Throttle("default", []byte("cell"), engine.ThrottleParams{MaxBurst: 5, Count: 10, Period: 60, Quantity: 1})
+	r1, err1 := engine.Throttle(kv, "default", []byte("cell"), engine.ThrottleParams{MaxBurst: 5, Count: 10, Period: 60, Quantity: 1})
+	r2, err2 := engine.Throttle(e2.KV(), "default", []byte("cell"), engine.ThrottleParams{MaxBurst: 5, Count: 10, Period: 60, Quantity: 1})
 	if err1 != nil || err2 != nil || r1 != r2 {
 		t.Fatalf("CL.THROTTLE after restore = %+v, %v; original %+v, %v", r2, err2, r1, err1)
 	}
@@ -185,7 +209,7 @@ func kvState(t testing.TB, e *engine.Engine) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for r := range e.KV().Records {
-		out[r.Workspace+"/"+r.Key] = fmt.Sprintf("%q exp=%d", r.Value, r.ExpireAtMs)
+		out[r.Workspace+"/"+r.Key] = fmt.Sprintf("%v %q exp=%d", r.Kind, r.Value, r.ExpireAtMs)
 	}
 	return out
 }
@@ -206,7 +230,7 @@ func TestRunSavesKVChanges(t *testing.T) {
 	_ = e.Changed() // whatever New marked: from here on only the keyspace changes
 	for i := range 3 {
 		want := fmt.Sprintf("v%d", i)
-		if err := e.KV().Do("default", [][]byte{[]byte("k")}, func(tx *engine.KVTx) error {
+		if err := e.KV().Do("default", [][]byte{[]byte("k")}, func(tx *keyspace.Tx) error {
 			return tx.Set(0, []byte(want), 0)
 		}); err != nil {
 			t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/keyspace"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -27,9 +28,9 @@ var ErrCorrupt = errors.New("corrupt or foreign snapshot")
 type Snapshot struct {
 	// Cells are sorted by key, then sequence, with records of one key and sequence merged.
 	Cells []engine.CellRecord
-	// KV are the counter keyspace's keys in file order (for engine.KV.Restore, which drops
+	// KV are the counter keyspace's keys in file order (for keyspace.KV.Restore, which drops
 	// the expired ones).
-	KV []engine.KVRecord
+	KV []keyspace.Record
 	// Runs are the edge runs' replay marks and Leases the lease grants, in file order
 	// (for engine.RestoreRuns, then engine.RestoreLeases).
 	Runs   []engine.RunRecord
@@ -155,7 +156,7 @@ func readSnapshot(tx *bolt.Tx, size int64) (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("%w: checksum %08x, meta says %08x", ErrCorrupt, got, wantCRC)
 	}
 	snap := Snapshot{Cells: recs}
-	kv := chunked[engine.KVRecord]{bucket: kvBucket, countName: metaKVCount, crcName: metaKVCRC, minLen: 4, byteValues: true, decode: decodeKV}
+	kv := chunked[keyspace.Record]{bucket: kvBucket, countName: metaKVCount, crcName: metaKVCRC, minLen: 5, byteValues: true, decode: decodeKV}
 	if snap.KV, err = kv.read(tx, meta, size); err != nil {
 		return Snapshot{}, err
 	}
@@ -258,9 +259,14 @@ func (c chunked[T]) decodeChunk(recs []T, v []byte, count uint64) ([]T, error) {
 	return recs, nil
 }
 
-// decodeKV reads one counter keyspace record (save.go's appendKV).
-func decodeKV(d *decoder, str string, vals []byte) (engine.KVRecord, error) {
-	r := engine.KVRecord{Workspace: d.str("workspace", str), Key: d.str("key", str), ExpireAtMs: d.varint()}
+// decodeKV reads one keyspace record (save.go's appendKV).
+func decodeKV(d *decoder, str string, vals []byte) (keyspace.Record, error) {
+	r := keyspace.Record{Workspace: d.str("workspace", str), Key: d.str("key", str), ExpireAtMs: d.varint()}
+	kind := d.uvarint()
+	if kind < uint64(keyspace.KindString) || kind > uint64(keyspace.KindZSet) {
+		return r, fmt.Errorf("unknown key kind %d", kind)
+	}
+	r.Kind = keyspace.Kind(kind)
 	lo, hi := d.span("value")
 	r.Value = vals[lo:hi:hi]
 	return r, nil

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/keyspace"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -28,9 +29,11 @@ const (
 	//	       uvarint len(key) | tuple key (engine.AppendKey) | varint seq |
 	//	       uvarint regional | uvarint imported | uvarint number of foreign regions |
 	//	       per foreign region: uvarint len(region) | region | uvarint count
-	//	kv:    the counter keyspace, chunked as cells (its own chunk indexes from 0), a record
+	//	kv:    the keyspace, chunked as cells (its own chunk indexes from 0), a record
 	//	       being: uvarint len(workspace) | workspace | uvarint len(key) | key |
-	//	       varint expire_at_ms (unix ms; 0: no expiry) | uvarint len(value) | value
+	//	       varint expire_at_ms (unix ms; 0: no expiry) | uvarint kind (keyspace.Kind:
+	//	       1 string, 2 hash, 3 list, 4 set, 5 sorted set) | uvarint len(value) | value
+	//	       (a string's bytes, or a collection's elements as keyspace encodes them)
 	//	runs:  the edge runs' replay marks, chunked as cells, a record being: uvarint len(run) |
 	//	       run | uvarint last applied batch | varint heard_ms | varint replay_ms |
 	//	       uvarint flags (1: superseded, 2: hands follows) [| uvarint hands]
@@ -51,7 +54,7 @@ const (
 	// Records are written in the order Save is given them, unsorted; Load sorts the cells
 	// and merges records of the same key and sequence. A chunk is one bbolt value, so a save
 	// costs a few bbolt operations per 64 KiB rather than one B+tree insert per record.
-	formatVersion = 8 // 8: run records may carry the count of hand-offs (runHands)
+	formatVersion = 9 // 9: kv records carry their type (hashes, lists, sets, sorted sets)
 
 	cellsBucket    = "cells"
 	kvBucket       = "kv"
@@ -94,7 +97,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // those of Cells and Leases.
 type Source struct {
 	Cells  iter.Seq[engine.CellRecord]
-	KV     iter.Seq[engine.KVRecord]
+	KV     iter.Seq[keyspace.Record]
 	Runs   iter.Seq[engine.RunRecord]
 	Leases iter.Seq[engine.LeaseRecord]
 	Tuples iter.Seq[engine.TupleRecord]
@@ -121,10 +124,10 @@ func (s *Store) SaveSeq(recs iter.Seq[engine.CellRecord]) error {
 }
 
 // SaveAll is SaveSeq of cells (nil: none) that also writes the counter keyspace's records
-// kv yields (nil: none), as engine.KV.Records captures them: one shard at a time, live
+// kv yields (nil: none), as keyspace.KV.Records captures them: one shard at a time, live
 // keys only. Records are written as they are given; the keys of kv are not checked for
-// duplicates (Load returns them in file order, and engine.KV.Restore keeps the last).
-func (s *Store) SaveAll(cells iter.Seq[engine.CellRecord], kv iter.Seq[engine.KVRecord]) error {
+// duplicates (Load returns them in file order, and keyspace.KV.Restore keeps the last).
+func (s *Store) SaveAll(cells iter.Seq[engine.CellRecord], kv iter.Seq[keyspace.Record]) error {
 	return s.Write(Source{Cells: cells, KV: kv})
 }
 
@@ -340,17 +343,23 @@ func appendCell(buf []byte, r engine.CellRecord) ([]byte, error) {
 	return buf, nil
 }
 
-// appendKV appends one counter keyspace record:
+// appendKV appends one keyspace record:
 //
 //	uvarint len(workspace) | workspace | uvarint len(key) | key | varint expire_at_ms |
-//	uvarint len(value) | value
+//	uvarint kind | uvarint len(value) | value
 //
-// The engine bounds keys and values (engine.MaxKVKey, engine.MaxKVValue), so a record,
-// and a chunk, stays small; Load leaves their check to engine.KV.Restore.
-func appendKV(buf []byte, r engine.KVRecord) ([]byte, error) {
+// The keyspace bounds keys and values (keyspace.MaxKey, keyspace.MaxValue, and a
+// collection's keyspace.MaxObjectBytes), so a record stays bounded; Load leaves their
+// check to keyspace.KV.Restore.
+func appendKV(buf []byte, r keyspace.Record) ([]byte, error) {
 	buf = appendString(buf, r.Workspace)
 	buf = appendString(buf, r.Key)
 	buf = binary.AppendVarint(buf, r.ExpireAtMs)
+	kind := r.Kind
+	if kind == keyspace.KindNone {
+		kind = keyspace.KindString
+	}
+	buf = binary.AppendUvarint(buf, uint64(kind))
 	buf = binary.AppendUvarint(buf, uint64(len(r.Value)))
 	return append(buf, r.Value...), nil
 }

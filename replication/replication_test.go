@@ -85,7 +85,7 @@ func newRegion(t *testing.T, name, addr, secret string, clock *engine.ManualCloc
 	}
 	r.addr = r.srv.Addr().String()
 	disp := commands.New(commands.Options{
-		Limiter: r.eng, Origin: r.eng, ClusterSecret: secret, Host: r.srv, Role: "origin", Region: name, Version: "test",
+		Origin: r.eng, ClusterSecret: secret, Host: r.srv, Role: "origin", Region: name, Version: "test",
 		PeerRegions: map[string]bool{"a": true, "b": true, "c": true},
 		OnImport: func(from string, rows, _ int) {
 			if rp := r.repl.Load(); rp != nil {

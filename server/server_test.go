@@ -24,7 +24,7 @@ func start(t *testing.T, cfg server.Config) (*server.Server, string) {
 	t.Helper()
 	return startWith(t, cfg, func(srv *server.Server) server.Handler {
 		eng := engine.New(engine.SystemClock{}, engine.Config{})
-		return commands.New(commands.Options{Limiter: eng, Origin: eng, Host: srv, Role: "origin", Version: "test"})
+		return commands.New(commands.Options{Origin: eng, Host: srv, Role: "origin", Version: "test"})
 	})
 }
 
@@ -279,12 +279,16 @@ func (l *waitingLimiter) TryLimit(t engine.Tuple, limit, cost uint64, _ int64) (
 	return d, true, err
 }
 
-func (l *waitingLimiter) Limit(t engine.Tuple, limit, cost uint64) (engine.Decision, error) {
+func (l *waitingLimiter) Limit(_ context.Context, t engine.Tuple, limit, cost uint64) (engine.Decision, error) {
 	if strings.HasPrefix(string(t.Key), "cold:") {
 		l.waits.Add(1)
 		time.Sleep(5 * time.Millisecond)
 	}
 	return l.Engine.Limit(t, limit, cost)
+}
+
+func (l *waitingLimiter) Status(_ context.Context, t engine.Tuple) engine.Status {
+	return l.Engine.Status(t)
 }
 
 // TestHandOverKeepsOrder: on an event loop, a request that must wait moves its connection

@@ -155,10 +155,10 @@ func TestDecodingExactReplies(t *testing.T) {
 	f.setHandler(func(args []string) answer {
 		switch args[0] {
 		case "RL.INTERNAL.READ":
-			return answer{reply: "*16\r\n:0\r\n:42\r\n:10000\r\n:1763898912000\r\n:1763898913234\r\n:41\r\n:0\r\n:0\r\n:0\r\n" +
+			return answer{reply: "*17\r\n:0\r\n:42\r\n:10000\r\n:1763898912000\r\n:1763898913234\r\n:41\r\n:0\r\n:0\r\n:0\r\n:1000\r\n" +
 				":5\r\n:4611686018427387904\r\n:1\r\n:9223372036854775807\r\n:0\r\n:30\r\n:1849598113792\r\n"}
 		default:
-			return answer{reply: "*21\r\n:1\r\n:0\r\n:2500\r\n:-3\r\n:-4\r\n:0\r\n:0\r\n:0\r\n:0\r\n" +
+			return answer{reply: "*22\r\n:1\r\n:0\r\n:2500\r\n:-3\r\n:-4\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n" +
 				":0\r\n:9\r\n:0\r\n:250\r\n:999\r\n" +
 				":5\r\n:9\r\n:0\r\n:3\r\n:0\r\n:12\r\n:13\r\n"}
 		}
@@ -169,7 +169,7 @@ func TestDecodingExactReplies(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := engine.CellCounts{Seq: 5, CurRegional: 1 << 62, CurImported: 1, PrevRegional: 1<<63 - 1, LeaseLeft: 30, LeaseSeq: 1849598113792}
-	wantMeta := engine.OriginMeta{Edges: 1, Applied: 42, LeaseTTLMs: 10000, Boot: 1763898912000, Now: 1763898913234, Durable: 41}
+	wantMeta := engine.OriginMeta{Edges: 1, Applied: 42, LeaseTTLMs: 10000, Boot: 1763898912000, Now: 1763898913234, Durable: 41, ColdPPM: 1000}
 	if len(counts) != 1 || counts[0] != want || meta != wantMeta {
 		t.Fatalf("Read = %+v %+v, want %+v %+v", counts, meta, want, wantMeta)
 	}
@@ -558,16 +558,16 @@ func TestServerClosesConnection(t *testing.T) {
 // the connection closes, and the next call reconnects.
 func TestMismatchedReplyClosesConnection(t *testing.T) {
 	// A valid reply to the two-item read below, and each changed in one place: meta (edges
-	// applied lease_ttl_ms boot now durable hand hands_durable hands_restored), then per item seq cur_regional cur_imported
+	// applied lease_ttl_ms boot now durable hand hands_durable hands_restored cold_ppm), then per item seq cur_regional cur_imported
 	// prev_regional prev_imported lease_left lease_seq. Every field's range is checked in
 	// wire's TestMalformedReplies; here one case of each kind of misfit.
-	good := []int64{1, 0, 10000, cannedBoot, cannedNow, 0, 0, 0, 0, 1, 0, 0, 0, 0, 16, 5, 2, 0, 0, 0, 0, 0, 0}
+	good := []int64{1, 0, 10000, cannedBoot, cannedNow, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 16, 5, 2, 0, 0, 0, 0, 0, 0}
 	set := func(i int, n int64) string { v := slices.Clone(good); v[i] = n; return ints(v...) }
 	for _, tc := range []struct{ name, reply string }{
-		{"too few groups", ints(good[:16]...)},
+		{"too few groups", ints(good[:17]...)},
 		{"old format", ints(1, 0, 1, 0, 0, 0, 0, 2, 0, 0, 0, 0)},
-		{"wrong seq", set(16, 3)},
-		{"negative lease_left", set(21, -1)},
+		{"wrong seq", set(17, 3)},
+		{"negative lease_left", set(22, -1)},
 		{"negative lease ttl", set(2, -1)},
 		{"simple string", "+OK\r\n"},
 		{"bulk string", "$2\r\nhi\r\n"},

@@ -16,7 +16,7 @@ import (
 // countsInts is the number of integers of one counts group; metaInts of the meta.
 const (
 	countsInts = 7
-	metaInts   = 9
+	metaInts   = 10
 )
 
 // AppendRead appends RL.INTERNAL.READ key seq limit want ... to dst. No items is a
@@ -152,21 +152,25 @@ func writeMeta(w *resp.Writer, meta engine.OriginMeta) {
 	w.Int(clampInt(meta.Hand))
 	w.Int(clampInt(meta.HandsDurable))
 	w.Int(clampInt(meta.HandsRestored))
+	w.Int(meta.ColdPPM)
 }
 
 // parseMeta reads a reply's header (metaInts integers): edges (at least 1 by the
 // protocol; 0 is read as 1), the last replay batch the origin applied for this edge run,
 // the leases' TTL, the origin's boot, its clock, the last batch of the run its saved
 // snapshot holds, and the hand-off marks (the hand-off's number, the last one saved, the
-// last one restored).
+// last one restored), and the cold allowance in millionths of a limit.
 func parseMeta(v []int64) (engine.OriginMeta, error) {
 	edges, applied, ttl, boot, now, durable := v[0], v[1], v[2], v[3], v[4], v[5]
-	hand, handsDurable, handsRestored := v[6], v[7], v[8]
+	hand, handsDurable, handsRestored, cold := v[6], v[7], v[8], v[9]
 	if edges < 0 || applied < 0 || ttl < 0 || durable < 0 || hand < 0 || handsDurable < 0 || handsRestored < 0 {
 		return engine.OriginMeta{}, fmt.Errorf("%w: negative edge count, batch id, hand-off or lease TTL", ErrReply)
 	}
+	if cold < 0 || cold > 1e6 {
+		return engine.OriginMeta{}, fmt.Errorf("%w: cold allowance of %d millionths", ErrReply, cold)
+	}
 	return engine.OriginMeta{Edges: int(max(edges, 1)), Applied: uint64(applied), LeaseTTLMs: ttl, Boot: boot, Now: now,
-		Durable: uint64(durable), Hand: uint64(hand), HandsDurable: uint64(handsDurable), HandsRestored: uint64(handsRestored)}, nil
+		Durable: uint64(durable), Hand: uint64(hand), HandsDurable: uint64(handsDurable), HandsRestored: uint64(handsRestored), ColdPPM: cold}, nil
 }
 
 func writeCellCounts(w *resp.Writer, c engine.CellCounts) {

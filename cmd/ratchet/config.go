@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ratchet/ratchet/engine"
 	"github.com/ratchet/ratchet/link"
 	"github.com/ratchet/ratchet/replication"
 )
@@ -40,6 +41,7 @@ type Config struct {
 	PublishInterval  time.Duration
 	SnapshotInterval time.Duration
 	DegradedShare    float64
+	ColdShare        float64
 
 	OriginTimeout time.Duration
 
@@ -82,6 +84,7 @@ func DefaultConfig() Config {
 		PublishInterval:  time.Second,
 		SnapshotInterval: time.Second,
 		DegradedShare:    1.0,
+		ColdShare:        0.001,
 		OriginTimeout:    100 * time.Millisecond,
 		WriteTimeout:     10 * time.Second,
 		ReadTimeout:      10 * time.Second,
@@ -245,7 +248,8 @@ func newFlagSet(c *Config, cliPeers, showVersion *bool) *flag.FlagSet {
 	fs.DurationVar(&c.PublishInterval, "publish-interval", c.PublishInterval, "origin: publication interval")
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", c.SnapshotInterval, "origin: snapshot interval")
 	fs.Float64Var(&c.DegradedShare, "degraded-share", c.DegradedShare, "edge: share of the limit enforced while the origin is unreachable")
-	fs.DurationVar(&c.OriginTimeout, "origin-timeout", c.OriginTimeout, "edge: bound on one origin call (read, replay, decide, forward)")
+	fs.Float64Var(&c.ColdShare, "cold-share", c.ColdShare, "origin: share of a limit each edge may admit on a tuple it holds no lease for, without asking (0: none)")
+	fs.DurationVar(&c.OriginTimeout, "origin-timeout", c.OriginTimeout, "edge: bound on one origin call (read, replay, decide, forward), or four smoothed round trips of its answered calls when longer (at most 2s)")
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "drop a client that does not read its replies for this long")
 	fs.DurationVar(&c.ReadTimeout, "read-timeout", c.ReadTimeout, "close a connection whose incomplete request makes no progress for this long; 0: never")
 	fs.Var(secondsFlag{&c.IdleTimeout}, "timeout", "close a client idle this long (Redis's timeout: seconds, or a duration); 0: never")
@@ -397,6 +401,8 @@ func (c *Config) Validate() error {
 		return errors.New("--publish-threshold must be from 0 to 1")
 	case c.DegradedShare < 0 || c.DegradedShare > 1:
 		return errors.New("--degraded-share must be from 0 to 1")
+	case c.ColdShare < 0 || c.ColdShare > engine.MaxColdShare:
+		return fmt.Errorf("--cold-share must be from 0 to %g", engine.MaxColdShare)
 	}
 	if _, err := c.PeerList(); err != nil {
 		return err

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/ratchet/ratchet/commands"
+	"github.com/ratchet/ratchet/edge"
 	"github.com/ratchet/ratchet/engine"
 	"github.com/ratchet/ratchet/metrics"
 	"github.com/ratchet/ratchet/persist"
@@ -122,7 +123,7 @@ type node struct {
 	limiter commands.Limiter
 	origin  *engine.Engine // origin role: serves RL.INTERNAL.* and snapshots
 	store   *persist.Store // origin role with --data-dir
-	edge    *engine.Edge   // edge role
+	edge    *edge.Edge     // edge role
 	clients []*upstream.Client
 	repl    *replication.Replicator // origin role with --peer
 	// stopping is set at SIGTERM/SIGINT: /readyz then says "shutting down".
@@ -166,8 +167,8 @@ func (n *node) ready() error {
 
 func newOrigin(cfg Config, log *slog.Logger) (*node, error) {
 	eng := engine.New(engine.SystemClock{}, engine.Config{MaxMemoryBytes: cfg.MaxMemory, Logger: log, Region: cfg.Region,
-		Snapshots: cfg.DataDir != ""})
-	n := &node{limiter: eng, origin: eng}
+		Snapshots: cfg.DataDir != "", ColdShare: cfg.ColdShare})
+	n := &node{limiter: commands.Local(eng), origin: eng}
 	peers, err := cfg.PeerList()
 	if err != nil {
 		return nil, err
@@ -229,7 +230,7 @@ func newEdge(cfg Config, log *slog.Logger, observe func(string, error, time.Dura
 		return nil, err
 	}
 	n := &node{}
-	ec := engine.EdgeConfig{NodeRun: run, Freshness: cfg.Freshness, ReplayInterval: cfg.ReplayInterval,
+	ec := edge.Config{NodeRun: run, Freshness: cfg.Freshness, ReplayInterval: cfg.ReplayInterval,
 		OriginTimeout: cfg.OriginTimeout, DegradedShare: cfg.DegradedShare, MaxMemoryBytes: cfg.MaxMemory,
 		Logger: log, Observe: observe}
 	for _, addr := range cfg.OriginList() {
@@ -238,11 +239,11 @@ func newEdge(cfg Config, log *slog.Logger, observe func(string, error, time.Dura
 		ec.Origins = append(ec.Origins, c)
 		ec.OriginIDs = append(ec.OriginIDs, addr)
 	}
-	edge, err := engine.NewEdge(engine.SystemClock{}, ec)
+	e, err := edge.New(engine.SystemClock{}, ec)
 	if err != nil {
 		return nil, err
 	}
-	n.limiter, n.edge = edge, edge
+	n.limiter, n.edge = e, e
 	return n, nil
 }
 
@@ -337,7 +338,7 @@ func run(cfg Config, log *slog.Logger) error {
 
 	var metricsSrv *http.Server
 	if cfg.MetricsListen != "" {
-		src := metrics.Sources{Engine: n.limiter.Stats, Conns: srv.ConnStats, Commands: func() []metrics.CommandStat {
+		src := metrics.Sources{Conns: srv.ConnStats, Commands: func() []metrics.CommandStat {
 			var out []metrics.CommandStat
 			for _, s := range disp.CommandStats() {
 				out = append(out, metrics.CommandStat{Name: s.Name, Calls: s.Calls, Rejected: s.Rejected,
@@ -346,6 +347,12 @@ func run(cfg Config, log *slog.Logger) error {
 			return out
 		}, DurationBounds: commands.DurationBounds, Auth: func() metrics.AuthStats { return metrics.AuthStats(disp.AuthStats()) },
 			Ready: n.ready}
+		if n.origin != nil {
+			src.Engine = n.origin.Stats
+		}
+		if n.edge != nil {
+			src.Edge = n.edge.Stats
+		}
 		if n.store != nil {
 			src.Snapshots = n.store.Stats
 		}

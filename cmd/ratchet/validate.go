@@ -60,7 +60,7 @@ func checkValues(c *Config, args []string, lookupEnv func(string) (string, bool)
 	if c.PublishInterval <= 0 {
 		return fmt.Errorf("%s %v: want a positive duration, e.g. 1s", name("publish-interval"), c.PublishInterval)
 	}
-	for flag, v := range map[string]float64{"publish-threshold": c.PublishThreshold, "degraded-share": c.DegradedShare} {
+	for flag, v := range map[string]float64{"publish-threshold": c.PublishThreshold, "degraded-share": c.DegradedShare, "cold-share": c.ColdShare} {
 		if math.IsNaN(v) {
 			return fmt.Errorf("%s NaN: want a share from 0 to 1", name(flag))
 		}

@@ -1,4 +1,4 @@
-package engine
+package edge
 
 import (
 	"cmp"
@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -16,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ratchet/ratchet/engine"
 )
 
 // Deterministic simulation of a region: edges and origins on one goroutine, one
@@ -176,13 +179,11 @@ var simAllFaults = simFaults{delay: 0.2, drop: 0.03, lostReply: 0.03, late: 0.03
 var simScenarios = []simScenario{
 	{name: "flood", faults: simAllFaults, loadLo: 1.5, loadHi: 4, checkLimit: true,
 		open: "a lossy restart (a crash) forgets the leases the origin granted since its last snapshot, which an edge cut off from it still spends: 2 seeds of 1000 (745: 1.03x, 875: 1.05x)"},
-	// Every fault but the lossy restart: clean restarts keep replay marks and leases. Until
-	// 674aa7c seed 904 (not among the seeds a test run draws) failed: a killed edge run's
-	// replay arrived late, after its node's new run superseded it (its lease no longer held)
-	// and took the last unit by a hand-off: 17 of 16. It passes since (its run takes another
-	// course), but that order of events is still possible. Holding a superseded run's lease
-	// a second longer fixed it, but then every edge restart held its old lease for that
-	// second too.
+	// Every fault but the lossy restart: clean restarts keep replay marks and leases. A
+	// killed edge run's replay may arrive late, after its node's new run superseded it: a
+	// superseded run's leases (and cold allowance) hold for leaseGraceMs more, so that its
+	// budget is not handed to the new run meanwhile (seed 316 of 600, with the cold
+	// allowance and evictions, passed the limit by 1.03x before).
 	{name: "flood-clean-restarts", faults: simFaults{delay: 0.2, drop: 0.03, lostReply: 0.03, late: 0.03, dup: 0.03,
 		partitions: 3, restarts: 2, kills: 2}, loadLo: 1.5, loadHi: 4, checkLimit: true},
 	{name: "flood-delays-only", faults: simFaults{delay: 0.2}, loadLo: 1.5, loadHi: 4, checkLimit: true},
@@ -219,6 +220,10 @@ type simParams struct {
 	intensity  float64
 	maxDelayMs int64
 	snapMs     int64
+	// coldShare is the origins' Config.ColdShare (cold.go); evict the chance that an edge's
+	// cache drops the tuple before a request (the cold allowance must not be used twice in
+	// a cell for that).
+	coldShare, evict float64
 }
 
 func (p simParams) String() string {
@@ -226,8 +231,8 @@ func (p simParams) String() string {
 	if p.windows > 0 {
 		w = fmt.Sprintf(" (%.2f windows of %d ms)", p.windows, p.windowMs)
 	}
-	return fmt.Sprintf("limit %d, %d edges, %d origins, %d requests over %d ms%s, faults x%.2f, delays <= %d ms",
-		p.limit, p.edges, p.origins, p.requests, p.spanMs, w, p.intensity, p.maxDelayMs)
+	return fmt.Sprintf("limit %d, %d edges, %d origins, %d requests over %d ms%s, faults x%.2f, delays <= %d ms, cold share %g, evictions %.2f",
+		p.limit, p.edges, p.origins, p.requests, p.spanMs, w, p.intensity, p.maxDelayMs, p.coldShare, p.evict)
 }
 
 func logUniform(r *rand.Rand, lo, hi float64) float64 {
@@ -256,6 +261,12 @@ func drawParams(sc simScenario, seed uint64, r *rand.Rand) simParams {
 	p.intensity = 2 * r.Float64()
 	p.maxDelayMs = int64(logUniform(r, 1, simTimeoutMs-1))
 	p.snapMs = 50 + r.Int64N(950)
+	// Drawn apart, so that the draws above stay what they were for each seed. The share is
+	// at most 0.04/edges: the origins hold back twice each edge's allowance, which the
+	// under-limit scenarios must leave room for (0.9 of the limit).
+	cr := rand.New(rand.NewPCG(seed, 0xc01d))
+	p.coldShare = min([]float64{0, 0.001, 0.01, engine.MaxColdShare}[cr.IntN(4)], 0.04/float64(p.edges))
+	p.evict = []float64{0, 0, 0.1, 0.5}[cr.IntN(4)]
 	return p
 }
 
@@ -265,8 +276,8 @@ type simRun struct {
 	sc      simScenario
 	p       simParams
 	rng     *rand.Rand
-	clock   *ManualClock
-	tuple   Tuple
+	clock   *engine.ManualClock
+	tuple   engine.Tuple
 	seq     int64
 	origins []*simOrigin
 	slots   []*simEdge // the edge now running in each slot
@@ -316,11 +327,11 @@ func (st simStats) String() string {
 
 // simOrigin is one origin slot: its current process.
 type simOrigin struct {
-	eng         *Engine
-	boot        int          // incarnation: late requests to an earlier one are lost
-	saved       []CellRecord // the last periodic snapshot, what a crash restarts from
-	savedRuns   []RunRecord  // its edge runs' replay marks
-	savedLeases []LeaseRecord
+	eng         *engine.Engine
+	boot        int                 // incarnation: late requests to an earlier one are lost
+	saved       []engine.CellRecord // the last periodic snapshot, what a crash restarts from
+	savedRuns   []engine.RunRecord  // its edge runs' replay marks
+	savedLeases []engine.LeaseRecord
 }
 
 // simEdge is one edge run.
@@ -355,14 +366,14 @@ func (s *simRun) tracef(format string, args ...any) {
 }
 
 // count is an origin's count of the run's cell.
-func (s *simRun) count(e *Engine) uint64 {
+func (s *simRun) count(e *engine.Engine) uint64 {
 	_, cur, _ := s.cells(e)
 	return cur
 }
 
 // cells reads an origin's counts of the current cell, seq, and the previous one. A run
 // that is not a rollover one never leaves its first cell.
-func (s *simRun) cells(e *Engine) (seq int64, cur, prev uint64) {
+func (s *simRun) cells(e *engine.Engine) (seq int64, cur, prev uint64) {
 	st := e.Status(s.tuple)
 	if !s.sc.rollover && st.Sequence != s.seq {
 		s.failf("sim: the run left its cell (sequence %d, want %d)", st.Sequence, s.seq)
@@ -393,7 +404,7 @@ func (s *simRun) slidingW(seq, e int64) uint64 {
 // admit records an admission of se at instant at (rollover runs), and the sliding-window
 // count it reached.
 func (s *simRun) admit(se *simEdge, at int64) {
-	seq, e := position(at, s.p.windowMs)
+	seq, e := engine.Position(at, s.p.windowMs)
 	s.cellAdmitted[seq]++
 	se.admittedIn[seq]++
 	uw := s.slidingW(seq, e)
@@ -407,7 +418,7 @@ func (s *simRun) admit(se *simEdge, at int64) {
 // deny judges a denial of se at instant at (rollover runs with checkAll): excused when the
 // request would have put the region's sliding-window count over limit x loadLo.
 func (s *simRun) deny(se *simEdge, at int64) {
-	seq, e := position(at, s.p.windowMs)
+	seq, e := engine.Position(at, s.p.windowMs)
 	if s.withinLoad(s.cellAdmitted[seq]+1, s.cellAdmitted[seq-1], e) {
 		if s.unfair++; s.unfair == 1 {
 			s.firstUnfair = fmt.Sprintf("%s at %d ms (%s, elapsed %d ms: admitted %d there, %d in the previous cell)",
@@ -428,9 +439,9 @@ func (s *simRun) withinLoad(cur, prev uint64, e int64) bool {
 
 func newSimRun(sc simScenario, seed uint64, trace func(string, ...any)) *simRun {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	s := &simRun{sc: sc, p: drawParams(sc, seed, rng), rng: rng, clock: NewManualClock(simStartMs),
+	s := &simRun{sc: sc, p: drawParams(sc, seed, rng), rng: rng, clock: engine.NewManualClock(simStartMs),
 		log: slog.New(slog.DiscardHandler), trace: trace}
-	s.tuple = Tuple{Workspace: "default", Namespace: "sim", Key: []byte("flood"), WindowMs: s.p.windowMs}
+	s.tuple = engine.Tuple{Workspace: "default", Namespace: "sim", Key: []byte("flood"), WindowMs: s.p.windowMs}
 	s.seq = simStartMs / s.p.windowMs
 	if sc.rollover {
 		s.cellAdmitted, s.worstW = map[int64]uint64{}, map[int64]uint64{}
@@ -445,8 +456,8 @@ func newSimRun(sc simScenario, seed uint64, trace func(string, ...any)) *simRun 
 	return s
 }
 
-func (s *simRun) newEngine() *Engine {
-	return New(s.clock, Config{MaxMemoryBytes: 1 << 20, Logger: s.log})
+func (s *simRun) newEngine() *engine.Engine {
+	return engine.New(s.clock, engine.Config{MaxMemoryBytes: 1 << 20, Logger: s.log, ColdShare: s.p.coldShare})
 }
 
 // startEdge starts an edge run in slot, and says hello to its origins as Run's flushers do.
@@ -461,21 +472,21 @@ func (s *simRun) startEdge(slot int) *simEdge {
 	if s.sc.rollover {
 		se.admittedIn, se.appliedIn = map[int64]uint64{}, map[int64]uint64{}
 	}
-	cfg := EdgeConfig{NodeRun: se.run, DegradedShare: s.sc.degradedShare,
+	cfg := Config{NodeRun: se.run, DegradedShare: s.sc.degradedShare,
 		ReplayInterval: simReplayMs * time.Millisecond, Freshness: time.Second,
 		OriginTimeout: simTimeoutMs * time.Millisecond, MaxMemoryBytes: 64 << 10, Logger: s.log}
 	for o := range s.origins {
 		cfg.Origins = append(cfg.Origins, &simConn{s: s, from: se, origin: o})
 		cfg.OriginIDs = append(cfg.OriginIDs, fmt.Sprintf("origin%d", o))
 	}
-	e, err := NewEdge(s.clock, cfg)
+	e, err := New(s.clock, cfg)
 	if err != nil {
-		panic(fmt.Sprintf("sim: NewEdge: %v", err)) // a config bug of the sim, not a finding
+		panic(fmt.Sprintf("sim: edge.New: %v", err)) // a config bug of the sim, not a finding
 	}
 	se.edge = e
 	s.runs = append(s.runs, se)
 	for _, l := range e.links {
-		e.heartbeat(l)
+		e.heartbeat(context.Background(), l)
 	}
 	return se
 }
@@ -495,38 +506,38 @@ type simConn struct {
 	origin int
 }
 
-func (c *simConn) Read(_ context.Context, items []ReadItem) ([]CellCounts, OriginMeta, error) {
-	var cc []CellCounts
-	var m OriginMeta
-	err := c.s.call(c, "read", func(e *Engine) { cc, m = e.ServeRead(c.from.run, items) })
+func (c *simConn) Read(_ context.Context, items []engine.ReadItem) ([]engine.CellCounts, engine.OriginMeta, error) {
+	var cc []engine.CellCounts
+	var m engine.OriginMeta
+	err := c.s.call(c, "read", func(e *engine.Engine) { cc, m = e.ServeRead(c.from.run, items) })
 	return cc, m, err
 }
 
-func (c *simConn) Replay(_ context.Context, b ReplayBatch) ([]CellCounts, OriginMeta, error) {
-	var cc []CellCounts
-	var m OriginMeta
-	err := c.s.call(c, "replay", func(e *Engine) { cc, m = e.ServeReplay(b) })
+func (c *simConn) Replay(_ context.Context, b engine.ReplayBatch) ([]engine.CellCounts, engine.OriginMeta, error) {
+	var cc []engine.CellCounts
+	var m engine.OriginMeta
+	err := c.s.call(c, "replay", func(e *engine.Engine) { cc, m = e.ServeReplay(b) })
 	return cc, m, err
 }
 
-func (c *simConn) Decide(_ context.Context, r DecideRequest) (Decision, CellCounts, OriginMeta, error) {
-	var d Decision
-	var cc CellCounts
-	var m OriginMeta
+func (c *simConn) Decide(_ context.Context, r engine.DecideRequest) (engine.Decision, engine.CellCounts, engine.OriginMeta, error) {
+	var d engine.Decision
+	var cc engine.CellCounts
+	var m engine.OriginMeta
 	var serveErr error
-	err := c.s.call(c, "decide", func(e *Engine) {
+	err := c.s.call(c, "decide", func(e *engine.Engine) {
 		d, cc, m, serveErr = e.ServeDecide(c.from.run, r)
 		c.from.decidedAt = c.s.clock.NowMs()
 	})
 	if err != nil {
-		return Decision{}, CellCounts{}, OriginMeta{}, err
+		return engine.Decision{}, engine.CellCounts{}, engine.OriginMeta{}, err
 	}
 	return d, cc, m, serveErr
 }
 
 // call carries one call through the network. serve is the origin's work; its results are
 // the caller's only when call returns nil.
-func (s *simRun) call(c *simConn, kind string, serve func(*Engine)) error {
+func (s *simRun) call(c *simConn, kind string, serve func(*engine.Engine)) error {
 	o := s.origins[c.origin]
 	boot := o.boot
 	unseen := false // a hand-off whose answer the edge will not get
@@ -778,7 +789,7 @@ func (s *simRun) evenRequests(start int64) []simRequest {
 		if at >= start+s.p.spanMs {
 			return reqs
 		}
-		seq, e := position(at, w)
+		seq, e := engine.Position(at, w)
 		if !s.withinLoad(offered[seq]+1, offered[seq-1], e) {
 			continue
 		}
@@ -801,7 +812,11 @@ func (s *simRun) requests(reqs []simRequest) {
 func (s *simRun) request(slot int) {
 	se := s.slots[slot]
 	handed := se.edge.originAllowed.Load() + se.edge.originDenied.Load()
-	d, err := se.edge.Limit(s.tuple, s.p.limit, 1)
+	if s.p.evict > 0 && s.rng.Float64() < s.p.evict {
+		se.edge.cache.Del(maphash.Bytes(se.edge.seed, engine.AppendKey(nil, s.tuple)))
+		se.edge.cache.Wait()
+	}
+	d, err := se.edge.Limit(context.Background(), s.tuple, s.p.limit, 1)
 	// The instant of the decision: the origin's when it decided a hand-off, else now (the
 	// edge reads the clock again after each call it waits on, and decides after the last).
 	at := s.clock.NowMs()
@@ -828,7 +843,7 @@ func (s *simRun) request(slot int) {
 		}
 	}
 	if s.sc.rollover {
-		seq, e := position(at, s.p.windowMs)
+		seq, e := engine.Position(at, s.p.windowMs)
 		s.tracef("%s: request decided at %d ms (%s, elapsed %d ms): allowed %v (remaining %d)",
 			se.run, at-simStartMs, s.cellName(seq), e, d.Allowed, d.Remaining)
 		return
@@ -841,9 +856,9 @@ func (s *simRun) flusher(slot, li int, at int64) {
 	s.push(at, evTimer, func() {
 		e := s.slots[slot].edge
 		l := e.links[li]
-		e.flush(l, false)
+		e.flush(context.Background(), l, false)
 		if s.clock.NowMs()-l.lastOKMs.Load() >= heartbeatMs {
-			e.heartbeat(l)
+			e.heartbeat(context.Background(), l)
 		}
 		s.flusher(slot, li, max(at+simReplayMs, s.clock.NowMs()))
 	})
@@ -935,7 +950,7 @@ func (s *simRun) heal() {
 		s.clock.Advance(simReplayMs)
 		for _, se := range s.slots {
 			for _, l := range se.edge.links {
-				se.edge.flush(l, false)
+				se.edge.flush(context.Background(), l, false)
 			}
 		}
 	}
@@ -1203,9 +1218,9 @@ func TestSimDeterministic(t *testing.T) {
 }
 
 // simLeases is what e.Leases yields, its keys copied.
-func simLeases(e *Engine) []LeaseRecord {
-	var out []LeaseRecord
-	e.Leases(func(r LeaseRecord) bool {
+func simLeases(e *engine.Engine) []engine.LeaseRecord {
+	var out []engine.LeaseRecord
+	e.Leases(func(r engine.LeaseRecord) bool {
 		r.Key = strings.Clone(r.Key)
 		out = append(out, r)
 		return true

@@ -1,4 +1,4 @@
-package engine
+package keyspace
 
 import "sync/atomic"
 
@@ -8,7 +8,7 @@ import "sync/atomic"
 // Each shard maps a watched keyspace key to the Watches that watch it (kvShard.watchers,
 // guarded by the shard's mutex). Every change to a key, made under that mutex, sets the
 // dirty flag of its watchers: a write (SET, INCRBY, EXPIRE, ... and the writes of scripts
-// and CL.THROTTLE, which all go through KVTx), a DEL, and the removal of an expired key
+// and CL.THROTTLE, which all go through Tx), a DEL, and the removal of an expired key
 // (by a request or by Sweep). A key that is alive when watched and whose TTL passes
 // before EXEC counts as changed even if nothing removed it yet: Watch keeps the expiry it
 // saw, which only a change (that sets the flag) can alter. A key already expired when
@@ -44,16 +44,16 @@ func (sh *kvShard) touch(key string) {
 }
 
 // Watch adds keys of workspace ws to w: a change to any of them from now on makes
-// w's checks report a change. Keys longer than MaxKVKey are skipped: the keyspace can
+// w's checks report a change. Keys longer than MaxKey are skipped: the keyspace can
 // never hold them, so they never change.
 func (kv *KV) Watch(w *Watch, ws string, keys [][]byte) error {
 	fit := keys[:0:0]
 	for _, k := range keys {
-		if len(k) <= MaxKVKey {
+		if len(k) <= MaxKey {
 			fit = append(fit, k)
 		}
 	}
-	return kv.Do(ws, fit, func(tx *KVTx) error {
+	return kv.Do(ws, fit, func(tx *Tx) error {
 		for i := range tx.keys {
 			r := &tx.keys[i]
 			var exp int64
@@ -132,4 +132,4 @@ func (kv *KV) Changed(w *Watch) bool { return w.changed(kv.clock.NowMs()) }
 // Changed reports whether a key of w changed since it was watched, at the step's instant:
 // inside the step, no change to the step's own keys can come between this check and the
 // step's writes.
-func (tx *KVTx) Changed(w *Watch) bool { return w.changed(tx.now) }
+func (tx *Tx) Changed(w *Watch) bool { return w.changed(tx.now) }

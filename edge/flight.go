@@ -1,9 +1,14 @@
-package engine
+package edge
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // flightGroup runs one call per key at a time; concurrent callers of the same key wait
 // for it and share its result (the role of golang.org/x/sync/singleflight, in 20 lines).
+// The call runs under its first caller's context; a waiter whose own context ends stops
+// waiting, with a nil entry and its context's error.
 type flightGroup struct {
 	mu    sync.Mutex
 	calls map[string]*flightCall
@@ -15,15 +20,19 @@ type flightCall struct {
 	err  error
 }
 
-func (g *flightGroup) do(key string, fn func() (*localEntry, error)) (*localEntry, error) {
+func (g *flightGroup) do(ctx context.Context, key string, fn func() (*localEntry, error)) (*localEntry, error) {
 	g.mu.Lock()
 	if g.calls == nil {
 		g.calls = make(map[string]*flightCall)
 	}
 	if c, ok := g.calls[key]; ok {
 		g.mu.Unlock()
-		<-c.done
-		return c.le, c.err
+		select {
+		case <-c.done:
+			return c.le, c.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	c := &flightCall{done: make(chan struct{})}
 	g.calls[key] = c

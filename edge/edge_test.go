@@ -1,4 +1,4 @@
-package engine_test
+package edge_test
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratchet/ratchet/edge"
 	"github.com/ratchet/ratchet/engine"
 )
 
@@ -137,16 +138,22 @@ type edgeRig struct {
 	clock  *engine.ManualClock
 	origin *engine.Engine
 	fakes  []*fakeOrigin
-	edges  []*engine.Edge
+	edges  []*edge.Edge
 }
 
 // newEdgeRig builds n edges over one origin Engine, each with its own node run and its
 // own fake around a LocalOrigin. cfg is a template: Origins, OriginIDs and NodeRun are
 // filled in; DegradedShare 0 becomes 1 (the product default), MaxMemoryBytes 0 1 MiB.
-func newEdgeRig(t testing.TB, now int64, n int, cfg engine.EdgeConfig) *edgeRig {
+func newEdgeRig(t testing.TB, now int64, n int, cfg edge.Config) *edgeRig {
 	t.Helper()
-	r := &edgeRig{}
-	r.origin, r.clock = newEngine(now)
+	return newEdgeRigOrigin(t, now, n, engine.Config{MaxMemoryBytes: 1 << 30}, cfg)
+}
+
+// newEdgeRigOrigin is newEdgeRig with an origin configured by ocfg.
+func newEdgeRigOrigin(t testing.TB, now int64, n int, ocfg engine.Config, cfg edge.Config) *edgeRig {
+	t.Helper()
+	r := &edgeRig{clock: engine.NewManualClock(now)}
+	r.origin = engine.New(r.clock, ocfg)
 	if cfg.DegradedShare == 0 {
 		cfg.DegradedShare = 1
 	}
@@ -158,9 +165,9 @@ func newEdgeRig(t testing.TB, now int64, n int, cfg engine.EdgeConfig) *edgeRig 
 		f := newFakeOrigin(engine.LocalOrigin{Engine: r.origin, Node: run}, r.clock)
 		c := cfg
 		c.Origins, c.OriginIDs, c.NodeRun = []engine.Origin{f}, []string{"origin-1:6380"}, run
-		e, err := engine.NewEdge(r.clock, c)
+		e, err := edge.New(r.clock, c)
 		if err != nil {
-			t.Fatalf("NewEdge: %v", err)
+			t.Fatalf("edge.New: %v", err)
 		}
 		t.Cleanup(e.Close)
 		r.fakes, r.edges = append(r.fakes, f), append(r.edges, e)
@@ -168,9 +175,9 @@ func newEdgeRig(t testing.TB, now int64, n int, cfg engine.EdgeConfig) *edgeRig 
 	return r
 }
 
-func edgeLimit(t testing.TB, e *engine.Edge, tp engine.Tuple, limit, cost uint64) engine.Decision {
+func edgeLimit(t testing.TB, e *edge.Edge, tp engine.Tuple, limit, cost uint64) engine.Decision {
 	t.Helper()
-	d, err := e.Limit(tp, limit, cost)
+	d, err := e.Limit(context.Background(), tp, limit, cost)
 	if err != nil {
 		t.Fatalf("Edge.Limit(%q, %d, %d): %v", tp.Key, limit, cost, err)
 	}
@@ -178,7 +185,7 @@ func edgeLimit(t testing.TB, e *engine.Edge, tp engine.Tuple, limit, cost uint64
 }
 
 // flushAll flushes e until nothing remains (bounded).
-func flushAll(t testing.TB, e *engine.Edge) {
+func flushAll(t testing.TB, e *edge.Edge) {
 	t.Helper()
 	for i := 0; e.FlushOnce(); i++ {
 		if i == 100 {
@@ -188,7 +195,7 @@ func flushAll(t testing.TB, e *engine.Edge) {
 }
 
 // handed counts the decisions e handed to its origin.
-func handed(e *engine.Edge) uint64 { s := e.Stats(); return s.OriginAllowed + s.OriginDenied }
+func handed(e *edge.Edge) uint64 { s := e.Stats(); return s.OriginAllowed + s.OriginDenied }
 
 func originCount(o *engine.Engine, tp engine.Tuple) uint64 { return o.Status(tp).CurrentRegional }
 
@@ -198,7 +205,7 @@ func originCount(o *engine.Engine, tp engine.Tuple) uint64 { return o.Status(tp)
 // travel as one replay item with their summed cost; one batch carries several tuples, and
 // both live cells of one tuple.
 func TestEdgeReplayCoalescesPerCell(t *testing.T) {
-	r := newEdgeRig(t, t0+100, 1, engine.EdgeConfig{})
+	r := newEdgeRig(t, t0+100, 1, edge.Config{})
 	e, f := r.edges[0], r.fakes[0]
 	a, b, c := tup("a", 10_000), tup("b", 10_000), tup("c", 60_000)
 	for i := 0; i < 10; i++ {
@@ -293,7 +300,7 @@ func TestEdgeReplayCoalescesPerCell(t *testing.T) {
 // applied it is sent again unchanged (same node, ID and items) once the backoff passes;
 // the origin applies it once; cost accepted meanwhile waits for the next batch.
 func TestEdgeReplayRedeliveryIsIdempotent(t *testing.T) {
-	r := newEdgeRig(t, t0+100, 1, engine.EdgeConfig{})
+	r := newEdgeRig(t, t0+100, 1, edge.Config{})
 	e, f := r.edges[0], r.fakes[0]
 	a, b := tup("a", 60_000), tup("b", 60_000)
 	for i := 0; i < 5; i++ {
@@ -363,7 +370,7 @@ func TestEdgeReplayRedeliveryIsIdempotent(t *testing.T) {
 	if ga, gb := originCount(r.origin, a), originCount(r.origin, b); ga != 8 || gb != 2 {
 		t.Fatalf("origin has a=%d b=%d, want 8 and 2", ga, gb)
 	}
-	if st := e.Status(a); st.CurrentRegional != 8 {
+	if st := e.Status(context.Background(), a); st.CurrentRegional != 8 {
 		t.Fatalf("edge status %+v; want current 8", st)
 	}
 }
@@ -371,7 +378,7 @@ func TestEdgeReplayRedeliveryIsIdempotent(t *testing.T) {
 // TestEdgeReplayRetryAfterRefusal: a batch that never reached the origin is delivered,
 // once, after the backoff.
 func TestEdgeReplayRetryAfterRefusal(t *testing.T) {
-	r := newEdgeRig(t, t0+100, 1, engine.EdgeConfig{})
+	r := newEdgeRig(t, t0+100, 1, edge.Config{})
 	e, f := r.edges[0], r.fakes[0]
 	a := tup("a", 60_000)
 	for i := 0; i < 4; i++ {
@@ -396,7 +403,7 @@ func TestEdgeReplayRetryAfterRefusal(t *testing.T) {
 // TestEdgeMaxMergesOriginCounts: counts another edge replayed raise this edge's view; an
 // origin answer lower than what the edge knows never lowers it.
 func TestEdgeMaxMergesOriginCounts(t *testing.T) {
-	r := newEdgeRig(t, t0+100, 1, engine.EdgeConfig{Freshness: time.Second})
+	r := newEdgeRigOrigin(t, t0+100, 1, engine.Config{LeaseTTL: time.Second}, edge.Config{Freshness: time.Second})
 	e, f := r.edges[0], r.fakes[0]
 	a := tup("a", 60_000)
 	key := engine.AppendKey(nil, a)
@@ -407,7 +414,7 @@ func TestEdgeMaxMergesOriginCounts(t *testing.T) {
 
 	edgeLimit(t, e, a, 1000, 1) // cold read, 1 pending
 	other(1, 40)
-	if st := e.Status(a); st.CurrentRegional != 41 || st.Source != "origin" {
+	if st := e.Status(context.Background(), a); st.CurrentRegional != 41 || st.Source != "origin" {
 		t.Fatalf("status %+v; want current 41 (40 from the other edge, 1 pending here)", st)
 	}
 	flushAll(t, e)
@@ -424,10 +431,10 @@ func TestEdgeMaxMergesOriginCounts(t *testing.T) {
 		return cs
 	}
 	f.mu.Unlock()
-	if st := e.Status(a); st.CurrentRegional != 41 || st.Source != "origin" {
+	if st := e.Status(context.Background(), a); st.CurrentRegional != 41 || st.Source != "origin" {
 		t.Fatalf("status %+v after a lower origin answer; want current still 41", st)
 	}
-	r.clock.Advance(1500) // stale: the next Limit reads the (lower) origin
+	r.clock.Advance(1500) // stale, and the lease (1 s) ended: the next Limit reads the (lower) origin
 	reads := f.reads.Load()
 	d := edgeLimit(t, e, a, 43, 1)
 	if f.reads.Load() != reads+1 {
@@ -448,7 +455,7 @@ func TestEdgeMaxMergesOriginCounts(t *testing.T) {
 	f.readRewrite = nil
 	f.mu.Unlock()
 	other(2, 100)
-	if st := e.Status(a); st.CurrentRegional != 143 {
+	if st := e.Status(context.Background(), a); st.CurrentRegional != 143 {
 		t.Fatalf("status %+v; want current 143 (142 at the origin + 1 pending)", st)
 	}
 }
@@ -456,11 +463,12 @@ func TestEdgeMaxMergesOriginCounts(t *testing.T) {
 // ---- 4. freshness ----
 
 // TestEdgeFreshnessExpiry: within --freshness a warm tuple is decided without the origin;
-// once it passes, the next request reads the origin once and is fresh again.
+// once it passes, the next request of a tuple whose lease has ended (leases live as long as
+// the freshness here) reads the origin once and is fresh again.
 func TestEdgeFreshnessExpiry(t *testing.T) {
 	for _, fresh := range []time.Duration{time.Second, 250 * time.Millisecond} {
 		t.Run(fresh.String(), func(t *testing.T) {
-			r := newEdgeRig(t, t0, 1, engine.EdgeConfig{Freshness: fresh})
+			r := newEdgeRigOrigin(t, t0, 1, engine.Config{LeaseTTL: fresh}, edge.Config{Freshness: fresh})
 			e, f := r.edges[0], r.fakes[0]
 			a := tup("a", 60_000)
 			ms := fresh.Milliseconds()
@@ -501,7 +509,7 @@ func TestEdgeFreshnessExpiry(t *testing.T) {
 
 // TestEdgeReplayExtendsFreshness: an acknowledged replay refreshes the entry like a read.
 func TestEdgeReplayExtendsFreshness(t *testing.T) {
-	r := newEdgeRig(t, t0, 1, engine.EdgeConfig{Freshness: time.Second})
+	r := newEdgeRig(t, t0, 1, edge.Config{Freshness: time.Second})
 	e, f := r.edges[0], r.fakes[0]
 	a := tup("a", 60_000)
 	edgeLimit(t, e, a, 1000, 1)
@@ -523,7 +531,7 @@ func TestEdgeReplayExtendsFreshness(t *testing.T) {
 func TestEdgeStrictModeAcrossRollover(t *testing.T) {
 	const w = 1000
 	// A long freshness: every read below is due to strict mode alone.
-	r := newEdgeRig(t, t0+100, 1, engine.EdgeConfig{Freshness: time.Minute})
+	r := newEdgeRig(t, t0+100, 1, edge.Config{Freshness: time.Minute})
 	e, f := r.edges[0], r.fakes[0]
 	a := tup("a", w)
 	key := engine.AppendKey(nil, a)
@@ -568,7 +576,7 @@ func TestEdgeStrictModeAcrossRollover(t *testing.T) {
 		t.Fatalf("peek at +1500: %+v; want allowed with remaining 0 (the origin's 1 read first)", d)
 	}
 	r.clock.Set(t0 + 1500)
-	if st := e.Status(a); st.StrictMs != 500 || st.CurrentRegional != 1 || st.PreviousRegional != 3 {
+	if st := e.Status(context.Background(), a); st.StrictMs != 500 || st.CurrentRegional != 1 || st.PreviousRegional != 3 {
 		t.Fatalf("status at +1500: %+v; want strict 500 ms, current 1, previous 3", st)
 	}
 	reads = f.reads.Load()
@@ -581,7 +589,7 @@ func TestEdgeStrictModeAcrossRollover(t *testing.T) {
 	if d := edgeLimit(t, e, a, 3, 1); !d.Allowed || f.reads.Load() != reads {
 		t.Fatalf("request at +2600: %+v, %d reads; want allowed locally", d, f.reads.Load()-reads)
 	}
-	if st := e.Status(a); st.StrictMs != 0 {
+	if st := e.Status(context.Background(), a); st.StrictMs != 0 {
 		t.Fatalf("status at +2600: strict %d ms, want 0", st.StrictMs)
 	}
 }
@@ -592,7 +600,8 @@ func TestEdgeStrictModeAcrossRollover(t *testing.T) {
 // for one origin read each time.
 func TestEdgeSharedReads(t *testing.T) {
 	const n = 50
-	r := newEdgeRig(t, t0, 1, engine.EdgeConfig{Freshness: time.Second})
+	// Leases of half a second: the stale round has none (a leased tuple is not read).
+	r := newEdgeRigOrigin(t, t0, 1, engine.Config{LeaseTTL: 500 * time.Millisecond}, edge.Config{Freshness: time.Second})
 	e, f := r.edges[0], r.fakes[0]
 	a := tup("a", 60_000)
 
@@ -607,7 +616,7 @@ func TestEdgeSharedReads(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				started.Add(1)
-				d, err := e.Limit(a, 10_000, 1)
+				d, err := e.Limit(context.Background(), a, 10_000, 1)
 				if err != nil {
 					t.Errorf("Limit: %v", err)
 				} else if d.Allowed {
@@ -640,21 +649,21 @@ func TestEdgeSharedReads(t *testing.T) {
 	round("cold", 1)
 	r.clock.Advance(1000)
 	round("stale", 2)
-	if st := e.Status(a); st.CurrentRegional != 2*n {
+	if st := e.Status(context.Background(), a); st.CurrentRegional != 2*n {
 		t.Fatalf("status %+v; want current %d", st, 2*n)
 	}
 }
 
 // ---- 7. rendezvous placement ----
 
-func placementEdge(t *testing.T, ids ...string) *engine.Edge {
+func placementEdge(t *testing.T, ids ...string) *edge.Edge {
 	t.Helper()
 	o, _ := newEngine(t0)
-	cfg := engine.EdgeConfig{OriginIDs: ids, NodeRun: "placement/1", DegradedShare: 1, MaxMemoryBytes: 1 << 20}
+	cfg := edge.Config{OriginIDs: ids, NodeRun: "placement/1", DegradedShare: 1, MaxMemoryBytes: 1 << 20}
 	for range ids {
 		cfg.Origins = append(cfg.Origins, engine.LocalOrigin{Engine: o, Node: "placement/1"})
 	}
-	e, err := engine.NewEdge(engine.NewManualClock(t0), cfg)
+	e, err := edge.New(engine.NewManualClock(t0), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -715,7 +724,7 @@ func TestEdgeRendezvousPlacement(t *testing.T) {
 // limit*DegradedShare, with one origin call per backoff period; when the origin returns
 // the edge reads it, becomes fresh, and delivers everything it accepted.
 func TestEdgeBackoffWhileOriginDown(t *testing.T) {
-	r := newEdgeRig(t, t0, 1, engine.EdgeConfig{Freshness: time.Second, DegradedShare: 0.5})
+	r := newEdgeRig(t, t0, 1, edge.Config{Freshness: time.Second, DegradedShare: 0.5})
 	e, f := r.edges[0], r.fakes[0]
 	a := tup("a", 60_000)
 	f.down.Store(true)
@@ -746,7 +755,7 @@ func TestEdgeBackoffWhileOriginDown(t *testing.T) {
 			t.Fatalf("origin calls at %v: two within 10 ms (the shortest backoff)", times)
 		}
 	}
-	if st := e.Status(a); st.Source != "local" || st.Fresh || st.CurrentRegional != 50 {
+	if st := e.Status(context.Background(), a); st.Source != "local" || st.Fresh || st.CurrentRegional != 50 {
 		t.Fatalf("status while down: %+v; want local, not fresh, current 50", st)
 	}
 	if s := e.Stats(); s.Origins[0].Reachable || s.ReplayPending != 1 {
@@ -764,7 +773,7 @@ func TestEdgeBackoffWhileOriginDown(t *testing.T) {
 	if f.reads.Load() != reads+1 {
 		t.Fatal("the edge did not read the origin when it came back")
 	}
-	if st := e.Status(a); st.Source != "origin" || !st.Fresh {
+	if st := e.Status(context.Background(), a); st.Source != "origin" || !st.Fresh {
 		t.Fatalf("status after recovery: %+v; want origin, fresh", st)
 	}
 	flushAll(t, e)
@@ -789,7 +798,7 @@ func TestEdgeBackoffWhileOriginDown(t *testing.T) {
 // TestEdgeBackoffProbeIsShared: while the origin is down and its backoff has passed,
 // concurrent requests on many tuples make one probe, not one call each.
 func TestEdgeBackoffProbeIsShared(t *testing.T) {
-	r := newEdgeRig(t, t0, 1, engine.EdgeConfig{})
+	r := newEdgeRig(t, t0, 1, edge.Config{})
 	e, f := r.edges[0], r.fakes[0]
 	f.down.Store(true)
 	edgeLimit(t, e, tup("first", 60_000), 100, 1) // fails: backoff starts
@@ -799,7 +808,7 @@ func TestEdgeBackoffProbeIsShared(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := e.Limit(tup(fmt.Sprintf("k%d", i), 60_000), 100, 1); err != nil {
+			if _, err := e.Limit(context.Background(), tup(fmt.Sprintf("k%d", i), 60_000), 100, 1); err != nil {
 				t.Errorf("Limit: %v", err)
 			}
 		}()
@@ -814,7 +823,7 @@ func TestEdgeBackoffProbeIsShared(t *testing.T) {
 // limit*DegradedShare; a request with cost <= limit denied by that reduced limit is not
 // "never allowed" (retry_after_ms -1 is reserved for cost > limit, SPEC section 2).
 func TestEdgeDegradedRetryAfter(t *testing.T) {
-	r := newEdgeRig(t, t0, 1, engine.EdgeConfig{DegradedShare: 0.5})
+	r := newEdgeRig(t, t0, 1, edge.Config{DegradedShare: 0.5})
 	e, f := r.edges[0], r.fakes[0]
 	f.down.Store(true)
 	for _, c := range []struct{ limit, cost uint64 }{{1, 1}, {10, 6}} {
@@ -836,7 +845,7 @@ func TestEdgeDegradedRetryAfter(t *testing.T) {
 func TestEdgeExactAcrossEdgesRotating(t *testing.T) {
 	for _, c := range []struct{ limit, requests int }{{100, 300}, {5, 30}, {7, 40}} {
 		t.Run(fmt.Sprint(c.limit), func(t *testing.T) {
-			r := newEdgeRig(t, t0, 3, engine.EdgeConfig{})
+			r := newEdgeRig(t, t0, 3, edge.Config{})
 			a := tup("a", 60_000)
 			admitted := 0
 			for i := 0; i < c.requests; i++ {
@@ -864,11 +873,11 @@ func TestEdgeExactAcrossEdgesRotating(t *testing.T) {
 // requests), then on edge 2, then on edge 3. SPEC section 5: small limits are exact
 // across edges.
 func TestEdgeSmallLimitExactWithBursts(t *testing.T) {
-	r := newEdgeRig(t, t0, 3, engine.EdgeConfig{})
+	r := newEdgeRig(t, t0, 3, edge.Config{})
 	a := tup("login:alice", 15*60_000)
 	for range 2 { // twice, so that every edge has heard that there are 3
 		for _, e := range r.edges {
-			e.Status(a)
+			e.Status(context.Background(), a)
 		}
 	}
 	admitted := 0
@@ -903,14 +912,14 @@ func TestEdgeFloodAcrossEdges(t *testing.T) {
 	const limit, requests, perMs = 1000, 3000, 40
 	for _, warm := range []bool{false, true} {
 		t.Run(map[bool]string{true: "warm", false: "cold"}[warm], func(t *testing.T) {
-			r := newEdgeRig(t, t0, 3, engine.EdgeConfig{ReplayInterval: 5 * time.Millisecond})
+			r := newEdgeRig(t, t0, 3, edge.Config{ReplayInterval: 5 * time.Millisecond})
 			a := tup("flood", 60_000)
 			for _, e := range r.edges {
-				e.Status(tup("hello", 60_000)) // each edge is heard: the origin counts 3
+				e.Status(context.Background(), tup("hello", 60_000)) // each edge is heard: the origin counts 3
 			}
 			if warm {
 				for _, e := range r.edges {
-					e.Status(a)
+					e.Status(context.Background(), a)
 				}
 			}
 			var admitted int
@@ -948,7 +957,7 @@ func TestEdgeFloodAcrossEdges(t *testing.T) {
 // cost still reaches the origin: the replay set holds what the cache drops.
 func TestEdgeTinyCacheLosesNothing(t *testing.T) {
 	const keys, perKey = 400, 4
-	r := newEdgeRig(t, t0, 1, engine.EdgeConfig{MaxMemoryBytes: 2000})
+	r := newEdgeRig(t, t0, 1, edge.Config{MaxMemoryBytes: 2000})
 	e := r.edges[0]
 	accepted := 0
 	for i := 0; i < keys*perKey; i++ {
@@ -976,7 +985,7 @@ func TestEdgeTinyCacheLosesNothing(t *testing.T) {
 // flusher running: the origin ends up with exactly the accepted cost.
 func TestEdgeTinyCacheConcurrentLosesNothing(t *testing.T) {
 	const keys, goroutines, perG = 32, 16, 400
-	r := newEdgeRig(t, t0, 1, engine.EdgeConfig{MaxMemoryBytes: 2000, ReplayInterval: time.Millisecond, OriginTimeout: time.Second})
+	r := newEdgeRig(t, t0, 1, edge.Config{MaxMemoryBytes: 2000, ReplayInterval: time.Millisecond, OriginTimeout: time.Second})
 	e := r.edges[0]
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -988,7 +997,7 @@ func TestEdgeTinyCacheConcurrentLosesNothing(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < perG; i++ {
-				d, err := e.Limit(tup(fmt.Sprintf("k%d", (g*7+i)%keys), 60_000), 1_000_000, 1)
+				d, err := e.Limit(context.Background(), tup(fmt.Sprintf("k%d", (g*7+i)%keys), 60_000), 1_000_000, 1)
 				if err != nil {
 					t.Errorf("Limit: %v", err)
 					return
@@ -1016,12 +1025,12 @@ func TestEdgeTinyCacheConcurrentLosesNothing(t *testing.T) {
 // TestEdgeStatusSource: Status reads the origin first (source "origin", fresh) and falls
 // back to local memory when it cannot (source "local").
 func TestEdgeStatusSource(t *testing.T) {
-	r := newEdgeRig(t, t0+100, 1, engine.EdgeConfig{Freshness: time.Second})
+	r := newEdgeRig(t, t0+100, 1, edge.Config{Freshness: time.Second})
 	e, f := r.edges[0], r.fakes[0]
 	a := tup("a", 60_000)
 	key := engine.AppendKey(nil, a)
 
-	st := e.Status(a)
+	st := e.Status(context.Background(), a)
 	if st.Source != "origin" || !st.Fresh || st.CurrentRegional != 0 || st.Sequence != (t0+100)/60_000 || st.ElapsedMs != 100 {
 		t.Fatalf("cold status: %+v", st)
 	}
@@ -1029,7 +1038,7 @@ func TestEdgeStatusSource(t *testing.T) {
 	r.origin.ServeReplay(engine.ReplayBatch{Node: "edge-x/boot", ID: 1,
 		Items: []engine.ReplayItem{{Key: key, Seq: st.Sequence, Cost: 10}}})
 	reads := f.reads.Load()
-	st = e.Status(a)
+	st = e.Status(context.Background(), a)
 	if f.reads.Load() != reads+1 {
 		t.Fatal("Status on a fresh tuple did not read the origin")
 	}
@@ -1039,23 +1048,23 @@ func TestEdgeStatusSource(t *testing.T) {
 
 	f.down.Store(true)
 	r.clock.Advance(1000) // past the freshness
-	st = e.Status(a)
+	st = e.Status(context.Background(), a)
 	if st.Source != "local" || st.Fresh || st.CurrentRegional != 13 {
 		t.Fatalf("status with the origin down: %+v; want local, not fresh, current 13", st)
 	}
 	// In backoff: answered locally without calling the origin.
 	calls := f.total()
-	if st := e.Status(a); st.Source != "local" || f.total() != calls {
+	if st := e.Status(context.Background(), a); st.Source != "local" || f.total() != calls {
 		t.Fatalf("status in backoff: %+v, %d origin calls", st, f.total()-calls)
 	}
 	// A cold tuple with the origin down.
-	if st := e.Status(tup("cold", 60_000)); st.Source != "local" || st.Fresh || st.CurrentRegional != 0 {
+	if st := e.Status(context.Background(), tup("cold", 60_000)); st.Source != "local" || st.Fresh || st.CurrentRegional != 0 {
 		t.Fatalf("cold status with the origin down: %+v", st)
 	}
 
 	f.down.Store(false)
 	r.clock.Advance(1000)
-	if st := e.Status(a); st.Source != "origin" || !st.Fresh || st.CurrentRegional != 13 {
+	if st := e.Status(context.Background(), a); st.Source != "origin" || !st.Fresh || st.CurrentRegional != 13 {
 		t.Fatalf("status after recovery: %+v", st)
 	}
 }
@@ -1064,7 +1073,7 @@ func TestEdgeStatusSource(t *testing.T) {
 // window its entry already holds (Limit then decides at the clock's reading), and decides
 // a current one from local memory.
 func TestTryLimitStaleInstant(t *testing.T) {
-	r := newEdgeRig(t, t0, 1, engine.EdgeConfig{Freshness: time.Hour})
+	r := newEdgeRig(t, t0, 1, edge.Config{Freshness: time.Hour})
 	e := r.edges[0]
 	tp := engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte("k"), WindowMs: 1000}
 	edgeLimit(t, e, tp, 100, 1)
@@ -1081,7 +1090,7 @@ func TestTryLimitStaleInstant(t *testing.T) {
 // TestEdgeUndelivered: the cost an edge could not deliver counts its units and cells,
 // those of an unanswered batch included, and nothing once the origin took it.
 func TestEdgeUndelivered(t *testing.T) {
-	r := newEdgeRig(t, t0, 1, engine.EdgeConfig{Freshness: time.Second})
+	r := newEdgeRig(t, t0, 1, edge.Config{Freshness: time.Second})
 	e, f := r.edges[0], r.fakes[0]
 	f.down.Store(true)
 	a, b := tup("a", 60_000), tup("b", 1000)
@@ -1108,7 +1117,7 @@ func TestEdgeUndelivered(t *testing.T) {
 // brief hiccup of the origin must not send every tuple it touched to the origin until
 // the end of the next window. A denial by the limit still enters strict mode.
 func TestEdgeFailedHandOffNotStrict(t *testing.T) {
-	r := newEdgeRig(t, t0, 1, engine.EdgeConfig{})
+	r := newEdgeRig(t, t0, 1, edge.Config{})
 	e, f := r.edges[0], r.fakes[0]
 	a := tup("hiccup", 60_000)
 	if d := edgeLimit(t, e, a, 1000, 1); !d.Allowed {
@@ -1120,14 +1129,14 @@ func TestEdgeFailedHandOffNotStrict(t *testing.T) {
 	if d.Allowed {
 		t.Fatalf("a request whose hand-off failed was admitted: %+v", d)
 	}
-	if st := e.Status(a); st.StrictMs != 0 {
+	if st := e.Status(context.Background(), a); st.StrictMs != 0 {
 		t.Fatalf("strict for %d ms after a refusal by a failed hand-off, want 0", st.StrictMs)
 	}
 	// The limit itself denies: strict mode, as before.
 	if d := edgeLimit(t, e, a, 1000, 1000); d.Allowed {
 		t.Fatalf("cost 1000 on top of 1 admitted under limit 1000: %+v", d)
 	}
-	if st := e.Status(a); st.StrictMs == 0 {
+	if st := e.Status(context.Background(), a); st.StrictMs == 0 {
 		t.Fatal("no strict mode after a denial by the limit")
 	}
 }

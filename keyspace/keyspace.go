@@ -1,6 +1,13 @@
-package engine
+// Package keyspace holds the Redis-compatible keys of an origin: the state of the drop-in
+// commands (GET, SET, INCRBY, EXPIRE, ..., the data types scripts use) and CL.THROTTLE's
+// theoretical arrival times, with millisecond TTLs, bounded by --max-memory beside the
+// rate limiter's cells and saved in snapshots. It knows no sockets and no replies: package
+// commands parses requests and writes Redis's replies; package engine, which keeps the
+// rate limiter, makes one KV sharing its memory gauge.
+package keyspace
 
 import (
+	"encoding/binary"
 	"errors"
 	"hash/maphash"
 	"math"
@@ -9,7 +16,8 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
+
+	"github.com/ratchet/ratchet/internal/shardlock"
 )
 
 // The counter keyspace: small string values with millisecond TTLs, the state of the
@@ -40,17 +48,18 @@ import (
 const kvShardCount = 64
 
 // kvEntryOverhead estimates the bytes of one key beyond its key and value bytes: the
-// entry in the dense slice (48 with growth slack), the map's bucket share (key header,
-// position, hash bits) and the allocations' headers. It feeds --max-memory only;
-// BenchmarkKVMemory measures the real figure (1M counters with 13-byte keys: 147 heap
-// bytes and 156 to 161 resident bytes per key, against 152 estimated).
-const kvEntryOverhead = 120
+// entry in the dense slice (56 with growth slack: the obj pointer of the data types made
+// it 8 bytes longer), the map's bucket share (key header, position, hash bits) and the
+// allocations' headers. It feeds --max-memory only; BenchmarkKVMemory measures the real
+// figure (1M counters with 13-byte keys: 156.5 heap bytes and 161 resident bytes per key,
+// against 160 estimated; 147 heap bytes before the pointer, when 120 gave 152).
+const kvEntryOverhead = 128
 
-// MaxKVValue is the longest value the keyspace holds, in bytes.
-const MaxKVValue = 64 << 10
+// MaxValue is the longest value the keyspace holds, in bytes.
+const MaxValue = 64 << 10
 
-// MaxKVKey is the longest key the keyspace holds, in bytes.
-const MaxKVKey = 1024
+// MaxKey is the longest key the keyspace holds, in bytes.
+const MaxKey = 1024
 
 // Errors of keyspace operations, tested with errors.Is; commands/errors.go writes their
 // replies (Redis's texts).
@@ -59,14 +68,16 @@ var (
 	ErrNotInteger = errors.New("value is not an integer or out of range")
 	// ErrOverflow: INCRBY whose result does not fit 64 bits.
 	ErrOverflow = errors.New("increment or decrement would overflow")
-	// ErrValueTooLarge: a value longer than MaxKVValue.
-	ErrValueTooLarge = errors.New("value exceeds MaxKVValue")
-	// ErrKeyTooLarge: a key longer than MaxKVKey.
-	ErrKeyTooLarge = errors.New("key exceeds MaxKVKey")
+	// ErrValueTooLarge: a value longer than MaxValue.
+	ErrValueTooLarge = errors.New("value exceeds MaxValue")
+	// ErrKeyTooLarge: a key longer than MaxKey.
+	ErrKeyTooLarge = errors.New("key exceeds MaxKey")
+	// ErrFull: a write that needs memory beyond the bound (Config.MaxBytes).
+	ErrFull = errors.New("keyspace is full")
 )
 
-// KV is the counter keyspace. Its zero value is not usable; an Engine makes one (Engine.KV).
-// It is safe for concurrent use.
+// KV is the keyspace. Its zero value is not usable: New makes one. It is safe for
+// concurrent use.
 type KV struct {
 	shards   [kvShardCount]kvShard
 	seed     maphash.Seed
@@ -84,14 +95,16 @@ type kvShard struct {
 	index    map[string]int32 // key -> position in entries
 	entries  []kvEntry
 	watchers map[string][]*Watch // key -> the connections watching it (watch.go); nil until one does
-	_        [8]byte
+	objs     int                 // entries holding a collection (types.go), not a string
 }
 
-// kvEntry is one key. key is the workspace-encoded key (see kvKey).
+// kvEntry is one key. key is the workspace-encoded key (see kvKey). A string's value is
+// val; another type's is obj (types.go), val then being empty.
 type kvEntry struct {
 	key      string
 	val      []byte
-	expireAt int64 // ms since the epoch; 0: no expiry
+	expireAt int64   // ms since the epoch; 0: no expiry
+	obj      *object // nil: a string
 }
 
 // alive reports whether the entry has not expired at nowMs. As in Redis, a key expires
@@ -103,22 +116,79 @@ func kvEntryBytes(n, c int) int64 {
 	return kvEntryOverhead + int64(n+15)&^15 + int64(c+15)&^15
 }
 
-func newKV(clock Clock, bytes *atomic.Int64, maxBytes int64, onFull, onWrite func()) *KV {
-	kv := &KV{seed: maphash.MakeSeed(), clock: clock, bytes: bytes, maxBytes: maxBytes, onFull: onFull, onWrite: onWrite}
+// Clock is the keyspace's source of time, in milliseconds since the Unix epoch (engine's
+// clocks satisfy it).
+type Clock interface {
+	NowMs() int64
+}
+
+// MicroClock is a Clock that also reads microseconds: the time scripts read with TIME.
+// A Clock without it gives scripts its milliseconds, times 1000.
+type MicroClock interface {
+	Clock
+	// NowUs returns the time in microseconds since the Unix epoch.
+	NowUs() int64
+}
+
+// Config says how New makes a KV.
+type Config struct {
+	// Clock is the only source of time (required).
+	Clock Clock
+	// Bytes is the memory gauge the keyspace adds its estimate to, shared with whoever else
+	// counts within the same bound (the engine's cell store); nil: the keyspace's own.
+	Bytes *atomic.Int64
+	// MaxBytes bounds the gauge: a write that needs more memory gets ErrFull.
+	MaxBytes int64
+	// OnFull, when set, is told of each ErrFull refusal (after the locks are released).
+	OnFull func()
+	// OnWrite, when set, is told that the keyspace changed (snapshots).
+	OnWrite func()
+}
+
+// New returns an empty keyspace.
+func New(cfg Config) *KV {
+	if cfg.Bytes == nil {
+		cfg.Bytes = new(atomic.Int64)
+	}
+	kv := &KV{seed: maphash.MakeSeed(), clock: cfg.Clock, bytes: cfg.Bytes, maxBytes: cfg.MaxBytes, onFull: cfg.OnFull, onWrite: cfg.OnWrite}
 	for i := range kv.shards {
 		kv.shards[i].index = make(map[string]int32)
 	}
 	return kv
 }
 
-// KV returns the engine's counter keyspace, which shares the cell store's --max-memory.
-func (e *Engine) KV() *KV { return e.kv }
+// defaultName is the workspace that AppendName encodes as one zero byte.
+const defaultName = "default"
+
+// AppendName appends a workspace's name as keys of the keyspace (and the engine's tuple
+// keys) encode it: one zero byte for "default", else uvarint(len+1) and the name.
+func AppendName(dst []byte, s string) []byte {
+	if s == defaultName {
+		return append(dst, 0)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(s))+1)
+	return append(dst, s...)
+}
+
+// uvarint decodes a minimal uvarint from b: n, and the bytes it used (0 when malformed,
+// truncated or not minimal).
+func uvarint(b []byte) (uint64, int) {
+	n, used := binary.Uvarint(b)
+	if used <= 0 || (used > 1 && b[used-1] == 0) {
+		return 0, 0
+	}
+	return n, used
+}
 
 // kvKey appends the keyspace's key of key in workspace ws to dst: the workspace's name as
-// AppendKey encodes it, then the key. Workspaces never see each other's keys.
+// AppendName encodes it, then the key. Workspaces never see each other's keys.
 func kvKey(dst []byte, ws string, key []byte) []byte {
-	return append(appendName(dst, ws), key...)
+	return append(AppendName(dst, ws), key...)
 }
+
+// AppendKVKey appends the counter keyspace's key of key in workspace ws to dst. An edge
+// places a forwarded command's key on an origin by it, as it places tuples by AppendKey.
+func AppendKVKey(dst []byte, ws string, key []byte) []byte { return kvKey(dst, ws, key) }
 
 // splitKVKey splits a keyspace key into its workspace and key (aliasing k).
 func splitKVKey(k string) (ws, key string, ok bool) {
@@ -147,10 +217,10 @@ func (kv *KV) shardIndex(k []byte) int {
 	return int(maphash.Bytes(kv.seed, k) % kvShardCount)
 }
 
-// KVTx is the view of one KV.Do callback on its keys, all locked, at one instant. Keys are
-// named by their index in the slice given to Do. A KVTx, and every value it returns, is
+// Tx is the view of one KV.Do callback on its keys, all locked, at one instant. Keys are
+// named by their index in the slice given to Do. A Tx, and every value it returns, is
 // valid only during the callback.
-type KVTx struct {
+type Tx struct {
 	kv     *KV
 	now    int64
 	ws     string
@@ -164,22 +234,22 @@ type KVTx struct {
 
 type kvRef struct {
 	sh  *kvShard
-	key []byte // the keyspace key; aliases KVTx.buf
+	key []byte // the keyspace key; aliases Tx.buf
 	end int    // while Do builds buf: the key's length
 }
 
-var kvTxPool = sync.Pool{New: func() any { return new(KVTx) }}
+var txPool = sync.Pool{New: func() any { return new(Tx) }}
 
 // Do locks the shards of keys (of workspace ws) in shard order, reads the clock once, runs
 // fn and unlocks: fn's operations on these keys are one atomic step at one instant
 // (tx.Now()). fn must not call Do itself, nor keep tx or a value it returned. Do returns
 // fn's error, or ErrKeyTooLarge without calling fn.
-func (kv *KV) Do(ws string, keys [][]byte, fn func(tx *KVTx) error) error {
-	tx := kvTxPool.Get().(*KVTx)
+func (kv *KV) Do(ws string, keys [][]byte, fn func(tx *Tx) error) error {
+	tx := txPool.Get().(*Tx)
 	defer kv.release(tx)
 	tx.kv, tx.ws = kv, ws
 	for _, k := range keys {
-		if len(k) > MaxKVKey {
+		if len(k) > MaxKey {
 			return ErrKeyTooLarge
 		}
 	}
@@ -212,19 +282,19 @@ func (kv *KV) Do(ws string, keys [][]byte, fn func(tx *KVTx) error) error {
 	return err
 }
 
-func (kv *KV) release(tx *KVTx) {
+func (kv *KV) release(tx *Tx) {
 	if cap(tx.buf) > 64<<10 || cap(tx.keys) > 1024 {
 		return // a very large request's buffers are not kept
 	}
 	tx.kv, tx.ws, tx.keys, tx.buf, tx.held, tx.wrote, tx.full = nil, "", tx.keys[:0], tx.buf[:0], [kvShardCount / 64]uint64{}, false, 0
 	tx.lastUs = 0
-	kvTxPool.Put(tx)
+	txPool.Put(tx)
 }
 
-func (tx *KVTx) holds(i int) bool { return tx.held[i/64]&(1<<(i%64)) != 0 }
+func (tx *Tx) holds(i int) bool { return tx.held[i/64]&(1<<(i%64)) != 0 }
 
 // lock locks the held shards in ascending order; unlock unlocks them.
-func (tx *KVTx) lock() {
+func (tx *Tx) lock() {
 	for w, word := range tx.held {
 		for ; word != 0; word &= word - 1 {
 			tx.kv.shards[w*64+bits.TrailingZeros64(word)].mu.Lock()
@@ -232,7 +302,7 @@ func (tx *KVTx) lock() {
 	}
 }
 
-func (tx *KVTx) unlock() {
+func (tx *Tx) unlock() {
 	for w, word := range tx.held {
 		for ; word != 0; word &= word - 1 {
 			tx.kv.shards[w*64+bits.TrailingZeros64(word)].mu.Unlock()
@@ -241,7 +311,7 @@ func (tx *KVTx) unlock() {
 }
 
 // Now returns the instant of the step, in ms since the epoch (the engine's clock).
-func (tx *KVTx) Now() int64 { return tx.now }
+func (tx *Tx) Now() int64 { return tx.now }
 
 // NowUs returns the time a script reads with TIME, in microseconds since the epoch. As
 // Redis's TIME, it is read when called (it moves during a step: the scripts of one
@@ -250,7 +320,7 @@ func (tx *KVTx) Now() int64 { return tx.now }
 // than the one before: Redis spends microseconds on each script, while a native one may
 // take less than one, and a burst at one reading would accumulate the scripts' rounding
 // (go-redis/redis_rate then refused the last call of a full burst).
-func (tx *KVTx) NowUs() int64 {
+func (tx *Tx) NowUs() int64 {
 	us := tx.now * 1000
 	if mc, ok := tx.kv.clock.(MicroClock); ok {
 		us = max(us, mc.NowUs())
@@ -263,10 +333,10 @@ func (tx *KVTx) NowUs() int64 {
 }
 
 // Len returns the number of keys given to Do.
-func (tx *KVTx) Len() int { return len(tx.keys) }
+func (tx *Tx) Len() int { return len(tx.keys) }
 
 // entry returns key i's live entry, or nil; an expired entry is dropped on the way.
-func (tx *KVTx) entry(i int) *kvEntry {
+func (tx *Tx) entry(i int) *kvEntry {
 	r := tx.keys[i]
 	p, ok := r.sh.index[string(r.key)]
 	if !ok {
@@ -282,21 +352,34 @@ func (tx *KVTx) entry(i int) *kvEntry {
 	return en
 }
 
-// Get returns key i's value and true, or nil and false when the key does not exist. The
-// value is valid only during the callback.
-func (tx *KVTx) Get(i int) ([]byte, bool) {
-	if en := tx.entry(i); en != nil {
+// Get returns key i's string value and true, or nil and false when the key does not exist
+// or holds another type (Kind tells them apart). The value is valid only during the
+// callback.
+func (tx *Tx) Get(i int) ([]byte, bool) {
+	if en := tx.entry(i); en != nil && en.obj == nil {
 		return en.val, true
 	}
 	return nil, false
 }
 
+// Kind returns the type of key i's value: KindNone when the key does not exist.
+func (tx *Tx) Kind(i int) Kind {
+	switch en := tx.entry(i); {
+	case en == nil:
+		return KindNone
+	case en.obj == nil:
+		return KindString
+	default:
+		return en.obj.kind
+	}
+}
+
 // Exists reports whether key i exists.
-func (tx *KVTx) Exists(i int) bool { return tx.entry(i) != nil }
+func (tx *Tx) Exists(i int) bool { return tx.entry(i) != nil }
 
 // ExpireAt returns key i's expiry in ms since the epoch (0: none) and whether the key
 // exists.
-func (tx *KVTx) ExpireAt(i int) (int64, bool) {
+func (tx *Tx) ExpireAt(i int) (int64, bool) {
 	if en := tx.entry(i); en != nil {
 		return en.expireAt, true
 	}
@@ -305,7 +388,7 @@ func (tx *KVTx) ExpireAt(i int) (int64, bool) {
 
 // PTTL returns key i's time to live in ms as Redis's PTTL does: -2 when the key does not
 // exist, -1 when it has no expiry.
-func (tx *KVTx) PTTL(i int) int64 {
+func (tx *Tx) PTTL(i int) int64 {
 	en := tx.entry(i)
 	switch {
 	case en == nil:
@@ -321,15 +404,15 @@ func (tx *KVTx) PTTL(i int) int64 {
 // none). As with Redis's SET ... PXAT, an expiry before Now leaves no key, and one at Now
 // a key that lives until the clock moves on. A new key, or a longer value, that does not
 // fit --max-memory gets ErrFull and changes nothing.
-func (tx *KVTx) Set(i int, val []byte, expireAt int64) error {
+func (tx *Tx) Set(i int, val []byte, expireAt int64) error {
 	return tx.set(i, val, expireAt, false)
 }
 
 // SetKeepTTL stores val (copied) as key i's value, keeping its expiry (none for a new key).
-func (tx *KVTx) SetKeepTTL(i int, val []byte) error { return tx.set(i, val, 0, true) }
+func (tx *Tx) SetKeepTTL(i int, val []byte) error { return tx.set(i, val, 0, true) }
 
-func (tx *KVTx) set(i int, val []byte, expireAt int64, keepTTL bool) error {
-	if len(val) > MaxKVValue {
+func (tx *Tx) set(i int, val []byte, expireAt int64, keepTTL bool) error {
+	if len(val) > MaxValue {
 		return ErrValueTooLarge
 	}
 	en := tx.entry(i)
@@ -351,6 +434,7 @@ func (tx *KVTx) set(i int, val []byte, expireAt int64, keepTTL bool) error {
 	if err := tx.grow(en, len(val), true); err != nil {
 		return err
 	}
+	tx.kv.dropObject(tx.keys[i].sh, en) // SET replaces a value of any type
 	en.val = append(en.val[:0], val...)
 	if !keepTTL {
 		en.expireAt = expireAt
@@ -360,7 +444,7 @@ func (tx *KVTx) set(i int, val []byte, expireAt int64, keepTTL bool) error {
 }
 
 // changed records that key i was written: snapshots and watchers are told.
-func (tx *KVTx) changed(i int) {
+func (tx *Tx) changed(i int) {
 	tx.wrote = true
 	if r := &tx.keys[i]; len(r.sh.watchers) > 0 {
 		r.sh.touch(string(r.key))
@@ -369,7 +453,7 @@ func (tx *KVTx) changed(i int) {
 
 // grow makes en's value capacity at least n, charging the difference to the budget.
 // With check, growth beyond the budget is refused with ErrFull.
-func (tx *KVTx) grow(en *kvEntry, n int, check bool) error {
+func (tx *Tx) grow(en *kvEntry, n int, check bool) error {
 	if n <= cap(en.val) {
 		return nil
 	}
@@ -397,7 +481,7 @@ func (kv *KV) charge(n int64, check bool) bool {
 
 // insert adds key i with an empty value of capacity at least n, or returns ErrFull when
 // check is set and the budget is spent.
-func (tx *KVTx) insert(i int, n int, check bool) (*kvEntry, error) {
+func (tx *Tx) insert(i int, n int, check bool) (*kvEntry, error) {
 	r := tx.keys[i]
 	c := max(n, 8)
 	if !tx.kv.charge(kvEntryBytes(len(r.key), c), check) {
@@ -415,7 +499,7 @@ func (tx *KVTx) insert(i int, n int, check bool) (*kvEntry, error) {
 
 // SetExpireAt sets key i's expiry (ms since the epoch; 0 removes it). An expiry at or
 // before Now deletes the key, as Redis does. It reports false when the key does not exist.
-func (tx *KVTx) SetExpireAt(i int, at int64) bool {
+func (tx *Tx) SetExpireAt(i int, at int64) bool {
 	en := tx.entry(i)
 	if en == nil {
 		return false
@@ -430,7 +514,7 @@ func (tx *KVTx) SetExpireAt(i int, at int64) bool {
 }
 
 // Del deletes key i and reports whether it existed.
-func (tx *KVTx) Del(i int) bool {
+func (tx *Tx) Del(i int) bool {
 	r := tx.keys[i]
 	if tx.entry(i) == nil {
 		return false
@@ -444,11 +528,14 @@ func (tx *KVTx) Del(i int) bool {
 // existing key keeps its expiry) and returns the result, as Redis's INCRBY: ErrNotInteger
 // when the value is not a decimal 64-bit integer, ErrOverflow when the sum does not fit.
 // A new key that does not fit --max-memory gets ErrFull.
-func (tx *KVTx) IncrBy(i int, delta int64) (int64, error) {
+func (tx *Tx) IncrBy(i int, delta int64) (int64, error) {
 	en := tx.entry(i)
 	var cur int64
+	if en != nil && en.obj != nil {
+		return 0, ErrWrongType
+	}
 	if en != nil {
-		v, ok := ParseRedisInt(en.val)
+		v, ok := ParseInt(en.val)
 		if !ok {
 			return 0, ErrNotInteger
 		}
@@ -473,9 +560,9 @@ func (tx *KVTx) IncrBy(i int, delta int64) (int64, error) {
 	return cur, nil
 }
 
-// ParseRedisInt reads b as Redis reads an integer (string2ll): an optional '-', then
+// ParseInt reads b as Redis reads an integer (string2ll): an optional '-', then
 // digits without leading zeros ("0" itself, not "-0"), no '+', no spaces, within 64 bits.
-func ParseRedisInt(b []byte) (int64, bool) {
+func ParseInt(b []byte) (int64, bool) {
 	if len(b) == 0 || len(b) > 20 {
 		return 0, false
 	}
@@ -517,6 +604,7 @@ func (kv *KV) remove(sh *kvShard, p int32) {
 	en := &sh.entries[p]
 	sh.touch(en.key)
 	kv.bytes.Add(-kvEntryBytes(len(en.key), cap(en.val)))
+	kv.dropObject(sh, en)
 	kv.keys.Add(-1)
 	delete(sh.index, en.key)
 	last := int32(len(sh.entries) - 1)
@@ -538,7 +626,7 @@ func (kv *KV) Sweep() int64 {
 	var n int64
 	for i := range kv.shards {
 		sh := &kv.shards[i]
-		lockYielding(&sh.mu)
+		shardlock.LockYielding(&sh.mu)
 		for p := len(sh.entries) - 1; p >= 0; p-- { // backwards: a delete moves a visited entry
 			if !sh.entries[p].alive(now) {
 				kv.remove(sh, int32(p))
@@ -567,22 +655,22 @@ const scanTop = 1<<32 - 1
 // Scan returns keys of workspace ws, starting at cursor, after examining about count
 // entries (of every workspace, expired ones included), and the cursor to continue from (0
 // when the walk is over). Only keys for which match returns true (nil: all) are returned;
-// match sees the key without its workspace and must not keep it. The keys returned are
-// copies.
-func (kv *KV) Scan(ws string, cursor uint64, count int, match func(key []byte) bool) (uint64, [][]byte) {
+// match sees the key without its workspace, and its type, and must not keep the key. The
+// keys returned are copies.
+func (kv *KV) Scan(ws string, cursor uint64, count int, match func(key []byte, k Kind) bool) (uint64, [][]byte) {
 	return kv.scan(nil, ws, cursor, count, match)
 }
 
 // Scan is KV.Scan from inside Do: the shards tx holds are read without locking them again.
 // Others are locked one at a time; when tx holds shards, one that stays busy ends the call
 // early with a cursor that resumes at it (waiting could deadlock).
-func (tx *KVTx) Scan(cursor uint64, count int, match func(key []byte) bool) (uint64, [][]byte) {
+func (tx *Tx) Scan(cursor uint64, count int, match func(key []byte, k Kind) bool) (uint64, [][]byte) {
 	return tx.kv.scan(tx, tx.ws, cursor, count, match)
 }
 
-func (kv *KV) scan(tx *KVTx, ws string, cursor uint64, count int, match func(key []byte) bool) (uint64, [][]byte) {
+func (kv *KV) scan(tx *Tx, ws string, cursor uint64, count int, match func(key []byte, k Kind) bool) (uint64, [][]byte) {
 	count = max(count, 1)
-	prefix := string(appendName(nil, ws))
+	prefix := string(AppendName(nil, ws))
 	shard := cursor >> 32
 	pos := scanTop - int64(cursor&scanTop)
 	var out [][]byte
@@ -600,7 +688,7 @@ func (kv *KV) scan(tx *KVTx, ws string, cursor uint64, count int, match func(key
 			// Holding other shards, waiting for this one could deadlock with a step that
 			// holds it and waits for one of ours: try for a while, else stop here (a
 			// nonzero cursor that resumes at this shard).
-			if !tryLockFor(&sh.mu, yieldingFor) {
+			if !shardlock.TryLockFor(&sh.mu, shardlock.YieldingFor) {
 				return shard<<32 | uint64(scanTop-min(pos, scanTop-1)), out
 			}
 		default:
@@ -615,7 +703,7 @@ func (kv *KV) scan(tx *KVTx, ws string, cursor uint64, count int, match func(key
 				continue
 			}
 			k := []byte(en.key[len(prefix):])
-			if match == nil || match(k) {
+			if match == nil || match(k, en.kind()) {
 				out = append(out, k)
 			}
 		}
@@ -637,35 +725,25 @@ func (kv *KV) scan(tx *KVTx, ws string, cursor uint64, count int, match func(key
 	return shard << 32, out
 }
 
-// tryLockFor tries to lock mu for about d, giving way between tries.
-func tryLockFor(mu *sync.Mutex, d time.Duration) bool {
-	for start := time.Now(); ; {
-		if mu.TryLock() {
-			return true
-		}
-		if time.Since(start) >= d {
-			return false
-		}
-		runtime.Gosched()
-	}
-}
-
-// KVRecord is one key as it is saved and loaded.
-type KVRecord struct {
-	Workspace  string
-	Key        string
+// Record is one key as it is saved and loaded.
+type Record struct {
+	Workspace string
+	Key       string
+	// Kind is the value's type: KindString, or a collection whose elements Value encodes
+	// (encode.go). KindNone reads as KindString (records saved before types existed).
+	Kind       Kind
 	Value      []byte
 	ExpireAtMs int64 // ms since the epoch; 0: no expiry
 }
 
 // Records yields every live key. Each shard is copied under its lock and yielded after it
 // is released; a record's strings and Value are its own. Shards are visited in turn.
-func (kv *KV) Records(yield func(KVRecord) bool) {
-	var recs []KVRecord
+func (kv *KV) Records(yield func(Record) bool) {
+	var recs []Record
 	for i := range kv.shards {
 		sh := &kv.shards[i]
 		recs = recs[:0]
-		lockYielding(&sh.mu)
+		shardlock.LockYielding(&sh.mu)
 		now := kv.clock.NowMs()
 		for p := range sh.entries {
 			en := &sh.entries[p]
@@ -676,7 +754,13 @@ func (kv *KV) Records(yield func(KVRecord) bool) {
 			if !ok {
 				continue
 			}
-			recs = append(recs, KVRecord{Workspace: ws, Key: key, Value: append([]byte(nil), en.val...), ExpireAtMs: en.expireAt})
+			r := Record{Workspace: ws, Key: key, Kind: KindString, ExpireAtMs: en.expireAt}
+			if en.obj != nil {
+				r.Kind, r.Value = en.obj.kind, en.obj.encode(nil)
+			} else {
+				r.Value = append([]byte(nil), en.val...)
+			}
+			recs = append(recs, r)
 		}
 		sh.mu.Unlock()
 		for _, r := range recs {
@@ -688,12 +772,22 @@ func (kv *KV) Records(yield func(KVRecord) bool) {
 	}
 }
 
-// Restore loads records: expired ones are dropped, the others are set (replacing a key
-// already held), even beyond --max-memory (new keys are then refused until room is made).
-// It returns the number loaded and dropped.
-func (kv *KV) Restore(recs []KVRecord) (loaded, dropped int) {
+// Restore loads records: expired ones are dropped, and so are those the keyspace cannot
+// hold (too long, a collection that does not decode or passes the bounds); the others are
+// set (replacing a key already held), even beyond --max-memory (new keys are then refused
+// until room is made). It returns the number loaded and dropped.
+func (kv *KV) Restore(recs []Record) (loaded, dropped int) {
 	for _, r := range recs {
-		if len(r.Key) > MaxKVKey || len(r.Value) > MaxKVValue {
+		var obj *object
+		if r.Kind > KindString {
+			var err error
+			if obj, err = decodeObject(r.Kind, r.Value); err != nil {
+				dropped++
+				continue
+			}
+			r.Value = nil
+		}
+		if len(r.Key) > MaxKey || len(r.Value) > MaxValue {
 			dropped++
 			continue
 		}
@@ -702,15 +796,23 @@ func (kv *KV) Restore(recs []KVRecord) (loaded, dropped int) {
 			dropped++
 			continue
 		}
-		_ = kv.Do(r.Workspace, [][]byte{[]byte(r.Key)}, func(tx *KVTx) error {
+		_ = kv.Do(r.Workspace, [][]byte{[]byte(r.Key)}, func(tx *Tx) error {
 			en := tx.entry(0)
 			if en == nil {
 				en, _ = tx.insert(0, len(r.Value), false)
 			} else {
 				_ = tx.grow(en, len(r.Value), false)
 			}
+			sh := tx.keys[0].sh
+			tx.kv.dropObject(sh, en)
 			en.val = append(en.val[:0], r.Value...)
 			en.expireAt = r.ExpireAtMs
+			if obj != nil {
+				en.obj = obj
+				sh.objs++
+				tx.kv.charge(obj.size(), false)
+				obj.charged = obj.size()
+			}
 			return nil
 		})
 		loaded++

@@ -1,13 +1,13 @@
-package engine
+package edge
 
-import "math"
+import "github.com/ratchet/ratchet/engine"
 
 // What an edge keeps of the cost its origin counted but has not saved, so that a kill -9
 // of the origin loses none of it (docs/internal-protocol.md, "Unsaved cost").
 //
-// An origin's snapshot captures each edge run's replay mark before the cells (marks.go),
-// so once a save is on disk every batch up to the mark it captured is durable; answers
-// report that mark (OriginMeta.Durable). The flusher keeps, per origin, the cost of every
+// An origin's snapshot captures each edge run's replay mark before the cells
+// (engine/marks.go), so once a save is on disk every batch up to the mark it captured is
+// durable; answers report that mark (OriginMeta.Durable). The flusher keeps, per origin, the cost of every
 // acknowledged batch after it (kept, under its batch ID) and of every hand-off the origin
 // counted (hands, under the number the origin gave it: the origin numbers the run's
 // hand-offs and saves the count with the marks, OriginMeta.HandsDurable), and drops them
@@ -81,10 +81,6 @@ func (k *keptState) release(it keptItem) {
 // unsavedLogMs is the least time between two log lines about dropped unsaved cost.
 const unsavedLogMs = 60_000
 
-// NoSnapshots is the Durable an origin without snapshots reports: its restart keeps
-// nothing, so edges keep nothing for it.
-const NoSnapshots = math.MaxInt64
-
 // keptState is an originLink's unsaved cost (owned by the flusher).
 type keptState struct {
 	kept  []keptBatch  // acknowledged by run boot, not durable there; IDs ascending
@@ -113,7 +109,7 @@ func (k *keptState) replayBoot() int64 {
 
 // keepHandOff records, from the hand-off path, cost of le the origin counted (meta is its
 // answer, seq the cell it counted it in): the flusher keeps it until a snapshot holds it.
-func (e *Edge) keepHandOff(l *originLink, le *localEntry, seq int64, cost, limit uint64, meta OriginMeta) {
+func (e *Edge) keepHandOff(l *originLink, le *localEntry, seq int64, cost, limit uint64, meta engine.OriginMeta) {
 	if cost == 0 || meta.Durable > meta.Applied {
 		return // nothing to keep (an origin without snapshots reports NoSnapshots)
 	}
@@ -136,7 +132,7 @@ const maxHanded = 1 << 16
 
 // keep records that batch b was acknowledged by the origin with meta: what meta.Durable
 // covers is dropped, and b's cost is kept unless that covers it too.
-func (e *Edge) keep(l *originLink, b *pendingBatch, meta OriginMeta, now int64) {
+func (e *Edge) keep(l *originLink, b *pendingBatch, meta engine.OriginMeta, now int64) {
 	e.heard(l, meta, now)
 	if b.ID <= meta.Durable {
 		return
@@ -172,7 +168,7 @@ func (e *Edge) keep(l *originLink, b *pendingBatch, meta OriginMeta, now int64) 
 // heartbeat): it takes in the hand-offs counted since, and drops what the durable mark
 // covers; an answer from another run of the origin while cost is kept means the origin
 // restarted from its snapshot: what that lacks is handed back to the entries.
-func (e *Edge) heard(l *originLink, meta OriginMeta, now int64) {
+func (e *Edge) heard(l *originLink, meta engine.OriginMeta, now int64) {
 	k := &l.keep
 	// While batches are kept, every batch sent carries k.boot, so a new run has applied
 	// none of them: its Applied is the mark it restored. Otherwise a batch may have landed.
@@ -201,7 +197,7 @@ func (e *Edge) heard(l *originLink, meta OriginMeta, now int64) {
 
 // dropDurable drops the kept batches up to meta's durable mark and the hand-offs its
 // snapshots hold (handFate).
-func (e *Edge) dropDurable(l *originLink, meta OriginMeta, now int64) {
+func (e *Edge) dropDurable(l *originLink, meta engine.OriginMeta, now int64) {
 	k := &l.keep
 	n := 0
 	for n < len(k.kept) && k.kept[n].id <= meta.Durable {
@@ -216,7 +212,7 @@ func (e *Edge) dropDurable(l *originLink, meta OriginMeta, now int64) {
 // a saved snapshot holds it (its number, or a batch after it, is durable); one of an
 // earlier run is dropped when the snapshot meta's run restored holds it (its number is
 // not above HandsRestored: the count is saved before the cells), and requeued otherwise.
-func handFate(h keptHand, meta OriginMeta) (keep, requeue bool) {
+func handFate(h keptHand, meta engine.OriginMeta) (keep, requeue bool) {
 	switch {
 	case h.boot > meta.Boot:
 		return true, false
@@ -231,7 +227,7 @@ func handFate(h keptHand, meta OriginMeta) (keep, requeue bool) {
 // hand-offs the snapshot holds are dropped; the cost of the others goes back into the
 // entries as pending cost, to be delivered in new batches. The hand-offs the new run
 // counted itself are kept.
-func (e *Edge) requeue(l *originLink, meta OriginMeta, now int64) {
+func (e *Edge) requeue(l *originLink, meta engine.OriginMeta, now int64) {
 	k := &l.keep
 	mark := meta.Applied
 	var units uint64
@@ -338,7 +334,7 @@ func (e *Edge) dropKept(l *originLink, n int) (units uint64) {
 }
 
 // boundKept holds what the kept items keep alive within the edge's bound
-// (EdgeConfig.MaxUnsavedBytes, shared by the origins): past it, the cost of cells that have
+// (Config.MaxUnsavedBytes, shared by the origins): past it, the cost of cells that have
 // died is dropped first (it never matters again), then the oldest batches and hand-offs,
 // down to 7/8 of the bound so that the work is done once per eighth of it; what is dropped
 // is counted and logged (at most once a minute). Only an origin that saves rarely, or not

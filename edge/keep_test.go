@@ -1,4 +1,4 @@
-package engine_test
+package edge_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratchet/ratchet/edge"
 	"github.com/ratchet/ratchet/engine"
 	"github.com/ratchet/ratchet/internal/testwait"
 )
@@ -94,9 +95,9 @@ func (c crashLink) Decide(ctx context.Context, r engine.DecideRequest) (engine.D
 	return c.local().Decide(ctx, r)
 }
 
-func crashEdges(t testing.TB, o *crashOrigin, n int, cfg engine.EdgeConfig) []*engine.Edge {
+func crashEdges(t testing.TB, o *crashOrigin, n int, cfg edge.Config) []*edge.Edge {
 	t.Helper()
-	var edges []*engine.Edge
+	var edges []*edge.Edge
 	for i := range n {
 		run := fmt.Sprintf("edge-%d/boot", i+1)
 		c := cfg
@@ -105,9 +106,9 @@ func crashEdges(t testing.TB, o *crashOrigin, n int, cfg engine.EdgeConfig) []*e
 		if c.MaxMemoryBytes == 0 {
 			c.MaxMemoryBytes = 1 << 20
 		}
-		e, err := engine.NewEdge(o.clock, c)
+		e, err := edge.New(o.clock, c)
 		if err != nil {
-			t.Fatalf("NewEdge: %v", err)
+			t.Fatalf("edge.New: %v", err)
 		}
 		t.Cleanup(e.Close)
 		edges = append(edges, e)
@@ -139,7 +140,7 @@ func TestEdgeKeepsUnsavedCostAcrossOriginCrash(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := engine.NewManualClock(t0 + 100)
 			o := newCrashOrigin(clock, true)
-			edges := crashEdges(t, o, 2, engine.EdgeConfig{})
+			edges := crashEdges(t, o, 2, edge.Config{})
 			var snap crashSnap
 			if tc.saveAfter == 0 {
 				snap = o.save() // empty
@@ -213,7 +214,7 @@ func TestEdgeKeepsUnsavedCostAcrossOriginCrash(t *testing.T) {
 func TestEdgeKeepsNothingWithoutSnapshots(t *testing.T) {
 	clock := engine.NewManualClock(t0 + 100)
 	o := newCrashOrigin(clock, false)
-	e := crashEdges(t, o, 1, engine.EdgeConfig{})[0]
+	e := crashEdges(t, o, 1, edge.Config{})[0]
 	for i := 0; i < 100; i++ {
 		edgeLimit(t, e, tup("a", 600_000), 1_000_000, 1)
 	}
@@ -223,13 +224,13 @@ func TestEdgeKeepsNothingWithoutSnapshots(t *testing.T) {
 	}
 }
 
-// TestEdgeUnsavedBound: past EdgeConfig.MaxUnsavedBytes the oldest kept cost is dropped
+// TestEdgeUnsavedBound: past Config.MaxUnsavedBytes the oldest kept cost is dropped
 // and counted, the cost of dead cells first.
 func TestEdgeUnsavedBound(t *testing.T) {
 	clock := engine.NewManualClock(t0 + 100)
 	o := newCrashOrigin(clock, true)
-	const bound = 16                                                             // cells of distinct tuples
-	e := crashEdges(t, o, 1, engine.EdgeConfig{MaxUnsavedBytes: bound * 200})[0] // each keeps 2 x 40 + 200 + its key
+	const bound = 16                                                       // cells of distinct tuples
+	e := crashEdges(t, o, 1, edge.Config{MaxUnsavedBytes: bound * 200})[0] // each keeps 2 x 40 + 200 + its key
 	var total uint64
 	for i := 0; i < 40; i++ {
 		tp := tup(fmt.Sprint("k", i), 1000)
@@ -279,7 +280,7 @@ func TestEdgeKeepHandOffsSavedAreNotResent(t *testing.T) {
 	for _, flush := range []bool{false, true} {
 		clock := engine.NewManualClock(t0 + 100)
 		o := newCrashOrigin(clock, true)
-		e := crashEdges(t, o, 1, engine.EdgeConfig{})[0]
+		e := crashEdges(t, o, 1, edge.Config{})[0]
 		a := tup("a", 600_000)
 		flushAll(t, e)
 		o.save()
@@ -327,7 +328,7 @@ func TestEdgeStopWaitsForTheOriginsSave(t *testing.T) {
 		clock := engine.NewManualClock(t0 + 100)
 		o := newCrashOrigin(clock, true)
 		var log lockedBuffer
-		e := crashEdges(t, o, 1, engine.EdgeConfig{ReplayInterval: time.Millisecond,
+		e := crashEdges(t, o, 1, edge.Config{ReplayInterval: time.Millisecond,
 			Logger: slog.New(slog.NewTextHandler(&log, nil))})[0]
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -373,7 +374,7 @@ func TestEdgeUnsavedBoundInBytes(t *testing.T) {
 	clock := engine.NewManualClock(t0 + 100)
 	o := newCrashOrigin(clock, true) // it never saves
 	const maxMemory = 1 << 20
-	e := crashEdges(t, o, 1, engine.EdgeConfig{MaxMemoryBytes: maxMemory})[0]
+	e := crashEdges(t, o, 1, edge.Config{MaxMemoryBytes: maxMemory})[0]
 	keyLen := len(engine.AppendKey(nil, tup("k00000", 600_000)))
 	for i := range 6000 { // one unit of each of 6000 tuples, handed off (no lease yet)
 		edgeLimit(t, e, tup(fmt.Sprintf("k%05d", i), 600_000), 1_000_000, 1)

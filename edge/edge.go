@@ -1,4 +1,13 @@
-package engine
+// Package edge is the edge role (SPEC section 5): it decides requests from local memory,
+// within the leases its region's origins grant, replays the cost it accepted to them, and
+// hands them the decisions its leases do not cover. It consumes the engine's Origin seam
+// (upstream.Client across the network; engine.LocalOrigin in tests and the simulation)
+// and decides with the engine's window math, so both roles count alike.
+//
+// edge.go holds the decision and the local memory, replay.go the flusher that delivers
+// replays, keep.go the cost kept until the origin saves it, forward.go the commands an
+// origin runs for an edge's clients, flight.go the shared reads of one tuple.
+package edge
 
 import (
 	"context"
@@ -11,6 +20,7 @@ import (
 	"time"
 
 	"github.com/dgraph-io/ristretto/v2"
+	"github.com/ratchet/ratchet/engine"
 )
 
 // An Edge decides from local memory and converges with its region's origins (SPEC
@@ -24,9 +34,9 @@ import (
 // Lock order: entry mutex, then originLink.mu; the flusher copies the pin set under
 // originLink.mu and then locks entries one by one.
 //
-// Leases (lease.go has the origin's side): an edge accepts a request locally only within
-// the lease its origin granted it on the tuple, so that the region never admits more than
-// the limit. Reads, replays and hand-offs ask for a lease sized by this edge's demand;
+// Leases (engine/lease.go has the origin's side): an edge accepts a request locally only
+// within the lease its origin granted it on the tuple, so that the region never admits
+// more than the limit. Reads, replays and hand-offs ask for a lease sized by this edge's demand;
 // replays renew it; near the limit the origin grants nothing and every decision that may
 // be allowed is handed to the origin, which decides and counts atomically.
 //
@@ -37,15 +47,15 @@ import (
 // probe at a time tests it afterwards; meanwhile the edge spends its unexpired leases,
 // then enforces limit x DegradedShare.
 //
-// Unsaved cost (edge_keep.go): what an origin counted for this edge (replays, hand-offs)
+// Unsaved cost (keep.go): what an origin counted for this edge (replays, hand-offs)
 // and has not saved yet is kept by that origin's flusher until a snapshot holds it, and
 // given back to a run of the origin restarted from an older snapshot (kill -9).
 
-// EdgeConfig configures an Edge.
-type EdgeConfig struct {
+// Config configures an Edge.
+type Config struct {
 	// Origins are the region's origins; tuples are spread over them by rendezvous hashing
 	// of IDs (their addresses).
-	Origins   []Origin
+	Origins   []engine.Origin
 	OriginIDs []string
 	// NodeRun names this process run in replay batches: node id and a boot nonce.
 	NodeRun        string
@@ -62,7 +72,7 @@ type EdgeConfig struct {
 	Observe func(kind string, err error, d time.Duration)
 
 	// MaxUnsavedBytes bounds what the cost an edge keeps until its origin's snapshot holds
-	// it (edge_keep.go, of all origins) keeps alive: the kept cells and their entries, which
+	// it (keep.go, of all origins) keeps alive: the kept cells and their entries, which
 	// outlive their eviction from the cache; default an eighth of MaxMemoryBytes. Past it
 	// the oldest are dropped, and a kill -9 of the origin would lose them.
 	MaxUnsavedBytes int64
@@ -92,8 +102,8 @@ const leaseMinWant = 16
 // leaseWant is what an edge asks for, given its recent demand.
 // It is at most MaxLimit, as the origin requires.
 func leaseWant(demand uint64) uint64 {
-	if demand > MaxLimit/leaseWantFactor {
-		return MaxLimit
+	if demand > engine.MaxLimit/leaseWantFactor {
+		return engine.MaxLimit
 	}
 	return max(leaseWantFactor*demand, leaseMinWant)
 }
@@ -117,9 +127,9 @@ type localEntry struct {
 	pinIdx      int         // index in link.pins while pinned (guarded by link.mu)
 	sameHash    *localEntry // next pinned entry in link.byKey's chain of hash (guarded by link.mu)
 
-	// The lease is the tuple's, not a cell's (lease.go): what is left of it at a window's
-	// end is spent in the next window, so a busy key crosses window boundaries without a
-	// round trip.
+	// The lease is the tuple's, not a cell's (engine/lease.go): what is left of it at a
+	// window's end is spent in the next window, so a busy key crosses window boundaries
+	// without a round trip.
 	spent      uint64 // cumulative cost accepted here, in any cell (pending, inflight and acknowledged)
 	handed     uint64 // cost handed to the origin since the last batch: demand
 	leaseG     uint64 // the lease: spent may grow up to it
@@ -132,7 +142,7 @@ type localEntry struct {
 	// tuple's pending cost, which it counts as used; were that cost replayed meanwhile, the
 	// origin would count it twice. So pending stays out of batches while one is in flight.
 	handing int32
-	// keptBy counts the kept items (edge_keep.go) naming the entry; owned by the flusher
+	// keptBy counts the kept items (keep.go) naming the entry; owned by the flusher
 	// of link.
 	keptBy int32
 }
@@ -194,8 +204,8 @@ func (le *localEntry) slot(seq int64) *edgeCell {
 	return &le.cells[i]
 }
 
-func (le *localEntry) counts(seq int64) Counts {
-	var c Counts
+func (le *localEntry) counts(seq int64) engine.Counts {
+	var c engine.Counts
 	if cur := le.cell(seq); cur != nil {
 		c.Current = cur.total()
 	}
@@ -208,7 +218,7 @@ func (le *localEntry) counts(seq int64) Counts {
 // merge takes an origin's counts with max, and its lease when newer than the one held,
 // and marks the entry fresh until freshUntil. sentMs is when the request was sent: the
 // lease lives meta.LeaseTTLMs from then.
-func (le *localEntry) merge(cc CellCounts, meta OriginMeta, sentMs, freshUntil int64) {
+func (le *localEntry) merge(cc engine.CellCounts, meta engine.OriginMeta, sentMs, freshUntil int64) {
 	for _, part := range [2]struct {
 		seq      int64
 		reg, imp uint64
@@ -248,7 +258,7 @@ func (le *localEntry) idle() bool {
 // originLink is an edge's connection state with one origin: backoff, and the replay set.
 type originLink struct {
 	id     string
-	client Origin
+	client engine.Origin
 
 	downUntil atomic.Int64 // ms; calls are skipped before it
 	reachable atomic.Bool  // false after a failure, until a success
@@ -260,6 +270,7 @@ type originLink struct {
 	offset    atomic.Int64 // the origin's clock minus this edge's, as last seen (reply latency included)
 	slowSince atomic.Int64 // ms of the first timeout since the last success; 0: none
 	hardDown  atomic.Bool  // a call failed otherwise than by timing out since the last success
+	srttUs    atomic.Int64 // smoothed latency of successful calls, µs (callTimeout)
 
 	mu sync.Mutex // guards pins, byKey, cursor, batch, batchID, handed
 	// pins holds every entry with unacknowledged cost: the replay set (each entry knows
@@ -276,13 +287,15 @@ type originLink struct {
 
 	kick chan struct{} // asks the flusher to send now (a batch is full)
 
-	keep    keptState     // counted cost the origin has not saved (flusher only; edge_keep.go)
+	cold atomic.Pointer[coldGrant] // the cold allowance last granted (cold.go)
+
+	keep    keptState     // counted cost the origin has not saved (flusher only; keep.go)
 	handed  []keptHand    // counted hand-offs for the flusher to keep (guarded by mu)
 	unsaved atomic.Uint64 // units kept, for Stats
 }
 
 type pendingBatch struct {
-	ReplayBatch
+	engine.ReplayBatch
 	entries []*localEntry // entries[i] holds Items[i]
 }
 
@@ -336,7 +349,7 @@ func (l *originLink) inflightBatch() uint64 {
 }
 
 // succeeded records an answer to a call sent at sentMs.
-func (l *originLink) succeeded(sentMs, nowMs int64, meta OriginMeta) {
+func (l *originLink) succeeded(sentMs, nowMs int64, meta engine.OriginMeta) {
 	l.edges.Store(int64(max(meta.Edges, 1)))
 	l.boot.Store(meta.Boot)
 	if meta.Now > 0 {
@@ -345,12 +358,24 @@ func (l *originLink) succeeded(sentMs, nowMs int64, meta OriginMeta) {
 		// the edge still waits for dropped).
 		l.offset.Store(meta.Now - sentMs)
 	}
+	l.grantCold(sentMs, meta)
 	l.lastOKMs.Store(nowMs)
 	l.backoffMs.Store(0)
 	l.slowSince.Store(0)
 	l.hardDown.Store(false)
 	l.reachable.Store(true)
 	l.probing.Store(false)
+}
+
+// failedUnder is failed for a call made under ctx: when ctx itself has ended (the
+// request's client went away, the edge is stopping), the call says nothing of the origin,
+// whose state stays; only the probe slot the call may have held is freed.
+func (l *originLink) failedUnder(ctx context.Context, nowMs int64, err error) {
+	if ctx.Err() != nil {
+		l.probing.Store(false)
+		return
+	}
+	l.failed(nowMs, err)
 }
 
 func (l *originLink) failed(nowMs int64, err error) {
@@ -368,17 +393,19 @@ func (l *originLink) failed(nowMs int64, err error) {
 
 // Edge is the edge role's Limiter. It is safe for concurrent use.
 type Edge struct {
-	clock  Clock
-	cfg    EdgeConfig
+	clock  engine.Clock
+	cfg    Config
 	log    *slog.Logger
 	cache  *ristretto.Cache[uint64, *localEntry] // keyed by maphash of the tuple key
 	seed   maphash.Seed
 	links  []*originLink
 	flight flightGroup
+	// coldSeen: the tuples that used the cold allowance in their current cell (edge_cold.go).
+	coldSeen *coldSeen
 
 	entries       atomic.Int64 // entries in the cache
 	pinned        atomic.Int64
-	decisions     decisionCounters
+	decisions     engine.DecisionCounters
 	originAllowed atomic.Uint64 // handed-off decisions, by outcome
 	originDenied  atomic.Uint64
 	strict        atomic.Uint64
@@ -386,14 +413,15 @@ type Edge struct {
 	retried       atomic.Uint64
 	expired       atomic.Uint64 // pending cost of cells that died before delivery
 	refused       atomic.Uint64
+	coldAdmitted  atomic.Uint64 // requests admitted under the cold allowance
 
 	unsavedDropped atomic.Uint64 // kept cost dropped by the MaxUnsavedBytes bound
 	resent         atomic.Uint64 // kept cost requeued for a restarted origin
 	lastUnsavedLog atomic.Int64  // ms of the last log line about unsaved cost dropped
 }
 
-// NewEdge returns an Edge over the given origins. Run starts its replay flushers.
-func NewEdge(clock Clock, cfg EdgeConfig) (*Edge, error) {
+// New returns an Edge over the given origins. Run starts its replay flushers.
+func New(clock engine.Clock, cfg Config) (*Edge, error) {
 	if len(cfg.Origins) == 0 || len(cfg.Origins) != len(cfg.OriginIDs) {
 		return nil, errors.New("edge: need one ID per origin, and at least one origin")
 	}
@@ -407,7 +435,7 @@ func NewEdge(clock Clock, cfg EdgeConfig) (*Edge, error) {
 		cfg.OriginTimeout = 100 * time.Millisecond
 	}
 	if cfg.MaxMemoryBytes <= 0 {
-		cfg.MaxMemoryBytes = DefaultMaxMemory
+		cfg.MaxMemoryBytes = engine.DefaultMaxMemory
 	}
 	if cfg.MaxPinned <= 0 {
 		cfg.MaxPinned = int(max(cfg.MaxMemoryBytes/4/edgeEntryCost, 1024))
@@ -421,12 +449,14 @@ func NewEdge(clock Clock, cfg EdgeConfig) (*Edge, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	e := &Edge{clock: clock, cfg: cfg, log: cfg.Logger, seed: maphash.MakeSeed()}
+	// The cold set takes a sixteenth of the memory, the cache the rest.
+	coldBytes := cfg.MaxMemoryBytes / 16
+	e := &Edge{clock: clock, cfg: cfg, log: cfg.Logger, seed: maphash.MakeSeed(), coldSeen: newColdSeen(coldBytes)}
 	cache, err := ristretto.NewCache(&ristretto.Config[uint64, *localEntry]{
 		// The key is already a hash; entries are checked against their tuple key.
 		KeyToHash:   func(h uint64) (uint64, uint64) { return h, 0 },
 		NumCounters: max(10*cfg.MaxMemoryBytes/edgeEntryCost, 1000),
-		MaxCost:     cfg.MaxMemoryBytes,
+		MaxCost:     cfg.MaxMemoryBytes - coldBytes,
 		BufferItems: 1024, // Gets reported to the admission policy per batch: fewer wake-ups of its goroutine
 		OnEvict:     func(*ristretto.Item[*localEntry]) { e.entries.Add(-1) },
 		OnReject:    func(*ristretto.Item[*localEntry]) { e.entries.Add(-1) },
@@ -483,10 +513,7 @@ func rendezvousScore(id string, key []byte) uint64 {
 }
 
 // Clock returns the edge's clock.
-func (e *Edge) Clock() Clock { return e.clock }
-
-// OriginFor returns the ID of the origin that owns tuple t.
-func (e *Edge) OriginFor(t Tuple) string { return e.link(AppendKey(nil, t)).id }
+func (e *Edge) Clock() engine.Clock { return e.clock }
 
 // lookup finds the entry of key: in the cache, else in its origin's replay set. The
 // cache is keyed by a hash of the tuple key, so a lookup allocates nothing and key does
@@ -507,6 +534,7 @@ func (e *Edge) lookup(l *originLink, key []byte) *localEntry {
 		return nil
 	}
 	e.remember(le)
+	e.cache.Wait() // the next lookup finds it in the cache (rare: an evicted entry still pinned)
 	return le
 }
 
@@ -517,16 +545,23 @@ func (e *Edge) remember(le *localEntry) {
 	}
 }
 
-// freshEntry returns the entry of key, locked, when local memory may decide it without the
-// origin: cached, fresh, not strict. Otherwise nil, and the caller refreshes. Holding the
-// lock from the check to the decision keeps them one step.
-func (e *Edge) freshEntry(l *originLink, key []byte, now int64) *localEntry {
+// freshEntry returns the entry of key, locked, when local memory may decide a request of
+// cost without the origin: cached, and either fresh and not strict, or holding a lease that
+// covers the request (SPEC section 5: the lease keeps the region within the limit, so a
+// leased tuple is decided locally whatever its freshness; its replay refreshes it; a peek,
+// cost 0, spends no lease and reads a stale or strict tuple first). Otherwise
+// nil, and the caller refreshes. Holding the lock from the check to the decision keeps them
+// one step.
+func (e *Edge) freshEntry(l *originLink, key []byte, cost uint64, now int64) *localEntry {
 	le := e.lookup(l, key)
 	if le == nil {
 		return nil
 	}
 	le.mu.Lock()
 	if now < le.freshUntil && now >= le.strictUntil {
+		return le
+	}
+	if cost > 0 && le.leaseLeft(now, l.boot.Load()) >= cost {
 		return le
 	}
 	le.mu.Unlock()
@@ -537,31 +572,31 @@ func (e *Edge) freshEntry(l *originLink, key []byte, now int64) *localEntry {
 // shared by concurrent requests), asking for a lease of want units within limit (0, 0:
 // none). It never returns nil; when the origin is in backoff or fails, the entry is the
 // local view (not fresh). readOK reports whether the origin answered.
-func (e *Edge) refresh(l *originLink, key string, window, seq, now int64, limit, want uint64) (le *localEntry, readOK bool) {
+func (e *Edge) refresh(ctx context.Context, l *originLink, key string, window, seq, now int64, limit, want uint64) (le *localEntry, readOK bool) {
 	if !l.usable(now) {
 		if le = e.lookup(l, []byte(key)); le == nil {
 			le = e.create(l, key, window)
 		}
 		return le, false
 	}
-	got, err := e.flight.do(key, func() (*localEntry, error) {
+	got, err := e.flight.do(ctx, key, func() (*localEntry, error) {
 		le := e.lookup(l, []byte(key))
 		if le == nil {
 			le = e.create(l, key, window)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), e.cfg.OriginTimeout)
+		call, cancel := context.WithTimeout(ctx, e.callTimeout(l))
 		defer cancel()
 		start := time.Now()
 		sent := e.clock.NowMs()
-		counts, meta, err := l.client.Read(ctx, []ReadItem{{Key: []byte(key), Seq: seq, Limit: limit, Want: want}})
-		e.observe("read", err, start)
+		counts, meta, err := l.client.Read(call, []engine.ReadItem{{Key: []byte(key), Seq: seq, Limit: limit, Want: want}})
+		e.observe(l, "read", err, start)
 		e.reads.Add(1)
 		now := e.clock.NowMs()
 		if err == nil && len(counts) != 1 {
 			err = fmt.Errorf("origin %s: read answered %d cells for 1", l.id, len(counts))
 		}
 		if err != nil {
-			l.failed(now, err)
+			l.failedUnder(ctx, now, err)
 			return le, err
 		}
 		l.succeeded(sent, now, meta)
@@ -570,6 +605,11 @@ func (e *Edge) refresh(l *originLink, key string, window, seq, now int64, limit,
 		le.mu.Unlock()
 		return le, nil
 	})
+	if got == nil { // ctx ended while this request waited for another's read
+		if got = e.lookup(l, []byte(key)); got == nil {
+			got = e.create(l, key, window)
+		}
+	}
 	return got, err == nil
 }
 
@@ -584,17 +624,44 @@ func (e *Edge) create(l *originLink, key string, window int64) *localEntry {
 	return le
 }
 
-func (e *Edge) observe(kind string, err error, start time.Time) {
-	if e.cfg.Observe != nil {
-		e.cfg.Observe(kind, err, time.Since(start))
+// observe records an origin call of l that started at start: its latency feeds l's
+// smoothed round trip when it succeeded, and Config.Observe.
+func (e *Edge) observe(l *originLink, kind string, err error, start time.Time) {
+	d := time.Since(start)
+	if err == nil {
+		l.sampleRTT(d)
 	}
+	if e.cfg.Observe != nil {
+		e.cfg.Observe(kind, err, d)
+	}
+}
+
+// callTimeout bounds one call to l: --origin-timeout, or four smoothed round trips of l's
+// successful calls when that is longer (an origin 50 ms away would otherwise fail every
+// call a little slower than two round trips, and put itself in backoff), at most
+// maxCallTimeout.
+func (e *Edge) callTimeout(l *originLink) time.Duration {
+	return max(e.cfg.OriginTimeout, min(4*time.Duration(l.srttUs.Load())*time.Microsecond, maxCallTimeout))
+}
+
+// maxCallTimeout bounds what the smoothed round trip may stretch a call's timeout to.
+const maxCallTimeout = 2 * time.Second
+
+// sampleRTT folds the latency d of a successful call into l's smoothed round trip (an
+// eighth of each sample, as TCP's).
+func (l *originLink) sampleRTT(d time.Duration) {
+	us := d.Microseconds()
+	if old := l.srttUs.Load(); old > 0 {
+		us = old + (us-old)/8
+	}
+	l.srttUs.Store(us)
 }
 
 // Limit decides one request from local memory, reading the origin first when the tuple
 // is cold, stale or strict, and handing the decision to the origin when this edge's lease
-// does not cover it.
-func (e *Edge) Limit(t Tuple, limit, cost uint64) (Decision, error) {
-	d, _, err := e.limit(t, limit, cost, true, e.clock.NowMs())
+// does not cover it. ctx bounds the origin calls, each also bounded by callTimeout.
+func (e *Edge) Limit(ctx context.Context, t engine.Tuple, limit, cost uint64) (engine.Decision, error) {
+	d, _, err := e.limit(ctx, t, limit, cost, true, e.clock.NowMs())
 	return d, err
 }
 
@@ -603,52 +670,58 @@ func (e *Edge) Limit(t Tuple, limit, cost uint64) (Decision, error) {
 // strict, and the request needs no hand-off. Otherwise ok is false and nothing changed:
 // the caller calls Limit where it may wait (an event loop hands the connection to a
 // goroutine first).
-func (e *Edge) TryLimit(t Tuple, limit, cost uint64, nowMs int64) (d Decision, ok bool, err error) {
-	return e.limit(t, limit, cost, false, nowMs)
+func (e *Edge) TryLimit(t engine.Tuple, limit, cost uint64, nowMs int64) (d engine.Decision, ok bool, err error) {
+	return e.limit(context.Background(), t, limit, cost, false, nowMs) // not waiting, it calls no origin
 }
 
 // limit decides at now; a request that waited on the origin reads the clock again.
-func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool, now int64) (Decision, bool, error) {
+func (e *Edge) limit(ctx context.Context, t engine.Tuple, limit, cost uint64, mayWait bool, now int64) (engine.Decision, bool, error) {
 	var buf [256]byte
-	key := AppendKey(buf[:0], t)
+	key := engine.AppendKey(buf[:0], t)
 	l := e.link(key)
-	le := e.freshEntry(l, key, now) // locked when not nil
+	le := e.freshEntry(l, key, cost, now) // locked when not nil
+	cold := false
+	if le == nil {
+		seq, _ := engine.Position(now, t.WindowMs)
+		le = e.coldEntry(l, key, t.WindowMs, seq, now, limit, cost) // locked when not nil
+		cold = le != nil
+	}
 	if le == nil {
 		if !mayWait {
-			return Decision{}, false, nil
+			return engine.Decision{}, false, nil
 		}
-		seq, _ := position(now, t.WindowMs)
-		le, _ = e.refresh(l, string(key), t.WindowMs, seq, now, limit, leaseWant(cost))
+		seq, _ := engine.Position(now, t.WindowMs)
+		le, _ = e.refresh(ctx, l, string(key), t.WindowMs, seq, now, limit, leaseWant(cost))
 		now = e.clock.NowMs()
 		le.mu.Lock()
 	}
-	seq, elapsed := position(now, t.WindowMs)
+	seq, elapsed := engine.Position(now, t.WindowMs)
 
 	if !mayWait && max(le.cells[0].seq, le.cells[1].seq) > seq {
 		// The batch's instant precedes a window this entry already holds: let Limit
 		// decide at the clock's reading.
 		le.mu.Unlock()
-		return Decision{}, false, nil
+		return engine.Decision{}, false, nil
 	}
 	counts := le.counts(seq)
 	// The local view never holds more than the origin's, so a local denial is right; an
 	// admission is, within the lease.
-	d := Decide(counts, limit, cost, t.WindowMs, elapsed)
+	d := engine.Decide(counts, limit, cost, t.WindowMs, elapsed)
 	// Strict mode follows a denial by the limit. A request the limit allows but that
 	// neither the lease nor the origin could admit (a slow origin, a failed hand-off) is
 	// refused with the backoff as its retry_after_ms; it puts the tuple in strict mode
 	// only if the limit denies it on the counts read afterwards: a brief hiccup of the
 	// origin must not send every tuple it touched to the origin for two windows.
 	byLimit := !d.Allowed
-	if d.Allowed && cost > 0 && le.leaseLeft(now, l.boot.Load()) < cost {
+	if d.Allowed && cost > 0 && !cold && le.leaseLeft(now, l.boot.Load()) < cost {
 		if l.reachable.Load() {
 			if !mayWait {
 				le.mu.Unlock()
-				return Decision{}, false, nil
+				return engine.Decision{}, false, nil
 			}
 			req := e.handOffRequest(l, le, limit, cost, now)
 			le.mu.Unlock()
-			hd, ok := e.handOff(l, le, req)
+			hd, ok := e.handOff(ctx, l, le, req)
 			le.mu.Lock()
 			le.handing--
 			if ok {
@@ -658,7 +731,7 @@ func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool, now int64) (Deci
 			// The hand-off failed: the origin may have counted it all the same, so it is
 			// not counted here; the request is refused until the origin answers again.
 			now = e.clock.NowMs()
-			seq, elapsed = position(now, t.WindowMs)
+			seq, elapsed = engine.Position(now, t.WindowMs)
 			d, byLimit = e.degraded(l, le.counts(seq), limit, cost, t.WindowMs, elapsed, now, 0)
 		} else {
 			d, byLimit = e.degraded(l, counts, limit, cost, t.WindowMs, elapsed, now, l.degradedShare(now, e.cfg.DegradedShare))
@@ -668,7 +741,7 @@ func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool, now int64) (Deci
 		if err := e.account(l, le, seq, cost, limit); err != nil {
 			le.mu.Unlock()
 			e.refused.Add(1)
-			return Decision{}, true, err
+			return engine.Decision{}, true, err
 		}
 	}
 	if byLimit && d.RetryAfterMs >= 0 { // cost > limit changes nothing, not even strict mode
@@ -681,11 +754,11 @@ func (e *Edge) limit(t Tuple, limit, cost uint64, mayWait bool, now int64) (Deci
 
 // handOffRequest prepares the hand-off of a request of cost against limit of le (le.mu
 // held), and marks the entry as handing: the caller undoes that once answered.
-func (e *Edge) handOffRequest(l *originLink, le *localEntry, limit, cost uint64, now int64) DecideRequest {
-	req := DecideRequest{Key: le.key, Limit: limit, Cost: cost}
+func (e *Edge) handOffRequest(l *originLink, le *localEntry, limit, cost uint64, now int64) engine.DecideRequest {
+	req := engine.DecideRequest{Key: le.key, Limit: limit, Cost: cost}
 	if l.lastOKMs.Load() > 0 {
 		// The origin drops the request once this edge has stopped waiting.
-		req.Deadline = now + l.offset.Load() + e.cfg.OriginTimeout.Milliseconds()
+		req.Deadline = now + l.offset.Load() + e.callTimeout(l).Milliseconds()
 	}
 	le.handing++ // its pending stays out of batches until the answer: see localEntry
 	req.Pending, req.Inflight = le.unacked()
@@ -706,15 +779,15 @@ func (e *Edge) handOffRequest(l *originLink, le *localEntry, limit, cost uint64,
 // cover the request: it enforces limit x share, and a request that only the reduced limit
 // refuses may retry once the origin's backoff has passed. byLimit reports a refusal that
 // the full limit makes too (the one that puts the tuple in strict mode).
-func (e *Edge) degraded(l *originLink, counts Counts, limit, cost uint64, windowMs, elapsed, now int64, share float64) (d Decision, byLimit bool) {
+func (e *Edge) degraded(l *originLink, counts engine.Counts, limit, cost uint64, windowMs, elapsed, now int64, share float64) (d engine.Decision, byLimit bool) {
 	reduced := uint64(float64(limit) * share)
-	d = Decide(counts, max(reduced, 1), cost, windowMs, elapsed)
+	d = engine.Decide(counts, max(reduced, 1), cost, windowMs, elapsed)
 	if reduced == 0 && cost > 0 {
 		d.Allowed, d.Remaining = false, 0
 	}
 	d.Limit = limit
 	if !d.Allowed && cost <= limit {
-		full := Decide(counts, limit, cost, windowMs, elapsed)
+		full := engine.Decide(counts, limit, cost, windowMs, elapsed)
 		if full.Allowed || full.RetryAfterMs < 0 {
 			// Refused by the reduced limit only: try again when the origin may be back.
 			d.RetryAfterMs = max(l.downUntil.Load()-now, 1)
@@ -725,7 +798,7 @@ func (e *Edge) degraded(l *originLink, counts Counts, limit, cost uint64, window
 	return d, byLimit
 }
 
-func (e *Edge) count(le *localEntry, allowed bool) { e.decisions.add(le.hash, allowed) }
+func (e *Edge) count(le *localEntry, allowed bool) { e.decisions.Add(le.hash, allowed) }
 
 // enterStrict records a denial (le.mu held): until the end of the next window, requests
 // for the tuple refresh from the origin first.
@@ -786,17 +859,17 @@ func (e *Edge) pin(l *originLink, le *localEntry) error {
 
 // handOff asks the origin to decide and count atomically. ok is false when the origin
 // failed; the caller then decides locally.
-func (e *Edge) handOff(l *originLink, le *localEntry, req DecideRequest) (Decision, bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.OriginTimeout)
+func (e *Edge) handOff(ctx context.Context, l *originLink, le *localEntry, req engine.DecideRequest) (engine.Decision, bool) {
+	call, cancel := context.WithTimeout(ctx, e.callTimeout(l))
 	defer cancel()
 	start := time.Now()
 	sent := e.clock.NowMs()
-	d, cc, meta, err := l.client.Decide(ctx, req)
-	e.observe("decide", err, start)
+	d, cc, meta, err := l.client.Decide(call, req)
+	e.observe(l, "decide", err, start)
 	now := e.clock.NowMs()
 	if err != nil {
-		l.failed(now, err)
-		return Decision{}, false
+		l.failedUnder(ctx, now, err)
+		return engine.Decision{}, false
 	}
 	l.succeeded(sent, now, meta)
 	if d.Allowed {
@@ -821,7 +894,7 @@ func (e *Edge) handOff(l *originLink, le *localEntry, req DecideRequest) (Decisi
 // was sent at sentMs. When the origin says it has applied the batch this edge has in
 // flight, the counts include that batch: its cost stops being added on top (it would
 // count twice until the replay's own answer arrives).
-func (e *Edge) mergeAnswer(l *originLink, le *localEntry, cc CellCounts, meta OriginMeta, sentMs, now int64) {
+func (e *Edge) mergeAnswer(l *originLink, le *localEntry, cc engine.CellCounts, meta engine.OriginMeta, sentMs, now int64) {
 	if id := l.inflightBatch(); id > 0 && meta.Applied >= id {
 		for i := range le.cells {
 			le.cells[i].inflight = 0
@@ -831,15 +904,15 @@ func (e *Edge) mergeAnswer(l *originLink, le *localEntry, cc CellCounts, meta Or
 }
 
 // Status reads a tuple, refreshing from the origin first. Source says whether the origin
-// answered.
-func (e *Edge) Status(t Tuple) Status {
-	key := string(AppendKey(nil, t))
+// answered. ctx bounds the read, also bounded by callTimeout.
+func (e *Edge) Status(ctx context.Context, t engine.Tuple) engine.Status {
+	key := string(engine.AppendKey(nil, t))
 	now := e.clock.NowMs()
-	seq, _ := position(now, t.WindowMs)
-	le, fromOrigin := e.refresh(e.link([]byte(key)), key, t.WindowMs, seq, now, 0, 0)
+	seq, _ := engine.Position(now, t.WindowMs)
+	le, fromOrigin := e.refresh(ctx, e.link([]byte(key)), key, t.WindowMs, seq, now, 0, 0)
 	now = e.clock.NowMs()
-	seq, elapsed := position(now, t.WindowMs)
-	st := Status{Sequence: seq, ElapsedMs: elapsed, WindowMs: t.WindowMs, Source: "local"}
+	seq, elapsed := engine.Position(now, t.WindowMs)
+	st := engine.Status{Sequence: seq, ElapsedMs: elapsed, WindowMs: t.WindowMs, Source: "local"}
 	if fromOrigin {
 		st.Source = "origin"
 	}

@@ -1,9 +1,11 @@
-package engine
+package edge
 
 import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/ratchet/ratchet/keyspace"
 )
 
 // Forwarder is an Origin that also runs commands for an edge's clients: the commands
@@ -20,19 +22,19 @@ type Forwarder interface {
 var ErrNoForward = errors.New("the origin cannot run forwarded commands")
 
 // Forward has the origin of key (in workspace ws, placed by rendezvous hashing as the
-// tuples are) run a command for a client, waiting at most OriginTimeout. Nothing of it is
-// kept at the edge: the origin decides, and its reply is the client's.
-func (e *Edge) Forward(ws string, key []byte, proto int, args [][]byte) ([]byte, error) {
+// tuples are) run a command for a client, waiting at most callTimeout or until ctx ends.
+// Nothing of it is kept at the edge: the origin decides, and its reply is the client's.
+func (e *Edge) Forward(ctx context.Context, ws string, key []byte, proto int, args [][]byte) ([]byte, error) {
 	var buf [256]byte
-	l := e.link(kvKey(buf[:0], ws, key))
+	l := e.link(keyspace.AppendKVKey(buf[:0], ws, key)) // as the keyspace names it
 	f, ok := l.client.(Forwarder)
 	if !ok {
 		return nil, ErrNoForward
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.OriginTimeout)
+	ctx, cancel := context.WithTimeout(ctx, e.callTimeout(l))
 	defer cancel()
 	start := time.Now()
 	raw, err := f.Forward(ctx, proto, ws, args)
-	e.observe("forward", err, start)
+	e.observe(l, "forward", err, start)
 	return raw, err
 }

@@ -1,13 +1,16 @@
-package engine
+package edge
 
 import (
 	"context"
 	"time"
+
+	"github.com/ratchet/ratchet/engine"
 )
 
 // Run flushes each origin's replay set every ReplayInterval (or at once when a batch is
 // full) until ctx ends; then it makes one last attempt to deliver what is pending, within
-// OriginTimeout per origin.
+// OriginTimeout per origin. Its calls to the origins run under ctx until then, and the
+// last ones under ctx without its cancellation.
 func (e *Edge) Run(ctx context.Context) {
 	done := make(chan struct{}, len(e.links))
 	for _, l := range e.links {
@@ -24,32 +27,33 @@ func (e *Edge) Run(ctx context.Context) {
 func (e *Edge) flushLoop(ctx context.Context, l *originLink) {
 	t := time.NewTicker(e.cfg.ReplayInterval)
 	defer t.Stop()
-	e.heartbeat(l)
+	e.heartbeat(ctx, l)
 	for {
 		select {
 		case <-ctx.Done():
 			// Final flush, e.g. on SIGTERM: a few rounds, each bounded by OriginTimeout.
+			last := context.WithoutCancel(ctx)
 			for range 3 {
-				if !e.flush(l, true) {
+				if !e.flush(last, l, true) {
 					break
 				}
 			}
-			e.awaitSaved(l)
+			e.awaitSaved(last, l)
 			return
 		case <-t.C:
 		case <-l.kick:
 		}
-		e.flush(l, false)
+		e.flush(ctx, l, false)
 		if now := e.clock.NowMs(); now-l.lastOKMs.Load() >= heartbeatMs || (l.unsaved.Load() > 0 && now-l.keep.heard >= heartbeatMs) {
 			// also tells the durable mark while cost is kept, hand-offs not yet taken in
 			// included (an edge whose traffic is only hand-offs sends no batch)
-			e.heartbeat(l)
+			e.heartbeat(ctx, l)
 		}
 	}
 }
 
 // closeWaitMs bounds how long (ms, by the edge's clock) an edge that stops waits for each
-// origin's snapshot to hold the cost it keeps (edge_keep.go): an origin saves every
+// origin's snapshot to hold the cost it keeps (keep.go): an origin saves every
 // --snapshot-interval (1 s by default), so 5 s covers a few saves, and keeps a shutdown
 // short when the origin saves rarely or is away.
 const closeWaitMs = 5_000
@@ -58,10 +62,10 @@ const closeWaitMs = 5_000
 // cost the origin has not saved, it asks for the durable mark (a heartbeat) every
 // ReplayInterval (10 to 100 ms), for at most closeWaitMs; what is still kept then is logged at warn (a
 // kill -9 of the origin would lose it) and dropped with the edge.
-func (e *Edge) awaitSaved(l *originLink) {
+func (e *Edge) awaitSaved(ctx context.Context, l *originLink) {
 	deadline := e.clock.NowMs() + closeWaitMs
 	for l.unsaved.Load() > 0 && e.clock.NowMs() < deadline {
-		e.heartbeat(l) // takes in the hand-offs not heard yet too
+		e.heartbeat(ctx, l) // takes in the hand-offs not heard yet too
 		if l.unsaved.Load() == 0 {
 			return
 		}
@@ -80,17 +84,17 @@ const heartbeatMs = 1000
 
 // heartbeat is an empty read: it only refreshes the origin's view of this edge and this
 // edge's count of active edges, and tells the flusher the origin's durable mark and run
-// (edge_keep.go).
-func (e *Edge) heartbeat(l *originLink) {
+// (keep.go).
+func (e *Edge) heartbeat(ctx context.Context, l *originLink) {
 	now := e.clock.NowMs()
 	if !l.usable(now) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.OriginTimeout)
+	call, cancel := context.WithTimeout(ctx, e.callTimeout(l))
 	defer cancel()
-	_, meta, err := l.client.Read(ctx, nil)
+	_, meta, err := l.client.Read(call, nil)
 	if err != nil {
-		l.failed(e.clock.NowMs(), err)
+		l.failedUnder(ctx, e.clock.NowMs(), err)
 		return
 	}
 	l.succeeded(now, e.clock.NowMs(), meta)
@@ -99,7 +103,7 @@ func (e *Edge) heartbeat(l *originLink) {
 
 // flush delivers the pending batch of l, building one first from the replay set when none
 // is pending. It reports whether more may remain. final skips the backoff.
-func (e *Edge) flush(l *originLink, final bool) (more bool) {
+func (e *Edge) flush(ctx context.Context, l *originLink, final bool) (more bool) {
 	now := e.clock.NowMs()
 	ok, probe := l.use(now)
 	if !ok && !final {
@@ -120,24 +124,24 @@ func (e *Edge) flush(l *originLink, final bool) (more bool) {
 		e.retried.Add(1)
 	}
 	b.Boot = l.keep.replayBoot()
-	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.OriginTimeout)
+	call, cancel := context.WithTimeout(ctx, e.callTimeout(l))
 	start := time.Now()
 	sent := now
-	counts, meta, err := l.client.Replay(ctx, b.ReplayBatch)
+	counts, meta, err := l.client.Replay(call, b.ReplayBatch)
 	cancel()
-	e.observe("replay", err, start)
+	e.observe(l, "replay", err, start)
 	now = e.clock.NowMs()
 	if err == nil && len(counts) != len(b.Items) {
 		err = errShortReply
 	}
 	if err != nil {
-		l.failed(now, err)
+		l.failedUnder(ctx, now, err)
 		return true
 	}
 	l.succeeded(sent, now, meta)
 	if b.Boot != 0 && meta.Boot != b.Boot {
 		// A new run of the origin: it applied nothing of b, which is sent again once the
-		// cost it lacks is back in the entries (edge_keep.go).
+		// cost it lacks is back in the entries (keep.go).
 		e.heard(l, meta, now)
 		return true
 	}
@@ -184,7 +188,7 @@ func (e *Edge) buildBatch(l *originLink, now int64) *pendingBatch {
 	l.mu.Unlock()
 
 	b := &pendingBatch{}
-	b.Items = make([]ReplayItem, 0, len(entries))
+	b.Items = make([]engine.ReplayItem, 0, len(entries))
 	b.entries = make([]*localEntry, 0, len(entries))
 	for _, le := range entries {
 		le.mu.Lock()
@@ -226,7 +230,7 @@ func (e *Edge) batchEntry(b *pendingBatch, le *localEntry, now, cur, boot int64)
 			continue
 		}
 		demand = satAdd(demand, c.pending)
-		b.Items = append(b.Items, ReplayItem{Key: le.key, Seq: c.seq, Cost: c.pending, Limit: c.minLimit})
+		b.Items = append(b.Items, engine.ReplayItem{Key: le.key, Seq: c.seq, Cost: c.pending, Limit: c.minLimit})
 		b.entries = append(b.entries, le)
 		c.inflight = satAdd(c.inflight, c.pending)
 		c.pending = 0
@@ -245,7 +249,7 @@ func (e *Edge) batchEntry(b *pendingBatch, le *localEntry, now, cur, boot int64)
 		}
 	case le.returnDue:
 		// Give the idle lease back: accept no more under it from now on.
-		b.Items = append(b.Items, ReplayItem{Key: le.key, Seq: cur, Limit: le.limitSeen(), Return: le.leaseSeq})
+		b.Items = append(b.Items, engine.ReplayItem{Key: le.key, Seq: cur, Limit: le.limitSeen(), Return: le.leaseSeq})
 		b.entries = append(b.entries, le)
 		le.leaseG = min(le.leaseG, le.spent)
 	}
@@ -273,8 +277,8 @@ func (e *Edge) markReturn(le *localEntry, now, boot int64) {
 	if pending, inflight := le.unacked(); left == 0 || pending > 0 || inflight > 0 || limit == 0 {
 		return
 	}
-	seq, elapsed := position(now, le.window)
-	used := Used(le.counts(seq), le.window, elapsed)
+	seq, elapsed := engine.Position(now, le.window)
+	used := engine.Used(le.counts(seq), le.window, elapsed)
 	if limit <= used || returnFactor*left >= limit-used {
 		le.returnDue = true
 	}
@@ -329,15 +333,41 @@ type OriginStat struct {
 	Unsaved uint64
 }
 
-// Stats returns the edge's counters. Cells and Tuples count local entries.
+// Stats are the edge's counters, read by INFO and /metrics.
+type Stats struct {
+	Allowed       uint64
+	Denied        uint64
+	RefusedFull   uint64 // requests refused because the replay set was full (ErrReplayFull)
+	OriginAllowed uint64 // of Allowed, decisions handed to the origin
+	OriginDenied  uint64 // of Denied, decisions handed to the origin
+	OriginReads   uint64
+	ReplayPending int64  // entries holding cost not yet acknowledged by their origin
+	ReplayRetried uint64 // replay batches sent again after a failure
+	ReplayExpired uint64 // cost dropped because its cell died before delivery
+	Strict        uint64 // strict-mode activations
+	ColdAdmitted  uint64 // requests admitted under the cold allowance, without a round trip
+	Origins       []OriginStat
+	// Entries are the tuples held in local memory; MaxMemoryBytes bounds them.
+	Entries        int64
+	MaxMemoryBytes int64
+
+	// ReplayUnsaved is cost the origins acknowledged and have not saved yet, kept to be
+	// re-sent should one restart from its snapshot (kill -9); ReplayUnsavedDropped is such
+	// cost dropped by the bound (Config.MaxUnsavedBytes); ReplayResent is such cost re-sent
+	// to a restarted origin.
+	ReplayUnsaved        uint64
+	ReplayUnsavedDropped uint64
+	ReplayResent         uint64
+}
+
+// Stats returns the edge's counters.
 func (e *Edge) Stats() Stats {
-	allowed, denied := e.decisions.load()
+	allowed, denied := e.decisions.Load()
 	s := Stats{
 		Allowed:        allowed,
 		Denied:         denied,
 		RefusedFull:    e.refused.Load(),
-		Cells:          e.entries.Load(),
-		Tuples:         e.entries.Load(),
+		Entries:        e.entries.Load(),
 		MaxMemoryBytes: e.cfg.MaxMemoryBytes,
 		OriginAllowed:  e.originAllowed.Load(),
 		OriginDenied:   e.originDenied.Load(),
@@ -346,7 +376,7 @@ func (e *Edge) Stats() Stats {
 		ReplayRetried:  e.retried.Load(),
 		ReplayExpired:  e.expired.Load(),
 		Strict:         e.strict.Load(),
-		Edge:           true,
+		ColdAdmitted:   e.coldAdmitted.Load(),
 
 		ReplayUnsavedDropped: e.unsavedDropped.Load(),
 		ReplayResent:         e.resent.Load(),

@@ -1,33 +1,17 @@
-package engine
+package edge
 
 import (
+	"context"
 	"errors"
 	"hash/maphash"
 	"testing"
+	"time"
+
+	"github.com/ratchet/ratchet/engine"
 )
 
-// This file is package engine: it exports a test hook to the black-box tests of
-// edge_test.go (package engine_test), and holds the tests that must reach the edge's
-// internals to set up an interleaving deterministically.
-
-// FlushOnce runs one replay flush of every origin link, exactly as one tick of Run's
-// flusher does (backoff included). It reports whether more may remain. Test hook.
-func (e *Edge) FlushOnce() (more bool) {
-	for _, l := range e.links {
-		if e.flush(l, false) {
-			more = true
-		}
-	}
-	return more
-}
-
-// Heartbeat sends every origin link the heartbeat Run's flusher sends to an idle origin
-// (an empty read, which also tells the edge the origin's run and durable mark). Test hook.
-func (e *Edge) Heartbeat() {
-	for _, l := range e.links {
-		e.heartbeat(l)
-	}
-}
+// The tests that must reach the edge's internals to set up an interleaving
+// deterministically.
 
 // TestEdgeEvictedEntryDoesNotStealReplayPin reproduces, step by step, an interleaving of
 // two concurrent Limit calls on one key while the local cache evicts its entry:
@@ -49,7 +33,7 @@ func TestEdgeEvictedEntryDoesNotStealReplayPin(t *testing.T) {
 
 	// Warm the tuple and deliver its first request, so that its entry is cached, fresh,
 	// and unpinned.
-	if d, err := e.Limit(tp, 1000, 1); err != nil || !d.Allowed {
+	if d, err := e.Limit(context.Background(), tp, 1000, 1); err != nil || !d.Allowed {
 		t.Fatalf("warm-up: %+v, %v", d, err)
 	}
 	for e.FlushOnce() {
@@ -64,7 +48,7 @@ func TestEdgeEvictedEntryDoesNotStealReplayPin(t *testing.T) {
 	e.cache.Del(maphash.Bytes(e.seed, key))
 	e.cache.Wait()
 	// 3. B, a whole request.
-	if d, err := e.Limit(tp, 1000, 1); err != nil || !d.Allowed {
+	if d, err := e.Limit(context.Background(), tp, 1000, 1); err != nil || !d.Allowed {
 		t.Fatalf("B: %+v, %v", d, err)
 	}
 	// 4. The rest of A's Limit: decide on le1 and account (entry lock held, as Limit does).
@@ -77,7 +61,7 @@ func TestEdgeEvictedEntryDoesNotStealReplayPin(t *testing.T) {
 	// Later traffic goes to whatever the cache serves now.
 	const later = 5
 	for i := 0; i < later; i++ {
-		if d, err := e.Limit(tp, 1000, 1); err != nil || !d.Allowed {
+		if d, err := e.Limit(context.Background(), tp, 1000, 1); err != nil || !d.Allowed {
 			t.Fatalf("later request %d: %+v, %v", i, d, err)
 		}
 	}
@@ -91,13 +75,19 @@ func TestEdgeEvictedEntryDoesNotStealReplayPin(t *testing.T) {
 }
 
 // newInternalEdge returns one edge over a LocalOrigin, with the origin's engine and clock.
-func newInternalEdge(t *testing.T) (*Edge, *Engine, *ManualClock) {
+func newInternalEdge(t *testing.T) (*Edge, *engine.Engine, *engine.ManualClock) {
+	t.Helper()
+	return newInternalEdgeOrigin(t, engine.Config{MaxMemoryBytes: 1 << 30})
+}
+
+// newInternalEdgeOrigin is newInternalEdge with an origin configured by ocfg.
+func newInternalEdgeOrigin(t *testing.T, ocfg engine.Config) (*Edge, *engine.Engine, *engine.ManualClock) {
 	t.Helper()
 	const t0 int64 = 1_704_067_200_000
-	clock := NewManualClock(t0 + 100)
-	origin := New(clock, Config{MaxMemoryBytes: 1 << 30})
-	e, err := NewEdge(clock, EdgeConfig{
-		Origins:        []Origin{LocalOrigin{Engine: origin, Node: "edge-1/boot"}},
+	clock := engine.NewManualClock(t0 + 100)
+	origin := engine.New(clock, ocfg)
+	e, err := New(clock, Config{
+		Origins:        []engine.Origin{engine.LocalOrigin{Engine: origin, Node: "edge-1/boot"}},
 		OriginIDs:      []string{"o1"},
 		NodeRun:        "edge-1/boot",
 		DegradedShare:  1,
@@ -112,9 +102,9 @@ func newInternalEdge(t *testing.T) (*Edge, *Engine, *ManualClock) {
 
 // internalTuple returns a minute-window tuple of key name, its tuple key, its current
 // sequence and its origin link.
-func internalTuple(e *Edge, clock Clock, name string) (Tuple, []byte, int64, *originLink) {
-	tp := Tuple{Workspace: "default", Namespace: "default", Key: []byte(name), WindowMs: 60_000}
-	key := AppendKey(nil, tp)
+func internalTuple(e *Edge, clock engine.Clock, name string) (engine.Tuple, []byte, int64, *originLink) {
+	tp := engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte(name), WindowMs: 60_000}
+	key := engine.AppendKey(nil, tp)
 	return tp, key, clock.NowMs() / tp.WindowMs, e.link(key)
 }
 
@@ -132,7 +122,7 @@ func TestEdgeFlushKeepsAnothersProbe(t *testing.T) {
 	if !l.usable(clock.NowMs()) {
 		t.Fatal("the backoff has passed: the first caller should get the probe")
 	}
-	if e.flush(l, true) {
+	if e.flush(context.Background(), l, true) {
 		t.Fatal("nothing is pending, yet the flush says more may remain")
 	}
 	if l.usable(clock.NowMs()) {
@@ -140,7 +130,7 @@ func TestEdgeFlushKeepsAnothersProbe(t *testing.T) {
 	}
 	// The flusher's own probe, when it has nothing to send, is released.
 	l.probing.Store(false)
-	if e.flush(l, false) {
+	if e.flush(context.Background(), l, false) {
 		t.Fatal("nothing is pending, yet the flush says more may remain")
 	}
 	if !l.usable(clock.NowMs()) {
@@ -179,7 +169,7 @@ func TestEdgeTwinStaysFindable(t *testing.T) {
 		e.cache.Wait()
 	}
 
-	if d, err := e.Limit(tp, limit, 1); err != nil || !d.Allowed {
+	if d, err := e.Limit(context.Background(), tp, limit, 1); err != nil || !d.Allowed {
 		t.Fatalf("warm-up: %+v, %v", d, err)
 	}
 	for e.FlushOnce() {
@@ -189,7 +179,7 @@ func TestEdgeTwinStaysFindable(t *testing.T) {
 		t.Fatal("the warm entry is neither cached nor pinned")
 	}
 	evict()
-	le2, ok := e.refresh(l, string(key), tp.WindowMs, seq, clock.NowMs(), 0, 0) // 2.
+	le2, ok := e.refresh(context.Background(), l, string(key), tp.WindowMs, seq, clock.NowMs(), 0, 0) // 2.
 	if !ok || le2 == le1 {
 		t.Fatalf("B's refresh: ok=%v, same entry=%v", ok, le2 == le1)
 	}
@@ -199,18 +189,51 @@ func TestEdgeTwinStaysFindable(t *testing.T) {
 		t.Fatalf("batch %+v, want one item from each twin", b)
 	}
 	accept(le2)
-	e.flush(l, false) // 5.
+	e.flush(context.Background(), l, false) // 5.
 	evict()
 
 	if got := e.lookup(l, key); got != le2 {
 		t.Errorf("lookup after the cache lost le2 found %p, want le2 %p (still pinned: %v)", got, le2, le2.pinned)
 	}
-	if got := e.Status(tp).CurrentRegional; got != 4 {
+	if got := e.Status(context.Background(), tp).CurrentRegional; got != 4 {
 		t.Errorf("the edge's view counts %d, want 4 accepted", got)
 	}
 	for i := 0; i < 10 && e.FlushOnce(); i++ {
 	}
 	if got := origin.Status(tp).CurrentRegional; got != 4 {
 		t.Fatalf("origin counts %d after every flush, want 4 accepted", got)
+	}
+}
+
+// TestCallTimeoutFollowsRTT: a call's timeout is --origin-timeout, or four smoothed round
+// trips of the link's successful calls when longer, at most maxCallTimeout.
+func TestCallTimeoutFollowsRTT(t *testing.T) {
+	e, _, _ := newInternalEdge(t)
+	l := e.links[0]
+	if got := e.callTimeout(l); got != 100*time.Millisecond {
+		t.Fatalf("no sample: %v, want the 100ms default", got)
+	}
+	for _, c := range []struct {
+		sample time.Duration
+		want   time.Duration
+	}{
+		{10 * time.Millisecond, 100 * time.Millisecond},
+		{50 * time.Millisecond, 200 * time.Millisecond},
+		{10 * time.Second, maxCallTimeout},
+	} {
+		l.srttUs.Store(0)
+		for range 50 {
+			l.sampleRTT(c.sample)
+		}
+		if got := e.callTimeout(l); got != c.want {
+			t.Errorf("round trips of %v: timeout %v, want %v", c.sample, got, c.want)
+		}
+	}
+	// One slow call moves the average by an eighth.
+	l.srttUs.Store(0)
+	l.sampleRTT(50 * time.Millisecond)
+	l.sampleRTT(850 * time.Millisecond)
+	if got := l.srttUs.Load(); got != 150_000 {
+		t.Fatalf("srtt %d µs, want 150000", got)
 	}
 }

@@ -1,23 +1,25 @@
-package engine_test
+package edge_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/ratchet/ratchet/edge"
 	"github.com/ratchet/ratchet/engine"
 )
 
 // BenchmarkEdgeLimitWarm: an edge deciding from local memory on one warm tuple (cached,
 // fresh, far from its limit), with the cost left pending for the replay flusher.
 func BenchmarkEdgeLimitWarm(b *testing.B) {
-	r := newEdgeRig(b, t0, 1, engine.EdgeConfig{Freshness: time.Hour})
+	r := newEdgeRig(b, t0, 1, edge.Config{Freshness: time.Hour})
 	e := r.edges[0]
 	tp := benchTuples(1)[0]
 	edgeLimit(b, e, tp, engine.MaxLimit, 1) // the cold read
 	b.ReportAllocs()
 	for b.Loop() {
-		if d, err := e.Limit(tp, engine.MaxLimit, 1); err != nil || !d.Allowed {
+		if d, err := e.Limit(context.Background(), tp, engine.MaxLimit, 1); err != nil || !d.Allowed {
 			b.Fatalf("%+v, %v", d, err)
 		}
 	}
@@ -28,7 +30,7 @@ func BenchmarkEdgeLimitWarm(b *testing.B) {
 
 // BenchmarkEdgeLimitWarmManyKeys: the same over 64Ki warm tuples.
 func BenchmarkEdgeLimitWarmManyKeys(b *testing.B) {
-	r := newEdgeRig(b, t0, 1, engine.EdgeConfig{Freshness: time.Hour, MaxMemoryBytes: 256 << 20})
+	r := newEdgeRig(b, t0, 1, edge.Config{Freshness: time.Hour, MaxMemoryBytes: 256 << 20})
 	e := r.edges[0]
 	ts := benchTuples(1 << 16)
 	for _, tp := range ts {
@@ -38,7 +40,7 @@ func BenchmarkEdgeLimitWarmManyKeys(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		if d, err := e.Limit(ts[i&(len(ts)-1)], engine.MaxLimit, 1); err != nil || !d.Allowed {
+		if d, err := e.Limit(context.Background(), ts[i&(len(ts)-1)], engine.MaxLimit, 1); err != nil || !d.Allowed {
 			b.Fatalf("%+v, %v", d, err)
 		}
 		i++
@@ -57,7 +59,7 @@ func BenchmarkEdgeFlushKeep(b *testing.B) {
 		b.Run(fmt.Sprintf("snapshots=%v", snapshots), func(b *testing.B) {
 			clock := engine.NewManualClock(t0)
 			o := newCrashOrigin(clock, snapshots)
-			e := crashEdges(b, o, 1, engine.EdgeConfig{Freshness: time.Hour, MaxMemoryBytes: 256 << 20})[0]
+			e := crashEdges(b, o, 1, edge.Config{Freshness: time.Hour, MaxMemoryBytes: 256 << 20})[0]
 			ts := benchTuples(1000)
 			for _, tp := range ts {
 				edgeLimit(b, e, tp, engine.MaxLimit, 1)
@@ -67,7 +69,7 @@ func BenchmarkEdgeFlushKeep(b *testing.B) {
 			n := 0
 			for b.Loop() {
 				for _, tp := range ts {
-					if d, err := e.Limit(tp, engine.MaxLimit, 1); err != nil || !d.Allowed {
+					if d, err := e.Limit(context.Background(), tp, engine.MaxLimit, 1); err != nil || !d.Allowed {
 						b.Fatalf("%+v, %v", d, err)
 					}
 				}

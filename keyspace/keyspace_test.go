@@ -1,4 +1,4 @@
-package engine_test
+package keyspace_test
 
 import (
 	"errors"
@@ -9,23 +9,25 @@ import (
 	"testing"
 
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/internal/testmem"
+	"github.com/ratchet/ratchet/keyspace"
 )
 
-func newKV(maxBytes int64) (*engine.Engine, *engine.KV, *engine.ManualClock) {
+func newKV(maxBytes int64) (*engine.Engine, *keyspace.KV, *engine.ManualClock) {
 	clock := engine.NewManualClock(1_000_000)
 	eng := engine.New(clock, engine.Config{MaxMemoryBytes: maxBytes})
 	return eng, eng.KV(), clock
 }
 
 // one runs fn on key k of the default workspace.
-func one(kv *engine.KV, k string, fn func(tx *engine.KVTx) error) error {
+func one(kv *keyspace.KV, k string, fn func(tx *keyspace.Tx) error) error {
 	return kv.Do("default", [][]byte{[]byte(k)}, fn)
 }
 
-func get(kv *engine.KV, ws, k string) (string, bool) {
+func get(kv *keyspace.KV, ws, k string) (string, bool) {
 	var v string
 	var ok bool
-	_ = kv.Do(ws, [][]byte{[]byte(k)}, func(tx *engine.KVTx) error {
+	_ = kv.Do(ws, [][]byte{[]byte(k)}, func(tx *keyspace.Tx) error {
 		b, found := tx.Get(0)
 		v, ok = string(b), found
 		return nil
@@ -35,12 +37,12 @@ func get(kv *engine.KV, ws, k string) (string, bool) {
 
 func TestKVSetGetTTL(t *testing.T) {
 	_, kv, clock := newKV(0)
-	if err := one(kv, "a", func(tx *engine.KVTx) error { return tx.Set(0, []byte("v1"), tx.Now()+1500) }); err != nil {
+	if err := one(kv, "a", func(tx *keyspace.Tx) error { return tx.Set(0, []byte("v1"), tx.Now()+1500) }); err != nil {
 		t.Fatal(err)
 	}
 	pttl := func() int64 {
 		var p int64
-		_ = one(kv, "a", func(tx *engine.KVTx) error { p = tx.PTTL(0); return nil })
+		_ = one(kv, "a", func(tx *keyspace.Tx) error { p = tx.PTTL(0); return nil })
 		return p
 	}
 	if v, ok := get(kv, "default", "a"); !ok || v != "v1" || pttl() != 1500 {
@@ -55,15 +57,15 @@ func TestKVSetGetTTL(t *testing.T) {
 		t.Fatalf("after expiry: ok %v pttl %d keys %d expired %d", ok, pttl(), kv.Keys(), kv.Expired())
 	}
 	// No expiry; KEEPTTL keeps one; an expiry in the past leaves no key.
-	_ = one(kv, "b", func(tx *engine.KVTx) error { return tx.Set(0, []byte("x"), 0) })
+	_ = one(kv, "b", func(tx *keyspace.Tx) error { return tx.Set(0, []byte("x"), 0) })
 	if pttl := func() int64 {
 		var p int64
-		_ = one(kv, "b", func(tx *engine.KVTx) error { p = tx.PTTL(0); return nil })
+		_ = one(kv, "b", func(tx *keyspace.Tx) error { p = tx.PTTL(0); return nil })
 		return p
 	}(); pttl != -1 {
 		t.Fatalf("no expiry: pttl %d", pttl)
 	}
-	_ = one(kv, "b", func(tx *engine.KVTx) error {
+	_ = one(kv, "b", func(tx *keyspace.Tx) error {
 		tx.SetExpireAt(0, tx.Now()+100)
 		if err := tx.SetKeepTTL(0, []byte("y")); err != nil {
 			return err
@@ -85,7 +87,7 @@ func TestKVIncrBy(t *testing.T) {
 	_, kv, _ := newKV(0)
 	incr := func(k string, d int64) (int64, error) {
 		var n int64
-		err := one(kv, k, func(tx *engine.KVTx) error {
+		err := one(kv, k, func(tx *keyspace.Tx) error {
 			var err error
 			n, err = tx.IncrBy(0, d)
 			return err
@@ -95,35 +97,35 @@ func TestKVIncrBy(t *testing.T) {
 	if n, err := incr("c", 5); n != 5 || err != nil {
 		t.Fatalf("new key: %d %v", n, err)
 	}
-	_ = one(kv, "c", func(tx *engine.KVTx) error { tx.SetExpireAt(0, tx.Now()+10_000); return nil })
+	_ = one(kv, "c", func(tx *keyspace.Tx) error { tx.SetExpireAt(0, tx.Now()+10_000); return nil })
 	if n, err := incr("c", -7); n != -2 || err != nil {
 		t.Fatalf("decrement: %d %v", n, err)
 	}
-	_ = one(kv, "c", func(tx *engine.KVTx) error {
+	_ = one(kv, "c", func(tx *keyspace.Tx) error {
 		if tx.PTTL(0) != 10_000 {
 			t.Errorf("INCRBY changed the TTL: %d", tx.PTTL(0))
 		}
 		return nil
 	})
-	_ = one(kv, "big", func(tx *engine.KVTx) error { return tx.Set(0, []byte("9223372036854775806"), 0) })
+	_ = one(kv, "big", func(tx *keyspace.Tx) error { return tx.Set(0, []byte("9223372036854775806"), 0) })
 	if _, err := incr("big", 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := incr("big", 1); !errors.Is(err, engine.ErrOverflow) {
+	if _, err := incr("big", 1); !errors.Is(err, keyspace.ErrOverflow) {
 		t.Fatalf("overflow: %v", err)
 	}
 	if v, _ := get(kv, "default", "big"); v != "9223372036854775807" {
 		t.Fatalf("after a refused overflow: %q", v)
 	}
 	for _, bad := range []string{"", "abc", "1.5", " 1", "+1", "01", "-0", "9223372036854775808", "1e3"} {
-		_ = one(kv, "s", func(tx *engine.KVTx) error { return tx.Set(0, []byte(bad), 0) })
-		if _, err := incr("s", 1); !errors.Is(err, engine.ErrNotInteger) {
+		_ = one(kv, "s", func(tx *keyspace.Tx) error { return tx.Set(0, []byte(bad), 0) })
+		if _, err := incr("s", 1); !errors.Is(err, keyspace.ErrNotInteger) {
 			t.Errorf("INCRBY on %q: %v", bad, err)
 		}
 	}
 }
 
-func TestParseRedisInt(t *testing.T) {
+func TestParseInt(t *testing.T) {
 	for _, c := range []struct {
 		in string
 		v  int64
@@ -134,7 +136,7 @@ func TestParseRedisInt(t *testing.T) {
 		{"-9223372036854775809", 0, false}, {"99999999999999999999", 0, false}, {"", 0, false}, {"-", 0, false},
 		{"-0", 0, false}, {"00", 0, false}, {"+1", 0, false}, {"1 ", 0, false}, {"123456789012345678901", 0, false},
 	} {
-		v, ok := engine.ParseRedisInt([]byte(c.in))
+		v, ok := keyspace.ParseInt([]byte(c.in))
 		if v != c.v || ok != c.ok {
 			t.Errorf("%q: %d %v, want %d %v", c.in, v, ok, c.v, c.ok)
 		}
@@ -143,8 +145,8 @@ func TestParseRedisInt(t *testing.T) {
 
 func TestKVWorkspacesAndDel(t *testing.T) {
 	_, kv, clock := newKV(0)
-	_ = kv.Do("default", [][]byte{[]byte("k")}, func(tx *engine.KVTx) error { return tx.Set(0, []byte("d"), 0) })
-	_ = kv.Do("t1", [][]byte{[]byte("k")}, func(tx *engine.KVTx) error { return tx.Set(0, []byte("t"), 0) })
+	_ = kv.Do("default", [][]byte{[]byte("k")}, func(tx *keyspace.Tx) error { return tx.Set(0, []byte("d"), 0) })
+	_ = kv.Do("t1", [][]byte{[]byte("k")}, func(tx *keyspace.Tx) error { return tx.Set(0, []byte("t"), 0) })
 	if v, _ := get(kv, "default", "k"); v != "d" {
 		t.Fatalf("default sees %q", v)
 	}
@@ -155,7 +157,7 @@ func TestKVWorkspacesAndDel(t *testing.T) {
 		t.Fatal("t2 sees a key")
 	}
 	var deleted int
-	_ = kv.Do("default", [][]byte{[]byte("k"), []byte("k"), []byte("none")}, func(tx *engine.KVTx) error {
+	_ = kv.Do("default", [][]byte{[]byte("k"), []byte("k"), []byte("none")}, func(tx *keyspace.Tx) error {
 		for i := range tx.Len() {
 			if tx.Del(i) {
 				deleted++
@@ -170,7 +172,7 @@ func TestKVWorkspacesAndDel(t *testing.T) {
 		t.Fatal("DEL in default deleted t1's key")
 	}
 	// SetExpireAt at or before now deletes, as EXPIRE does.
-	_ = kv.Do("t1", [][]byte{[]byte("k")}, func(tx *engine.KVTx) error {
+	_ = kv.Do("t1", [][]byte{[]byte("k")}, func(tx *keyspace.Tx) error {
 		if !tx.SetExpireAt(0, clock.NowMs()) || tx.Exists(0) {
 			t.Error("EXPIRE to now kept the key")
 		}
@@ -187,8 +189,8 @@ func TestKVMemoryBound(t *testing.T) {
 	eng, kv, clock := newKV(64 << 10)
 	n := 0
 	for ; n < 10_000; n++ {
-		err := one(kv, fmt.Sprint("key:", n), func(tx *engine.KVTx) error { return tx.Set(0, []byte("12345"), tx.Now()+1000) })
-		if errors.Is(err, engine.ErrFull) {
+		err := one(kv, fmt.Sprint("key:", n), func(tx *keyspace.Tx) error { return tx.Set(0, []byte("12345"), tx.Now()+1000) })
+		if errors.Is(err, keyspace.ErrFull) {
 			break
 		}
 		if err != nil {
@@ -205,10 +207,10 @@ func TestKVMemoryBound(t *testing.T) {
 		t.Fatalf("the cell store does not share the bound: %v", err)
 	}
 	// An existing key keeps working, even growing a few digits.
-	if err := one(kv, "key:0", func(tx *engine.KVTx) error { _, err := tx.IncrBy(0, 1_000_000_000); return err }); err != nil {
+	if err := one(kv, "key:0", func(tx *keyspace.Tx) error { _, err := tx.IncrBy(0, 1_000_000_000); return err }); err != nil {
 		t.Fatalf("existing key: %v", err)
 	}
-	if err := one(kv, "key:1", func(tx *engine.KVTx) error { return tx.Set(0, make([]byte, 60<<10), 0) }); !errors.Is(err, engine.ErrFull) {
+	if err := one(kv, "key:1", func(tx *keyspace.Tx) error { return tx.Set(0, make([]byte, 60<<10), 0) }); !errors.Is(err, keyspace.ErrFull) {
 		t.Fatalf("a SET of a large value past the bound: %v", err)
 	}
 	clock.Advance(1001)
@@ -218,18 +220,18 @@ func TestKVMemoryBound(t *testing.T) {
 	if st := eng.Stats(); st.MemoryBytes != 0 || st.KVKeys != 0 || st.KVExpired != uint64(n) {
 		t.Fatalf("after the sweep: %d bytes, %d keys", st.MemoryBytes, kv.Keys())
 	}
-	if err := one(kv, "again", func(tx *engine.KVTx) error { return tx.Set(0, []byte("1"), 0) }); err != nil {
+	if err := one(kv, "again", func(tx *keyspace.Tx) error { return tx.Set(0, []byte("1"), 0) }); err != nil {
 		t.Fatal(err)
 	}
-	if err := one(kv, "big", func(tx *engine.KVTx) error { return tx.Set(0, make([]byte, engine.MaxKVValue+1), 0) }); !errors.Is(err, engine.ErrValueTooLarge) {
+	if err := one(kv, "big", func(tx *keyspace.Tx) error { return tx.Set(0, make([]byte, keyspace.MaxValue+1), 0) }); !errors.Is(err, keyspace.ErrValueTooLarge) {
 		t.Fatalf("oversized value: %v", err)
 	}
-	if err := kv.Do("default", [][]byte{make([]byte, engine.MaxKVKey+1)}, func(*engine.KVTx) error { return nil }); !errors.Is(err, engine.ErrKeyTooLarge) {
+	if err := kv.Do("default", [][]byte{make([]byte, keyspace.MaxKey+1)}, func(*keyspace.Tx) error { return nil }); !errors.Is(err, keyspace.ErrKeyTooLarge) {
 		t.Fatalf("oversized key: %v", err)
 	}
 }
 
-func scanAll(kv *engine.KV, ws string, count int, between func()) []string {
+func scanAll(kv *keyspace.KV, ws string, count int, between func()) []string {
 	var out []string
 	cursor := uint64(0)
 	for {
@@ -252,10 +254,10 @@ func scanAll(kv *engine.KV, ws string, count int, between func()) []string {
 func TestKVScan(t *testing.T) {
 	_, kv, _ := newKV(0)
 	for i := range 500 {
-		_ = one(kv, fmt.Sprint("stay:", i), func(tx *engine.KVTx) error { return tx.Set(0, []byte("1"), 0) })
-		_ = one(kv, fmt.Sprint("go:", i), func(tx *engine.KVTx) error { return tx.Set(0, []byte("1"), 0) })
+		_ = one(kv, fmt.Sprint("stay:", i), func(tx *keyspace.Tx) error { return tx.Set(0, []byte("1"), 0) })
+		_ = one(kv, fmt.Sprint("go:", i), func(tx *keyspace.Tx) error { return tx.Set(0, []byte("1"), 0) })
 	}
-	_ = kv.Do("other", [][]byte{[]byte("hidden")}, func(tx *engine.KVTx) error { return tx.Set(0, []byte("1"), 0) })
+	_ = kv.Do("other", [][]byte{[]byte("hidden")}, func(tx *keyspace.Tx) error { return tx.Set(0, []byte("1"), 0) })
 	if got := scanAll(kv, "default", 10, nil); len(got) != 1000 {
 		t.Fatalf("walk returned %d keys", len(got))
 	}
@@ -263,7 +265,7 @@ func TestKVScan(t *testing.T) {
 	got := scanAll(kv, "default", 7, func() {
 		for range 3 {
 			if deleted < 500 {
-				_ = one(kv, fmt.Sprint("go:", deleted), func(tx *engine.KVTx) error { tx.Del(0); return nil })
+				_ = one(kv, fmt.Sprint("go:", deleted), func(tx *keyspace.Tx) error { tx.Del(0); return nil })
 				deleted++
 			}
 		}
@@ -288,13 +290,14 @@ func TestKVScan(t *testing.T) {
 
 func TestKVRecordsRestore(t *testing.T) {
 	_, kv, clock := newKV(0)
-	_ = one(kv, "a", func(tx *engine.KVTx) error { return tx.Set(0, []byte("1"), 0) })
-	_ = one(kv, "b", func(tx *engine.KVTx) error { return tx.Set(0, []byte("2"), tx.Now()+5000) })
-	_ = kv.Do("t", [][]byte{[]byte("a")}, func(tx *engine.KVTx) error { return tx.Set(0, []byte("3"), 0) })
-	var recs []engine.KVRecord
-	kv.Records(func(r engine.KVRecord) bool { recs = append(recs, r); return true })
+	_ = one(kv, "a", func(tx *keyspace.Tx) error { return tx.Set(0, []byte("1"), 0) })
+	_ = one(kv, "b", func(tx *keyspace.Tx) error { return tx.Set(0, []byte("2"), tx.Now()+5000) })
+	_ = kv.Do("t", [][]byte{[]byte("a")}, func(tx *keyspace.Tx) error { return tx.Set(0, []byte("3"), 0) })
+	var recs []keyspace.Record
+	kv.Records(func(r keyspace.Record) bool { recs = append(recs, r); return true })
 	sort.Slice(recs, func(i, j int) bool { return recs[i].Workspace+recs[i].Key < recs[j].Workspace+recs[j].Key })
-	want := []engine.KVRecord{{"default", "a", []byte("1"), 0}, {"default", "b", []byte("2"), 1_005_000}, {"t", "a", []byte("3"), 0}}
+	str := keyspace.KindString
+	want := []keyspace.Record{{"default", "a", str, []byte("1"), 0}, {"default", "b", str, []byte("2"), 1_005_000}, {"t", "a", str, []byte("3"), 0}}
 	if fmt.Sprint(recs) != fmt.Sprint(want) {
 		t.Fatalf("records %v", recs)
 	}
@@ -319,7 +322,7 @@ func TestKVDoAtomic(t *testing.T) {
 	for range 4 {
 		wg.Go(func() {
 			for range 500 {
-				_ = kv.Do("default", keys, func(tx *engine.KVTx) error {
+				_ = kv.Do("default", keys, func(tx *keyspace.Tx) error {
 					a, _ := tx.IncrBy(0, 1)
 					b, _ := tx.IncrBy(1, 1)
 					if a != b {
@@ -343,13 +346,13 @@ func TestKVDoAtomic(t *testing.T) {
 func TestKVScanInsideDoNoDeadlock(t *testing.T) {
 	_, kv, _ := newKV(0)
 	for i := range 200 {
-		_ = one(kv, fmt.Sprint("k", i), func(tx *engine.KVTx) error { return tx.Set(0, []byte("1"), 0) })
+		_ = one(kv, fmt.Sprint("k", i), func(tx *keyspace.Tx) error { return tx.Set(0, []byte("1"), 0) })
 	}
 	var wg sync.WaitGroup
 	for g := range 3 {
 		wg.Go(func() {
 			for i := range 40 {
-				_ = one(kv, fmt.Sprint("k", (g*53+i)%200), func(tx *engine.KVTx) error {
+				_ = one(kv, fmt.Sprint("k", (g*53+i)%200), func(tx *keyspace.Tx) error {
 					seen, cursor := 0, uint64(0)
 					for range 200 {
 						next, keys := tx.Scan(cursor, 50, nil)
@@ -373,19 +376,19 @@ func TestKVScanInsideDoNoDeadlock(t *testing.T) {
 // with a TTL), and reports the heap and resident growth per key beside the estimate that
 // --max-memory counts (est-B/key). Run it with:
 //
-//	go test -run xxx -bench BenchmarkKVMemory -benchtime 1x ./engine
+//	go test -run xxx -bench BenchmarkKVMemory -benchtime 1x ./keyspace
 func BenchmarkKVMemory(b *testing.B) {
 	const keys = 1_000_000
 	var est float64
-	measureCells(b, keys, func() (func(), any) {
-		c := engine.NewManualClock(t0)
+	testmem.MeasureCells(b, keys, func() (func(), any) {
+		c := engine.NewManualClock(1_000_000)
 		e := engine.New(c, engine.Config{MaxMemoryBytes: 4 << 30})
 		fill := func() {
 			var buf [32]byte
 			k := [][]byte{nil}
 			for i := range keys {
-				k[0] = memTuple(buf[:0], i).Key
-				if err := e.KV().Do("default", k, func(tx *engine.KVTx) error {
+				k[0] = testmem.Tuple(buf[:0], i).Key
+				if err := e.KV().Do("default", k, func(tx *keyspace.Tx) error {
 					if _, err := tx.IncrBy(0, 1); err != nil {
 						return err
 					}
