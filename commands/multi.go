@@ -82,7 +82,13 @@ func (a *txAccount) release() { a.total.Add(-a.n.Swap(0)) }
 // Close releases what the session holds beyond its connection: an open transaction's
 // queue and its watched keys. The server calls it when the connection closes; it is safe
 // to call more than once.
-func (s *Session) Close() { s.endTx() }
+func (s *Session) Close() {
+	s.endTx()
+	if s.d != nil {
+		s.d.pubsub.unsubscribeAll(s)
+		s.d.track.close(s)
+	}
+}
 
 // InMulti reports whether the connection is inside MULTI.
 func (s *Session) InMulti() bool { return s.tx != nil }

@@ -90,6 +90,7 @@ func commandTable() []*Command {
 			Args: []ArgDoc{{Name: "subcommand", Type: "string"}}, Handler: cmdConfig},
 	}
 	rows = append(rows, scriptCommands()...) // EVAL, EVALSHA, SCRIPT: scripts.go
+	rows = append(rows, pubsubCommands()...) // SUBSCRIBE, PUBLISH, PUBSUB: pubsub.go
 	return append(rows, aclCommand())        // ACL: acl.go
 }
 

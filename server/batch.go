@@ -44,6 +44,7 @@ type conn struct {
 
 	held    int64       // request-buffer bytes counted in Server.queryBytes; guarded by Server.qmu
 	evicted atomic.Bool // closed to make room in MaxQueryBuffer: its owner closes it next
+	wmu     sync.Mutex  // a goroutine owner's write turn, which pushes wait for (push.go)
 }
 
 // closeReason is why the server closed a connection.
@@ -56,6 +57,7 @@ const (
 	closeHandshake
 	closeQueryBuffer
 	closeProtocol
+	closePushLimit
 	nReasons
 )
 
@@ -66,6 +68,7 @@ var reasonText = [nReasons]string{
 	closeHandshake:    "TLS handshake failed or did not finish in --tls-handshake-timeout",
 	closeQueryBuffer:  "held the most request bytes when --max-query-buffer was full",
 	closeProtocol:     "protocol error",
+	closePushLimit:    "pushed messages not read past --pubsub-output-limit",
 }
 
 // closeLog counts the connections closed by reason and rate-limits their log lines.

@@ -47,6 +47,8 @@ type Conn struct {
 
 	ctx    context.Context // Context's; nil for a Conn the server did not make
 	cancel context.CancelFunc
+
+	push outbox // bytes pushed from outside the connection's requests (push.go)
 }
 
 // Context returns the context of the connection's requests, for the calls they wait on
@@ -82,6 +84,7 @@ type ConnStats struct {
 	HandshakeTimeouts uint64 // TLS handshake not finished in time
 	QueryEvictions    uint64 // held the most request bytes when --max-query-buffer was full
 	ProtocolErrors    uint64 // malformed or oversized requests
+	PushCuts          uint64 // pushed messages not read past the bound (Config.PushLimit)
 
 	QueryBufferBytes int64 // request bytes buffered across connections now
 	MaxQueryBuffer   int64 // the --max-query-buffer budget

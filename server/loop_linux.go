@@ -77,6 +77,10 @@ type loop struct {
 
 	evicted   atomic.Bool // a connection of this loop was evicted from MaxQueryBuffer
 	nextSweep time.Time
+
+	pushq   []pushedConn // connections with pushes to write (push_linux.go); guarded by mu
+	nPushed atomic.Int32 // len(pushq), read without mu
+	later   []pushedConn // pushes to write after the held replies of their connection
 }
 
 // heldReplies are c's replies of the batch being served: holdBuf[start:end].
@@ -105,6 +109,8 @@ type loopConn struct {
 	// came meanwhile and c left the epoll set. Both are the loop's alone.
 	away, unarmed bool
 	aside         *aside // what serveAside did, from its return until the loop takes c back
+	pushGen       uint64 // the loop's turn as the owner of the connection's pushes (push_linux.go)
+	holding       bool   // the connection has replies in the loop's held replies
 }
 
 // aside is a goroutine's buffers for serving a loop's connection (serveAside), and what
@@ -270,6 +276,9 @@ func (l *loop) run() {
 		if l.nAdded.Load() > 0 {
 			l.takeAdded()
 		}
+		if l.nPushed.Load() > 0 {
+			l.takePushed(time.Now())
+		}
 		if l.s.stopping.Load() {
 			l.closeAll()
 			return
@@ -306,7 +315,11 @@ func (l *loop) run() {
 		if l.nBack.Load() > 0 {
 			l.takeBack(now)
 		}
+		if l.nPushed.Load() > 0 { // pushes of this batch go out before its replies (push_linux.go)
+			l.takePushed(now)
+		}
 		l.writeHeld(now)
+		l.pushAfterHeld(now)
 		// Load before Swap: no locked instruction per iteration while nothing was evicted.
 		if (l.evicted.Load() && l.evicted.Swap(false)) || (every > 0 && !now.Before(l.nextSweep)) {
 			l.sweep(now)
@@ -320,6 +333,7 @@ func (l *loop) writeHeld(now time.Time) {
 	for i, h := range l.held {
 		l.held[i] = heldReplies{}
 		c := h.c
+		c.holding = false
 		if l.conns[int32(c.fd)] != c {
 			continue
 		}
@@ -349,6 +363,7 @@ func (l *loop) takeAdded() {
 	l.mu.Unlock()
 	for _, c := range added {
 		l.conns[int32(c.fd)] = c
+		l.ownPushes(c)
 	}
 }
 
@@ -435,6 +450,7 @@ func (l *loop) serve(c *loopConn, data []byte, fromIn bool, now time.Time) {
 		l.holdBuf = append(l.holdBuf, l.w.Bytes()...)
 		l.w.Reset()
 		l.held = append(l.held, heldReplies{c: c, start: start, end: len(l.holdBuf)})
+		c.holding = true
 	}
 	if c.sess.Quit && len(c.out) == 0 {
 		l.close(c)
@@ -449,6 +465,12 @@ func (l *loop) write(c *loopConn, now time.Time) bool {
 		return true
 	}
 	l.w.Reset()
+	return l.send(c, b, now)
+}
+
+// send writes b to c; what the socket does not take waits in c.out. It reports false
+// when c now has bytes pending or was closed.
+func (l *loop) send(c *loopConn, b []byte, now time.Time) bool {
 	n, err := writeFD(c.fd, b)
 	if err != nil && !errors.Is(err, syscall.EAGAIN) {
 		l.close(c)
@@ -577,7 +599,7 @@ func (l *loop) resume(c *loopConn, now time.Time) {
 		l.refuse(c, r.err)
 		return
 	}
-	if !l.write(c, now) { // pending: writable goes on once they are out
+	if !l.write(c, now) || !l.flushPushes(c, now) { // pending: writable goes on once they are out
 		return
 	}
 	switch {
@@ -612,7 +634,7 @@ func (l *loop) writable(c *loopConn, now time.Time) {
 		c.out = nil
 	}
 	l.pending--
-	if !l.interest(c, syscall.EPOLLIN|syscall.EPOLLRDHUP) {
+	if !l.interest(c, syscall.EPOLLIN|syscall.EPOLLRDHUP) || !l.flushPushes(c, now) {
 		return
 	}
 	if c.sess.Quit {

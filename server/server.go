@@ -49,6 +49,13 @@ type Config struct {
 	// MaxQueryBuffer bounds request bytes buffered across all connections; past it the
 	// connection holding the most is closed. 0: 64 MiB.
 	MaxQueryBuffer int64
+	// PushLimit bounds the bytes pushed to a connection (pub/sub messages, invalidations)
+	// that its client has not taken yet; past it the connection is closed, as Redis's
+	// client-output-buffer-limit pubsub hard limit. 0: 32 MiB. PushSoftLimit, when set,
+	// closes it once past that many for PushSoftFor (Redis's soft limit).
+	PushLimit     int
+	PushSoftLimit int
+	PushSoftFor   time.Duration
 }
 
 const (
@@ -109,6 +116,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.MaxQueryBuffer <= 0 {
 		cfg.MaxQueryBuffer = 64 << 20
+	}
+	if cfg.PushLimit <= 0 {
+		cfg.PushLimit = defaultPushLimit
 	}
 	return &Server{cfg: cfg, log: cfg.Logger, conns: make(map[*Conn]*conn),
 		query: queryBudget{holders: make(map[*conn]struct{})}, closes: newCloseLog()}
@@ -172,6 +182,7 @@ func (s *Server) accept(c net.Conn) {
 		s.refuseClient(c, now)
 		return
 	}
+	s.setPushBounds(sess)
 	cn := &conn{sess: sess, h: s.handler.Open(sess, now.UnixMilli())}
 	s.conns[sess] = cn
 	if tc, ok := c.(*net.TCPConn); ok && s.loops != nil {
@@ -220,6 +231,7 @@ func (s *Server) forget(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c.sess)
 	s.mu.Unlock()
+	c.sess.push.close()
 	s.release(c)
 	c.sess.end()
 	c.h.Close()
@@ -266,6 +278,9 @@ func (s *Server) serveConn(c *conn, nc net.Conn) {
 	var w resp.Writer
 	w.SetProto(h.Proto())
 	var wd, rd deadline
+	c.wmu.Lock() // the write turn, but while reading (push.go)
+	defer c.wmu.Unlock()
+	s.ownPushes(c, nc)
 	flushEarly := func() bool {
 		if s.writeAll(c, nc, w.Bytes(), &wd, time.Now()) != nil {
 			return false
@@ -285,7 +300,9 @@ func (s *Server) serveConn(c *conn, nc net.Conn) {
 		if !s.armRead(c, nc, &rd, len(buf) > 0) {
 			return
 		}
+		c.wmu.Unlock()
 		n, rerr := nc.Read(buf[len(buf):cap(buf)])
+		c.wmu.Lock()
 		buf = buf[:len(buf)+n]
 		if n == 0 {
 			s.readFailed(c, rerr, len(buf) > 0)
@@ -499,6 +516,7 @@ func (s *Server) ConnStats() ConnStats {
 		HandshakeTimeouts: cl[closeHandshake].Load(),
 		QueryEvictions:    cl[closeQueryBuffer].Load(),
 		ProtocolErrors:    cl[closeProtocol].Load(),
+		PushCuts:          cl[closePushLimit].Load(),
 		QueryBufferBytes:  s.query.bytes.Load(),
 		MaxQueryBuffer:    s.cfg.MaxQueryBuffer,
 	}
