@@ -51,7 +51,7 @@ func commandTable() []*Command {
 			Summary: "Decides a request against a sliding-window limit and counts it when allowed.",
 			Args: []ArgDoc{{Name: "key", Type: "key"}, {Name: "limit", Type: "integer"}, {Name: "window", Type: "string"},
 				opt(ArgDoc{Name: "cost", Type: "integer", Token: "COST"}), opt(ArgDoc{Name: "namespace", Type: "string", Token: "NS"})},
-			Handler: cmdLimit, Check: func(a [][]byte) error { _, err := ParseLimit(a); return err }},
+			Handler: cmdLimit, Check: checkLimit},
 		{Name: "rl.status", Arity: -3, Flags: flagReadonly | flagFast, FirstKey: 1, Group: "ratchet",
 			Summary: "Reads a tuple's counts without counting.",
 			Args: []ArgDoc{{Name: "key", Type: "key"}, {Name: "window", Type: "string"},
