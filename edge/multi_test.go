@@ -1,0 +1,235 @@
+package edge_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/ratchet/ratchet/edge"
+	"github.com/ratchet/ratchet/engine"
+)
+
+// DecideMulti hands a multi-limit decision to the wrapped origin, failing as Decide does.
+func (f *fakeOrigin) DecideMulti(ctx context.Context, r engine.DecideMultiRequest) ([]engine.Decision, []engine.CellCounts, engine.OriginMeta, error) {
+	f.decides.Add(1)
+	f.note()
+	if f.down.Load() {
+		return nil, nil, engine.OriginMeta{}, errOriginDown
+	}
+	return f.inner.(engine.MultiOrigin).DecideMulti(ctx, r)
+}
+
+// edgeLimitAll decides ops on e as the server does: without waiting when local memory
+// can, else waiting on the origin. It returns the binding decision and every limit's.
+func edgeLimitAll(t testing.TB, e *edge.Edge, ops []engine.LimitOp, cost uint64, now int64) (engine.Decision, []engine.Decision) {
+	t.Helper()
+	out := make([]engine.Decision, len(ops))
+	b, ok, err := e.TryLimitAll(ops, cost, now, out)
+	if !ok {
+		b, err = e.LimitAll(context.Background(), ops, cost, out)
+	}
+	if err != nil {
+		t.Fatalf("LimitAll: %v", err)
+	}
+	return out[b], out
+}
+
+// modelTuple is a tuple as the region's truth knows it: every cost admitted anywhere.
+type modelTuple struct {
+	t     engine.Tuple
+	cells map[int64]uint64
+}
+
+// admits is SPEC section 2 on the truth, in exact integers: used + cost <= limit, with
+// used*W = cur*W + prev*(W-elapsed).
+func (m *modelTuple) admits(now int64, limit, cost uint64) bool {
+	w := m.t.WindowMs
+	seq, e := now/w, now%w
+	used := m.cells[seq]*uint64(w) + m.cells[seq-1]*uint64(w-e)
+	return cost <= limit && used+cost*uint64(w) <= limit*uint64(w)
+}
+
+// TestEdgeMultiMatchesModel drives random histories of multi-limit (and single-limit)
+// requests through three edges with leases on one origin, with flushes and time moving,
+// and checks against the region's truth: a request admitted by any edge is one the model
+// admits in every window (the region never passes a limit), a multi-limit request is
+// counted in every window or in none (after flushing, the origin holds exactly the
+// truth), and a denial never counts.
+func TestEdgeMultiMatchesModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(22, 2026))
+	iterations := 30
+	if testing.Short() {
+		iterations = 8
+	}
+	var admitted, denied, local, handedOff int
+	for it := 0; it < iterations; it++ {
+		r := newEdgeRig(t, t0+rng.Int64N(1_000_000), 3, edge.Config{})
+		windows := []int64{1000, 10_000, 60_000, 3_600_000}
+		rng.Shuffle(len(windows), func(i, j int) { windows[i], windows[j] = windows[j], windows[i] })
+		var ts []*modelTuple
+		for _, w := range windows[:2+rng.IntN(3)] {
+			ts = append(ts, &modelTuple{t: tup(fmt.Sprintf("multi-%d", it), w), cells: map[int64]uint64{}})
+		}
+		limits := make([]uint64, len(ts))
+		for i := range limits {
+			limits[i] = 20 + rng.Uint64N(200)
+		}
+		for step := 0; step < 400; step++ {
+			switch x := rng.IntN(20); {
+			case x == 0:
+				r.clock.Advance(rng.Int64N(2000))
+			case x < 4:
+				r.clock.Advance(rng.Int64N(20))
+			case x < 6:
+				flushAll(t, r.edges[rng.IntN(len(r.edges))])
+			}
+			now := r.clock.NowMs()
+			e := r.edges[rng.IntN(len(r.edges))]
+			cost := 1 + rng.Uint64N(4)
+			var sub []*modelTuple
+			var ops []engine.LimitOp
+			for i, m := range ts {
+				if rng.IntN(4) > 0 {
+					sub = append(sub, m)
+					ops = append(ops, engine.LimitOp{Tuple: m.t, Limit: limits[i]})
+				}
+			}
+			if len(ops) == 0 {
+				continue
+			}
+			before := handed(e)
+			var d engine.Decision
+			if len(ops) == 1 {
+				d = edgeLimit(t, e, ops[0].Tuple, ops[0].Limit, cost)
+			} else {
+				d, _ = edgeLimitAll(t, e, ops, cost, now)
+			}
+			now = r.clock.NowMs()
+			if handed(e) > before {
+				handedOff++
+			} else {
+				local++
+			}
+			if !d.Allowed {
+				denied++
+				continue
+			}
+			admitted++
+			for i, m := range sub {
+				if !m.admits(now, ops[i].Limit, cost) {
+					t.Fatalf("iteration %d step %d: admitted cost %d past limit %d of window %d (truth %v at %d)",
+						it, step, cost, ops[i].Limit, m.t.WindowMs, m.cells, now)
+				}
+			}
+			for _, m := range sub {
+				m.cells[now/m.t.WindowMs] += cost
+			}
+		}
+		for _, e := range r.edges {
+			flushAll(t, e)
+		}
+		now := r.clock.NowMs()
+		for _, m := range ts {
+			seq := now / m.t.WindowMs
+			if st := r.origin.Status(m.t); st.CurrentRegional != m.cells[seq] || st.PreviousRegional != m.cells[seq-1] {
+				t.Fatalf("iteration %d: window %d: origin counts cur=%d prev=%d, truth cur=%d prev=%d",
+					it, m.t.WindowMs, st.CurrentRegional, st.PreviousRegional, m.cells[seq], m.cells[seq-1])
+			}
+		}
+	}
+	if admitted == 0 || denied == 0 || local == 0 || handedOff == 0 {
+		t.Fatalf("history did not exercise the cases: %d admitted, %d denied, %d local, %d handed off", admitted, denied, local, handedOff)
+	}
+	t.Logf("%d admitted, %d denied; %d decided locally, %d handed off", admitted, denied, local, handedOff)
+}
+
+// TestEdgeMultiConcurrent: goroutines on three edges race two-limit requests on one key
+// at one frozen instant while each edge's flusher runs. At every interleaving a request
+// counts in both windows or neither: after flushing, the origin's two counts are equal,
+// equal the admissions times the cost, and within the tighter limit.
+func TestEdgeMultiConcurrent(t *testing.T) {
+	r := newEdgeRig(t, t0+100, 3, edge.Config{})
+	a, b := tup("both", 1000), tup("both", 60_000)
+	ops := []engine.LimitOp{{Tuple: a, Limit: 500}, {Tuple: b, Limit: 300}}
+	const workers, each, cost = 6, 150, 2
+	var mu sync.Mutex
+	var admitted uint64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	var flushers sync.WaitGroup
+	for _, e := range r.edges {
+		flushers.Add(1)
+		go func(e *edge.Edge) {
+			defer flushers.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					e.FlushOnce()
+				}
+			}
+		}(e)
+	}
+	for g := 0; g < workers; g++ {
+		wg.Add(1)
+		go func(e *edge.Edge) {
+			defer wg.Done()
+			var n uint64
+			for i := 0; i < each; i++ {
+				if d, _ := edgeLimitAll(t, e, ops, cost, t0+100); d.Allowed {
+					n++
+				}
+			}
+			mu.Lock()
+			admitted += n
+			mu.Unlock()
+		}(r.edges[g%len(r.edges)])
+	}
+	wg.Wait()
+	close(stop)
+	flushers.Wait()
+	for _, e := range r.edges {
+		flushAll(t, e)
+	}
+	ca, cb := originCount(r.origin, a), originCount(r.origin, b)
+	if ca != cb || ca != admitted*cost || cb > 300 {
+		t.Fatalf("origin counts 1s=%d 1m=%d; %d admitted at cost %d, limits 500 and 300", ca, cb, admitted, cost)
+	}
+	if cb < 300-2*cost*uint64(len(r.edges)) {
+		t.Logf("admitted %d of 300 (leases held back the rest)", cb)
+	}
+}
+
+// TestEdgeMultiHandOff: a two-limit request that the leases do not cover goes to the
+// origin in one call; the origin decides it all or nothing, and a denial there counts in
+// neither window.
+func TestEdgeMultiHandOff(t *testing.T) {
+	r := newEdgeRig(t, t0, 1, edge.Config{})
+	e := r.edges[0]
+	a, b := tup("hand", 1000), tup("hand", 60_000)
+	ops := []engine.LimitOp{{Tuple: a, Limit: 10}, {Tuple: b, Limit: 4}}
+	// A cost of 4 is within both limits but beyond any lease the origin grants near the
+	// 1m limit (16 asked, at most half the room granted): handed over, and allowed.
+	d, _ := edgeLimitAll(t, e, ops, 4, t0)
+	if !d.Allowed || handed(e) != 1 || d.Limit != 4 || d.Remaining != 0 {
+		t.Fatalf("first request: %+v after %d hand-offs; want allowed by the origin, the 1m limit binding", d, handed(e))
+	}
+	if originCount(r.origin, a) != 4 || originCount(r.origin, b) != 4 {
+		t.Fatalf("origin counts %d and %d after the hand-off; want 4 in both", originCount(r.origin, a), originCount(r.origin, b))
+	}
+	r.clock.Advance(1000) // a new 1s cell: the 1s limit has room, the 1m one none
+	d, all := edgeLimitAll(t, e, ops, 1, t0+1000)
+	if d.Allowed || d.Limit != 4 || !all[0].Allowed {
+		t.Fatalf("second request: %+v (each: %+v); want denied by the 1m limit", d, all)
+	}
+	flushAll(t, e)
+	if st := r.origin.Status(a); st.CurrentRegional != 0 || st.PreviousRegional != 4 {
+		t.Fatalf("the 1s window counted a denied request: %+v", st)
+	}
+	if originCount(r.origin, b) != 4 {
+		t.Fatalf("the 1m window counts %d; want 4", originCount(r.origin, b))
+	}
+}
