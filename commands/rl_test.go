@@ -139,3 +139,14 @@ func TestServeLimitMulti(t *testing.T) {
 		}
 	}
 }
+
+// TestCommandDocsMultiLimit: COMMAND DOCS describes the (limit, window) pairs as a
+// repeatable block, so redis-cli hints "key limit window [limit window ...]".
+func TestCommandDocsMultiLimit(t *testing.T) {
+	r := newRig("")
+	got := r.do("COMMAND DOCS rl.limit")
+	want := "$4\r\nname\r\n$6\r\nlimits\r\n$4\r\ntype\r\n$5\r\nblock\r\n$5\r\nflags\r\n*1\r\n+multiple\r\n$9\r\narguments\r\n*2\r\n"
+	if !strings.Contains(got, want) {
+		t.Fatalf("COMMAND DOCS rl.limit lacks the repeatable pairs %q: %q", want, got)
+	}
+}

@@ -4,8 +4,11 @@ package integration
 // through go-redis: all or nothing on an origin and through edges.
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -127,4 +130,64 @@ func TestMultiLimitFlood(t *testing.T) {
 		a, b := currentCount(t, oc, "multi-flood", short), currentCount(t, oc, "multi-flood", long)
 		return a == n && b == n, fmt.Sprintf("origin counts %d in %s and %d in %s, admitted %d", a, short, b, long, n)
 	})
+}
+
+// goRedisTwoLimits is the README's two-limit go-redis example: 10 a second and 1000 an
+// hour for one API key, all or nothing.
+func goRedisTwoLimits(ctx context.Context, rdb *redis.Client, apiKey string) (allowed bool, retryAfter time.Duration, err error) {
+	// The binding limit's allowed, limit, remaining, retry_after_ms, reset_after_ms: a
+	// request the second's limit refuses is not counted in the hour either.
+	r, err := rdb.Do(ctx, "RL.LIMIT", "api:"+apiKey, 10, "1s", 1000, "1h").Int64Slice()
+	if err != nil {
+		return false, 0, err
+	}
+	return r[0] == 1, time.Duration(r[3]) * time.Millisecond, nil
+}
+
+// TestReadmeTwoLimits runs the README's go-redis two-limit example until the second's
+// limit refuses a request, and checks that the hour counted exactly the admitted ones;
+// and that the README quotes the function as it is here.
+func TestReadmeTwoLimits(t *testing.T) {
+	t.Parallel()
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err1 := os.ReadFile(filepath.Join(root, "README.md"))
+	src, err2 := os.ReadFile(filepath.Join(root, "integration", "multilimit_test.go"))
+	if err1 != nil || err2 != nil {
+		t.Fatalf("read: %v %v", err1, err2)
+	}
+	from := bytes.Index(src, []byte("// goRedisTwoLimits is"))
+	if from < 0 {
+		t.Fatal("goRedisTwoLimits not found")
+	}
+	to := from + bytes.Index(src[from:], []byte("\n}\n")) + 3
+	if !bytes.Contains(readme, src[from:to]) {
+		t.Fatalf("README.md does not quote goRedisTwoLimits as integration/multilimit_test.go has it")
+	}
+
+	origin := start(t)
+	rdb := origin.client(t, &redis.Options{MaxRetries: -1})
+	ctx := context.Background()
+	admitted, refused := 0, false
+	for i := 0; i < 1000 && !refused; i++ {
+		ok, retry, err := goRedisTwoLimits(ctx, rdb, "7")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			admitted++
+		} else if retry <= 0 || retry > time.Second {
+			t.Fatalf("refused with retry after %v; want within the second", retry)
+		} else {
+			refused = true
+		}
+	}
+	if !refused || admitted < 10 {
+		t.Fatalf("%d admitted, refused: %v; want at least 10 admitted, then a refusal", admitted, refused)
+	}
+	if n := currentCount(t, rdb, "api:7", "1h"); n != int64(admitted) {
+		t.Fatalf("the hour counted %d; %d were admitted", n, admitted)
+	}
 }
