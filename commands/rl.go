@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/ratchet/ratchet/engine"
 	"github.com/ratchet/ratchet/resp"
@@ -132,32 +133,65 @@ func cmdLimitMulti(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		w.Error(err.Error())
 		return
 	}
+	ml, _ := d.opt.Limiter.(MultiLimiter)
+	switch {
+	case ml != nil:
+		d.limitMultiOn(ml, s, w, &a)
+	case d.opt.Origin != nil:
+		d.limitMultiOrigin(s, w, &a)
+	default:
+		w.Error(errNoMulti.Error())
+	}
+}
+
+// limitMultiOrigin decides a multi-limit request on the origin's engine, at the batch's
+// instant with Options.BatchTime. (Apart from the interface calls of limitMultiOn, its
+// arrays stay on the stack.)
+func (d *Dispatcher) limitMultiOrigin(s *Session, w *resp.Writer, a *LimitsArgs) {
 	var ops [engine.MaxLimits]engine.LimitOp
 	var out [engine.MaxLimits]engine.Decision
 	n := a.ops(s, ops[:])
+	now := s.lastMs.Load()
+	if d.atBatch == nil {
+		now = d.opt.Origin.Clock().NowMs()
+	}
+	b, err := d.opt.Origin.LimitMulti(ops[:n], a.Cost, now, out[:n])
+	writeDecision(w, &out[b], err)
+}
+
+// multiScratch holds a multi-limit request's tuples and decisions on their way through a
+// MultiLimiter (an interface call, through which arrays on the stack would escape).
+type multiScratch struct {
+	ops [engine.MaxLimits]engine.LimitOp
+	out [engine.MaxLimits]engine.Decision
+}
+
+var multiScratches = sync.Pool{New: func() any { return new(multiScratch) }}
+
+// limitMultiOn decides a multi-limit request on ml (an edge): without waiting where the
+// server may not wait, as cmdLimit does.
+func (d *Dispatcher) limitMultiOn(ml MultiLimiter, s *Session, w *resp.Writer, a *LimitsArgs) {
+	sc := multiScratches.Get().(*multiScratch)
+	n := a.ops(s, sc.ops[:])
+	ops, out := sc.ops[:n], sc.out[:n]
+	defer func() {
+		clear(ops) // the tuples' keys alias the request
+		multiScratches.Put(sc)
+	}()
 	var b int
-	ml, _ := d.opt.Limiter.(MultiLimiter)
-	switch {
-	case d.waitFree != nil && s.NoWait && ml != nil:
+	var err error
+	if d.waitFree != nil && s.NoWait {
 		now := s.lastMs.Load()
 		if !d.opt.BatchTime {
 			now = d.waitFree.Clock().NowMs()
 		}
 		var done bool
-		if b, done, err = ml.TryLimitAll(ops[:n], a.Cost, now, out[:n]); !done {
+		if b, done, err = ml.TryLimitAll(ops, a.Cost, now, out); !done {
 			s.WouldBlock = true
 			return
 		}
-	case ml != nil:
-		b, err = ml.LimitAll(s.ctx(), ops[:n], a.Cost, out[:n])
-	case d.opt.Origin != nil:
-		now := s.lastMs.Load()
-		if d.atBatch == nil {
-			now = d.opt.Origin.Clock().NowMs()
-		}
-		b, err = d.opt.Origin.LimitMulti(ops[:n], a.Cost, now, out[:n])
-	default:
-		err = errNoMulti
+	} else {
+		b, err = ml.LimitAll(s.ctx(), ops, a.Cost, out)
 	}
 	writeDecision(w, &out[b], err)
 }
@@ -295,17 +329,19 @@ func limitTxOp(s *Session, args [][]byte) engine.TxOp {
 // sequential transaction (an edge's) at now where local memory decides it.
 func (d *Dispatcher) execLimitMulti(s *Session, w *resp.Writer, args [][]byte, now int64) {
 	a, _ := ParseLimits(args)
-	var ops [engine.MaxLimits]engine.LimitOp
-	var out [engine.MaxLimits]engine.Decision
-	n := a.ops(s, ops[:])
 	ml, ok := d.opt.Limiter.(MultiLimiter)
 	if !ok {
 		w.Error(errNoMulti.Error())
 		return
 	}
-	b, done, err := ml.TryLimitAll(ops[:n], a.Cost, now, out[:n])
+	sc := multiScratches.Get().(*multiScratch)
+	n := a.ops(s, sc.ops[:])
+	ops, out := sc.ops[:n], sc.out[:n]
+	b, done, err := ml.TryLimitAll(ops, a.Cost, now, out)
 	if !done {
-		b, err = ml.LimitAll(s.ctx(), ops[:n], a.Cost, out[:n])
+		b, err = ml.LimitAll(s.ctx(), ops, a.Cost, out)
 	}
 	writeDecision(w, &out[b], err)
+	clear(ops)
+	multiScratches.Put(sc)
 }

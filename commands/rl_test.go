@@ -150,3 +150,9 @@ func TestCommandDocsMultiLimit(t *testing.T) {
 		t.Fatalf("COMMAND DOCS rl.limit lacks the repeatable pairs %q: %q", want, got)
 	}
 }
+
+// BenchmarkServeRLLimitTwo is BenchmarkServeRLLimit with two limits in one call (the
+// issue's budget: at most 1.6x a single limit's CPU).
+func BenchmarkServeRLLimitTwo(b *testing.B) {
+	benchServe(b, 2, "RL.LIMIT", "key:000000012345", "1000000000000", "60000", "1000000000000", "3600000")
+}

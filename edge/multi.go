@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/ratchet/ratchet/engine"
@@ -60,19 +61,19 @@ func (e *Edge) limitAll(ctx context.Context, ops []engine.LimitOp, cost uint64, 
 	if n == 0 || n > engine.MaxLimits {
 		return 0, true, errTooManyLimits
 	}
-	var ts [engine.MaxLimits]multiTuple
-	var order [engine.MaxLimits]int // lock order: by key
-	var buf [engine.MaxLimits * 64]byte
-	keys := buf[:0]
+	m := multiPool.Get().(*multi)
+	defer m.release()
+	m.e, m.cost = e, cost
+	keys := m.keyBuf[:0]
 	for i, op := range ops {
 		start := len(keys)
 		keys = engine.AppendKey(keys, op.Tuple)
 		key := keys[start:len(keys):len(keys)] // capped: a later append copies, never overwrites
-		ts[i] = multiTuple{key: key, limit: op.Limit, w: op.Tuple.WindowMs, l: e.link(key)}
-		order[i] = i
+		m.tsBuf[i] = multiTuple{key: key, limit: op.Limit, w: op.Tuple.WindowMs, l: e.link(key)}
+		m.orderBuf[i] = i
 	}
-	slices.SortFunc(order[:n], func(a, b int) int { return bytes.Compare(ts[a].key, ts[b].key) })
-	m := multi{e: e, ts: ts[:n], order: order[:n], cost: cost}
+	m.ts, m.order = m.tsBuf[:n], m.orderBuf[:n]
+	slices.SortFunc(m.order, func(a, b int) int { return bytes.Compare(m.ts[a].key, m.ts[b].key) })
 	for attempt := 0; ; attempt++ {
 		if !m.entries(mayWait) {
 			return 0, false, nil
@@ -96,12 +97,26 @@ func (e *Edge) limitAll(ctx context.Context, ops []engine.LimitOp, cost uint64, 
 	return m.decide(ctx, mayWait, now, out)
 }
 
-// multi is one multi-limit request being decided.
+// multi is one multi-limit request being decided. They are pooled: a request's arrays
+// would escape to the heap through the methods anyway.
 type multi struct {
 	e     *Edge
-	ts    []multiTuple
-	order []int
+	ts    []multiTuple // tsBuf[:n]
+	order []int        // lock order (by key): orderBuf[:n]
 	cost  uint64
+
+	tsBuf    [engine.MaxLimits]multiTuple
+	orderBuf [engine.MaxLimits]int
+	keyBuf   [engine.MaxLimits * 64]byte // the tuples' keys, when they fit
+}
+
+var multiPool = sync.Pool{New: func() any { return new(multi) }}
+
+// release returns m to the pool, holding no entry, origin or key of the request.
+func (m *multi) release() {
+	clear(m.ts)
+	m.e, m.ts, m.order = nil, nil, nil
+	multiPool.Put(m)
 }
 
 // entries finds every tuple's entry; without mayWait, a missing one ends the request

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ratchet/ratchet/edge"
 	"github.com/ratchet/ratchet/engine"
@@ -231,5 +232,26 @@ func TestEdgeMultiHandOff(t *testing.T) {
 	}
 	if originCount(r.origin, b) != 4 {
 		t.Fatalf("the 1m window counts %d; want 4", originCount(r.origin, b))
+	}
+}
+
+// BenchmarkEdgeLimitAllWarm is BenchmarkEdgeLimitWarm with two limits in one call.
+func BenchmarkEdgeLimitAllWarm(b *testing.B) {
+	r := newEdgeRig(b, t0, 1, edge.Config{Freshness: time.Hour})
+	e := r.edges[0]
+	tp := benchTuples(1)[0]
+	tp2 := tp
+	tp2.WindowMs = 3_600_000
+	ops := []engine.LimitOp{{Tuple: tp, Limit: engine.MaxLimit}, {Tuple: tp2, Limit: engine.MaxLimit}}
+	out := make([]engine.Decision, 2)
+	edgeLimitAll(b, e, ops, 1, t0) // the cold reads
+	b.ReportAllocs()
+	for b.Loop() {
+		if bi, err := e.LimitAll(context.Background(), ops, 1, out); err != nil || !out[bi].Allowed {
+			b.Fatalf("%+v, %v", out[bi], err)
+		}
+	}
+	if s := e.Stats(); s.OriginReads != 2 {
+		b.Fatalf("the warm path read the origin: %d reads", s.OriginReads)
 	}
 }

@@ -361,14 +361,15 @@ func (e *Engine) Transact(ops []TxOp, out []TxResult) {
 		start := len(keys)
 		keys = AppendKey(keys, op.Tuple)
 		// Capped: a later append that grows keys copies it, never overwrites this one.
-		e.locate(&at[i], keys[start:len(keys):len(keys)], op.Tuple.WindowMs, &want)
+		at[i] = e.locate(keys[start:len(keys):len(keys)], op.Tuple.WindowMs)
+		want[at[i].idx] = true
 		if len(op.More) > 0 {
 			more[i] = append(make([]located, 0, 1+len(op.More)), at[i])
 			for _, m := range op.More {
 				start := len(keys)
 				keys = AppendKey(keys, m.Tuple)
-				more[i] = append(more[i], located{})
-				e.locate(&more[i][len(more[i])-1], keys[start:len(keys):len(keys)], m.Tuple.WindowMs, &want)
+				more[i] = append(more[i], e.locate(keys[start:len(keys):len(keys)], m.Tuple.WindowMs))
+				want[more[i][len(more[i])-1].idx] = true
 			}
 		}
 	}

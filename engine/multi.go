@@ -67,16 +67,17 @@ func AllAllowed(ds []Decision) bool {
 // locked.
 type located struct {
 	sh  *shard
+	idx int // sh's index in store.shards
 	h   uint32
 	w   int64
 	key []byte
 }
 
-// locate fills a for key, of window w, and marks its shard in want.
-func (e *Engine) locate(a *located, key []byte, w int64, want *[shardCount]bool) {
+// locate returns key, of window w, located. (It returns the value rather than fill a
+// pointer, so that a caller's key buffer can stay on its stack.)
+func (e *Engine) locate(key []byte, w int64) located {
 	idx, h := e.store.locateIndex(key)
-	*a = located{sh: &e.store.shards[idx], h: h, w: w, key: key}
-	want[idx] = true
+	return located{sh: &e.store.shards[idx], idx: idx, h: h, w: w, key: key}
 }
 
 // lockShards locks the shards marked in want in index order (the order Transact uses);
@@ -97,6 +98,39 @@ func (e *Engine) unlockShards(want *[shardCount]bool) {
 	}
 }
 
+// shardSet is the distinct shards of a few located tuples, in index order: locking them
+// in that order is Transact's order, without a pass over every shard.
+type shardSet struct {
+	idx [MaxLimits]int
+	n   int
+}
+
+// add puts shard index i in s, unless it is there.
+func (s *shardSet) add(i int) {
+	j := 0
+	for j < s.n && s.idx[j] < i {
+		j++
+	}
+	if j < s.n && s.idx[j] == i {
+		return
+	}
+	copy(s.idx[j+1:s.n+1], s.idx[j:s.n])
+	s.idx[j] = i
+	s.n++
+}
+
+func (e *Engine) lockSet(s *shardSet) {
+	for _, i := range s.idx[:s.n] {
+		e.store.shards[i].mu.Lock()
+	}
+}
+
+func (e *Engine) unlockSet(s *shardSet) {
+	for k := s.n - 1; k >= 0; k-- {
+		e.store.shards[s.idx[k]].mu.Unlock()
+	}
+}
+
 // LimitMulti decides one request of cost against every limit of ops (at most MaxLimits,
 // distinct tuples) at the instant nowMs, and counts cost in every tuple when all allow,
 // in none otherwise. out[i] receives the decision of ops[i] (len(out) >= len(ops)); the
@@ -105,19 +139,20 @@ func (e *Engine) LimitMulti(ops []LimitOp, cost uint64, nowMs int64, out []Decis
 	var at [MaxLimits]located
 	var limits [MaxLimits]uint64
 	var buf [MaxLimits * 64]byte
-	var want [shardCount]bool
+	var set shardSet
 	n := len(ops)
 	keys := buf[:0]
 	for i, op := range ops {
 		start := len(keys)
 		keys = AppendKey(keys, op.Tuple)
 		// Capped: a later append that grows keys copies it, never overwrites this one.
-		e.locate(&at[i], keys[start:len(keys):len(keys)], op.Tuple.WindowMs, &want)
+		at[i] = e.locate(keys[start:len(keys):len(keys)], op.Tuple.WindowMs)
+		set.add(at[i].idx)
 		limits[i] = op.Limit
 	}
-	e.lockShards(&want)
+	e.lockSet(&set)
 	_, err := e.decideAllLocked(at[:n], limits[:n], cost, nil, nowMs, out)
-	e.unlockShards(&want)
+	e.unlockSet(&set)
 	if err != nil {
 		e.refusedFull()
 		return 0, err
@@ -136,11 +171,12 @@ func (e *Engine) decideAllLocked(at []located, limits []uint64, cost uint64, ext
 	// One instant for all: when a tuple already holds a window after nowMs's (a batch's
 	// instant read before another request's), decide all at the clock's reading instead,
 	// as decideLocked does for one.
+	var ents [MaxLimits]*entry
 	for i := range at {
-		if ent := at[i].sh.lookup(at[i].h, at[i].key); ent != nil {
-			if seq, _ := position(nowMs, at[i].w); ent.newest() > seq {
+		ents[i] = at[i].sh.lookup(at[i].h, at[i].key)
+		if ents[i] != nil {
+			if seq, _ := position(nowMs, at[i].w); ents[i].newest() > seq {
 				nowMs = max(nowMs, e.clock.NowMs())
-				break
 			}
 		}
 	}
@@ -148,7 +184,7 @@ func (e *Engine) decideAllLocked(at []located, limits []uint64, cost uint64, ext
 		w := at[i].w
 		seq, elapsed := position(nowMs, w)
 		var c Counts
-		if ent := at[i].sh.lookup(at[i].h, at[i].key); ent != nil {
+		if ent := ents[i]; ent != nil {
 			cur, prev := ent.counts(seq)
 			c = Counts{Current: cur.total(), Previous: prev.total()}
 		}
@@ -161,16 +197,21 @@ func (e *Engine) decideAllLocked(at []located, limits []uint64, cost uint64, ext
 		return nowMs, nil
 	}
 	// Make every entry first, so that a full store counts in none; an insert may move the
-	// shard's other entries, so each is looked up again before it is counted.
+	// shard's other entries, so after one each is looked up again before it is counted.
+	inserted := false
 	for i := range at {
-		if at[i].sh.lookup(at[i].h, at[i].key) == nil {
+		if ents[i] == nil {
 			if _, err := e.store.insert(at[i].sh, at[i].h, at[i].key, false); err != nil {
 				return nowMs, err
 			}
+			inserted = true
 		}
 	}
 	for i := range at {
-		ent := at[i].sh.lookup(at[i].h, at[i].key)
+		ent := ents[i]
+		if inserted {
+			ent = at[i].sh.lookup(at[i].h, at[i].key)
+		}
 		seq, _ := position(nowMs, at[i].w)
 		if j := e.store.slot(ent, seq, seq); j >= 0 {
 			c := &ent.cells[j]
@@ -229,7 +270,7 @@ func (e *Engine) ServeDecideMulti(node string, r DecideMultiRequest) ([]Decision
 	}
 	var at [MaxLimits]located
 	var limits, extras [MaxLimits]uint64
-	var want [shardCount]bool
+	var set shardSet
 	for i, it := range r.Items {
 		t, err := ParseKey(it.Key)
 		if err != nil {
@@ -240,14 +281,15 @@ func (e *Engine) ServeDecideMulti(node string, r DecideMultiRequest) ([]Decision
 				return nil, nil, meta, errMultiItems
 			}
 		}
-		e.locate(&at[i], it.Key, t.WindowMs, &want)
+		at[i] = e.locate(it.Key, t.WindowMs)
+		set.add(at[i].idx)
 		limits[i] = it.Limit
 	}
 	run.apply.Lock()
 	defer run.apply.Unlock()
 	e.marks(&meta, run)
 	now := e.clock.NowMs()
-	e.lockShards(&want)
+	e.lockSet(&set)
 	for i, it := range r.Items {
 		extra := it.Pending
 		if r.InflightBatch > meta.Applied {
@@ -258,7 +300,7 @@ func (e *Engine) ServeDecideMulti(node string, r DecideMultiRequest) ([]Decision
 	ds := make([]Decision, n)
 	ccs := make([]CellCounts, n)
 	if r.Deadline > 0 && now >= r.Deadline { // the edge gives up at its deadline's instant
-		e.unlockShards(&want)
+		e.unlockSet(&set)
 		for i := range ds {
 			seq, elapsed := position(now, at[i].w)
 			ds[i] = Decision{Limit: limits[i], RetryAfterMs: 1, ResetAfterMs: at[i].w - elapsed}
@@ -281,7 +323,7 @@ func (e *Engine) ServeDecideMulti(node string, r DecideMultiRequest) ([]Decision
 			}
 		}
 	}
-	e.unlockShards(&want)
+	e.unlockSet(&set)
 	if err != nil {
 		e.refusedFull()
 		return nil, nil, meta, err
