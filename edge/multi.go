@@ -119,11 +119,16 @@ func (m *multi) release() {
 	multiPool.Put(m)
 }
 
-// entries finds every tuple's entry; without mayWait, a missing one ends the request
-// (false). With it, a missing one is made (cold: stale, so it is read next).
+// entries finds the entry of every tuple that has none yet (a read gave the others
+// theirs, as Limit decides on the entry its read returned); without mayWait, a missing
+// one ends the request (false). With it, a missing one is made (cold: stale, so it is
+// read next).
 func (m *multi) entries(mayWait bool) bool {
 	for i := range m.ts {
 		t := &m.ts[i]
+		if t.le != nil {
+			continue
+		}
 		if t.le = m.e.lookup(t.l, t.key); t.le == nil {
 			if !mayWait {
 				return false
@@ -206,7 +211,7 @@ func (m *multi) decide(ctx context.Context, mayWait bool, now int64, out []engin
 	}
 	n := len(m.ts)
 	if !engine.AllAllowed(out[:n]) || cost == 0 {
-		return m.finish(now, out, false)
+		return m.finish(now, out, 0)
 	}
 	uncovered := false
 	for i := range m.ts {
@@ -226,7 +231,7 @@ func (m *multi) decide(ctx context.Context, mayWait bool, now int64, out []engin
 				out[i] = engine.Decision{Limit: m.ts[i].limit, RetryAfterMs: max(e.cfg.ReplayInterval.Milliseconds(), 1), ResetAfterMs: out[i].ResetAfterMs}
 			}
 		}
-		return m.finish(now, out, true)
+		return m.finish(now, out, allTuples)
 	case l.reachable.Load() && canHand:
 		if !mayWait {
 			m.unlock()
@@ -240,15 +245,19 @@ func (m *multi) decide(ctx context.Context, mayWait bool, now int64, out []engin
 		if !canHand {
 			share = 0
 		}
+		var notByLimit uint32
 		for i := range m.ts {
 			t := &m.ts[i]
 			if t.le.leaseLeft(now, l.boot.Load()) < cost {
 				_, elapsed := engine.Position(now, t.w)
-				out[i], _ = e.degraded(l, counts[i], t.limit, cost, t.w, elapsed, now, share)
+				var byLimit bool
+				if out[i], byLimit = e.degraded(l, counts[i], t.limit, cost, t.w, elapsed, now, share); !byLimit {
+					notByLimit |= 1 << i
+				}
 			}
 		}
 		if !engine.AllAllowed(out[:n]) {
-			return m.finish(now, out, false)
+			return m.finish(now, out, notByLimit)
 		}
 	}
 	return m.account(now, out)
@@ -270,18 +279,22 @@ func (m *multi) account(now int64, out []engine.Decision) (int, bool, error) {
 		seq, _ := engine.Position(now, t.w)
 		_ = e.account(t.l, t.le, seq, m.cost, t.limit) // pinned above: it cannot fail
 	}
-	return m.finish(now, out, false)
+	return m.finish(now, out, 0)
 }
 
+// allTuples is the bit set of every tuple of a request.
+const allTuples = 1<<engine.MaxLimits - 1
+
 // finish ends a decision made here (entries locked): a tuple whose limit denied enters
-// strict mode unless held back is set (a refusal by no limit), and the entries are
-// unlocked.
-func (m *multi) finish(now int64, out []engine.Decision, heldBack bool) (int, bool, error) {
+// strict mode, unless it is in the bit set notByLimit (refused by a reduced limit or for
+// want of a lease, not by its limit: a hiccup of the origin must not send the tuple to it
+// for two windows), and the entries are unlocked.
+func (m *multi) finish(now int64, out []engine.Decision, notByLimit uint32) (int, bool, error) {
 	n := len(m.ts)
 	b := engine.Binding(out[:n])
 	for i := range m.ts {
 		t := &m.ts[i]
-		if !heldBack && !out[i].Allowed && out[i].RetryAfterMs >= 0 {
+		if notByLimit&(1<<i) == 0 && !out[i].Allowed && out[i].RetryAfterMs >= 0 {
 			seq, _ := engine.Position(now, t.w)
 			m.e.enterStrict(t.le, seq, t.w)
 		}
@@ -322,13 +335,17 @@ func (m *multi) handOff(ctx context.Context, mo engine.MultiOrigin, now int64, o
 		// The origin may have counted it all the same, so it is not counted here; the
 		// request is refused until the origin answers again.
 		m.lock()
+		var notByLimit uint32
 		for i := range m.ts {
 			t := &m.ts[i]
 			t.le.handing--
 			seq, elapsed := engine.Position(now, t.w)
-			out[i], _ = e.degraded(l, t.le.counts(seq), t.limit, m.cost, t.w, elapsed, now, 0)
+			var byLimit bool
+			if out[i], byLimit = e.degraded(l, t.le.counts(seq), t.limit, m.cost, t.w, elapsed, now, 0); !byLimit {
+				notByLimit |= 1 << i
+			}
 		}
-		return m.finish(now, out, true)
+		return m.finish(now, out, notByLimit)
 	}
 	l.succeeded(sent, now, meta)
 	copy(out, ds)

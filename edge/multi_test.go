@@ -255,3 +255,41 @@ func BenchmarkEdgeLimitAllWarm(b *testing.B) {
 		b.Fatalf("the warm path read the origin: %d reads", s.OriginReads)
 	}
 }
+
+// TestEdgeMultiOriginDown: with its origin down, an edge admits two-limit requests within
+// its leases and then the degraded share, counting each in both windows or neither, and
+// never past the tighter limit; a failed hand-off refuses without counting.
+func TestEdgeMultiOriginDown(t *testing.T) {
+	r := newEdgeRig(t, t0, 1, edge.Config{DegradedShare: 0.5})
+	e := r.edges[0]
+	a, b := tup("down", 60_000), tup("down", 3_600_000)
+	ops := []engine.LimitOp{{Tuple: a, Limit: 40}, {Tuple: b, Limit: 1000}}
+	if d, _ := edgeLimitAll(t, e, ops, 1, t0); !d.Allowed {
+		t.Fatalf("first request: %+v", d)
+	}
+	flushAll(t, e)
+	r.fakes[0].down.Store(true)
+	admitted := uint64(1)
+	for i := range 100 {
+		d, all := edgeLimitAll(t, e, ops, 1, t0)
+		if d.Allowed {
+			admitted++
+		}
+		if d.Allowed != (all[0].Allowed && all[1].Allowed) {
+			t.Fatalf("request %d: reply %+v for decisions %+v", i, d, all)
+		}
+	}
+	sa, sb := e.Status(context.Background(), a), e.Status(context.Background(), b)
+	if sa.CurrentRegional != admitted || sb.CurrentRegional != admitted {
+		t.Fatalf("local counts %d and %d; %d admitted", sa.CurrentRegional, sb.CurrentRegional, admitted)
+	}
+	if admitted > 40 || admitted < 20 {
+		t.Fatalf("admitted %d with the origin down; want the leases and then 0.5 x 40, within 40", admitted)
+	}
+	r.fakes[0].down.Store(false)
+	r.clock.Advance(2000) // past the backoff
+	flushAll(t, e)
+	if oa, ob := originCount(r.origin, a), originCount(r.origin, b); oa != admitted || ob != admitted {
+		t.Fatalf("origin counts %d and %d after the origin came back; %d admitted", oa, ob, admitted)
+	}
+}
