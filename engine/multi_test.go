@@ -260,3 +260,42 @@ func TestBinding(t *testing.T) {
 		}
 	}
 }
+
+// TestServeDecideMulti: a multi-limit hand-off is decided all or nothing with the edge's
+// pending cost counted as used, counts nothing after its deadline, and refuses malformed
+// requests.
+func TestServeDecideMulti(t *testing.T) {
+	e, clock := newEngine(t0)
+	ka, kb := engine.AppendKey(nil, tup("h", 1000)), engine.AppendKey(nil, tup("h", 60_000))
+	req := func(pendingB uint64) engine.DecideMultiRequest {
+		return engine.DecideMultiRequest{Cost: 2, Items: []engine.DecideItem{{Key: ka, Limit: 10}, {Key: kb, Limit: 5, Pending: pendingB}}}
+	}
+	ds, ccs, _, err := e.ServeDecideMulti("edge/1", req(0))
+	if err != nil || !ds[0].Allowed || !ds[1].Allowed || ccs[0].CurRegional != 2 || ccs[1].CurRegional != 2 {
+		t.Fatalf("first: %+v %+v %v", ds, ccs, err)
+	}
+	// 2 counted and 2 pending at the edge: 2 more do not fit the 1m limit of 5; nothing
+	// is counted in the 1s window either.
+	ds, ccs, _, err = e.ServeDecideMulti("edge/1", req(2))
+	if err != nil || !ds[0].Allowed || ds[1].Allowed || ccs[0].CurRegional != 2 || ccs[1].CurRegional != 2 {
+		t.Fatalf("second: %+v %+v %v", ds, ccs, err)
+	}
+	// Past its deadline a hand-off is refused and counts nothing.
+	late := req(0)
+	late.Deadline = clock.NowMs()
+	if ds, _, _, err = e.ServeDecideMulti("edge/1", late); err != nil || ds[0].Allowed || ds[1].Allowed {
+		t.Fatalf("late: %+v %v", ds, err)
+	}
+	if st := e.Status(tup("h", 1000)); st.CurrentRegional != 2 {
+		t.Fatalf("the 1s window counts %d; want 2", st.CurrentRegional)
+	}
+	for _, bad := range []engine.DecideMultiRequest{
+		{Cost: 1},
+		{Cost: 1, Items: []engine.DecideItem{{Key: ka, Limit: 1}, {Key: ka, Limit: 2}}},
+		{Cost: 1, Items: []engine.DecideItem{{Key: []byte{0}, Limit: 1}}},
+	} {
+		if _, _, _, err := e.ServeDecideMulti("edge/1", bad); err == nil {
+			t.Errorf("ServeDecideMulti(%+v) accepted", bad)
+		}
+	}
+}
