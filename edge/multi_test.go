@@ -295,3 +295,56 @@ func TestEdgeMultiOriginDown(t *testing.T) {
 		t.Fatalf("origin counts %d and %d after the origin came back; %d admitted", oa, ob, admitted)
 	}
 }
+
+// TestEdgeMultiSplitOrigins: when a key's windows belong to different origins, no one
+// call decides them: two edges admit within both leases only, count each admission in
+// both windows, and never pass the tighter limit together.
+func TestEdgeMultiSplitOrigins(t *testing.T) {
+	clock := engine.NewManualClock(t0)
+	o1, o2 := engine.New(clock, engine.Config{MaxMemoryBytes: 1 << 30}), engine.New(clock, engine.Config{MaxMemoryBytes: 1 << 30})
+	var edges []*edge.Edge
+	for _, run := range []string{"split-1/1", "split-2/1"} {
+		e, err := edge.New(clock, edge.Config{NodeRun: run, DegradedShare: 1, MaxMemoryBytes: 1 << 20, OriginIDs: []string{"o1:6380", "o2:6380"},
+			Origins: []engine.Origin{engine.LocalOrigin{Engine: o1, Node: run}, engine.LocalOrigin{Engine: o2, Node: run}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(e.Close)
+		edges = append(edges, e)
+	}
+	var a, b engine.Tuple
+	for i := 0; ; i++ {
+		a, b = tup(fmt.Sprintf("split-%d", i), 60_000), tup(fmt.Sprintf("split-%d", i), 3_600_000)
+		if edges[0].OriginFor(a) != edges[0].OriginFor(b) {
+			break
+		}
+	}
+	oa, ob := o1, o2
+	if edges[0].OriginFor(a) == "o2:6380" {
+		oa, ob = o2, o1
+	}
+	ops := []engine.LimitOp{{Tuple: a, Limit: 30}, {Tuple: b, Limit: 50}}
+	admitted := uint64(0)
+	for i := range 200 {
+		e := edges[i%2]
+		d, all := edgeLimitAll(t, e, ops, 1, t0)
+		if d.Allowed {
+			admitted++
+		} else if d.RetryAfterMs <= 0 {
+			t.Fatalf("request %d refused with retry_after_ms %d (%+v)", i, d.RetryAfterMs, all)
+		}
+		if i%20 == 19 {
+			flushAll(t, edges[0])
+			flushAll(t, edges[1])
+		}
+	}
+	flushAll(t, edges[0])
+	flushAll(t, edges[1])
+	if admitted == 0 || admitted > 30 {
+		t.Fatalf("admitted %d over two origins; want some, within the tighter limit 30", admitted)
+	}
+	if ca, cb := originCount(oa, a), originCount(ob, b); ca != admitted || cb != admitted {
+		t.Fatalf("origins count %d (1m) and %d (1h); %d admitted", ca, cb, admitted)
+	}
+	t.Logf("admitted %d of 200 with limits 30 and 50 on two origins", admitted)
+}
