@@ -179,19 +179,77 @@ func (m *multi) split() bool {
 	return false
 }
 
-// refresh reads the tuples of the bit set stale, asking for leases that cover the cost.
+// refresh reads the tuples of the bit set stale, asking for leases that cover the cost:
+// in one call per origin, so that a cold request waits one round trip, not one per
+// window. (A tuple read alone shares its read with concurrent requests, as Limit's.)
 func (m *multi) refresh(ctx context.Context, stale uint32, now int64) {
+	want := uint64(0)
+	if m.cost > 0 {
+		want = leaseWant(m.cost)
+	}
+	var done uint32
 	for i := range m.ts {
-		if stale&(1<<i) == 0 {
+		if stale&(1<<i) == 0 || done&(1<<i) != 0 {
 			continue
 		}
-		t := &m.ts[i]
-		seq, _ := engine.Position(now, t.w)
-		want := uint64(0)
-		if m.cost > 0 {
-			want = leaseWant(m.cost)
+		l := m.ts[i].l
+		var group uint32 // the stale tuples of l
+		for j := i; j < len(m.ts); j++ {
+			if stale&(1<<j) != 0 && m.ts[j].l == l {
+				group |= 1 << j
+			}
 		}
-		t.le, _ = m.e.refresh(ctx, t.l, string(t.key), t.w, seq, now, t.limit, want)
+		done |= group
+		if group == 1<<i {
+			t := &m.ts[i]
+			seq, _ := engine.Position(now, t.w)
+			t.le, _ = m.e.refresh(ctx, l, string(t.key), t.w, seq, now, t.limit, want)
+			continue
+		}
+		m.readGroup(ctx, l, group, now, want)
+	}
+}
+
+// readGroup reads the tuples of the bit set group, all of origin l and all with an entry,
+// in one call, asking for want units of lease on each. When l is in backoff or the read
+// fails, the entries stay as they were: the request is decided on the local view, as
+// after a failed read of one tuple.
+func (m *multi) readGroup(ctx context.Context, l *originLink, group uint32, now int64, want uint64) {
+	e := m.e
+	if !l.usable(now) {
+		return
+	}
+	var items [engine.MaxLimits]engine.ReadItem
+	var of [engine.MaxLimits]*localEntry
+	n := 0
+	for i := range m.ts {
+		if group&(1<<i) != 0 {
+			t := &m.ts[i]
+			seq, _ := engine.Position(now, t.w)
+			items[n], of[n] = engine.ReadItem{Key: t.le.key, Seq: seq, Limit: t.limit, Want: want}, t.le
+			n++
+		}
+	}
+	call, cancel := context.WithTimeout(ctx, e.callTimeout(l))
+	defer cancel()
+	start := time.Now()
+	sent := e.clock.NowMs()
+	counts, meta, err := l.client.Read(call, items[:n])
+	e.observe(l, "read", err, start)
+	e.reads.Add(1)
+	now = e.clock.NowMs()
+	if err == nil && len(counts) != n {
+		err = fmt.Errorf("origin %s: read answered %d cells for %d", l.id, len(counts), n)
+	}
+	if err != nil {
+		l.failedUnder(ctx, now, err)
+		return
+	}
+	l.succeeded(sent, now, meta)
+	for k, le := range of[:n] {
+		le.mu.Lock()
+		e.mergeAnswer(l, le, counts[k], meta, sent, now)
+		le.mu.Unlock()
 	}
 }
 
