@@ -15,6 +15,9 @@ import (
 // request's. The reply is [meta, then per item: allowed, limit, remaining,
 // retry_after_ms, reset_after_ms, counts], the items in the request's order.
 
+// CmdDecideMulti is the command name of a multi-limit hand-off, as senders spell it.
+const CmdDecideMulti = "RL.INTERNAL.DECIDEMULTI"
+
 const (
 	// decideMultiHeadArgs: the command name, cost, batch-id and deadline.
 	decideMultiHeadArgs = 4

@@ -22,14 +22,12 @@ import (
 
 // Command names, as senders spell them.
 const (
-	CmdHello  = "RL.INTERNAL.HELLO"
-	CmdRead   = "RL.INTERNAL.READ"
-	CmdReplay = "RL.INTERNAL.REPLAY"
-	CmdDecide = "RL.INTERNAL.DECIDE"
-	// CmdDecideMulti hands a multi-limit decision over: decide_multi.go.
-	CmdDecideMulti = "RL.INTERNAL.DECIDEMULTI"
-	CmdPublish     = "RL.INTERNAL.PUBLISH"
-	CmdForward     = "RL.INTERNAL.FORWARD"
+	CmdHello   = "RL.INTERNAL.HELLO"
+	CmdRead    = "RL.INTERNAL.READ"
+	CmdReplay  = "RL.INTERNAL.REPLAY"
+	CmdDecide  = "RL.INTERNAL.DECIDE"
+	CmdPublish = "RL.INTERNAL.PUBLISH"
+	CmdForward = "RL.INTERNAL.FORWARD"
 )
 
 // MaxArgs is the most arguments of one request an origin accepts: the MaxArgs of
