@@ -354,7 +354,7 @@ type TxResult struct {
 // receives the result of ops[i]; len(out) must be at least len(ops).
 func (e *Engine) Transact(ops []TxOp, out []TxResult) {
 	at := make([]located, len(ops))
-	more := make([][]located, len(ops)) // a multi-limit op's tuples, Tuple's first
+	var more [][]located // a multi-limit op's tuples, Tuple's first (made at the first)
 	var keys []byte
 	var want [shardCount]bool
 	for i, op := range ops {
@@ -364,6 +364,9 @@ func (e *Engine) Transact(ops []TxOp, out []TxResult) {
 		at[i] = e.locate(keys[start:len(keys):len(keys)], op.Tuple.WindowMs)
 		want[at[i].idx] = true
 		if len(op.More) > 0 {
+			if more == nil {
+				more = make([][]located, len(ops))
+			}
 			more[i] = append(make([]located, 0, 1+len(op.More)), at[i])
 			for _, m := range op.More {
 				start := len(keys)
