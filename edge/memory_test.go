@@ -59,7 +59,7 @@ func edgeFill(b *testing.B, tuples int) func() (func(), any) {
 		fill := func() {
 			var buf [32]byte
 			for i := 0; i < tuples; i++ {
-				if _, err := e.Limit(context.Background(), testmem.Tuple(buf[:0], i), 1000, 1); err != nil {
+				if _, err := e.Limit(context.Background(), memTuple(buf[:0], i), 1000, 1); err != nil {
 					b.Fatal(err)
 				}
 				if i%1000 == 999 {
@@ -77,4 +77,9 @@ func edgeFill(b *testing.B, tuples int) func() (func(), any) {
 		}
 		return fill, e
 	}
+}
+
+// memTuple is tuple i of the memory benchmarks: key testmem.Key, default/default, 60 s.
+func memTuple(buf []byte, i int) engine.Tuple {
+	return engine.Tuple{Workspace: "default", Namespace: "default", Key: testmem.Key(buf, i), WindowMs: 60_000}
 }

@@ -30,7 +30,7 @@ func BenchmarkMemory(b *testing.B) {
 				for r := 0; r < rounds; r++ {
 					c.Set(t0 + int64(r)*w)
 					for i := 0; i < tuples; i++ {
-						if _, err := e.Limit(testmem.Tuple(buf[:0], i), 1000, 1); err != nil {
+						if _, err := e.Limit(memTuple(buf[:0], i), 1000, 1); err != nil {
 							b.Fatal(err)
 						}
 					}
@@ -44,4 +44,9 @@ func BenchmarkMemory(b *testing.B) {
 	}
 	b.Run("origin/1Mx1", func(b *testing.B) { testmem.MeasureCells(b, 1_000_000, origin(1_000_000, false)) })
 	b.Run("origin/500kx2", func(b *testing.B) { testmem.MeasureCells(b, 1_000_000, origin(500_000, true)) })
+}
+
+// memTuple is tuple i of the memory benchmarks: key testmem.Key, default/default, 60 s.
+func memTuple(buf []byte, i int) engine.Tuple {
+	return engine.Tuple{Workspace: "default", Namespace: "default", Key: testmem.Key(buf, i), WindowMs: 60_000}
 }

@@ -387,7 +387,7 @@ func BenchmarkKVMemory(b *testing.B) {
 			var buf [32]byte
 			k := [][]byte{nil}
 			for i := range keys {
-				k[0] = testmem.Tuple(buf[:0], i).Key
+				k[0] = testmem.Key(buf[:0], i)
 				if err := e.KV().Do("default", k, func(tx *keyspace.Tx) error {
 					if _, err := tx.IncrBy(0, 1); err != nil {
 						return err

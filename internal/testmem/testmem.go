@@ -13,19 +13,17 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/ratchet/ratchet/engine"
 )
 
-// Tuple writes tuple i ("user:%08d", default/default, 60 s) into buf and returns it.
-func Tuple(buf []byte, i int) engine.Tuple {
+// Key writes key i ("user:%08d") into buf and returns it.
+func Key(buf []byte, i int) []byte {
 	buf = append(buf[:0], "user:"...)
 	n := strconv.AppendInt(nil, int64(i), 10)
 	for j := len(n); j < 8; j++ {
 		buf = append(buf, '0')
 	}
 	buf = append(buf, n...)
-	return engine.Tuple{Workspace: "default", Namespace: "default", Key: buf, WindowMs: 60_000}
+	return buf
 }
 
 // rssBytes reads the resident set size of this process (Linux), or 0.
