@@ -19,6 +19,7 @@ type state struct {
 	// proxies are the read-only views (globals, the libraries, the protected metatables):
 	// tables that stay empty; one a script wrote into raw makes the state unusable.
 	proxies  map[*lua.LTable]*lua.LTable // view -> the table it shows
+	views    []*lua.LTable               // the keys of proxies: clean walks them after every run
 	handler  *lua.LFunction              // the error handler: Redis's __redis__err__handler
 	callArgs [][]byte                    // redis.call's arguments, reused
 	rand     rand48
@@ -136,12 +137,13 @@ func (st *state) proxy(t *lua.LTable, ro *lua.LFunction, sealed lua.LValue) *lua
 	}
 	st.L.SetMetatable(p, mt)
 	st.proxies[p] = t
+	st.views = append(st.views, p)
 	return p
 }
 
 // clean reports whether no script wrote into a read-only view.
 func (st *state) clean() bool {
-	for p := range st.proxies {
+	for _, p := range st.views {
 		if k, _ := p.Next(lua.LNil); k != lua.LNil {
 			return false
 		}
