@@ -196,10 +196,17 @@ func (e *Engine) lookup(sha string) *script {
 
 // compile returns the cached script of body, compiling and caching it when new.
 func (e *Engine) compile(body []byte) (*script, string) {
-	sha := SHA1(body)
-	if s := e.lookup(sha); s != nil {
-		return s, ""
+	sum := sha1.Sum(body)
+	var name [40]byte
+	hex.Encode(name[:], sum[:])
+	e.mu.Lock()
+	if el := e.scripts[string(name[:])]; el != nil { // EVAL of a cached script: no allocation
+		e.lru.MoveToFront(el)
+		e.mu.Unlock()
+		return el.Value.(*script), ""
 	}
+	e.mu.Unlock()
+	sha := string(name[:])
 	if len(body) > e.cfg.MaxBody {
 		return nil, "ERR Error compiling script (new function): script too large"
 	}

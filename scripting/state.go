@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	lua "github.com/yuin/gopher-lua"
 )
@@ -354,11 +355,22 @@ func luaString(v lua.LValue) string {
 	return ""
 }
 
-// stringTable returns a Lua array of bs as strings (KEYS, ARGV).
+// stringTable returns a Lua array of bs as strings (KEYS, ARGV). The strings share one
+// copy of their bytes: one allocation for all of them, not one each.
 func stringTable(L *lua.LState, bs [][]byte) *lua.LTable {
 	t := L.CreateTable(len(bs), 0)
+	n := 0
 	for _, b := range bs {
-		t.Append(lua.LString(b))
+		n += len(b)
+	}
+	buf := make([]byte, 0, n)
+	for _, b := range bs {
+		buf = append(buf, b...)
+	}
+	all := unsafe.String(unsafe.SliceData(buf), len(buf)) // buf is never written again
+	for _, b := range bs {
+		t.Append(lua.LString(all[:len(b)]))
+		all = all[len(b):]
 	}
 	return t
 }
