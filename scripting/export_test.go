@@ -11,3 +11,10 @@ func BuildsArgTable(e *Engine, body string) bool {
 	}
 	return s.proto.IsVarArg&lua.VarArgNeedsArg != 0
 }
+
+// CachedBodies returns how many scripts e finds by their text, and by their SHA1.
+func CachedBodies(e *Engine) (byBody, bySHA int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.bodies), len(e.scripts)
+}
