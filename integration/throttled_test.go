@@ -23,7 +23,7 @@ import (
 )
 
 // throttledRun runs the scenario through throttled on addr and returns one line per call.
-// Times (RetryAfter, ResetAfter, TTLs) are rounded to whole seconds: each call runs on the
+// Times (RetryAfter, ResetAfter) are whole seconds and TTLs ranges: each call runs on the
 // two servers a little apart, and the quotas' emission intervals are 10 s and more.
 func throttledRun(t *testing.T, addr string) []string {
 	t.Helper()
@@ -36,7 +36,9 @@ func throttledRun(t *testing.T, addr string) []string {
 		t.Fatal(err)
 	}
 	var out []string
-	sec := func(d time.Duration) int64 { return int64(d.Round(time.Second) / time.Second) }
+	// Whole seconds, rounded up: a time read a moment later than on the other server is
+	// the same up to a second.
+	sec := func(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) }
 	limiter := func(q throttled.RateQuota) *throttled.GCRARateLimiterCtx {
 		l, err := throttled.NewGCRARateLimiterCtx(store, q)
 		if err != nil {
@@ -52,12 +54,14 @@ func throttledRun(t *testing.T, addr string) []string {
 		out = append(out, fmt.Sprintf("rate %s %d: limited=%v limit=%d remaining=%d retry=%ds reset=%ds",
 			key, n, limited, r.Limit, r.Remaining, sec(r.RetryAfter), sec(r.ResetAfter)))
 	}
-	ttl := func(key string) {
-		d, err := c.TTL(ctx, "throttled:"+key).Result()
+	// ttl notes whether key's TTL is in (lo, hi]: the store set it from the limiter's
+	// state, however long ago within a few seconds.
+	ttl := func(key string, lo, hi time.Duration) {
+		d, err := c.PTTL(ctx, "throttled:"+key).Result()
 		if err != nil {
-			t.Fatalf("TTL %s on %s: %v", key, addr, err)
+			t.Fatalf("PTTL %s on %s: %v", key, addr, err)
 		}
-		out = append(out, fmt.Sprintf("ttl %s: %ds", key, sec(d)))
+		out = append(out, fmt.Sprintf("ttl %s in (%v, %v]: %v", key, lo, hi, d > lo && d <= hi))
 	}
 
 	// 6 a minute, burst 3: 4 at once, then one each 10 s.
@@ -65,13 +69,13 @@ func throttledRun(t *testing.T, addr string) []string {
 	for range 6 {
 		rate(perMin, "a", 1)
 	}
-	ttl("a")
+	ttl("a", 35*time.Second, 40*time.Second) // EXPIRE of the whole seconds to the arrival time
 	rate(perMin, "b", 3)
 	rate(perMin, "b", 2)
 	rate(perMin, "b", 0) // a peek: RetryAfter without taking
 	rate(perMin, "b", 1)
 	rate(perMin, "c", 5) // more than the burst: never allowed
-	ttl("b")
+	ttl("b", 35*time.Second, 40*time.Second)
 
 	// The store alone, as throttled calls it.
 	note := func(op string, ok bool, err error) {
@@ -86,12 +90,12 @@ func throttledRun(t *testing.T, addr string) []string {
 	note("setnx s again", ok, err)
 	ok, err = store.SetIfNotExistsWithTTL(ctx, "short", 1, 10*time.Millisecond) // at least 1 s
 	note("setnx short", ok, err)
-	ttl("short")
+	ttl("short", 0, time.Second)
 	ok, err = store.CompareAndSwapWithTTL(ctx, "s", 101, 300, 20*time.Second)
 	note("cas s 101->300", ok, err)
 	ok, err = store.CompareAndSwapWithTTL(ctx, "s", 100, 300, 20*time.Second)
 	note("cas s 100->300", ok, err)
-	ttl("s")
+	ttl("s", 15*time.Second, 20*time.Second)
 	// The script's error_reply: the store takes "key does not exist" for not swapped.
 	ok, err = store.CompareAndSwapWithTTL(ctx, "missing", 1, 2, time.Second)
 	note("cas missing", ok, err)
