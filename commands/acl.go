@@ -139,6 +139,9 @@ func (d *Dispatcher) aclDenied(s *Session, cmd *Command, args [][]byte) string {
 	case aclNoKey:
 		return "NOPERM No permissions to access a key"
 	}
+	if !u.channelsAllowed(cmd, args) { // pubsub.go
+		return "NOPERM this user has no permissions to access one of the channels used as arguments"
+	}
 	if d.opt.Forward != nil && !u.open && d.scriptOnEdgeUnchecked(u, cmd, args) {
 		return "ERR on an edge, the commands of a script cannot be checked against user " + u.name +
 			"'s ACL rules (its origin runs the script without the user): run it on the origin, or allow the user every command scripts may call"

@@ -30,7 +30,7 @@ type aclUser struct {
 	hashes   [][sha256.Size]byte // SHA-256 of the passwords
 	allKeys  bool                // ~* or allkeys
 	keys     []keyPattern
-	allChans bool     // &* or allchannels (listed only: Ratchet has no pub/sub)
+	allChans bool     // &* or allchannels
 	chans    []string // &pattern
 	cmds     bits     // the commands and subcommands allowed (aclTable's bits)
 	allCmds  bool     // the command rules start from +@all, else from -@all
@@ -207,7 +207,7 @@ func knownCategory(cat string) bool {
 
 // seal computes what the checks read once all rules are applied.
 func (u *aclUser) seal() *aclUser {
-	u.open = u.allKeys && u.cmds.full(len(aclCommands().names))
+	u.open = u.allKeys && u.allChans && u.cmds.full(len(aclCommands().names))
 	return u
 }
 

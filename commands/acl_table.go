@@ -66,6 +66,9 @@ var aclCommandCategories = map[string]string{
 	"command": "slow connection", "acl": "slow", "client": "slow", "config": "slow", "script": "slow",
 
 	"eval": "slow scripting", "evalsha": "slow scripting", "eval_ro": "slow scripting", "evalsha_ro": "slow scripting",
+
+	"subscribe": "pubsub slow", "psubscribe": "pubsub slow", "unsubscribe": "pubsub slow",
+	"punsubscribe": "pubsub slow", "publish": "pubsub fast", "pubsub": "slow",
 }
 
 // aclSubcommands are the categories of each container command's subcommands.
@@ -85,6 +88,7 @@ var aclSubcommands = map[string]map[string]string{
 		"rewrite": "admin slow dangerous"},
 	"script": {"load": "slow scripting", "exists": "slow scripting", "flush": "slow scripting",
 		"kill": "slow scripting"},
+	"pubsub": {"channels": "pubsub slow", "numsub": "pubsub slow", "numpat": "pubsub slow", "help": "slow"},
 }
 
 // aclTable numbers every command and subcommand an ACL rule can name (the bits of a

@@ -227,6 +227,8 @@ func (d *Dispatcher) infoSections() []infoSection {
 			infoField{"snapshot_last_cells", ss.LastCells},
 			infoField{"snapshot_failures", ss.Failures})
 	}
+	ps := d.pubsub.counts()
+	tk, tp := d.track.counts()
 	return []infoSection{
 		{"server", []infoField{
 			{"ratchet_version", d.opt.Version},
@@ -242,6 +244,8 @@ func (d *Dispatcher) infoSections() []infoSection {
 			{"connected_clients", cs.Connected},
 			{"maxclients", d.opt.MaxClients},
 			{"blocked_clients", 0},
+			{"tracking_clients", d.track.clients.Load()},
+			{"pubsub_output_cuts", cs.PushCuts},
 		}},
 		memorySection(ls.maxMemory),
 		{"stats", []infoField{
@@ -250,6 +254,10 @@ func (d *Dispatcher) infoSections() []infoSection {
 			{"rejected_connections", cs.Rejected},
 			{"auth_failures", d.authFailures.Load()},
 			{"auth_throttled", d.authThrottled.Load()},
+			{"pubsub_channels", ps.channels},
+			{"pubsub_patterns", ps.patterns},
+			{"tracking_total_keys", tk},
+			{"tracking_total_prefixes", tp},
 		}},
 		keyspaceSection(ls.cells),
 		{"ratchet", ratchet},

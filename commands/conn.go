@@ -9,7 +9,17 @@ import (
 	"github.com/ratchet/ratchet/resp"
 )
 
-func cmdPing(_ *Dispatcher, _ *Session, w *resp.Writer, args [][]byte) {
+func cmdPing(_ *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
+	if len(args) <= 2 && w.Proto() == 2 && s.subscribed() { // as Redis in RESP2 subscribed mode
+		w.Array(2)
+		w.BulkString("pong")
+		if len(args) == 2 {
+			w.Bulk(args[1])
+		} else {
+			w.BulkString("")
+		}
+		return
+	}
 	switch len(args) {
 	case 1:
 		w.Simple("PONG")
@@ -229,83 +239,15 @@ func cmdClient(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		w.Bulk(b.Bytes())
 	case (sub == "NO-EVICT" || sub == "NO-TOUCH") && len(args) == 3:
 		w.OK()
-	case sub == "TRACKING" && len(args) >= 3:
-		clientTracking(w, args[2:])
+	case sub == "TRACKING" && len(args) >= 3: // tracking.go
+		d.clientTracking(s, w, args[2:])
 	case sub == "CACHING" && len(args) == 3:
-		w.Error(errCachingNoTracking) // checked before the argument, as Redis does
+		clientCaching(s, w, args[2])
 	case sub == "TRACKINGINFO" && len(args) == 2:
-		clientTrackingInfo(w)
+		clientTrackingInfo(s, w)
 	case sub == "GETREDIR" && len(args) == 2:
-		w.Int(-1) // tracking is never on
+		clientGetRedir(s, w)
 	default:
 		w.Error("ERR unknown subcommand or wrong number of arguments for '" + clip(args[1]) + "'. Try CLIENT HELP.")
 	}
-}
-
-// errNoTracking refuses CLIENT TRACKING ON: Ratchet sends no invalidation, so a
-// client-side cache of its replies (a counter read with rueidis DoCache, node-redis
-// clientSideCache) would read stale values forever. rueidis then fails at connect with
-// ErrNoCache, unless its cache is off.
-const errNoTracking = "ERR Ratchet does not track keys and sends no invalidations, so CLIENT TRACKING ON is refused " +
-	"(a client-side cache would read stale values); turn the client's cache off (rueidis: DisableCache, node-redis: no clientSideCache)"
-
-// errCachingNoTracking is Redis's reply to CLIENT CACHING outside OPTIN/OPTOUT tracking:
-// tracking is never on in Ratchet.
-const errCachingNoTracking = "ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled"
-
-// clientTracking serves CLIENT TRACKING ON|OFF [REDIRECT id] [PREFIX p ...] [BCAST]
-// [OPTIN] [OPTOUT] [NOLOOP]: the arguments are checked as Redis checks them, then OFF
-// answers OK (tracking is always off) and ON is refused with errNoTracking.
-func clientTracking(w *resp.Writer, args [][]byte) {
-	var on bool
-	switch strings.ToUpper(string(args[0])) {
-	case "ON":
-		on = true
-	case "OFF":
-	default:
-		w.Error(errSyntax.Error())
-		return
-	}
-	for i := 1; i < len(args); i++ {
-		switch strings.ToUpper(string(args[i])) {
-		case "REDIRECT":
-			if i+1 >= len(args) {
-				w.Error(errSyntax.Error())
-				return
-			}
-			if _, err := strconv.ParseInt(string(args[i+1]), 10, 64); err != nil {
-				w.Error(errNotInt.Error())
-				return
-			}
-			i++
-		case "PREFIX":
-			if i+1 >= len(args) {
-				w.Error(errSyntax.Error())
-				return
-			}
-			i++
-		case "BCAST", "OPTIN", "OPTOUT", "NOLOOP":
-		default:
-			w.Error(errSyntax.Error())
-			return
-		}
-	}
-	if on {
-		w.Error(errNoTracking)
-		return
-	}
-	w.OK()
-}
-
-// clientTrackingInfo serves CLIENT TRACKINGINFO as Redis answers it with tracking off,
-// which it always is.
-func clientTrackingInfo(w *resp.Writer) {
-	w.Map(3)
-	w.BulkString("flags")
-	w.Array(1)
-	w.Simple("off")
-	w.BulkString("redirect")
-	w.Int(-1)
-	w.BulkString("prefixes")
-	w.Array(0)
 }

@@ -27,28 +27,37 @@ func TestClientBounds(t *testing.T) {
 	}
 }
 
-// TestClientTracking: CLIENT TRACKING ON is refused with a reason (no invalidation is ever
-// sent, so a client-side cache would read stale values); OFF, CACHING, TRACKINGINFO and
-// GETREDIR answer as Redis with tracking off, in both protocols.
+// TestClientTracking: CLIENT TRACKING, CACHING, TRACKINGINFO and GETREDIR answer as Redis
+// 7.0.15 answered the same sequence, in both protocols (invalidations themselves:
+// integration/tracking_test.go).
 func TestClientTracking(t *testing.T) {
-	off := func(mapHdr string) string {
-		return mapHdr + "\r\n$5\r\nflags\r\n*1\r\n+off\r\n$8\r\nredirect\r\n:-1\r\n$8\r\nprefixes\r\n*0\r\n"
+	info := func(mapHdr, setHdr, flags, redirect string) string {
+		return mapHdr + "\r\n$5\r\nflags\r\n" + setHdr + flags + "$8\r\nredirect\r\n:" + redirect + "\r\n$8\r\nprefixes\r\n*0\r\n"
 	}
-	const refused = "-ERR Ratchet does not track keys and sends no invalidations, so CLIENT TRACKING ON is refused"
 	const caching = "-ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled\r\n"
 	for _, proto := range []string{"2", "3"} {
 		r := newRig("")
 		r.do("HELLO " + proto)
 		mapHdr := map[string]string{"2": "*6", "3": "%3"}[proto]
+		set := map[string]string{"2": "*", "3": "~"}[proto]
 		for _, tt := range []struct{ cmd, want string }{
-			{"CLIENT TRACKINGINFO", off(mapHdr)},
-			{"CLIENT TRACKING ON OPTIN", refused},
-			{"client tracking on bcast prefix a: prefix b: noloop redirect 7", refused},
-			{"CLIENT TRACKING ON", refused},
+			{"CLIENT TRACKINGINFO", info(mapHdr, set+"1\r\n", "$3\r\noff\r\n", "-1")},
 			{"CLIENT CACHING yes", caching},
 			{"CLIENT CACHING maybe", caching},
-			{"CLIENT TRACKINGINFO", off(mapHdr)},
 			{"CLIENT GETREDIR", ":-1\r\n"},
+			{"client tracking on bcast prefix a: prefix b: noloop redirect 7", "-ERR The client ID you want redirect to does not exist\r\n"},
+			{"CLIENT TRACKING ON PREFIX a", "-ERR PREFIX option requires BCAST mode to be enabled\r\n"},
+			{"CLIENT TRACKING ON OPTIN OPTOUT", "-ERR You can't specify both OPTIN mode and OPTOUT mode\r\n"},
+			{"CLIENT TRACKING ON BCAST OPTIN", "-ERR OPTIN and OPTOUT are not compatible with BCAST\r\n"},
+			{"CLIENT TRACKING ON BCAST PREFIX a PREFIX ab", "-ERR Prefix 'a' overlaps with another provided prefix 'ab'. Prefixes for a single client must not overlap.\r\n"},
+			{"CLIENT TRACKING ON OPTIN", "+OK\r\n"},
+			{"CLIENT TRACKING ON OPTOUT", "-ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.\r\n"},
+			{"CLIENT TRACKING ON BCAST", "-ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.\r\n"},
+			{"CLIENT CACHING no", "-ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.\r\n"},
+			{"CLIENT CACHING maybe", "-ERR syntax error\r\n"},
+			{"CLIENT CACHING yes", "+OK\r\n"},
+			{"CLIENT TRACKINGINFO", info(mapHdr, set+"3\r\n", "$2\r\non\r\n$5\r\noptin\r\n$11\r\ncaching-yes\r\n", "0")},
+			{"CLIENT GETREDIR", ":0\r\n"},
 			{"CLIENT TRACKING ON REDIRECT", "-ERR syntax error\r\n"},
 			{"CLIENT TRACKING ON REDIRECT x", "-ERR value is not an integer or out of range\r\n"},
 			{"CLIENT TRACKING ON PREFIX", "-ERR syntax error\r\n"},
@@ -56,9 +65,10 @@ func TestClientTracking(t *testing.T) {
 			{"CLIENT TRACKING MAYBE", "-ERR syntax error\r\n"},
 			{"CLIENT TRACKING OFF", "+OK\r\n"},
 			{"CLIENT TRACKING OFF BCAST", "+OK\r\n"},
+			{"CLIENT TRACKINGINFO", info(mapHdr, set+"1\r\n", "$3\r\noff\r\n", "-1")},
 			{"CLIENT TRACKING", "-ERR unknown subcommand or wrong number of arguments for 'TRACKING'. Try CLIENT HELP.\r\n"},
 		} {
-			if got := r.do(tt.cmd); !strings.HasPrefix(got, tt.want) {
+			if got := r.do(tt.cmd); got != tt.want {
 				t.Errorf("RESP%s %s: got %q, want %q", proto, tt.cmd, got, tt.want)
 			}
 		}

@@ -141,6 +141,9 @@ type Options struct {
 	// Logger receives the rate-limited lines about failed authentication; nil:
 	// slog.Default().
 	Logger *slog.Logger
+	// TrackingMaxKeys bounds CLIENT TRACKING's table of keys read (Redis's
+	// tracking-table-max-keys); 0: DefaultTrackingMaxKeys.
+	TrackingMaxKeys int
 	// Scripting bounds the Lua interpreter of the scripts without a native path (its
 	// script cache, states, time limit); zero fields: scripting.DefaultConfig's.
 	Scripting scripting.Config
@@ -172,6 +175,9 @@ type Dispatcher struct {
 	now         func() time.Time // the throttle's clock; time.Now but in tests
 
 	acl atomic.Pointer[aclState] // the users in force (acl.go)
+
+	pubsub pubsub   // channels and their subscribers (pubsub.go)
+	track  *tracker // CLIENT TRACKING's table, and every session by ID (tracking.go)
 }
 
 // AuthStats returns the failed-authentication counters.
@@ -193,6 +199,12 @@ func New(opt Options) *Dispatcher {
 		d.opt.Limiter = Local(opt.Origin)
 	}
 	opt = d.opt
+	var clock engine.Clock // the keyspace's, which tracking reads expiries from
+	if opt.Origin != nil {
+		clock = opt.Origin.Clock()
+	}
+	d.track = newTracker(opt.TrackingMaxKeys, clock)
+	d.pubsub.spaces = map[string]*psSpace{}
 	d.waitFree, _ = opt.Limiter.(WaitFreeLimiter)
 	d.transactor, _ = opt.Limiter.(Transactor)
 	if bl, ok := opt.Limiter.(BatchLimiter); ok && opt.BatchTime {
@@ -215,11 +227,19 @@ func (d *Dispatcher) Processed() uint64 { return d.cmds.total() }
 func (d *Dispatcher) Open(c *server.Conn, nowMs int64) server.Session {
 	s := newSession(c, nowMs)
 	s.d = d
+	d.track.open(s)
 	return s
 }
 
 // Serve handles one request and appends its reply to w. args[0] is the command name.
 func (d *Dispatcher) Serve(s *Session, w *resp.Writer, args [][]byte) {
+	d.serve(s, w, args)
+	if (s.caching || len(s.selfPush) > 0) && !s.WouldBlock { // tracking.go
+		s.endCommand(w, args)
+	}
+}
+
+func (d *Dispatcher) serve(s *Session, w *resp.Writer, args [][]byte) {
 	if len(args) == 0 {
 		return
 	}
@@ -250,6 +270,10 @@ func (d *Dispatcher) Serve(s *Session, w *resp.Writer, args [][]byte) {
 			w.Error(msg)
 			return
 		}
+	}
+	if subscribedRefused(s, w, cmd, args) { // RESP2 with subscriptions (pubsub.go)
+		d.cmds.reject(s, cmd)
+		return
 	}
 	if d.busyRefused(s, w, cmd, args) { // a script runs past the time limit (lua.go)
 		return

@@ -69,6 +69,7 @@ func kvHandler(name string) func(*Dispatcher, *Session, *resp.Writer, [][]byte) 
 		}
 		if err := kv.Do(s.Workspace, r.keys, func(tx *keyspace.Tx) error {
 			d.runKV(&r, s.user, tx, 0, w)
+			d.tracked(s, name, r.keys, tx, 0) // CLIENT TRACKING (tracking.go)
 			return nil
 		}); err != nil {
 			w.Error(errReply(err))
@@ -754,6 +755,9 @@ func cmdExecKV(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 			base += len(r.keys)
 			tx.cmds[i].cmd = &Command{Name: q.cmd.Name, Handler: func(_ *Dispatcher, _ *Session, w *resp.Writer, _ [][]byte) {
 				d.runKV(r, s.user, ktx, b, w)
+				if r.err == "" {
+					d.tracked(s, q.cmd.Name, r.keys, ktx, b)
+				}
 			}}
 		}
 		cmdExec(d, s, w, args)

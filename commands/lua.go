@@ -46,6 +46,7 @@ type luaReq struct {
 	sha        string
 	keys, argv [][]byte
 	readOnly   bool
+	ws         string // the EVAL's workspace
 }
 
 // parseKV parses the counter command name with kvParsers, binding a script without a
@@ -53,6 +54,7 @@ type luaReq struct {
 func (d *Dispatcher) parseKV(s *Session, name string, args [][]byte) kvReq {
 	r := kvParsers[name](args)
 	if r.lua != nil {
+		r.lua.ws = s.Workspace // a script's PUBLISH reaches its workspace (pubsub.go)
 		r = d.bindLua(r.lua, s.user)
 	}
 	return r
@@ -99,7 +101,8 @@ func (d *Dispatcher) bindLua(q *luaReq, user *aclUser) kvReq {
 // permissions.
 func (d *Dispatcher) luaRun(q *luaReq, user *aclUser) func(tx *keyspace.Tx, base int, w *resp.Writer) {
 	return func(tx *keyspace.Tx, base int, w *resp.Writer) {
-		c := &txCaller{tx: tx, base: base, keys: q.keys, ro: q.readOnly, user: user, table: d.table}
+		c := &txCaller{tx: tx, base: base, keys: q.keys, ro: q.readOnly, user: user, table: d.table,
+			publish: d.publisher(q.ws)}
 		r := d.lua.Run(context.Background(), scripting.Request{Body: q.body, SHA: q.sha, Keys: q.keys, Args: q.argv}, c)
 		w.Raw(r.Append(nil, w.Proto()))
 	}
@@ -156,6 +159,8 @@ type txCaller struct {
 	user  *aclUser            // the EVAL's caller; nil: no ACL file
 	table map[string]*Command // the Dispatcher's rows, bound to the ACL bits
 	w     resp.Writer         // the command's reply, parsed into a scripting.Reply
+	// publish is PUBLISH in the EVAL's workspace (pubsub.go): receivers.
+	publish func(ch, msg []byte) int64
 }
 
 // Call runs one command as Redis's scriptCall: unknown command, arity, the caller's ACL
@@ -174,6 +179,9 @@ func (c *txCaller) Call(args [][]byte, proto int) (scripting.Reply, bool) {
 		return scripting.Reply{Kind: scripting.Array, Elems: []scripting.Reply{
 			scripting.BulkReply(strconv.AppendInt(nil, us/1_000_000, 10)),
 			scripting.BulkReply(strconv.AppendInt(nil, us%1_000_000, 10))}}, false
+	}
+	if name == "publish" {
+		return c.callPublish(args), false
 	}
 	cmd := luaCommands()[name]
 	if cmd == nil {
@@ -245,4 +253,19 @@ func (c *txCaller) declared(keys [][]byte) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// callPublish is a script's PUBLISH channel message (bottleneck's scripts announce
+// capacity so): checked as Redis checks it, then sent to the channel's subscribers.
+func (c *txCaller) callPublish(args [][]byte) scripting.Reply {
+	if len(args) != 3 {
+		return scripting.ErrorReply(errLuaArity)
+	}
+	if msg := c.aclDenied("publish", args); msg != "" {
+		return scripting.ErrorReply(msg)
+	}
+	if c.user != nil && !c.user.channelsAllowed(c.table["publish"], args) {
+		return scripting.ErrorReply("ERR The user executing the script can't publish to the channel mentioned in the command")
+	}
+	return scripting.Reply{Kind: scripting.Int, Int: c.publish(args[1], args[2])}
 }

@@ -51,6 +51,15 @@ type Session struct {
 	txAcct   *txAccount      // this session's share of the queued-bytes budget; nil before MULTI
 	fwd      *forwardState   // a cluster connection's RL.INTERNAL.FORWARD state (forward.go)
 	watch    *keyspace.Watch // WATCH's keys; nil before the first WATCH (multi.go)
+
+	// Pub/sub and tracking (pubsub.go, tracking.go). subs, caching and selfPush are the
+	// connection's goroutine's; the rest are read by others.
+	subs        *subState                  // subscriptions; nil before the first
+	nSub, nPSub atomic.Int32               // channels and patterns subscribed
+	track       atomic.Pointer[trackState] // tracking options; nil: off
+	trackBroken atomic.Bool                // REDIRECT's connection has gone
+	caching     bool                       // CLIENT CACHING given for the next command
+	selfPush    []byte                     // invalidations of the command's own writes, after its reply
 }
 
 // NewSession returns the state of a new connection, unauthenticated, in RESP2 and in
@@ -94,9 +103,8 @@ func (s *Session) tuple(key, ns []byte, windowMs int64) engine.Tuple {
 }
 
 // ctx is the context of the session's requests, which reaches every call that may
-// wait (an edge's calls to its origin). The server gives a connection no context yet, so
-// it is context.Background(): this is the one place to take the connection's from.
-func (s *Session) ctx() context.Context { return context.Background() }
+// wait (an edge's calls to its origin): the connection's (server.Conn.Context).
+func (s *Session) ctx() context.Context { return s.Conn.Context() }
 
 // Touch records activity at nowMs, for CLIENT LIST's idle field.
 func (s *Session) Touch(nowMs int64) { s.lastMs.Store(nowMs) }
@@ -141,13 +149,35 @@ func (s *Session) ClientLine(nowMs int64) string {
 	b.WriteString(" addr=" + s.Addr + " laddr=" + s.LocalAddr + " name=" + name)
 	b.WriteString(" age=" + strconv.FormatInt((nowMs-s.CreatedMs)/1000, 10))
 	b.WriteString(" idle=" + strconv.FormatInt((nowMs-s.lastMs.Load())/1000, 10))
-	flags := "N"
-	if s.txLen.Load() > 0 {
-		flags = "x"
-	}
-	b.WriteString(" flags=" + flags + " db=0 sub=0 psub=0 ssub=0 multi=" + s.multiField() + " resp=" + strconv.Itoa(proto))
+	b.WriteString(" flags=" + s.clientFlags() + " db=0 sub=" + strconv.Itoa(int(s.nSub.Load())) +
+		" psub=" + strconv.Itoa(int(s.nPSub.Load())) + " ssub=0 multi=" + s.multiField() + " resp=" + strconv.Itoa(proto))
 	b.WriteString(" lib-name=" + lib + " lib-ver=" + ver + " cmd=" + cmd + " user=" + user)
 	return b.String()
+}
+
+// clientFlags are CLIENT LIST's flags, in Redis's order: P (subscribed), x (MULTI), t
+// (tracking), R (its redirect has gone), B (BCAST); N for none.
+func (s *Session) clientFlags() string {
+	var f []byte
+	if s.subscribed() {
+		f = append(f, 'P')
+	}
+	if s.txLen.Load() > 0 {
+		f = append(f, 'x')
+	}
+	if ts := s.track.Load(); ts != nil {
+		f = append(f, 't')
+		if s.trackBroken.Load() {
+			f = append(f, 'R')
+		}
+		if ts.bcast {
+			f = append(f, 'B')
+		}
+	}
+	if len(f) == 0 {
+		return "N"
+	}
+	return string(f)
 }
 
 // Proto returns the protocol the connection speaks: 2, or 3 after HELLO 3.

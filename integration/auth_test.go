@@ -221,8 +221,8 @@ func TestClientNamesBounded(t *testing.T) {
 	}
 }
 
-// TestClientTrackingAndInfo: CLIENT TRACKING OFF and TRACKINGINFO answer as Redis (ON is
-// refused: TestTrackingRefused); INFO memory has a real used_memory (redis-cli --stat
+// TestClientTrackingAndInfo: CLIENT TRACKING OFF and TRACKINGINFO answer as Redis (ON:
+// tracking_test.go); INFO memory has a real used_memory (redis-cli --stat
 // reads it) and INFO keyspace db0's cells.
 func TestClientTrackingAndInfo(t *testing.T) {
 	t.Parallel()
@@ -256,8 +256,9 @@ func TestClientTrackingAndInfo(t *testing.T) {
 	}
 }
 
-// TestRueidisClientSideCache: rueidis with its client-side cache off (with it on, the
-// connection is refused: TestTrackingRefused) connects, decides, and runs a transaction.
+// TestRueidisClientSideCache: rueidis with its client-side cache off (as against an edge,
+// which refuses tracking; with it on: TestTrackingRueidisDoCache) connects, decides, and
+// runs a transaction.
 func TestRueidisClientSideCache(t *testing.T) {
 	t.Parallel()
 	p := start(t, "--requirepass", "s3cret", "--data-dir", "")

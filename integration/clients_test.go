@@ -355,8 +355,9 @@ func goRedisExample(ctx context.Context, addr string) ([][]int64, error) {
 
 // rueidisExample is the README's rueidis example.
 func rueidisExample(ctx context.Context, addr string) ([][]int64, error) {
-	// RESP3. DisableCache: Ratchet refuses CLIENT TRACKING ON (it sends no invalidations),
-	// so rueidis's client-side cache must be off. DisableRetry: rueidis resends only
+	// RESP3. DisableCache: an edge refuses CLIENT TRACKING ON (tracking is its origin's),
+	// so that this runs against an edge too; an origin tracks, and rueidis's client-side
+	// cache works there. DisableRetry: rueidis resends only
 	// read-only commands, which an Arbitrary one is not, but nothing here should ever be
 	// sent twice.
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, DisableRetry: true})

@@ -2,12 +2,12 @@ package integration
 
 // The real Node and Python limiter libraries against the binary and against redis-server:
 // rate-limiter-flexible over ioredis and over node-redis, express-rate-limit with
-// rate-limit-redis 5.0.0 and 6.0.1, Debian's python3-limits, @nestjs/throttler's guard with
-// @nest-lab/throttler-storage-redis 1.2.0 and nestjs-throttler-storage-redis 0.5.1, and
-// koa-ratelimit 6.0.0 (async-ratelimiter 1.6.10). Each scenario is a small
-// program in clients/limiters/ that prints one JSON line per decision; the test runs it
-// against a fresh redis-server and a fresh ratchet and compares every line (README
-// "Limiter libraries tested").
+// rate-limit-redis 5.0.0 and 6.0.1, bottleneck's clustering over ioredis, Debian's
+// python3-limits, @nestjs/throttler's guard with @nest-lab/throttler-storage-redis 1.2.0 and
+// nestjs-throttler-storage-redis 0.5.1, and koa-ratelimit 6.0.0 (async-ratelimiter 1.6.10).
+// Each scenario is a small program in clients/limiters/ that prints one JSON line per
+// decision; the test runs it against a fresh redis-server and a fresh ratchet and compares
+// every line (README "Limiter libraries tested").
 
 import (
 	"bytes"
@@ -111,6 +111,8 @@ var limiterScenarios = []limiterScenario{
 	{name: "limits/fixed-window-elastic-expiry", tool: pythonWithLimits, // INCRBY + EXPIRE, no script
 		file: "python-limits.py", extra: []string{"fixed-window-elastic-expiry"},
 		expect: "+++---+++---"},
+	{name: "bottleneck", tool: nodeWith("bottleneck", "ioredis"), // clustering: scripts, hashes, zsets, pub/sub
+		file: "bottleneck.js", expect: "+++--++-"},
 	{name: "limits/moving-window", tool: pythonWithLimits,
 		file: "python-limits.py", extra: []string{"moving-window"},
 		shas:   []string{shaLimits28AcquireMoving, shaLimits28MovingWindow}, // over a Redis LIST

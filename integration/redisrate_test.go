@@ -56,8 +56,15 @@ func redisRateBurst(ctx context.Context, c *redis.Client, key string, limit redi
 // for PerSecond and PerMinute of 1 to 100, is all allowed with the same remainings on
 // ratchet as on redis-server. With TIME in whole milliseconds, all the calls saw one
 // instant, and the float rounding of the script refused the last call of many bursts.
+//
+// The remainings follow the microseconds that pass between the calls, on redis-server as
+// on ratchet: on a loaded machine a pause within the transaction moves one across an
+// integer (redis-server [1 1] [1 1] at the end of a burst where ratchet answers [1 1]
+// [1 0]). A burst that differs is therefore sent again to both, on new keys, up to
+// burstTries times in all, and counts as differing only when none of them matched.
 func TestRedisRateBurstsMatchRedisServer(t *testing.T) {
 	t.Parallel()
+	const burstTries = 5
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	redisAddr := startRedisServer(t)
@@ -69,31 +76,40 @@ func TestRedisRateBurstsMatchRedisServer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	differ := 0
+	differ, retried := 0, 0
 	for _, per := range []struct {
 		name  string
 		limit func(int) redis_rate.Limit
 	}{{"Second", redis_rate.PerSecond}, {"Minute", redis_rate.PerMinute}} {
 		for rate := 1; rate <= 100; rate++ {
-			key := fmt.Sprintf("burst-%s-%d", per.name, rate)
-			got := map[string][][2]int64{}
-			for name, c := range servers {
-				r, err := redisRateBurst(ctx, c, key, per.limit(rate))
-				if err != nil {
-					t.Fatalf("%s Per%s(%d): %v", name, per.name, rate, err)
+			var want, have string
+			for try := range burstTries {
+				key := fmt.Sprintf("burst-%s-%d-%d", per.name, rate, try)
+				got := map[string][][2]int64{}
+				for name, c := range servers {
+					r, err := redisRateBurst(ctx, c, key, per.limit(rate))
+					if err != nil {
+						t.Fatalf("%s Per%s(%d): %v", name, per.name, rate, err)
+					}
+					got[name] = r
 				}
-				got[name] = r
+				if want, have = fmt.Sprint(got["redis-server"]), fmt.Sprint(got["ratchet"]); want == have {
+					break
+				}
+				retried++
 			}
-			if want, have := fmt.Sprint(got["redis-server"]), fmt.Sprint(got["ratchet"]); want != have {
+			if want != have {
 				differ++
 				if differ <= 5 {
-					t.Errorf("Per%s(%d), %d calls in one MULTI, [allowed remaining]:\n redis-server %s\n ratchet      %s",
-						per.name, rate, rate, want, have)
+					t.Errorf("Per%s(%d), %d calls in one MULTI, %d times, [allowed remaining] the last time:\n redis-server %s\n ratchet      %s",
+						per.name, rate, rate, burstTries, want, have)
 				}
 			}
 		}
 	}
 	if differ > 0 {
-		t.Errorf("%d of 200 bursts differ from redis-server's", differ)
+		t.Errorf("%d of 200 bursts differ from redis-server's each of %d times (%d sends differed in all)", differ, burstTries, retried)
+	} else if retried > 0 {
+		t.Logf("%d sends of a burst differed; each burst matched when sent again", retried)
 	}
 }

@@ -86,6 +86,16 @@ func (w *Writer) NullArray() {
 	w.buf = append(w.buf, '*', '-', '1', '\r', '\n')
 }
 
+// Push writes the header of an out-of-band message of n elements (pub/sub, invalidation):
+// a RESP3 push (">"), an array in RESP2.
+func (w *Writer) Push(n int) {
+	if w.Proto() == 3 {
+		w.buf = appendLine(w.buf, '>', int64(n))
+		return
+	}
+	w.Array(n)
+}
+
 // Raw appends bytes that are already RESP.
 func (w *Writer) Raw(b []byte) { w.buf = append(w.buf, b...) }
 

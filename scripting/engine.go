@@ -38,6 +38,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,7 +106,7 @@ type Engine struct {
 
 	runMu   sync.Mutex // guards running
 	running map[*run]struct{}
-	// oldest is the start (Unix ns) of the longest running script, 0 when none runs,
+	// oldest is the start (Unix ns) of the longest running script, noRun when none runs,
 	// written under runMu: Busy is one atomic load while no script runs.
 	oldest atomic.Int64
 }
@@ -139,9 +140,15 @@ func New(cfg Config) *Engine {
 	if cfg.Now == nil {
 		cfg.Now = d.Now
 	}
-	return &Engine{cfg: cfg, idle: make(chan *state, cfg.MaxIdle), scripts: map[string]*list.Element{},
+	e := &Engine{cfg: cfg, idle: make(chan *state, cfg.MaxIdle), scripts: map[string]*list.Element{},
 		bodies: map[string]*list.Element{}, lru: list.New(), running: map[*run]struct{}{}}
+	e.oldest.Store(noRun)
+	return e
 }
+
+// noRun is oldest while no script runs: not 0, which is a start a clock may give (a
+// test's clock at the Unix epoch), and then no script would ever be Busy.
+const noRun = math.MaxInt64
 
 // SHA1 returns the lower-case hex SHA1 of a script body: its name for EVALSHA.
 func SHA1(body []byte) string {
@@ -326,14 +333,14 @@ func (e *Engine) Run(ctx context.Context, req Request, c Caller) Reply {
 // It costs one atomic load while no script runs, and a clock read while one does.
 func (e *Engine) Busy() bool {
 	o := e.oldest.Load()
-	return o != 0 && e.cfg.Now().UnixNano()-o >= int64(e.cfg.TimeLimit)
+	return o != noRun && e.cfg.Now().UnixNano()-o >= int64(e.cfg.TimeLimit)
 }
 
 // setOldest sets oldest from running; runMu is held.
 func (e *Engine) setOldest() {
-	var o int64
+	o := int64(noRun)
 	for r := range e.running {
-		if t := r.start.UnixNano(); o == 0 || t < o {
+		if t := r.start.UnixNano(); t < o {
 			o = t
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratchet/ratchet/internal/testwait"
 	"github.com/ratchet/ratchet/scripting"
 )
 
@@ -27,18 +26,20 @@ func evalString(e *scripting.Engine, body string, keys, args []string) string {
 
 // TestKill: a script past the time limit makes the engine Busy; SCRIPT KILL stops it with
 // Redis's error unless it wrote (UNKILLABLE), and NOTBUSY answers when none is past it.
+// The clock starts at the Unix epoch: a script started then is Busy too.
 func TestKill(t *testing.T) {
 	clk := &clock{}
 	e := scripting.New(scripting.Config{TimeLimit: 5 * time.Second, Now: clk.now})
 	if got := e.Kill(); got != scripting.ErrNotBusy {
 		t.Fatalf("Kill with nothing running = %q, want %q", got, scripting.ErrNotBusy)
 	}
-	body := "local x = 0\nwhile true do x = x + 1 end"
+	body := "local x = 0\nwhile true do x = x + 1 redis.call('ping') end"
 	done := make(chan scripting.Reply, 1)
+	started := make(chan struct{})
 	go func() {
-		done <- e.Run(context.Background(), scripting.Request{Body: []byte(body)}, newFake())
+		done <- e.Run(context.Background(), scripting.Request{Body: []byte(body)}, &startCaller{newFake(), started})
 	}()
-	waitBusy(t, e, clk)
+	waitBusy(t, e, clk, started)
 	if got := e.Kill(); got != "" {
 		t.Fatalf("Kill of a busy script that did not write = %q, want success", got)
 	}
@@ -52,10 +53,12 @@ func TestKill(t *testing.T) {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
+	started = make(chan struct{})
 	go func() {
-		done <- e.Run(ctx, scripting.Request{Body: []byte("redis.call('set','k','v') while true do end")}, newFake())
+		done <- e.Run(ctx, scripting.Request{Body: []byte("redis.call('set','k','v') while true do redis.call('ping') end")},
+			&startCaller{newFake(), started})
 	}()
-	waitBusy(t, e, clk)
+	waitBusy(t, e, clk, started)
 	if got := e.Kill(); got != scripting.ErrUnkillable {
 		t.Fatalf("Kill of a script that wrote = %q, want %q", got, scripting.ErrUnkillable)
 	}
@@ -65,16 +68,38 @@ func TestKill(t *testing.T) {
 	}
 }
 
-// waitBusy moves the clock on until the script started runs past the time limit.
-func waitBusy(t *testing.T, e *scripting.Engine, clk *clock) {
+// startCaller closes started when the script first calls PING: the script is running, in
+// its loop (where SCRIPT KILL must find it), and what it called before (a write) is recorded.
+type startCaller struct {
+	*fakeKeys
+	started chan struct{}
+}
+
+func (c *startCaller) Call(args [][]byte, proto int) (scripting.Reply, bool) {
+	r, wrote := c.fakeKeys.Call(args, proto)
+	if c.started != nil && string(args[0]) == "ping" {
+		close(c.started)
+		c.started = nil
+	}
+	return r, wrote
+}
+
+// waitBusy waits for the script to call PING, checks that it is not Busy within
+// the time limit, then moves the clock past the limit and checks that it is Busy.
+func waitBusy(t *testing.T, e *scripting.Engine, clk *clock, started <-chan struct{}) {
 	t.Helper()
-	testwait.UntilTrue(t, 30*time.Second, "the script to start and run past the limit", func() bool {
-		if e.Busy() {
-			return true
-		}
-		clk.advance(6 * time.Second)
-		return false
-	})
+	select {
+	case <-started:
+	case <-time.After(time.Minute):
+		t.Fatal("the script did not start within a minute")
+	}
+	if e.Busy() {
+		t.Fatal("Busy before the script ran past the time limit")
+	}
+	clk.advance(5 * time.Second)
+	if !e.Busy() {
+		t.Fatal("not Busy once the script ran for the time limit")
+	}
 }
 
 // TestStateReuse: a pooled interpreter carries nothing from one script to the next: not a

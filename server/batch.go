@@ -15,7 +15,8 @@ import (
 // one place:
 //
 //   - serveBatch: parse the complete requests of what was read, serve them in order,
-//     write early past flushAt, stop at QUIT, a protocol error or a request that must wait;
+//     write early past flushAt, stop at QUIT, a protocol error or a request that must wait
+//     (Conn.NoWait, on an event loop);
 //   - growRequest and keepRequest: a connection's buffer for an incomplete request, bounded
 //     by Limits.MaxBuffer per connection and by MaxQueryBuffer across connections (past
 //     it, the connection holding the most is closed);
@@ -43,6 +44,7 @@ type conn struct {
 
 	held    int64       // request-buffer bytes counted in Server.queryBytes; guarded by Server.qmu
 	evicted atomic.Bool // closed to make room in MaxQueryBuffer: its owner closes it next
+	wmu     sync.Mutex  // a goroutine owner's write turn, which pushes wait for (push.go)
 }
 
 // closeReason is why the server closed a connection.
@@ -55,6 +57,7 @@ const (
 	closeHandshake
 	closeQueryBuffer
 	closeProtocol
+	closePushLimit
 	nReasons
 )
 
@@ -65,6 +68,7 @@ var reasonText = [nReasons]string{
 	closeHandshake:    "TLS handshake failed or did not finish in --tls-handshake-timeout",
 	closeQueryBuffer:  "held the most request bytes when --max-query-buffer was full",
 	closeProtocol:     "protocol error",
+	closePushLimit:    "pushed messages not read past --pubsub-output-limit",
 }
 
 // closeLog counts the connections closed by reason and rate-limits their log lines.
@@ -112,19 +116,19 @@ const (
 
 // batchResult is what serveBatch did.
 type batchResult struct {
-	off    int   // bytes of data served
-	stop   stop  // why it returned
-	err    error // the protocol error, with stopError
-	waited bool  // a request waited on the network (wait set)
+	off  int   // bytes of data served
+	stop stop  // why it returned
+	err  error // the protocol error, with stopError
 }
 
 // serveBatch serves the complete requests at the start of data, appending replies to w.
 // argv is reused for each request's arguments. flushEarly is called whenever w holds
 // flushAt bytes or more; it writes them and reports false when the connection cannot take
-// more now. With wait set, a request that would wait (Conn.NoWait, WouldBlock) is
-// served again with NoWait off, which waits; without it serveBatch returns stopWait.
+// more now. Under Conn.NoWait a request that would wait sets WouldBlock and writes
+// nothing: serveBatch then returns stopWait, and the owner has that request served once
+// more where it may wait (an event loop's serveAside).
 func (s *Server) serveBatch(sess *Conn, h Session, w *resp.Writer, data []byte, argv *[][]byte,
-	wait bool, flushEarly func() bool) batchResult {
+	flushEarly func() bool) batchResult {
 	var r batchResult
 	lim := s.cfg.Limits
 	for r.off < len(data) {
@@ -143,15 +147,14 @@ func (s *Server) serveBatch(sess *Conn, h Session, w *resp.Writer, data []byte, 
 		*argv = args[:0]
 		if len(args) > 0 {
 			h.Serve(w, args)
-			if sess.WouldBlock { // only with NoWait: nothing was written or counted
+			// Set under NoWait only (nothing was written or counted); set without it, by
+			// mistake, it is dropped: no request is served twice.
+			if sess.WouldBlock {
 				sess.WouldBlock = false
-				if !wait {
+				if sess.NoWait {
 					r.stop = stopWait
 					return r
 				}
-				sess.NoWait, r.waited = false, true
-				h.Serve(w, args)
-				sess.NoWait = true
 			}
 		}
 		r.off += used

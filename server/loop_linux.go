@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -28,8 +27,12 @@ import (
 // latency tail short when every connection has one request in flight.
 //
 // A loop never waits on the network for a request: a command that would (an edge's origin
-// read or hand-off, see Conn.NoWait) sets WouldBlock, and the loop hands the
-// connection to a goroutine of its own (handOver), which serves that request again.
+// read or hand-off, a script; see Conn.NoWait) sets WouldBlock, and the loop serves that
+// request, and the rest of its batch, from a goroutine with NoWait off (serveAside): each
+// request is tried at most once on the loop and served at most once more. The socket stays
+// the loop's, which does not touch the connection meanwhile (and takes it out of its
+// epoll set only if an event comes); the goroutine's replies are written by the loop when
+// the connection comes back.
 //
 // Bounds: a loop shares one read buffer, one reply buffer and one buffer of the batch's
 // held replies (at most maxHold, past which replies are written at once) among its
@@ -61,13 +64,23 @@ type loop struct {
 	held    []heldReplies       // replies that wait for the end of the batch, in holdBuf
 	holdBuf []byte
 
-	mu     sync.Mutex // guards added and closed, and the epoll set and eventfd against closing
+	mu     sync.Mutex // guards added, back and closed, and the epoll set and eventfd against closing
 	added  []*loopConn
 	nAdded atomic.Int32
-	closed bool
+	back   []*loopConn // served aside, to take back (serveAside)
+	nBack  atomic.Int32
+	// sleeping is set while the loop blocks in epoll_wait: only then does a connection
+	// given back wake it (the loop looks at nBack after setting it, before blocking).
+	sleeping atomic.Bool
+	taking   []*loopConn // back's contents while the loop takes them
+	closed   bool
 
 	evicted   atomic.Bool // a connection of this loop was evicted from MaxQueryBuffer
 	nextSweep time.Time
+
+	pushq   []pushedConn // connections with pushes to write (push_linux.go); guarded by mu
+	nPushed atomic.Int32 // len(pushq), read without mu
+	later   []pushedConn // pushes to write after the held replies of their connection
 }
 
 // heldReplies are c's replies of the batch being served: holdBuf[start:end].
@@ -92,6 +105,20 @@ type loopConn struct {
 	outQ     int       // the socket's unsent bytes at the last sweep; -1: not looked yet
 	lastRead time.Time // the last read that returned bytes
 	proto    int
+	// away is set while a goroutine serves c (serveAside); unarmed once an event for c
+	// came meanwhile and c left the epoll set. Both are the loop's alone.
+	away, unarmed bool
+	aside         *aside // what serveAside did, from its return until the loop takes c back
+	pushGen       uint64 // the loop's turn as the owner of the connection's pushes (push_linux.go)
+	holding       bool   // the connection has replies in the loop's held replies
+}
+
+// aside is a goroutine's buffers for serving a loop's connection (serveAside), and what
+// it did.
+type aside struct {
+	w    resp.Writer // the replies of the batch: those the loop had served, then its own
+	argv [][]byte
+	r    batchResult // of c.in
 }
 
 // startLoops creates and starts n event loops.
@@ -185,7 +212,7 @@ func (s *Server) adopt(c *net.TCPConn, cn *conn) bool {
 		_ = syscall.Close(fd)
 		return false
 	}
-	ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(fd)}
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP, Fd: int32(fd)}
 	if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		s.log.Warn("event loop: epoll_ctl add", "error", err)
 		_ = syscall.Close(fd)
@@ -249,6 +276,9 @@ func (l *loop) run() {
 		if l.nAdded.Load() > 0 {
 			l.takeAdded()
 		}
+		if l.nPushed.Load() > 0 {
+			l.takePushed(time.Now())
+		}
 		if l.s.stopping.Load() {
 			l.closeAll()
 			return
@@ -265,6 +295,13 @@ func (l *loop) run() {
 			if c == nil {
 				continue
 			}
+			if c.away { // it would come again and again (level-triggered) until c is back
+				if ev.Events&(syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
+					c.cn.sess.end() // the client hung up: what its request waits on may stop
+				}
+				l.unarm(c)
+				continue
+			}
 			if len(c.out) > 0 {
 				if ev.Events&(syscall.EPOLLOUT|syscall.EPOLLERR|syscall.EPOLLHUP) != 0 {
 					l.writable(c, now)
@@ -273,7 +310,16 @@ func (l *loop) run() {
 			}
 			l.readable(c, now)
 		}
+		// Connections given back by serveAside; one given back later is seen by the next
+		// wait (sleeping).
+		if l.nBack.Load() > 0 {
+			l.takeBack(now)
+		}
+		if l.nPushed.Load() > 0 { // pushes of this batch go out before its replies (push_linux.go)
+			l.takePushed(now)
+		}
 		l.writeHeld(now)
+		l.pushAfterHeld(now)
 		// Load before Swap: no locked instruction per iteration while nothing was evicted.
 		if (l.evicted.Load() && l.evicted.Swap(false)) || (every > 0 && !now.Before(l.nextSweep)) {
 			l.sweep(now)
@@ -287,6 +333,7 @@ func (l *loop) writeHeld(now time.Time) {
 	for i, h := range l.held {
 		l.held[i] = heldReplies{}
 		c := h.c
+		c.holding = false
 		if l.conns[int32(c.fd)] != c {
 			continue
 		}
@@ -316,6 +363,7 @@ func (l *loop) takeAdded() {
 	l.mu.Unlock()
 	for _, c := range added {
 		l.conns[int32(c.fd)] = c
+		l.ownPushes(c)
 	}
 }
 
@@ -363,17 +411,15 @@ func (l *loop) readable(c *loopConn, now time.Time) {
 func (l *loop) serve(c *loopConn, data []byte, fromIn bool, now time.Time) {
 	l.w.Reset()
 	l.w.SetProto(c.proto)
-	r := l.s.serveBatch(c.sess, c.h, &l.w, data, &l.argv, false, func() bool { return l.write(c, now) })
+	r := l.s.serveBatch(c.sess, c.h, &l.w, data, &l.argv, func() bool { return l.write(c, now) })
 	c.proto = l.w.Proto()
 	blocked := false
 	switch r.stop {
 	case stopError:
 		l.refuse(c, r.err)
 		return
-	case stopWait:
-		// The request must wait on the network: the connection leaves the loop for a
-		// goroutine of its own, which serves this request again.
-		l.handOver(c, data[r.off:])
+	case stopWait: // the request must wait on the network: served aside, with the rest
+		l.sendAside(c, data[r.off:], fromIn)
 		return
 	case stopFull:
 		blocked = true
@@ -404,6 +450,7 @@ func (l *loop) serve(c *loopConn, data []byte, fromIn bool, now time.Time) {
 		l.holdBuf = append(l.holdBuf, l.w.Bytes()...)
 		l.w.Reset()
 		l.held = append(l.held, heldReplies{c: c, start: start, end: len(l.holdBuf)})
+		c.holding = true
 	}
 	if c.sess.Quit && len(c.out) == 0 {
 		l.close(c)
@@ -418,6 +465,12 @@ func (l *loop) write(c *loopConn, now time.Time) bool {
 		return true
 	}
 	l.w.Reset()
+	return l.send(c, b, now)
+}
+
+// send writes b to c; what the socket does not take waits in c.out. It reports false
+// when c now has bytes pending or was closed.
+func (l *loop) send(c *loopConn, b []byte, now time.Time) bool {
 	n, err := writeFD(c.fd, b)
 	if err != nil && !errors.Is(err, syscall.EAGAIN) {
 		l.close(c)
@@ -433,38 +486,132 @@ func (l *loop) write(c *loopConn, now time.Time) bool {
 	return false
 }
 
-// handOver moves c to a goroutine of its own (Server.serveConn), with rest (the requests not
-// served yet) and the replies not written yet. The socket is duplicated into a net.Conn
-// (registered with Go's poller) and the loop's descriptor closed.
-func (l *loop) handOver(c *loopConn, rest []byte) {
+// sendAside has a goroutine serve rest, the requests not served yet (the first must wait),
+// with the replies not written yet (l.w); the loop leaves c alone until it comes back
+// (takeBack). fromIn says that rest is in c.in's storage.
+func (l *loop) sendAside(c *loopConn, rest []byte, fromIn bool) {
 	// c.out is empty: a connection with pending replies is not read, so serves nothing.
-	out := append([]byte(nil), l.w.Bytes()...)
+	if fromIn {
+		c.in = c.in[:copy(c.in[:cap(c.in)], rest)]
+	} else {
+		var err error
+		if c.in, err = l.s.keepRequest(c.cn, c.in, rest); err != nil {
+			l.refuse(c, err)
+			return
+		}
+	}
+	c.away = true
+	a, _ := l.s.asides.Get().(*aside)
+	if a == nil {
+		a = &aside{argv: make([][]byte, 0, 16)}
+	}
+	a.w.SetProto(l.w.Proto())
+	a.w.Raw(l.w.Bytes())
 	l.w.Reset()
-	in := append([]byte(nil), rest...)
-	delete(l.conns, int32(c.fd))
-	_ = syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, c.fd, nil)
-	f := os.NewFile(uintptr(c.fd), "client")
-	nc, err := net.FileConn(f)
-	_ = f.Close() // the loop's descriptor; nc has its own
-	if err != nil {
-		l.s.log.Warn("event loop: cannot hand a connection to a goroutine; closing it", "remote", c.sess.Addr, "error", err)
-		l.s.forget(c.cn)
-		return
-	}
-	// c.in's bytes leave the budget with c.in; serveConn accounts for its copy, in.
-	c.in = nil
-	_ = l.s.account(c.cn, 0) // shrinking never fails
-	l.s.mu.Lock()
-	if l.s.closing { // Shutdown has already unblocked the connections it knew
-		l.s.mu.Unlock()
-		_ = nc.Close()
-		l.s.forget(c.cn)
-		return
-	}
-	c.cn.nc, c.cn.lp = nc, nil
 	l.s.wg.Add(1)
-	l.s.mu.Unlock()
-	go l.s.serveConn(c.cn, nc, in, out)
+	go l.serveAside(c, a)
+}
+
+// serveAside is the goroutine of sendAside: it serves c.in's complete requests with
+// NoWait off, up to flushAt bytes of replies, and gives c back to its loop. Meanwhile
+// the loop does not touch c; if the loop has closed, the goroutine closes c itself.
+func (l *loop) serveAside(c *loopConn, a *aside) {
+	defer l.s.wg.Done()
+	c.sess.NoWait = false
+	c.h.Touch(time.Now().UnixMilli())
+	// Past flushAt it stops: the loop writes, and serves the rest once they are out.
+	a.r = l.s.serveBatch(c.sess, c.h, &a.w, c.in, &a.argv, func() bool { return false })
+	c.sess.NoWait = true
+	c.aside = a
+	l.mu.Lock()
+	if !l.closed {
+		l.back = append(l.back, c)
+		l.nBack.Add(1)
+		if l.sleeping.Load() {
+			one := [8]byte{1}
+			_, _ = syscall.Write(l.wakefd, one[:])
+		}
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	_, _ = writeFD(c.fd, a.w.Bytes())
+	_ = syscall.Close(c.fd)
+	l.s.forget(c.cn)
+}
+
+// takeBack takes back the connections served aside: it writes their replies, and serves
+// what they hold once those are out, as writable does.
+func (l *loop) takeBack(now time.Time) {
+	l.mu.Lock()
+	l.taking = append(l.taking[:0], l.back...)
+	clear(l.back)
+	l.back = l.back[:0]
+	l.nBack.Store(0)
+	l.mu.Unlock()
+	for i, c := range l.taking {
+		l.taking[i] = nil
+		l.resume(c, now)
+	}
+}
+
+// unarm takes c, away, out of the epoll set, so that its events wait for its return.
+func (l *loop) unarm(c *loopConn) {
+	if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, c.fd, nil); err != nil {
+		l.s.log.Warn("event loop: epoll_ctl del", "error", err)
+	}
+	c.unarmed = true
+}
+
+// resume carries on with c, back from serveAside, from what the goroutine did.
+func (l *loop) resume(c *loopConn, now time.Time) {
+	a := c.aside
+	c.aside, c.away = nil, false
+	l.s.handBacks.Add(1)
+	c.lastRead, c.proto = now, a.w.Proto()
+	r := a.r
+	c.in = c.in[:copy(c.in, c.in[r.off:])]
+	l.w.Reset()
+	l.w.SetProto(c.proto)
+	l.w.Raw(a.w.Bytes())
+	a.w.Reset()
+	clear(a.argv[:cap(a.argv)])
+	a.argv = a.argv[:0]
+	if cap(a.w.Bytes()) <= 2*flushAt { // a writer grown by a huge reply is dropped
+		l.s.asides.Put(a)
+	}
+	if c.unarmed {
+		c.unarmed = false
+		ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP, Fd: int32(c.fd)}
+		if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, c.fd, &ev); err != nil {
+			l.s.log.Warn("event loop: epoll_ctl add", "error", err)
+			l.w.Reset()
+			l.close(c)
+			return
+		}
+	}
+	switch {
+	case c.cn.evicted.Load(): // while away: the sweep that was told left it
+		l.w.Reset()
+		l.close(c)
+		return
+	case r.stop == stopError:
+		l.refuse(c, r.err)
+		return
+	}
+	if !l.write(c, now) || !l.flushPushes(c, now) { // pending: writable goes on once they are out
+		return
+	}
+	switch {
+	case c.sess.Quit:
+		l.close(c)
+	case r.stop == stopFull: // complete requests are left
+		now = time.Now()
+		c.h.Touch(now.UnixMilli())
+		l.serve(c, c.in, true, now)
+	default:
+		c.in = l.s.releaseRequest(c.cn, c.in, false)
+	}
 }
 
 // writable sends c's pending replies; once they are out, it serves what c.in holds and
@@ -487,7 +634,7 @@ func (l *loop) writable(c *loopConn, now time.Time) {
 		c.out = nil
 	}
 	l.pending--
-	if !l.interest(c, syscall.EPOLLIN) {
+	if !l.interest(c, syscall.EPOLLIN|syscall.EPOLLRDHUP) || !l.flushPushes(c, now) {
 		return
 	}
 	if c.sess.Quit {
@@ -516,6 +663,9 @@ func (l *loop) interest(c *loopConn, events uint32) bool {
 func (l *loop) sweep(now time.Time) {
 	cfg := &l.s.cfg
 	for _, c := range l.conns {
+		if c.away { // its goroutine has it; resume looks at eviction
+			continue
+		}
 		reason := nReasons
 		switch {
 		case c.cn.evicted.Load(): // counted when it was chosen
@@ -577,19 +727,31 @@ func (l *loop) close(c *loopConn) {
 func (l *loop) closeAll() {
 	l.takeAdded()
 	for _, c := range l.conns {
+		if c.away { // its goroutine's, until it is given back below or closes it itself
+			continue
+		}
 		if len(c.out) > 0 {
 			_, _ = writeFD(c.fd, c.out)
 		}
 		l.close(c)
 	}
 	l.mu.Lock()
-	l.closed = true
+	l.closed = true // from now on a connection served aside closes itself
 	_ = syscall.Close(l.epfd)
 	_ = syscall.Close(l.wakefd)
+	back := l.back
+	l.back = nil
 	l.mu.Unlock()
+	for _, c := range back {
+		_, _ = writeFD(c.fd, c.aside.w.Bytes())
+		_ = syscall.Close(c.fd)
+		l.s.forget(c.cn)
+	}
 	l.takeAdded() // any that came meanwhile; closed by the next line's loop
 	for _, c := range l.conns {
-		l.close(c)
+		if !c.away {
+			l.close(c)
+		}
 	}
 }
 
@@ -598,12 +760,18 @@ func writeFD(fd int, p []byte) (int, error) { return retryEINTR(rawWrite, fd, p)
 
 // wait returns the loop's ready events. It first asks without blocking and without telling
 // the Go scheduler (a raw system call, which cannot block); only when nothing is ready does
-// it block in a system call the scheduler knows of, which may hand the loop's P to others.
+// it block in a system call the scheduler knows of, which may hand the loop's P to others,
+// and only then may a connection given back wake it (sleeping).
 func (l *loop) wait(timeout int) (int, error) {
 	r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(l.epfd),
 		uintptr(unsafe.Pointer(&l.events[0])), uintptr(len(l.events)), 0, 0, 0)
 	if e == 0 && r > 0 {
 		return int(r), nil
+	}
+	l.sleeping.Store(true)
+	defer l.sleeping.Store(false)
+	if l.nBack.Load() > 0 { // given back before sleeping was set: no wake-up is coming
+		return 0, nil
 	}
 	return syscall.EpollWait(l.epfd, l.events, timeout)
 }

@@ -1,8 +1,9 @@
 // Package server accepts RESP connections and feeds their requests to a Handler.
 //
 // Concurrency: one goroutine accepts. A connection is owned either by an event loop
-// (loop_linux.go, Config.EventLoops) or by a goroutine of its own (serveConn: TLS,
-// EventLoops 0, and a loop's connection whose request must wait). Its owner reads whatever
+// (loop_linux.go, Config.EventLoops) or by a goroutine of its own (serveConn: TLS and
+// EventLoops 0); a loop serves a request that must wait, and the rest of its batch, from
+// a goroutine while the socket stays with the loop (serveAside). Its owner reads whatever
 // has arrived, parses every complete request with the bounded parser of package resp,
 // serves them in order, and answers the whole batch with one write (a very large batch of
 // replies is written in parts). The server's mutex guards only the set of open connections
@@ -34,8 +35,9 @@ type Config struct {
 	Logger       *slog.Logger
 	// EventLoops > 0 serves plain TCP connections from that many epoll event loops
 	// (Linux) instead of a goroutine per connection. The Handler must not wait on a
-	// connection whose Conn has NoWait set: it sets WouldBlock instead, and the
-	// connection moves to a goroutine (a request that waited would stall its whole loop).
+	// connection whose Conn has NoWait set: it sets WouldBlock instead, and that request
+	// is served once more from a goroutine, with NoWait off (a request that waited on
+	// the loop would stall all its connections).
 	EventLoops int
 	// ReadTimeout closes a connection whose incomplete request made no progress (no byte
 	// read) for this long; 0 disables.
@@ -47,6 +49,13 @@ type Config struct {
 	// MaxQueryBuffer bounds request bytes buffered across all connections; past it the
 	// connection holding the most is closed. 0: 64 MiB.
 	MaxQueryBuffer int64
+	// PushLimit bounds the bytes pushed to a connection (pub/sub messages, invalidations)
+	// that its client has not taken yet; past it the connection is closed, as Redis's
+	// client-output-buffer-limit pubsub hard limit. 0: 32 MiB. PushSoftLimit, when set,
+	// closes it once past that many for PushSoftFor (Redis's soft limit).
+	PushLimit     int
+	PushSoftLimit int
+	PushSoftFor   time.Duration
 }
 
 const (
@@ -65,7 +74,7 @@ type Server struct {
 	nextID    atomic.Int64
 	total     atomic.Uint64
 	rejected  atomic.Uint64
-	handBacks atomic.Uint64 // connections returned from a goroutine to a loop
+	handBacks atomic.Uint64 // connections given back to their loop by serveAside
 	refusing  atomic.Int32  // goroutines answering TLS clients over --max-clients
 
 	mu       sync.Mutex      // guards conns, closing, and each conn's nc and lp
@@ -75,10 +84,11 @@ type Server struct {
 	loops    []*loop        // nil: a goroutine per connection
 	wg       sync.WaitGroup // connection goroutines and event loops
 
-	// bufs holds *connBuffers for serveConn. An edge hands a connection to a goroutine for
-	// each batch that waits on its origin: without reuse every hand-over allocated a 16 KiB
-	// read buffer (700 MB in 300k requests on 100k cold keys).
-	bufs sync.Pool
+	// bufs holds *connBuffers for serveConn, asides *aside for serveAside (loop_linux.go),
+	// which an edge runs for every batch that waits on its origin: without reuse, each
+	// allocated its buffers anew.
+	bufs   sync.Pool
+	asides sync.Pool
 
 	query  queryBudget // MaxQueryBuffer (batch.go)
 	closes *closeLog   // connections closed by reason (batch.go)
@@ -106,6 +116,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.MaxQueryBuffer <= 0 {
 		cfg.MaxQueryBuffer = 64 << 20
+	}
+	if cfg.PushLimit <= 0 {
+		cfg.PushLimit = defaultPushLimit
 	}
 	return &Server{cfg: cfg, log: cfg.Logger, conns: make(map[*Conn]*conn),
 		query: queryBudget{holders: make(map[*conn]struct{})}, closes: newCloseLog()}
@@ -161,6 +174,7 @@ func (s *Server) Serve(h Handler) error {
 func (s *Server) accept(c net.Conn) {
 	now := time.Now()
 	sess := &Conn{ID: s.nextID.Add(1), Addr: c.RemoteAddr().String(), LocalAddr: c.LocalAddr().String()}
+	sess.ctx, sess.cancel = context.WithCancel(context.Background())
 	s.mu.Lock()
 	if s.closing || len(s.conns) >= s.cfg.MaxClients {
 		s.mu.Unlock()
@@ -168,6 +182,7 @@ func (s *Server) accept(c net.Conn) {
 		s.refuseClient(c, now)
 		return
 	}
+	s.setPushBounds(sess)
 	cn := &conn{sess: sess, h: s.handler.Open(sess, now.UnixMilli())}
 	s.conns[sess] = cn
 	if tc, ok := c.(*net.TCPConn); ok && s.loops != nil {
@@ -180,7 +195,7 @@ func (s *Server) accept(c net.Conn) {
 	cn.nc = c
 	s.wg.Add(1)
 	s.mu.Unlock()
-	go s.serveConn(cn, c, nil, nil)
+	go s.serveConn(cn, c)
 }
 
 // maxRefusing bounds the goroutines that tell TLS clients over --max-clients so.
@@ -216,7 +231,9 @@ func (s *Server) forget(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c.sess)
 	s.mu.Unlock()
+	c.sess.push.close()
 	s.release(c)
+	c.sess.end()
 	c.h.Close()
 }
 
@@ -227,25 +244,16 @@ func (s *Server) isClosing() bool {
 }
 
 // serveConn is the connection's goroutine: read, parse, serve, write, until the peer
-// leaves, QUITs, errs, times out, or sends a protocol error. A connection handed over by
-// an event loop brings the replies its socket had not taken (out, written first) and the
-// requests not served yet (in, served before reading). Serving is serveBatch's (batch.go).
-//
-// A connection that came from a loop keeps its session's NoWait: a request that would wait
-// is served again here with NoWait off, and once a batch has been served without any such
-// request and nothing more has arrived, the connection goes back to a loop.
-func (s *Server) serveConn(c *conn, nc net.Conn, in, out []byte) {
+// leaves, QUITs, errs, times out, or sends a protocol error. Serving is serveBatch's
+// (batch.go); the session's NoWait is off, so requests wait where they must.
+func (s *Server) serveConn(c *conn, nc net.Conn) {
 	sess, h := c.sess, c.h
-	fromLoop := sess.NoWait
-	returned := false
 	defer func() {
-		if !returned {
-			_ = nc.Close()
-			s.forget(c)
-		}
+		_ = nc.Close()
+		s.forget(c)
 		s.wg.Done()
 	}()
-	if tc, ok := nc.(*tls.Conn); ok && !fromLoop {
+	if tc, ok := nc.(*tls.Conn); ok {
 		if err := s.handshake(tc); err != nil {
 			s.logClose(closeHandshake, sess.Addr, err)
 			return
@@ -267,18 +275,12 @@ func (s *Server) serveConn(c *conn, nc net.Conn, in, out []byte) {
 		}
 	}()
 	var err error
-	if buf, err = s.keepRequest(c, buf, in); err != nil {
-		s.logClose(closeQueryBuffer, sess.Addr, err)
-		return
-	}
 	var w resp.Writer
 	w.SetProto(h.Proto())
 	var wd, rd deadline
-	if len(out) > 0 {
-		if err := s.writeAll(c, nc, out, &wd, time.Now()); err != nil {
-			return
-		}
-	}
+	c.wmu.Lock() // the write turn, but while reading (push.go)
+	defer c.wmu.Unlock()
+	s.ownPushes(c, nc)
 	flushEarly := func() bool {
 		if s.writeAll(c, nc, w.Bytes(), &wd, time.Now()) != nil {
 			return false
@@ -288,32 +290,28 @@ func (s *Server) serveConn(c *conn, nc net.Conn, in, out []byte) {
 		h.Touch(time.Now().UnixMilli())
 		return true
 	}
-	pending := len(buf) > 0 // serve what came with the connection before reading
 	for {
-		var rerr error
-		if !pending {
-			if len(buf) == cap(buf) {
-				if buf, err = s.growRequest(c, buf); err != nil {
-					s.refuse(c, nc, &w, err)
-					return
-				}
-			}
-			if !s.armRead(c, nc, &rd, len(buf) > 0) {
-				return
-			}
-			var n int
-			n, rerr = nc.Read(buf[len(buf):cap(buf)])
-			buf = buf[:len(buf)+n]
-			if n == 0 {
-				s.readFailed(c, rerr, len(buf) > 0)
+		if len(buf) == cap(buf) {
+			if buf, err = s.growRequest(c, buf); err != nil {
+				s.refuse(c, nc, &w, err)
 				return
 			}
 		}
-		pending = false
+		if !s.armRead(c, nc, &rd, len(buf) > 0) {
+			return
+		}
+		c.wmu.Unlock()
+		n, rerr := nc.Read(buf[len(buf):cap(buf)])
+		c.wmu.Lock()
+		buf = buf[:len(buf)+n]
+		if n == 0 {
+			s.readFailed(c, rerr, len(buf) > 0)
+			return
+		}
 		now := time.Now()
 		h.Touch(now.UnixMilli())
 
-		r := s.serveBatch(sess, h, &w, buf, &argv, true, flushEarly)
+		r := s.serveBatch(sess, h, &w, buf, &argv, flushEarly)
 		switch r.stop {
 		case stopError:
 			s.refuse(c, nc, &w, r.err)
@@ -327,11 +325,6 @@ func (s *Server) serveConn(c *conn, nc net.Conn, in, out []byte) {
 			return
 		}
 		w.Reset()
-		if fromLoop && !r.waited && len(buf) == 0 {
-			if returned = s.handBack(c, nc); returned {
-				return
-			}
-		}
 	}
 }
 
@@ -398,28 +391,6 @@ func (s *Server) refuse(c *conn, nc net.Conn, w *resp.Writer, err error) {
 	w.Error("ERR " + err.Error())
 	var wd deadline
 	_ = s.writeAll(c, nc, w.Bytes(), &wd, time.Now())
-}
-
-// handBack gives a connection served by serveConn back to an event loop; false when it
-// cannot (it then stays with its goroutine).
-func (s *Server) handBack(c *conn, nc net.Conn) bool {
-	tc, ok := nc.(*net.TCPConn)
-	if !ok || s.loops == nil {
-		return false
-	}
-	s.mu.Lock()
-	if s.closing {
-		s.mu.Unlock()
-		return false
-	}
-	c.nc = nil
-	s.mu.Unlock()
-	if !s.adopt(tc, c) { // adopt closed nc
-		s.forget(c)
-		return true
-	}
-	s.handBacks.Add(1)
-	return true
 }
 
 // deadline remembers when a connection's deadline was last moved, so that a busy
@@ -545,6 +516,7 @@ func (s *Server) ConnStats() ConnStats {
 		HandshakeTimeouts: cl[closeHandshake].Load(),
 		QueryEvictions:    cl[closeQueryBuffer].Load(),
 		ProtocolErrors:    cl[closeProtocol].Load(),
+		PushCuts:          cl[closePushLimit].Load(),
 		QueryBufferBytes:  s.query.bytes.Load(),
 		MaxQueryBuffer:    s.cfg.MaxQueryBuffer,
 	}

@@ -63,6 +63,9 @@ type Config struct {
 	ACLFile         string // users in Redis's ACL syntax; empty: the default user only
 
 	BusyReplyThreshold time.Duration // a script running this long makes other clients' commands answer BUSY
+
+	PubsubOutputLimit pushLimit // Redis's client-output-buffer-limit pubsub (pushflags.go)
+	TrackingMaxKeys   int       // Redis's tracking-table-max-keys
 }
 
 // DefaultConfig returns the embedded defaults: a standalone origin on 127.0.0.1:6380.
@@ -91,6 +94,9 @@ func DefaultConfig() Config {
 		LogFormat:        "text",
 
 		BusyReplyThreshold: 5 * time.Second,
+
+		PubsubOutputLimit: defaultPushLimit,
+		TrackingMaxKeys:   1_000_000,
 	}
 }
 
@@ -259,6 +265,8 @@ func newFlagSet(c *Config, cliPeers, showVersion *bool) *flag.FlagSet {
 	fs.StringVar(&c.ClusterClientCA, "cluster-client-ca", c.ClusterClientCA, "CA certificates (PEM) of node client certificates: with --tls-cert, RL.INTERNAL.HELLO needs one (mutual TLS)")
 	fs.StringVar(&c.ACLFile, "aclfile", c.ACLFile, "file of users in Redis's ACL syntax (user NAME on >password ~pattern +@category); --requirepass stays the default user's password")
 	fs.DurationVar(&c.BusyReplyThreshold, "busy-reply-threshold", c.BusyReplyThreshold, "a script running this long makes other clients' commands answer BUSY and may be stopped with SCRIPT KILL (Redis's busy-reply-threshold, lua-time-limit)")
+	fs.Var(&c.PubsubOutputLimit, "pubsub-output-limit", "\"hard soft seconds\": close a client whose pub/sub messages and invalidations wait unread past hard bytes, or past soft for seconds (Redis's client-output-buffer-limit pubsub; 32mb is 32 MiB)")
+	fs.IntVar(&c.TrackingMaxKeys, "tracking-table-max-keys", c.TrackingMaxKeys, "keys CLIENT TRACKING remembers at most; past it one is forgotten and invalidated (Redis's tracking-table-max-keys)")
 	fs.BoolVar(showVersion, "version", false, "print the version and exit")
 	return fs
 }
@@ -379,6 +387,8 @@ func (c *Config) Validate() error {
 		return errors.New("--cluster-client-ca needs --tls-cert (client certificates are checked in the TLS handshake)")
 	case c.BusyReplyThreshold <= 0:
 		return errors.New("--busy-reply-threshold must be positive")
+	case c.TrackingMaxKeys < 1 || c.TrackingMaxKeys > 100_000_000:
+		return errors.New("--tracking-table-max-keys must be from 1 to 100000000")
 	case c.SnapshotInterval <= 0:
 		return errors.New("--snapshot-interval must be positive")
 	case c.WriteTimeout <= 0:

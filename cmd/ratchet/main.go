@@ -271,7 +271,8 @@ func run(cfg Config, log *slog.Logger) error {
 	}
 	srv := server.New(server.Config{Addr: cfg.Listen, MaxClients: cfg.MaxClients, WriteTimeout: cfg.WriteTimeout, TLS: tlsCfg, Logger: log,
 		EventLoops: eventLoops(cfg), ReadTimeout: cfg.ReadTimeout, IdleTimeout: cfg.IdleTimeout,
-		HandshakeTimeout: cfg.HandshakeTimeout, MaxQueryBuffer: cfg.MaxQueryBuffer})
+		HandshakeTimeout: cfg.HandshakeTimeout, MaxQueryBuffer: cfg.MaxQueryBuffer,
+		PushLimit: cfg.PubsubOutputLimit.Hard, PushSoftLimit: cfg.PubsubOutputLimit.Soft, PushSoftFor: cfg.PubsubOutputLimit.SoftFor})
 	if err := srv.Listen(); err != nil {
 		return err
 	}
@@ -327,7 +328,8 @@ func run(cfg Config, log *slog.Logger) error {
 			"busy-reply-threshold":      fmt.Sprint(cfg.BusyReplyThreshold.Milliseconds()),
 			"lua-time-limit":            fmt.Sprint(cfg.BusyReplyThreshold.Milliseconds()),
 		},
-		Scripting: scripting.Config{TimeLimit: cfg.BusyReplyThreshold},
+		Scripting:       scripting.Config{TimeLimit: cfg.BusyReplyThreshold},
+		TrackingMaxKeys: cfg.TrackingMaxKeys,
 	})
 
 	if err := disp.LoadACL(); err != nil {
@@ -466,8 +468,8 @@ func redisSeconds(d time.Duration) string {
 }
 
 // eventLoops is the number of epoll loops clients are served from: --event-loops, or one
-// per GOMAXPROCS. On an edge, a connection whose request must wait on the origin leaves its
-// loop for a goroutine of its own.
+// per GOMAXPROCS. On an edge, a request that must wait on the origin is served, with the
+// rest of its batch, by a goroutine, and the connection goes back to its loop.
 func eventLoops(cfg Config) int {
 	switch {
 	case cfg.EventLoops < 0:
