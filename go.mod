@@ -8,6 +8,7 @@ require (
 	github.com/prometheus/client_golang v1.23.2
 	github.com/redis/go-redis/v9 v9.17.2
 	github.com/redis/rueidis v1.0.76
+	github.com/throttled/throttled/v2 v2.15.0
 	github.com/tidwall/redcon v1.6.4
 	github.com/ulule/limiter/v3 v3.11.2
 	github.com/yuin/gopher-lua v1.1.2

@@ -26,7 +26,9 @@ run() {
   # shellcheck disable=SC2086
   before=$(ticks $pids)
   client=$( { TIMEFORMAT='%U %S'; time "${cli[@]}" redis-benchmark -p "$port" -c 50 -n "$n" -P "$pipe" "${r[@]}" --csv "$@" >"$work/out.csv"; } 2>&1 )
-  out=$(tail -1 "$work/out.csv" | awk -F, '{ gsub(/"/, ""); print $2, $5, $7 }')
+  # The fields counted from the end: the first, the command, may hold commas and newlines
+  # (a script's text).
+  out=$(tail -1 "$work/out.csv" | awk -F, '{ gsub(/"/, ""); print $(NF - 6), $(NF - 3), $(NF - 1) }')
   # shellcheck disable=SC2086
   echo "$out $(ticks $pids) $before $client" | awk -v n="$n" -v hz="$tck" \
     '{ printf "%s %s %s %.2f %.2f\n", $1, $2, $3, ($4 - $5) * 1e6 / hz / n, ($6 + $7) * 1e6 / n }'

@@ -2,11 +2,12 @@ package integration
 
 // The real Node and Python limiter libraries against the binary and against redis-server:
 // rate-limiter-flexible over ioredis and over node-redis, express-rate-limit with
-// rate-limit-redis 5.0.0 and 6.0.1, bottleneck's clustering over ioredis, and Debian's
-// python3-limits. Each scenario is a small
-// program in clients/limiters/ that prints one JSON line per decision; the test runs it
-// against a fresh redis-server and a fresh ratchet and compares every line (README
-// "Limiter libraries tested").
+// rate-limit-redis 5.0.0 and 6.0.1, bottleneck's clustering over ioredis, Debian's
+// python3-limits, @nestjs/throttler's guard with @nest-lab/throttler-storage-redis 1.2.0 and
+// nestjs-throttler-storage-redis 0.5.1, and koa-ratelimit 6.0.0 (async-ratelimiter 1.6.10).
+// Each scenario is a small program in clients/limiters/ that prints one JSON line per
+// decision; the test runs it against a fresh redis-server and a fresh ratchet and compares
+// every line (README "Limiter libraries tested").
 
 import (
 	"bytes"
@@ -84,6 +85,9 @@ const (
 	// the 3.x-5.x ones in known_scripts.tsv, over a Redis LIST.
 	shaLimits28AcquireMoving = "d19f37c18768a509dbf1310a257bfc35be65609f"
 	shaLimits28MovingWindow  = "3136f0028c572d2959b5cdc5ec15b287fab6a9ff"
+	// Not in known_scripts.tsv, no native path: the interpreter runs them.
+	shaNestThrottler    = "f1e0da9c495676ab6904eb80db1f2811d5347f58" // both NestJS Redis storages' increment
+	shaAsyncRatelimiter = "ad00ff6f099013f2aea94ed48c220cbf616c6a07" // async-ratelimiter 1.6.10 (koa-ratelimit)
 )
 
 // limiterScenarios: expect is the decisions column on redis-server, one character per line
@@ -113,6 +117,15 @@ var limiterScenarios = []limiterScenario{
 		file: "python-limits.py", extra: []string{"moving-window"},
 		shas:   []string{shaLimits28AcquireMoving, shaLimits28MovingWindow}, // over a Redis LIST
 		expect: "+++---+++-+-"},
+	{name: "nest-lab/throttler-storage-redis", tool: nodeWith("@nest-lab/throttler-storage-redis", "@nestjs/throttler", "@nestjs/core", "ioredis"),
+		file: "nestjs-throttler.js", extra: []string{"@nest-lab/throttler-storage-redis"}, shas: []string{shaNestThrottler},
+		expect: "++--++-+-"},
+	{name: "nestjs-throttler-storage-redis", tool: nodeWith("nestjs-throttler-storage-redis", "@nestjs/throttler", "@nestjs/core", "ioredis"),
+		file: "nestjs-throttler.js", extra: []string{"nestjs-throttler-storage-redis"}, shas: []string{shaNestThrottler},
+		expect: "++--++-+-"},
+	{name: "koa-ratelimit", tool: nodeWith("koa-ratelimit", "async-ratelimiter", "koa", "ioredis"),
+		file: "koa-ratelimit.js", shas: []string{shaAsyncRatelimiter}, // over a sorted set
+		expect: "+++-+++-++"},
 }
 
 // TestLimiterLibraries runs each scenario against redis-server and against ratchet and

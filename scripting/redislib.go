@@ -335,7 +335,11 @@ func tableReply(t *lua.LTable, proto, depth int, budget *int) Reply {
 			return Reply{Kind: Verbatim, Str: []byte(string(f) + ":" + string(s))}
 		}
 	}
-	r := Reply{Kind: Array}
+	n := 0 // the reply's length: the elements before the first nil, counted first
+	for n <= *budget && t.RawGetInt(n+1) != lua.LNil {
+		n++
+	}
+	r := Reply{Kind: Array, Elems: make([]Reply, 0, n)}
 	for i := 1; ; i++ {
 		e := t.RawGetInt(i)
 		if e == lua.LNil {

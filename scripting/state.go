@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	lua "github.com/yuin/gopher-lua"
 )
@@ -19,6 +20,7 @@ type state struct {
 	// proxies are the read-only views (globals, the libraries, the protected metatables):
 	// tables that stay empty; one a script wrote into raw makes the state unusable.
 	proxies  map[*lua.LTable]*lua.LTable // view -> the table it shows
+	views    []*lua.LTable               // the keys of proxies: clean walks them after every run
 	handler  *lua.LFunction              // the error handler: Redis's __redis__err__handler
 	callArgs [][]byte                    // redis.call's arguments, reused
 	rand     rand48
@@ -136,12 +138,13 @@ func (st *state) proxy(t *lua.LTable, ro *lua.LFunction, sealed lua.LValue) *lua
 	}
 	st.L.SetMetatable(p, mt)
 	st.proxies[p] = t
+	st.views = append(st.views, p)
 	return p
 }
 
 // clean reports whether no script wrote into a read-only view.
 func (st *state) clean() bool {
-	for p := range st.proxies {
+	for _, p := range st.views {
 		if k, _ := p.Next(lua.LNil); k != lua.LNil {
 			return false
 		}
@@ -352,11 +355,22 @@ func luaString(v lua.LValue) string {
 	return ""
 }
 
-// stringTable returns a Lua array of bs as strings (KEYS, ARGV).
+// stringTable returns a Lua array of bs as strings (KEYS, ARGV). The strings share one
+// copy of their bytes: one allocation for all of them, not one each.
 func stringTable(L *lua.LState, bs [][]byte) *lua.LTable {
 	t := L.CreateTable(len(bs), 0)
+	n := 0
 	for _, b := range bs {
-		t.Append(lua.LString(b))
+		n += len(b)
+	}
+	buf := make([]byte, 0, n)
+	for _, b := range bs {
+		buf = append(buf, b...)
+	}
+	all := unsafe.String(unsafe.SliceData(buf), len(buf)) // buf is never written again
+	for _, b := range bs {
+		t.Append(lua.LString(all[:len(b)]))
+		all = all[len(b):]
 	}
 	return t
 }
