@@ -93,27 +93,10 @@ func ParseLimit(args [][]byte) (LimitArgs, error) {
 		return a, err
 	}
 	a.Cost = 1
-	var seenCost, seenNS bool
-	for rest := args[3:]; len(rest) > 0; rest = rest[2:] {
-		if len(rest) < 2 {
-			return a, errSyntax
-		}
-		switch {
-		case bytes.EqualFold(rest[0], []byte("COST")) && !seenCost:
-			seenCost = true
-			if a.Cost, ok = parseUint(rest[1], engine.MaxLimit); !ok {
-				return a, errCost
-			}
-		case bytes.EqualFold(rest[0], []byte("NS")) && !seenNS:
-			seenNS = true
-			if a.Namespace, err = checkNamespace(rest[1]); err != nil {
-				return a, err
-			}
-		default:
-			return a, errSyntax
-		}
+	if len(args) > 3 {
+		a.Cost, a.Namespace, err = parseLimitOptions(args[3:])
 	}
-	return a, nil
+	return a, err
 }
 
 // StatusArgs are the parsed arguments of RL.STATUS.

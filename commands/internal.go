@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"errors"
 
+	"github.com/ratchet/ratchet/engine"
 	"github.com/ratchet/ratchet/resp"
 	"github.com/ratchet/ratchet/wire"
 )
@@ -33,6 +34,8 @@ func internalCommands() []*Command {
 			Summary: "Merges G-Counter components from another region's origin.", Handler: cmdInternalPublish},
 		{Name: "rl.internal.decide", Arity: 10, Flags: flagWrite, Group: "ratchet",
 			Summary: "Decides a request handed over by an edge.", Handler: cmdInternalDecide},
+		{Name: "rl.internal.decidemulti", Arity: -10, Flags: flagWrite, Group: "ratchet",
+			Summary: "Decides a multi-limit request handed over by an edge, all limits or none.", Handler: cmdInternalDecideMulti},
 		{Name: "rl.internal.forward", Arity: -5, Flags: flagWrite, Group: "ratchet",
 			Summary: "Runs counter, CL.THROTTLE and script commands for an edge's client.", Handler: cmdInternalForward},
 	}
@@ -181,4 +184,27 @@ func cmdInternalDecide(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte)
 		return
 	}
 	wire.WriteDecideReply(w, dec, cc, meta)
+}
+
+// cmdInternalDecideMulti serves RL.INTERNAL.DECIDEMULTI cost batch-id deadline key limit
+// pending inflight want return [key limit pending inflight want return ...].
+func cmdInternalDecideMulti(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
+	if !internalReady(d, s, w) {
+		return
+	}
+	r, err := wire.ParseDecideMulti(args)
+	if err != nil {
+		w.Error(internalError(err))
+		return
+	}
+	ds, ccs, meta, err := d.opt.Origin.ServeDecideMulti(s.nodeRun, r)
+	switch {
+	case errors.Is(err, engine.ErrFull):
+		w.Error(errReply(err))
+		return
+	case err != nil:
+		w.Error("ERR internal: " + err.Error())
+		return
+	}
+	wire.WriteDecideMultiReply(w, ds, ccs, meta)
 }

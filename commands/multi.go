@@ -340,8 +340,7 @@ func (d *Dispatcher) execTransact(s *Session, w *resp.Writer, cmds []queuedCmd) 
 	for _, q := range cmds {
 		switch q.cmd.Name {
 		case "rl.limit":
-			a, _ := ParseLimit(q.args[1:]) // checked when queued
-			ops = append(ops, engine.TxOp{Tuple: s.tuple(a.Key, a.Namespace, a.WindowMs), Limit: a.Limit, Cost: a.Cost})
+			ops = append(ops, limitTxOp(s, q.args[1:]))
 			statusLimits = append(statusLimits, 0)
 		case "rl.status":
 			a, _ := ParseStatus(q.args[1:])
@@ -380,6 +379,10 @@ func (d *Dispatcher) execSequential(s *Session, w *resp.Writer, cmds []queuedCmd
 	for _, q := range cmds {
 		switch q.cmd.Name {
 		case "rl.limit":
+			if isMultiLimit(q.args[1:]) {
+				d.execLimitMulti(s, w, q.args[1:], now)
+				continue
+			}
 			a, _ := ParseLimit(q.args[1:])
 			t := s.tuple(a.Key, a.Namespace, a.WindowMs)
 			var dec engine.Decision

@@ -1,12 +1,22 @@
 package commands
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
 	"github.com/ratchet/ratchet/engine"
 	"github.com/ratchet/ratchet/resp"
 )
 
-// cmdLimit serves RL.LIMIT key limit window [COST n] [NS namespace].
+// cmdLimit serves RL.LIMIT key limit window [limit window ...] [COST n] [NS namespace].
 func cmdLimit(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
+	if isMultiLimit(args[1:]) {
+		cmdLimitMulti(d, s, w, args)
+		return
+	}
 	a, err := ParseLimit(args[1:])
 	if err != nil {
 		w.Error(err.Error())
@@ -99,4 +109,239 @@ func boolInt(b bool) int64 {
 		return 1
 	}
 	return 0
+}
+
+// ---- several limits in one call ----
+
+// MultiLimiter is a Limiter that decides multi-limit requests (an edge's; an origin's
+// engine is called directly): LimitAll decides cost against every limit of ops at one
+// instant and counts it in every tuple when all allow, in none otherwise; out[i] receives
+// ops[i]'s decision and the result is engine.Binding's index. TryLimitAll is LimitAll at
+// nowMs when local memory decides it without waiting, as WaitFreeLimiter.TryLimit.
+type MultiLimiter interface {
+	LimitAll(ctx context.Context, ops []engine.LimitOp, cost uint64, out []engine.Decision) (int, error)
+	TryLimitAll(ops []engine.LimitOp, cost uint64, nowMs int64, out []engine.Decision) (binding int, ok bool, err error)
+}
+
+// errNoMulti answers a multi-limit RL.LIMIT on a limiter that cannot decide one.
+var errNoMulti = errors.New("ERR several limits in one RL.LIMIT are not supported by this node")
+
+// cmdLimitMulti serves RL.LIMIT with several (limit, window) pairs.
+func cmdLimitMulti(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
+	a, err := ParseLimits(args[1:])
+	if err != nil {
+		w.Error(err.Error())
+		return
+	}
+	ml, _ := d.opt.Limiter.(MultiLimiter)
+	switch {
+	case ml != nil:
+		d.limitMultiOn(ml, s, w, &a)
+	case d.opt.Origin != nil:
+		d.limitMultiOrigin(s, w, &a)
+	default:
+		w.Error(errNoMulti.Error())
+	}
+}
+
+// limitMultiOrigin decides a multi-limit request on the origin's engine, at the batch's
+// instant with Options.BatchTime. (Apart from the interface calls of limitMultiOn, its
+// arrays stay on the stack.)
+func (d *Dispatcher) limitMultiOrigin(s *Session, w *resp.Writer, a *LimitsArgs) {
+	var ops [engine.MaxLimits]engine.LimitOp
+	var out [engine.MaxLimits]engine.Decision
+	n := a.ops(s, ops[:])
+	now := s.lastMs.Load()
+	if d.atBatch == nil {
+		now = d.opt.Origin.Clock().NowMs()
+	}
+	b, err := d.opt.Origin.LimitMulti(ops[:n], a.Cost, now, out[:n])
+	writeDecision(w, &out[b], err)
+}
+
+// multiScratch holds a multi-limit request's tuples and decisions on their way through a
+// MultiLimiter (an interface call, through which arrays on the stack would escape).
+type multiScratch struct {
+	ops [engine.MaxLimits]engine.LimitOp
+	out [engine.MaxLimits]engine.Decision
+}
+
+var multiScratches = sync.Pool{New: func() any { return new(multiScratch) }}
+
+// limitMultiOn decides a multi-limit request on ml (an edge): without waiting where the
+// server may not wait, as cmdLimit does.
+func (d *Dispatcher) limitMultiOn(ml MultiLimiter, s *Session, w *resp.Writer, a *LimitsArgs) {
+	sc := multiScratches.Get().(*multiScratch)
+	n := a.ops(s, sc.ops[:])
+	ops, out := sc.ops[:n], sc.out[:n]
+	defer func() {
+		clear(ops) // the tuples' keys alias the request
+		multiScratches.Put(sc)
+	}()
+	var b int
+	var err error
+	if d.waitFree != nil && s.NoWait {
+		now := s.lastMs.Load()
+		if !d.opt.BatchTime {
+			now = d.waitFree.Clock().NowMs()
+		}
+		var done bool
+		if b, done, err = ml.TryLimitAll(ops, a.Cost, now, out); !done {
+			s.WouldBlock = true
+			return
+		}
+	} else {
+		b, err = ml.LimitAll(s.ctx(), ops, a.Cost, out)
+	}
+	writeDecision(w, &out[b], err)
+}
+
+// isMultiLimit reports whether RL.LIMIT's arguments (after the command name) carry more
+// than one (limit, window) pair: the fourth is a number where an option would be a word.
+func isMultiLimit(args [][]byte) bool {
+	return len(args) > 3 && len(args[3]) > 0 && args[3][0] >= '0' && args[3][0] <= '9'
+}
+
+// LimitsArgs are the parsed arguments of RL.LIMIT with one or more (limit, window) pairs.
+type LimitsArgs struct {
+	Key       []byte
+	Limits    [engine.MaxLimits]uint64
+	WindowsMs [engine.MaxLimits]int64
+	N         int // pairs in Limits and WindowsMs
+	Cost      uint64
+	Namespace []byte // nil: the default namespace
+}
+
+// ops fills ops with a's tuples of session s and returns how many.
+func (a *LimitsArgs) ops(s *Session, ops []engine.LimitOp) int {
+	for i := 0; i < a.N; i++ {
+		ops[i] = engine.LimitOp{Tuple: s.tuple(a.Key, a.Namespace, a.WindowsMs[i]), Limit: a.Limits[i]}
+	}
+	return a.N
+}
+
+// Errors of the multi-limit form, naming the rule.
+var (
+	errTooManyLimits = fmt.Errorf("ERR at most %d limit and window pairs in one RL.LIMIT", engine.MaxLimits)
+	errLimitNoWindow = errors.New("ERR limit without a window: limits and windows come in pairs")
+)
+
+// errWindowTwice is the error of a window given twice (as equal milliseconds).
+func errWindowTwice(ms int64) error {
+	return fmt.Errorf("ERR window %dms appears twice: each limit needs a window of its own", ms)
+}
+
+// ParseLimits parses "key limit window [limit window ...] [COST n] [NS namespace]": 1 to
+// engine.MaxLimits pairs with distinct windows; pairs end at the first argument that does
+// not start with a digit. Checks run in argument order; the first failure is returned.
+func ParseLimits(args [][]byte) (LimitsArgs, error) {
+	var a LimitsArgs
+	if len(args) < 3 {
+		return a, errSyntax
+	}
+	if err := checkKey(args[0]); err != nil {
+		return a, err
+	}
+	a.Key = args[0]
+	rest := args[1:]
+	for len(rest) > 0 && len(rest[0]) > 0 && rest[0][0] >= '0' && rest[0][0] <= '9' {
+		if a.N == engine.MaxLimits {
+			return a, errTooManyLimits
+		}
+		limit, ok := parseUint(rest[0], engine.MaxLimit)
+		if !ok || limit == 0 {
+			return a, errLimit
+		}
+		if len(rest) < 2 {
+			return a, errLimitNoWindow
+		}
+		w, err := ParseWindow(rest[1])
+		if err != nil {
+			return a, err
+		}
+		for _, seen := range a.WindowsMs[:a.N] {
+			if seen == w {
+				return a, errWindowTwice(w)
+			}
+		}
+		a.Limits[a.N], a.WindowsMs[a.N] = limit, w
+		a.N++
+		rest = rest[2:]
+	}
+	if a.N == 0 {
+		return a, errLimit
+	}
+	var err error
+	a.Cost, a.Namespace, err = parseLimitOptions(rest)
+	return a, err
+}
+
+// parseLimitOptions parses RL.LIMIT's options: [COST n] [NS namespace], in any order,
+// each at most once. Cost defaults to 1.
+func parseLimitOptions(rest [][]byte) (cost uint64, ns []byte, err error) {
+	cost = 1
+	var seenCost, seenNS, ok bool
+	for ; len(rest) > 0; rest = rest[2:] {
+		if len(rest) < 2 {
+			return cost, ns, errSyntax
+		}
+		switch {
+		case bytes.EqualFold(rest[0], []byte("COST")) && !seenCost:
+			seenCost = true
+			if cost, ok = parseUint(rest[1], engine.MaxLimit); !ok {
+				return cost, ns, errCost
+			}
+		case bytes.EqualFold(rest[0], []byte("NS")) && !seenNS:
+			seenNS = true
+			if ns, err = checkNamespace(rest[1]); err != nil {
+				return cost, ns, err
+			}
+		default:
+			return cost, ns, errSyntax
+		}
+	}
+	return cost, ns, nil
+}
+
+// checkLimit is RL.LIMIT's queue-time check (MULTI): either form.
+func checkLimit(args [][]byte) error {
+	if isMultiLimit(args) {
+		_, err := ParseLimits(args)
+		return err
+	}
+	_, err := ParseLimit(args)
+	return err
+}
+
+// limitTxOp is the engine.TxOp of a queued RL.LIMIT's arguments (checked when queued).
+func limitTxOp(s *Session, args [][]byte) engine.TxOp {
+	if !isMultiLimit(args) {
+		a, _ := ParseLimit(args)
+		return engine.TxOp{Tuple: s.tuple(a.Key, a.Namespace, a.WindowMs), Limit: a.Limit, Cost: a.Cost}
+	}
+	a, _ := ParseLimits(args)
+	ops := make([]engine.LimitOp, engine.MaxLimits)
+	n := a.ops(s, ops)
+	return engine.TxOp{Tuple: ops[0].Tuple, Limit: ops[0].Limit, Cost: a.Cost, More: ops[1:n]}
+}
+
+// execLimitMulti runs a queued multi-limit RL.LIMIT (args checked when queued) in a
+// sequential transaction (an edge's) at now where local memory decides it.
+func (d *Dispatcher) execLimitMulti(s *Session, w *resp.Writer, args [][]byte, now int64) {
+	a, _ := ParseLimits(args)
+	ml, ok := d.opt.Limiter.(MultiLimiter)
+	if !ok {
+		w.Error(errNoMulti.Error())
+		return
+	}
+	sc := multiScratches.Get().(*multiScratch)
+	n := a.ops(s, sc.ops[:])
+	ops, out := sc.ops[:n], sc.out[:n]
+	b, done, err := ml.TryLimitAll(ops, a.Cost, now, out)
+	if !done {
+		b, err = ml.LimitAll(s.ctx(), ops, a.Cost, out)
+	}
+	writeDecision(w, &out[b], err)
+	clear(ops)
+	multiScratches.Put(sc)
 }

@@ -41,6 +41,7 @@ type ArgDoc struct {
 	Type     string // key, integer, string, pure-token, block, oneof
 	Token    string
 	Optional bool
+	Multiple bool // may be repeated (COMMAND DOCS flag "multiple")
 	Args     []ArgDoc
 }
 
@@ -48,10 +49,11 @@ func commandTable() []*Command {
 	opt := func(a ArgDoc) ArgDoc { a.Optional = true; return a }
 	rows := []*Command{
 		{Name: "rl.limit", Arity: -4, Flags: flagWrite | flagFast, FirstKey: 1, Group: "ratchet",
-			Summary: "Decides a request against a sliding-window limit and counts it when allowed.",
-			Args: []ArgDoc{{Name: "key", Type: "key"}, {Name: "limit", Type: "integer"}, {Name: "window", Type: "string"},
+			Summary: "Decides a request against one or several sliding-window limits and counts it in all when all allow.",
+			Args: []ArgDoc{{Name: "key", Type: "key"},
+				{Name: "limits", Type: "block", Multiple: true, Args: []ArgDoc{{Name: "limit", Type: "integer"}, {Name: "window", Type: "string"}}},
 				opt(ArgDoc{Name: "cost", Type: "integer", Token: "COST"}), opt(ArgDoc{Name: "namespace", Type: "string", Token: "NS"})},
-			Handler: cmdLimit, Check: func(a [][]byte) error { _, err := ParseLimit(a); return err }},
+			Handler: cmdLimit, Check: checkLimit},
 		{Name: "rl.status", Arity: -3, Flags: flagReadonly | flagFast, FirstKey: 1, Group: "ratchet",
 			Summary: "Reads a tuple's counts without counting.",
 			Args: []ArgDoc{{Name: "key", Type: "key"}, {Name: "window", Type: "string"},
@@ -162,7 +164,7 @@ func writeArgDocs(w *resp.Writer, args []ArgDoc) {
 		if a.Token != "" {
 			n++
 		}
-		if a.Optional {
+		if a.Optional || a.Multiple {
 			n++
 		}
 		if len(a.Args) > 0 {
@@ -177,10 +179,15 @@ func writeArgDocs(w *resp.Writer, args []ArgDoc) {
 			w.BulkString("token")
 			w.BulkString(a.Token)
 		}
-		if a.Optional {
+		if a.Optional || a.Multiple {
 			w.BulkString("flags")
-			w.Array(1)
-			w.Simple("optional")
+			w.Array(int(boolInt(a.Optional) + boolInt(a.Multiple)))
+			if a.Optional {
+				w.Simple("optional")
+			}
+			if a.Multiple {
+				w.Simple("multiple")
+			}
 		}
 		if len(a.Args) > 0 {
 			w.BulkString("arguments")

@@ -115,6 +115,12 @@ import (
 //     forgotten(s) more, as above); restarts as above, per cell. The edges still end with
 //     nothing undelivered.
 //
+// Multi-limit scenarios (issue 22). Each request is a two-limit call (Edge.LimitAll): the
+// tuple's hour and the same key over a day, with a limit of its own (0.5 to 2 times the
+// hour's). The accounting stays the hour's; the limit check is against the tighter
+// limit, so it holds for both windows; after healing, without lossy restarts, the origins
+// count in the day exactly what they count in the hour (all or nothing).
+//
 // Not simulated: concurrency inside one process (two requests of one edge racing on a tuple,
 // a flush racing a request; calls never overlap, so delays stretch the sim's time instead
 // of overlapping); clock skew (one clock for all, so edges and origins roll over at the same
@@ -171,6 +177,11 @@ type simScenario struct {
 	// open, when set, says why the scenario still fails (issue 12): it runs only with
 	// RATCHET_SIM=1.
 	open string
+	// multi: every request is a two-limit RL.LIMIT (Edge.LimitAll) on the tuple and on the
+	// same key over a day, limit2 (drawn apart) apart: the limit check holds for the
+	// tighter of the two, so for every window, and (without lossy restarts) the origins
+	// end with equal counts in both windows: each request counted in both or neither.
+	multi bool
 }
 
 var simAllFaults = simFaults{delay: 0.2, drop: 0.03, lostReply: 0.03, late: 0.03, dup: 0.03,
@@ -205,6 +216,10 @@ var simScenarios = []simScenario{
 	// Every fault, lossy restarts included: 0 of 1000 seeds failed; another seed could fail
 	// as flood does (the seeds a test run draws are fixed, and pass).
 	{name: "rollover-flood", faults: simAllFaults, loadLo: 1.5, loadHi: 4, checkLimit: true, rollover: true, runsDiv: 4},
+	// Several limits in one call (issue 22): floods of two-limit requests.
+	{name: "multi-flood-delays-only", faults: simFaults{delay: 0.2}, loadLo: 1.5, loadHi: 4, checkLimit: true, multi: true},
+	{name: "multi-flood-clean-restarts", faults: simFaults{delay: 0.2, drop: 0.03, lostReply: 0.03, late: 0.03, dup: 0.03,
+		partitions: 3, restarts: 2, kills: 2}, loadLo: 1.5, loadHi: 4, checkLimit: true, multi: true},
 }
 
 // simParams are one seed's draws.
@@ -224,12 +239,17 @@ type simParams struct {
 	// cache drops the tuple before a request (the cold allowance must not be used twice in
 	// a cell for that).
 	coldShare, evict float64
+	// limit2 is the day window's limit of a multi scenario: limit x 0.5 to 2.
+	limit2 uint64
 }
 
 func (p simParams) String() string {
 	w := ""
 	if p.windows > 0 {
 		w = fmt.Sprintf(" (%.2f windows of %d ms)", p.windows, p.windowMs)
+	}
+	if p.limit2 > 0 {
+		w += fmt.Sprintf(", and limit %d over a day", p.limit2)
 	}
 	return fmt.Sprintf("limit %d, %d edges, %d origins, %d requests over %d ms%s, faults x%.2f, delays <= %d ms, cold share %g, evictions %.2f",
 		p.limit, p.edges, p.origins, p.requests, p.spanMs, w, p.intensity, p.maxDelayMs, p.coldShare, p.evict)
@@ -267,6 +287,10 @@ func drawParams(sc simScenario, seed uint64, r *rand.Rand) simParams {
 	cr := rand.New(rand.NewPCG(seed, 0xc01d))
 	p.coldShare = min([]float64{0, 0.001, 0.01, engine.MaxColdShare}[cr.IntN(4)], 0.04/float64(p.edges))
 	p.evict = []float64{0, 0, 0.1, 0.5}[cr.IntN(4)]
+	if sc.multi {
+		mr := rand.New(rand.NewPCG(seed, 0x22))
+		p.limit2 = max(uint64(float64(p.limit)*(0.5+1.5*mr.Float64())), 1)
+	}
 	return p
 }
 
@@ -278,6 +302,7 @@ type simRun struct {
 	rng     *rand.Rand
 	clock   *engine.ManualClock
 	tuple   engine.Tuple
+	tuple2  engine.Tuple // multi: the same key over a day
 	seq     int64
 	origins []*simOrigin
 	slots   []*simEdge // the edge now running in each slot
@@ -442,6 +467,7 @@ func newSimRun(sc simScenario, seed uint64, trace func(string, ...any)) *simRun 
 	s := &simRun{sc: sc, p: drawParams(sc, seed, rng), rng: rng, clock: engine.NewManualClock(simStartMs),
 		log: slog.New(slog.DiscardHandler), trace: trace}
 	s.tuple = engine.Tuple{Workspace: "default", Namespace: "sim", Key: []byte("flood"), WindowMs: s.p.windowMs}
+	s.tuple2 = engine.Tuple{Workspace: "default", Namespace: "sim", Key: []byte("flood"), WindowMs: 86_400_000} // simStartMs's day starts with its hour
 	s.seq = simStartMs / s.p.windowMs
 	if sc.rollover {
 		s.cellAdmitted, s.worstW = map[int64]uint64{}, map[int64]uint64{}
@@ -816,7 +842,16 @@ func (s *simRun) request(slot int) {
 		se.edge.cache.Del(maphash.Bytes(se.edge.seed, engine.AppendKey(nil, s.tuple)))
 		se.edge.cache.Wait()
 	}
-	d, err := se.edge.Limit(context.Background(), s.tuple, s.p.limit, 1)
+	var d engine.Decision
+	var err error
+	if s.sc.multi {
+		var out [2]engine.Decision
+		var b int
+		b, err = se.edge.LimitAll(context.Background(), []engine.LimitOp{{Tuple: s.tuple, Limit: s.p.limit}, {Tuple: s.tuple2, Limit: s.p.limit2}}, 1, out[:])
+		d = out[b]
+	} else {
+		d, err = se.edge.Limit(context.Background(), s.tuple, s.p.limit, 1)
+	}
 	// The instant of the decision: the origin's when it decided a hand-off, else now (the
 	// edge reads the clock again after each call it waits on, and decides after the last).
 	at := s.clock.NowMs()
@@ -990,9 +1025,20 @@ func (s *simRun) check() {
 		s.failf("quiescence: origins count %d, want %d = admitted %d - lost by kills %d - forgotten by lossy restarts %d + phantom hand-offs %d, or up to forgotten more (runs admitted/applied: %s)",
 			counted, want, s.admitted, s.lost, s.forgotten, s.phantom, strings.Join(runs, ", "))
 	}
-	if allow := s.p.limit*102/100 + s.lost + s.forgotten; s.sc.checkLimit && s.admitted > allow {
+	limit := s.p.limit
+	if s.sc.multi {
+		limit = min(limit, s.p.limit2) // within the tighter limit is within every window's
+		var counted2 uint64
+		for _, o := range s.origins {
+			counted2 += o.eng.Status(s.tuple2).CurrentRegional
+		}
+		if s.sc.faults.lossy == 0 && counted2 != counted {
+			s.failf("multi: origins count %d in the hour and %d in the day: a request counted in one window only", counted, counted2)
+		}
+	}
+	if allow := limit*102/100 + s.lost + s.forgotten; s.sc.checkLimit && s.admitted > allow {
 		s.failf("limit: admitted %d > %d = floor(1.02 x %d) + lost by kills %d + forgotten %d (%.2fx the limit)",
-			s.admitted, allow, s.p.limit, s.lost, s.forgotten, float64(s.admitted)/float64(s.p.limit))
+			s.admitted, allow, limit, s.lost, s.forgotten, float64(s.admitted)/float64(limit))
 	}
 	if s.sc.checkAll && s.denied > 0 {
 		s.failf("under-limit: %d of %d requests denied; first: %s", s.denied, s.p.requests, s.firstDenial)
@@ -1111,6 +1157,9 @@ func runSim(sc simScenario, seed uint64, trace func(string, ...any)) simResult {
 		}
 	}
 	over := float64(int64(s.admitted)-int64(s.lost)-int64(s.forgotten)) / float64(s.p.limit)
+	if sc.multi {
+		over = float64(int64(s.admitted)-int64(s.lost)-int64(s.forgotten)) / float64(min(s.p.limit, s.p.limit2))
+	}
 	if sc.rollover {
 		over = s.over
 	}

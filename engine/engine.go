@@ -332,6 +332,10 @@ type TxOp struct {
 	Limit uint64
 	Cost  uint64
 	Read  bool
+	// More are the further limits of a multi-limit decision (LimitMulti), decided with
+	// Tuple's at the same instant and counted with it in all or none; the result is the
+	// binding one's (Binding).
+	More []LimitOp
 }
 
 // TxResult is the outcome of one TxOp: Decision and Err (as Limit's) for a decision,
@@ -349,27 +353,30 @@ type TxResult struct {
 // holder of a shard lock (requests, sweeps, snapshots) holds one at a time. out[i]
 // receives the result of ops[i]; len(out) must be at least len(ops).
 func (e *Engine) Transact(ops []TxOp, out []TxResult) {
-	type located struct {
-		sh  *shard
-		h   uint32
-		key []byte
-	}
 	at := make([]located, len(ops))
+	var more [][]located // a multi-limit op's tuples, Tuple's first (made at the first)
 	var keys []byte
 	var want [shardCount]bool
 	for i, op := range ops {
 		start := len(keys)
 		keys = AppendKey(keys, op.Tuple)
-		at[i].key = keys[start:len(keys):len(keys)] // capped: a later append copies, never overwrites
-		idx, h := e.store.locateIndex(at[i].key)
-		at[i].sh, at[i].h = &e.store.shards[idx], h
-		want[idx] = true
-	}
-	for i := range want {
-		if want[i] {
-			e.store.shards[i].mu.Lock()
+		// Capped: a later append that grows keys copies it, never overwrites this one.
+		at[i] = e.locate(keys[start:len(keys):len(keys)], op.Tuple.WindowMs)
+		want[at[i].idx] = true
+		if len(op.More) > 0 {
+			if more == nil {
+				more = make([][]located, len(ops))
+			}
+			more[i] = append(make([]located, 0, 1+len(op.More)), at[i])
+			for _, m := range op.More {
+				start := len(keys)
+				keys = AppendKey(keys, m.Tuple)
+				more[i] = append(more[i], e.locate(keys[start:len(keys):len(keys)], m.Tuple.WindowMs))
+				want[more[i][len(more[i])-1].idx] = true
+			}
 		}
 	}
+	e.lockShards(&want)
 	now := e.clock.NowMs()
 	for i, op := range ops {
 		a := at[i]
@@ -378,15 +385,15 @@ func (e *Engine) Transact(ops []TxOp, out []TxResult) {
 			out[i].Status.read(a.sh.lookup(a.h, a.key))
 			continue
 		}
-		var cc CellCounts
 		out[i] = TxResult{}
+		if len(op.More) > 0 {
+			out[i].Decision, out[i].Err = e.decideMoreLocked(more[i], op, now)
+			continue
+		}
+		var cc CellCounts
 		out[i].Err = e.decideLocked(a.sh, a.h, a.key, op.Tuple.WindowMs, op.Limit, op.Cost, 0, now, &out[i].Decision, &cc)
 	}
-	for i := len(want) - 1; i >= 0; i-- {
-		if want[i] {
-			e.store.shards[i].mu.Unlock()
-		}
-	}
+	e.unlockShards(&want)
 	for i, op := range ops {
 		switch {
 		case op.Read:

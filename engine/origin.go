@@ -468,26 +468,12 @@ func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts
 	var d Decision
 	var cc CellCounts
 	sh.mu.Lock()
-	ent := sh.lookup(h, r.Key)
-	if ent != nil {
-		ent.settle()
-	}
-	ls := e.leases(sh, h, r.Key, ent, false)
-	if gr := ls.grantOf(run, now, false); gr != nil && r.Return != 0 && r.Return == gr.seq {
-		// What the edge gave back: it holds only what it accepted and has not replayed.
-		gr.g = max(gr.spent, min(gr.g, satAdd(gr.spent, extra)))
-		e.markDirty() // leases are saved too
-	}
+	extra = e.handedReserve(sh, h, r.Key, run, r.Return, r.Limit, extra, now)
 	if r.Deadline > 0 && now >= r.Deadline { // the edge gives up at its deadline's instant
 		// The edge gave up on this answer (it has refused the request): count nothing.
 		sh.mu.Unlock()
 		return Decision{Limit: r.Limit, RetryAfterMs: 1, ResetAfterMs: t.WindowMs - elapsed}, CellCounts{Seq: seq}, meta, nil
 	}
-	// Every lease counts as used: the other runs' may be spent at any moment, and this
-	// run's covers its cost not replayed yet (or Pending and Inflight do, when more).
-	// So do the edges' cold allowances (cold.go).
-	others, own := ls.reserved(run, now)
-	extra = satAdd(satAdd(others, e.coldReserve(r.Limit)), max(own, extra))
 	err = e.decideLocked(sh, h, r.Key, t.WindowMs, r.Limit, r.Cost, extra, now, &d, &cc)
 	if err == nil && cc.Seq == seq {
 		cc.LeaseLeft, cc.LeaseSeq = e.lease(sh, h, r.Key, sh.lookup(h, r.Key), run, LeaseRequest{Limit: r.Limit, Want: r.Want}, t.WindowMs, now, meta.Edges)
@@ -500,6 +486,26 @@ func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts
 	meta.Hand = run.hands.Add(1) // under apply: a save reads it before the cells (Runs)
 	e.decisions.Add(uint64(h), d.Allowed)
 	return d, cc, meta, nil
+}
+
+// handedReserve applies a hand-off's lease return (ret, the edge's lease sequence; 0:
+// none) to key's grant of run (sh.mu held), and returns what a decision of the hand-off
+// counts as used but does not add: every lease, since the other runs' may be spent at any
+// moment and run's covers its cost not replayed yet (or extra does, the edge's pending
+// and unapplied in-flight cost, when more), and the edges' cold allowances (cold.go).
+func (e *Engine) handedReserve(sh *shard, h uint32, key []byte, run *runMarks, ret, limit, extra uint64, now int64) uint64 {
+	ent := sh.lookup(h, key)
+	if ent != nil {
+		ent.settle()
+	}
+	ls := e.leases(sh, h, key, ent, false)
+	if gr := ls.grantOf(run, now, false); gr != nil && ret != 0 && ret == gr.seq {
+		// What the edge gave back: it holds only what it accepted and has not replayed.
+		gr.g = max(gr.spent, min(gr.g, satAdd(gr.spent, extra)))
+		e.markDirty() // leases are saved too
+	}
+	others, own := ls.reserved(run, now)
+	return satAdd(satAdd(others, e.coldReserve(limit)), max(own, extra))
 }
 
 // LocalOrigin serves an Edge from an Engine in the same process: the in-memory Origin of
@@ -524,4 +530,9 @@ func (o LocalOrigin) Replay(_ context.Context, b ReplayBatch) ([]CellCounts, Ori
 // Decide implements Origin.
 func (o LocalOrigin) Decide(_ context.Context, r DecideRequest) (Decision, CellCounts, OriginMeta, error) {
 	return o.Engine.ServeDecide(o.Node, r)
+}
+
+// DecideMulti implements MultiOrigin.
+func (o LocalOrigin) DecideMulti(_ context.Context, r DecideMultiRequest) ([]Decision, []CellCounts, OriginMeta, error) {
+	return o.Engine.ServeDecideMulti(o.Node, r)
 }

@@ -307,6 +307,30 @@ func (c *Client) Decide(ctx context.Context, r engine.DecideRequest) (engine.Dec
 	return d, cc, meta, nil
 }
 
+// DecideMulti hands a multi-limit decision to the origin, which decides it at one instant
+// and counts it in all its tuples or none (RL.INTERNAL.DECIDEMULTI). It returns each item's
+// decision and counts after it, in the request's order.
+func (c *Client) DecideMulti(ctx context.Context, r engine.DecideMultiRequest) ([]engine.Decision, []engine.CellCounts, engine.OriginMeta, error) {
+	if len(r.Items) == 0 || len(r.Items) > engine.MaxLimits {
+		return nil, nil, engine.OriginMeta{}, c.wrap("decide", ErrTooLarge)
+	}
+	for _, it := range r.Items {
+		if len(it.Key) > maxKeyBytes {
+			return nil, nil, engine.OriginMeta{}, c.wrap("decide", ErrTooLarge)
+		}
+	}
+	cl := c.getCall(opDecideMulti)
+	ds, ccs := make([]engine.Decision, len(r.Items)), make([]engine.CellCounts, len(r.Items))
+	cl.decs, cl.counts = ds, ccs
+	err := c.roundTrip(ctx, cl, func(b []byte) []byte { return wire.AppendDecideMulti(b, r) })
+	if err != nil {
+		return nil, nil, engine.OriginMeta{}, c.wrap("decide", err)
+	}
+	meta := cl.meta
+	c.putCall(cl)
+	return ds, ccs, meta, nil
+}
+
 // Forward has the origin run a command for one of the edge's clients (RL.INTERNAL.FORWARD
 // proto workspace arg...): a command whose state only the origin holds (the counter
 // keyspace, CL.THROTTLE, the limiter scripts). The result is the command's reply, encoded

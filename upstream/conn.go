@@ -30,6 +30,7 @@ const (
 	opRead opKind = iota + 1
 	opReplay
 	opDecide
+	opDecideMulti
 	opForward
 	opPublish // a peer origin's RL.INTERNAL.PUBLISH (package replication)
 	opPing
@@ -46,6 +47,7 @@ type call struct {
 	counts []engine.CellCounts // read, replay: allocated by the caller with Seq set; filled
 	dec    engine.Decision     // decide
 	cc     engine.CellCounts   // decide
+	decs   []engine.Decision   // decide multi: allocated by the caller, with counts as long
 	raw    []byte              // forward: the reply, encoded for the client
 }
 

@@ -266,6 +266,18 @@ func canned(args []string) answer {
 		wire.WriteDecideReply(&w, dec, engine.CellCounts{Seq: 17, CurRegional: r.Pending, CurImported: r.Inflight,
 			PrevRegional: r.InflightBatch, PrevImported: r.Cost, LeaseLeft: r.Want, LeaseSeq: r.Return},
 			engine.OriginMeta{Edges: 5, Applied: 6, LeaseTTLMs: 7000, Boot: cannedBoot, Now: r.Deadline})
+	case wire.CmdDecideMulti:
+		var r engine.DecideMultiRequest
+		if r, err = wire.ParseDecideMulti(argv); err != nil {
+			break
+		}
+		ds, ccs := make([]engine.Decision, len(r.Items)), make([]engine.CellCounts, len(r.Items))
+		for i, it := range r.Items {
+			ds[i] = engine.Decision{Allowed: r.Cost <= it.Limit, Limit: it.Limit, Remaining: it.Limit - min(it.Limit, r.Cost), ResetAfterMs: int64(i)}
+			ccs[i] = engine.CellCounts{Seq: int64(i), CurRegional: it.Pending, CurImported: it.Inflight, PrevRegional: r.InflightBatch,
+				LeaseLeft: it.Want, LeaseSeq: it.Return}
+		}
+		wire.WriteDecideMultiReply(&w, ds, ccs, engine.OriginMeta{Edges: 4, Applied: 2, LeaseTTLMs: 7000, Boot: cannedBoot, Now: r.Deadline, Hand: 9})
 	default:
 		w.Error("ERR unknown command '" + args[0] + "'")
 	}

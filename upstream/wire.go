@@ -51,6 +51,8 @@ func (cl *call) decode(rep resp.Reply) error {
 		cl.meta, err = wire.ParseCountsReply(rep.Ints, cl.counts)
 	case opDecide:
 		cl.dec, cl.cc, cl.meta, err = wire.ParseDecideReply(rep.Ints)
+	case opDecideMulti:
+		cl.meta, err = wire.ParseDecideMultiReply(rep.Ints, cl.decs, cl.counts)
 	}
 	if err != nil {
 		return fmt.Errorf("%w: %w", errProtocol, err)

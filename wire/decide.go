@@ -62,6 +62,13 @@ func ParseDecide(args [][]byte) (engine.DecideRequest, error) {
 func WriteDecideReply(w *resp.Writer, dec engine.Decision, cc engine.CellCounts, meta engine.OriginMeta) {
 	w.Array(decideReplyInts)
 	writeMeta(w, meta)
+	writeDecision(w, dec)
+	writeCellCounts(w, cc)
+}
+
+// writeDecision writes a decision's five integers: allowed, limit, remaining,
+// retry_after_ms, reset_after_ms.
+func writeDecision(w *resp.Writer, dec engine.Decision) {
 	allowed := int64(0)
 	if dec.Allowed {
 		allowed = 1
@@ -71,7 +78,16 @@ func WriteDecideReply(w *resp.Writer, dec engine.Decision, cc engine.CellCounts,
 	w.Int(clampInt(dec.Remaining))
 	w.Int(dec.RetryAfterMs)
 	w.Int(dec.ResetAfterMs)
-	writeCellCounts(w, cc)
+}
+
+// parseDecision reads a decision's five integers.
+func parseDecision(d []int64) (engine.Decision, error) {
+	allowed, limit, remaining, retry, reset := d[0], d[1], d[2], d[3], d[4]
+	if allowed < 0 || allowed > 1 || limit < 0 || remaining < 0 || retry < -1 || reset < 0 {
+		return engine.Decision{}, fmt.Errorf("%w: decision out of range", ErrReply)
+	}
+	return engine.Decision{Allowed: allowed == 1, Limit: uint64(limit), Remaining: uint64(remaining),
+		RetryAfterMs: retry, ResetAfterMs: reset}, nil
 }
 
 // ParseDecideReply decodes the integers of a reply to RL.INTERNAL.DECIDE.
@@ -89,14 +105,11 @@ func ParseDecideReply(v []int64) (engine.Decision, engine.CellCounts, engine.Ori
 		return dec, cc, meta, err
 	}
 	d := v[metaInts:]
-	allowed, limit, remaining, retry, reset := d[0], d[1], d[2], d[3], d[4]
-	if allowed < 0 || allowed > 1 || limit < 0 || remaining < 0 || retry < -1 || reset < 0 {
-		return dec, cc, meta, fmt.Errorf("%w: decide reply out of range", ErrReply)
+	if dec, err = parseDecision(d[:5]); err != nil {
+		return engine.Decision{}, cc, meta, err
 	}
 	if err := parseCellCounts(d[5:], &cc); err != nil {
-		return dec, cc, meta, err
+		return engine.Decision{}, cc, meta, err
 	}
-	dec = engine.Decision{Allowed: allowed == 1, Limit: uint64(limit), Remaining: uint64(remaining),
-		RetryAfterMs: retry, ResetAfterMs: reset}
 	return dec, cc, meta, nil
 }
