@@ -75,8 +75,8 @@ func (e *Edge) limitAll(ctx context.Context, ops []engine.LimitOp, cost uint64, 
 	m.ts, m.order = m.tsBuf[:n], m.orderBuf[:n]
 	slices.SortFunc(m.order, func(a, b int) int { return bytes.Compare(m.ts[a].key, m.ts[b].key) })
 	for attempt := 0; ; attempt++ {
-		if !m.entries(mayWait) {
-			return 0, false, nil
+		if ok, err := m.entries(ctx, mayWait); !ok || err != nil {
+			return 0, err != nil, err
 		}
 		m.lock()
 		stale := m.stale(now)
@@ -122,8 +122,8 @@ func (m *multi) release() {
 // entries finds the entry of every tuple that has none yet (a read gave the others
 // theirs, as Limit decides on the entry its read returned); without mayWait, a missing
 // one ends the request (false). With it, a missing one is made (cold: stale, so it is
-// read next).
-func (m *multi) entries(mayWait bool) bool {
+// read next), in the key's flight (entryOf); err is ctx's when it ended meanwhile.
+func (m *multi) entries(ctx context.Context, mayWait bool) (ok bool, err error) {
 	for i := range m.ts {
 		t := &m.ts[i]
 		if t.le != nil {
@@ -131,12 +131,32 @@ func (m *multi) entries(mayWait bool) bool {
 		}
 		if t.le = m.e.lookup(t.l, t.key); t.le == nil {
 			if !mayWait {
-				return false
+				return false, nil
 			}
-			t.le = m.e.create(t.l, string(t.key), t.w)
+			if t.le, err = m.e.entryOf(ctx, t.l, t.key, t.w); err != nil {
+				return false, err
+			}
 		}
 	}
-	return true
+	return true, nil
+}
+
+// entryOf returns the entry of key, making it when there is none, in the key's flight
+// (as refresh's read): two requests that find no entry at the same moment get one entry,
+// not one each. Two entries of a key would each take in the run's one lease of the tuple
+// from their reads and each spend it, admitting beyond the limit (the origin reserves
+// the lease once). The result is nil only with ctx's error.
+func (e *Edge) entryOf(ctx context.Context, l *originLink, key []byte, window int64) (*localEntry, error) {
+	le, err := e.flight.do(ctx, string(key), func() (*localEntry, error) {
+		if le := e.lookup(l, key); le != nil {
+			return le, nil
+		}
+		return e.create(l, string(key), window), nil
+	})
+	if le == nil {
+		return nil, fmt.Errorf("edge: waiting for the entry of a tuple: %w", err)
+	}
+	return le, nil // err is a shared read's failure: the entry it returns is the key's all the same
 }
 
 func (m *multi) lock() {

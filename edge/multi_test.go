@@ -351,3 +351,34 @@ func TestEdgeMultiSplitOrigins(t *testing.T) {
 	}
 	t.Logf("admitted %d of 200 with limits 30 and 50 on two origins", admitted)
 }
+
+// TestEdgeMultiColdOneEntry: requests of one edge that arrive at once on a cold
+// multi-limit key share one entry per tuple. Two entries of a tuple would each take in the
+// run's one lease from their reads and each spend it (TestEdgeMultiConcurrent then
+// admitted beyond the limit). Every request is admitted here, in its tuples' entries, and
+// nothing is replayed: each entry holding admitted cost stays in the replay set, so a
+// duplicate shows in its size.
+func TestEdgeMultiColdOneEntry(t *testing.T) {
+	r := newEdgeRig(t, t0+100, 1, edge.Config{})
+	e := r.edges[0]
+	const keys, callers = 50, 8
+	for k := 0; k < keys; k++ {
+		name := fmt.Sprintf("cold:%d", k)
+		ops := []engine.LimitOp{{Tuple: tup(name, 1000), Limit: 500}, {Tuple: tup(name, 60_000), Limit: 300}}
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for c := 0; c < callers; c++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				edgeLimitAll(t, e, ops, 1, t0+100)
+			}()
+		}
+		close(start)
+		wg.Wait()
+	}
+	if st := e.Stats(); st.Allowed != keys*callers || st.ReplayPending != 2*keys {
+		t.Fatalf("%d of %d admitted, in %d entries for %d tuples; want all, in one entry each", st.Allowed, keys*callers, st.ReplayPending, 2*keys)
+	}
+}

@@ -170,6 +170,11 @@ func TestReadmeTwoLimits(t *testing.T) {
 	origin := start(t)
 	rdb := origin.client(t, &redis.Options{MaxRetries: -1})
 	ctx := context.Background()
+	// The refusal comes from the second's limit (10), with at most 10 admitted in the
+	// current cell. Its retry_after can exceed the second: when those 10 are all in the
+	// current cell, they weigh fully until it ends (up to 1000 ms away), then decay through
+	// the next one, where the 11th passes once 10 x (1 - e/1000) + 1 <= 10, at e = 100 ms.
+	const maxRetry = 1100 * time.Millisecond
 	admitted, refused := 0, false
 	for i := 0; i < 1000 && !refused; i++ {
 		ok, retry, err := goRedisTwoLimits(ctx, rdb, "7")
@@ -178,8 +183,8 @@ func TestReadmeTwoLimits(t *testing.T) {
 		}
 		if ok {
 			admitted++
-		} else if retry <= 0 || retry > time.Second {
-			t.Fatalf("refused with retry after %v; want within the second", retry)
+		} else if retry <= 0 || retry > maxRetry {
+			t.Fatalf("refused with retry after %v; want at most %v", retry, maxRetry)
 		} else {
 			refused = true
 		}
