@@ -114,8 +114,12 @@ func parseHIncrBy(args [][]byte) kvReq {
 }
 
 func parseHIncrByFloat(args [][]byte) kvReq {
-	if _, ok := keyspace.ParseLongDouble(args[3]); !ok {
+	f, ok := keyspace.ParseLongDouble(args[3])
+	if !ok {
 		return fail(keyspace.ErrNotFloat)
+	}
+	if f.IsInf() { // as hincrbyfloatCommand: before the key is looked at
+		return kvReq{err: "ERR value is NaN or Infinity"}
 	}
 	return onKey(args, func(tx *keyspace.Tx, base int, w *resp.Writer) {
 		v, err := tx.HIncrByFloat(base, args[2], args[3])

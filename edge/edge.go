@@ -879,7 +879,7 @@ func (e *Edge) handOff(ctx context.Context, l *originLink, le *localEntry, req e
 	}
 	le.mu.Lock()
 	e.mergeAnswer(l, le, cc, meta, sent, now)
-	if !d.Allowed {
+	if !d.Allowed && d.RetryAfterMs >= 0 { // cost > limit changes nothing, not even strict mode
 		e.enterStrict(le, cc.Seq, le.window)
 	}
 	le.mu.Unlock()

@@ -43,16 +43,25 @@ func ColdAllowance(limit uint64, ppm int64) uint64 {
 }
 
 // grantCold grants run the cold allowance until the end of a lease granted now, and
-// returns its ppm (nodes.mu held). It recounts the runs whose allowance may be held before
-// the reply leaves, so every decision made after the run can use it counts it.
+// returns its ppm (nodes.mu held). When run did not hold one, it recounts the runs whose
+// allowance may be held before the reply leaves, so every decision made after the run can
+// use it counts it; otherwise at most once a second (coldRecountMs), for the runs whose
+// allowance ended: a count that lags only holds back more than it must.
 func (e *Engine) grantCold(run *runMarks, now int64) int64 {
 	if e.coldPPM == 0 || run == nil || run.superseded.Load() {
 		return 0
 	}
+	held := run.coldHeld(now)
 	run.coldUntil = max(run.coldUntil, now+e.leaseTTLMs+leaseGraceMs)
-	e.countCold(now)
+	if !held || now-e.coldCountedMs >= coldRecountMs {
+		e.countCold(now)
+	}
 	return e.coldPPM
 }
+
+// coldRecountMs is how often a grant to a run that holds its allowance already recounts the
+// runs (countCold walks every run the origin remembers).
+const coldRecountMs = 1000
 
 // countCold recounts the runs whose cold allowance may be held at now (nodes.mu held).
 func (e *Engine) countCold(now int64) {
@@ -63,6 +72,7 @@ func (e *Engine) countCold(now int64) {
 		}
 	}
 	e.coldRuns.Store(n)
+	e.coldCountedMs = now
 }
 
 // coldHeld reports whether run's cold allowance may still be spent, or spent and not

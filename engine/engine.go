@@ -63,12 +63,13 @@ type Engine struct {
 
 	kv *keyspace.KV // the counter keyspace, within the same --max-memory
 
-	leaseTTLMs int64
-	leaseSeq   atomic.Uint64 // the last lease sequence handed out; starts from the boot time
-	boot       int64         // ms at New: names this run of the origin in replies
-	snapshots  bool          // Config.Snapshots
-	coldPPM    int64         // Config.ColdShare in millionths
-	coldRuns   atomic.Int64  // edge runs whose cold allowance may be held, as last counted (cold.go)
+	leaseTTLMs    int64
+	leaseSeq      atomic.Uint64 // the last lease sequence handed out; starts from the boot time
+	boot          int64         // ms at New: names this run of the origin in replies
+	snapshots     bool          // Config.Snapshots
+	coldPPM       int64         // Config.ColdShare in millionths
+	coldRuns      atomic.Int64  // edge runs whose cold allowance may be held, as last counted (cold.go)
+	coldCountedMs int64         // when countCold last ran (nodes.mu)
 }
 
 // New returns an Engine reading time from clock.

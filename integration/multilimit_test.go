@@ -83,11 +83,11 @@ func TestMultiLimitFlood(t *testing.T) {
 	ec := clients(t, edges, &redis.Options{PoolSize: 8})
 	oc := origin.client(t, nil)
 	waitEdgesKnown(t, ec, 1, 3)
-	short, shortMs := liveWindow(t, 30*time.Second, "1h", "2h", "3h")
-	long, _ := liveWindow(t, 30*time.Second, "1d", "2d", "3d")
 	const tight, loose, total = 300, 500, 1200
 
-	heavy.Lock()
+	heavy.Lock() // before the windows are chosen: the lock may be held for longer than their margin
+	short, shortMs := liveWindow(t, 30*time.Second, "1h", "2h", "3h")
+	long, _ := liveWindow(t, 30*time.Second, "1d", "2d", "3d")
 	seq := time.Now().UnixMilli() / shortMs
 	var admitted, errs atomic.Int64
 	var wg sync.WaitGroup

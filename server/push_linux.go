@@ -48,6 +48,9 @@ func (l *loop) takePushed(now time.Time) {
 		if l.conns[int32(c.fd)] != c || p.gen != c.pushGen {
 			continue
 		}
+		if c.away { // its goroutine's replies go first: resume writes the pushes after them
+			continue
+		}
 		if c.holding { // after the replies it was served before the push
 			l.later = append(l.later, p)
 			continue
@@ -68,7 +71,7 @@ func (l *loop) takePushed(now time.Time) {
 func (l *loop) pushAfterHeld(now time.Time) {
 	for i, p := range l.later {
 		l.later[i] = pushedConn{}
-		if c := p.c; l.conns[int32(c.fd)] == c && p.gen == c.pushGen && len(c.out) == 0 {
+		if c := p.c; l.conns[int32(c.fd)] == c && p.gen == c.pushGen && !c.away && len(c.out) == 0 {
 			l.flushPushes(c, now)
 		}
 	}
