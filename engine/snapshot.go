@@ -84,16 +84,16 @@ func (e *Engine) Tuples(yield func(TupleRecord) bool) {
 		// depend on each other, so the CPU fetches many side structs at once, where the
 		// pass below would wait for each in turn (most are not in cache).
 		n := 0
-		for j := range sh.slots {
-			if sd := sh.slots[j].ent.side; sd != nil {
+		for j := range sh.n {
+			if sd := sh.at(j).ent.side; sd != nil {
 				n += len(sd.leases.grants)
 			}
 		}
 		leases = slices.Grow(leases, n)
 		named := !e.regions.empty() // read under the shard's lock
-		for j := range sh.slots {
-			sl := &sh.slots[j]
-			key := sl.key()
+		for j := range sh.n {
+			sl := sh.at(j)
+			key := sh.keyOf(sl)
 			t := tupleAt{cells: span{len(cells), 0}, leases: span{len(leases), 0}}
 			if w := windowOfKey(key); w > 0 {
 				for k := range sl.ent.cells {

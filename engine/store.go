@@ -26,34 +26,37 @@ import (
 // than seq-1; nothing else ever removes a cell, so a live cell is never forgotten.
 //
 // Layout (table.go): each shard is an open-addressing table whose entries live inline in
-// one dense array, with their keys when short (nearly all are), so a lookup touches the
-// index bucket and one slot (the key and the cells side by side), and an entry with a short
-// key costs no allocation of its own. A cell keeps inline only what decisions read
+// chunks of slots outside the Go heap, with their keys when short (nearly all are), so a
+// lookup touches the index bucket and one slot (the key and the cells side by side), an
+// entry with a short key costs no allocation of its own, and the garbage collector neither
+// scans the store nor doubles its memory. A cell keeps inline only what decisions read
 // (sequence, regional, imported) and the lowest limit seen (the publication threshold);
 // what only replication uses (the count last published, the foreign components) lives in
 // a side struct that an entry allocates when replication or imports first touch it.
 //
 // Pointers: a *entry (and a *cell in it) found in a shard is valid only while that shard's
-// lock is held and nothing is inserted into or deleted from the shard: an insert may move
-// the dense array, and a delete (sweep only) moves the last entry into the hole. Every
-// caller looks up, optionally inserts (then uses the pointer insert returned), changes the
+// lock is held and nothing is inserted into or deleted from the shard: a delete (sweep
+// only) moves the last entry into the hole and may free a chunk, and an insert is left
+// free to move entries (today's chunks never do). Every caller looks up, optionally inserts (then uses the pointer insert returned), changes the
 // entry and unlocks, without keeping the pointer. The same holds for a slot's key string
-// (slot.key aliases the slot's bytes); eachLive hands its callback keys of its own.
+// (shard.keyOf aliases the slot's bytes); eachLive hands its callback keys of its own.
 
 const shardCount = 256
 
-// entryOverhead estimates the bytes one tuple costs: its share of the dense array (a
-// 120-byte slot, key included up to keyInline bytes, with growth slack) and of the index
-// (8-byte buckets at a load between 0.4 and 0.8). tupleBytes adds a long key's heap bytes.
-// They only feed the --max-memory bound; BenchmarkMemory measures the real figure.
-const entryOverhead = 146
+// entryOverhead estimates the bytes one tuple costs: its 112-byte slot (key included up to
+// keyInline bytes), its share of the index (4-byte buckets at a load between 0.4 and 0.8:
+// at most 10 bytes) and of the last, partly touched page of its chunk. The chunks and the
+// index are outside the Go heap, so this is what the process's memory grows by (no
+// collector headroom on top). tupleBytes adds a long key's heap bytes. They only feed the
+// --max-memory bound; BenchmarkMemory measures the real figure.
+const entryOverhead = 124
 
 // tupleBytes estimates the bytes a tuple whose key has n bytes costs.
 func tupleBytes(n int) int64 {
 	if n <= keyInline {
 		return entryOverhead
 	}
-	return entryOverhead + int64(n+15)&^15 // the key's string, as the allocator rounds it
+	return entryOverhead + 16 + int64(n+15)&^15 // the key's string header in the shard's longs, and its bytes as the allocator rounds them
 }
 
 // sideBytes estimates the bytes of an entry's side struct; componentBytes those of one
@@ -192,10 +195,18 @@ func (e *entry) held() int64 {
 	return n
 }
 
-// sideOf returns ent's side struct, allocating it.
+// sideOf returns ent's side struct, allocating it. The slot holding ent is outside the Go
+// heap: the store's sides set keeps the struct alive (table.go).
 func (s *store) sideOf(ent *entry) *entrySide {
 	if ent.side == nil {
-		ent.side = new(entrySide)
+		sd := new(entrySide)
+		s.sidesMu.Lock()
+		if s.sides == nil {
+			s.sides = make(map[*entrySide]struct{})
+		}
+		s.sides[sd] = struct{}{}
+		s.sidesMu.Unlock()
+		ent.side = sd
 		s.bytes.Add(sideBytes)
 	}
 	return ent.side
@@ -217,6 +228,9 @@ func (s *store) clearCell(ent *entry, i int) {
 func (s *store) freeSideIfEmpty(ent *entry) {
 	if ent.side != nil && ent.side.empty() {
 		s.bytes.Add(-sideBytes)
+		s.sidesMu.Lock()
+		delete(s.sides, ent.side)
+		s.sidesMu.Unlock()
 		ent.side = nil
 	}
 }
@@ -310,14 +324,21 @@ func (s *store) dropBefore(ent *entry, seq int64) int64 {
 type store struct {
 	shards   [shardCount]shard // first: 64-byte shards start on cache lines
 	seed     maphash.Seed
+	hash     func(string) uint32 // a key's hash in its shard (hashInShard)
 	maxBytes int64
 	bytes    atomic.Int64 // estimated bytes of all entries
 	cells    atomic.Int64 // occupied cell slots
 	tuples   atomic.Int64
+	// sides holds every side struct an entry points to: the collector does not see the
+	// pointers in the slots (table.go).
+	sidesMu sync.Mutex
+	sides   map[*entrySide]struct{}
 }
 
 func newStore(maxBytes int64) *store {
-	return &store{seed: maphash.MakeSeed(), maxBytes: maxBytes}
+	s := &store{seed: maphash.MakeSeed(), maxBytes: maxBytes}
+	s.hash = func(k string) uint32 { return hashInShard(s.seed, k) }
+	return s
 }
 
 // locate returns the shard of key and the hash that places it in the shard's table.
@@ -336,7 +357,7 @@ func (s *store) locateIndex(key []byte) (int, uint32) {
 // lookup returns the entry of key (locked shard sh, hash h from locate), or nil.
 func (sh *shard) lookup(h uint32, key []byte) *entry {
 	if i := sh.find(h, key); i >= 0 {
-		return &sh.slots[i].ent
+		return &sh.at(i).ent
 	}
 	return nil
 }
@@ -350,8 +371,12 @@ func (s *store) insert(sh *shard, h uint32, key []byte, force bool) (*entry, err
 		s.bytes.Add(-size)
 		return nil, ErrFull
 	}
-	i := sh.add(h, key)
-	ent := &sh.slots[i].ent
+	i := sh.add(s.hash, h, key)
+	if i < 0 { // the shard holds maxSlots: not before the process is out of memory
+		s.bytes.Add(-size)
+		return nil, ErrFull
+	}
+	ent := &sh.at(i).ent
 	ent.reset()
 	s.tuples.Add(1)
 	return ent, nil
@@ -376,9 +401,9 @@ func (s *store) eachLive(nowMs int64, fn func(key string, ent *entry, i int) boo
 func (s *store) liveIn(sh *shard, nowMs int64, fn func(key string, ent *entry, i int) bool) bool {
 	lockYielding(&sh.mu)
 	defer sh.mu.Unlock()
-	for j := range sh.slots {
-		sl := &sh.slots[j]
-		key := sl.key()
+	for j := range sh.n {
+		sl := sh.at(j)
+		key := sh.keyOf(sl)
 		w := windowOfKey(key)
 		if w <= 0 {
 			continue
@@ -423,15 +448,14 @@ func (a *keyArena) keep(k string) string {
 // the tuples left with neither. It returns the number of cells dropped.
 func (s *store) sweep(nowMs int64, leases bool) int64 {
 	var dropped int64
-	hash := func(k string) uint32 { return hashInShard(s.seed, k) }
 	for i := range s.shards {
 		sh := &s.shards[i]
 		lockYielding(&sh.mu)
 		// Backwards: a delete moves the last slot, already visited, into the hole.
-		for j := len(sh.slots) - 1; j >= 0; j-- {
-			sl := &sh.slots[j]
+		for j := sh.n - 1; j >= 0; j-- {
+			sl := sh.at(j)
 			live := int64(math.MaxInt64) // a key without a valid window holds nothing live
-			if w := windowOfKey(sl.key()); w > 0 {
+			if w := windowOfKey(sh.keyOf(sl)); w > 0 {
 				live = nowMs/w - 1
 			}
 			if leases {
@@ -441,10 +465,10 @@ func (s *store) sweep(nowMs int64, leases bool) int64 {
 			if sl.ent.held() == 0 && sl.ent.side == nil {
 				s.bytes.Add(-tupleBytes(sl.keyLen())) // its side went with its cells and leases
 				s.tuples.Add(-1)
-				sh.remove(hash, j)
+				sh.remove(s.hash, j)
 			}
 		}
-		sh.compact()
+		sh.compact(s.hash)
 		sh.mu.Unlock()
 		runtime.Gosched() // as in eachLive
 	}

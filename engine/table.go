@@ -7,37 +7,73 @@ import (
 	"unsafe"
 )
 
-// A shard's table: an open-addressing index over a dense array of slots.
+// A shard's table: an open-addressing index over slots kept in fixed-size chunks.
 //
-// slots holds the entries inline, in no particular order, with no holes: an entry costs no
-// allocation of its own, and iterating the shard walks one array. A key of up to keyInline
-// bytes (nearly every tuple key: AppendKey spends 5 bytes on a default tuple's window and
-// names) is kept in the slot too, right after the cells, so a lookup reads the key and the
-// cells from the same one or two cache lines and allocates nothing for a new tuple; a
-// longer key is a heap string the slot points to.
+// The slots hold the entries inline, in no particular order, with no holes: slot i is
+// entry i of chunk i/chunkSlots. An entry costs no allocation of its own, and iterating
+// the shard walks the chunks in turn. A key of up to keyInline bytes (nearly every tuple
+// key: AppendKey spends 5 bytes on a default tuple's window and names) is kept in the slot
+// too, right after the cells, so a lookup reads the key and the cells from the same one or
+// two cache lines and allocates nothing for a new tuple; a longer key is a string of the
+// shard's longs table, whose index the slot keeps.
 //
-// index is a power-of-two array of buckets, probed linearly; a bucket is
-// hash<<32 | (slot index + 1), 0 when empty, where hash is the high 32 bits of the key's
-// 64-bit hash (the low bits pick the shard). A lookup compares the bucket's hash before it
-// touches the slot, so a probe past another key costs no cache miss in the slots. Growing
-// the index needs only the buckets. Deleting uses backward shift (no tombstones) and moves
-// the last slot into the hole.
+// Chunks and the index are outside the Go heap where the platform allows (offheap_unix.go:
+// anonymous mappings), so the garbage collector neither scans them nor counts them in the
+// heap it paces on: a store of a million tuples costs its bytes, not twice them at
+// GOGC 100. Growing never copies the slots (a new chunk is added), only the index.
 //
-// The caller holds mu for every method, and a *entry into slots is valid only until the
-// next add or remove (see store.go); so is a string from slot.key, which may alias the
+// Only one field of a slot points into the Go heap: entry.side. As the collector does not
+// see a pointer kept outside its heap, every side struct is also kept in the store's
+// sides set (store.sideOf, store.freeSideIfEmpty), for as long as an entry points to it:
+// nothing else may set entry.side.
+//
+// index is a power-of-two array of 4-byte buckets, probed linearly; a bucket is
+// tag<<24 | (slot index + 1), 0 when empty. The key's hash h in the shard is the high 32
+// bits of its 64-bit hash (the low bits pick the shard): its low bits are the bucket's home,
+// its top 8 bits the tag. A lookup compares the bucket's tag before it touches the slot, so
+// a probe past another key costs a cache miss in the slots once in 256. The buckets do not
+// keep the rest of the hash: growing the index and deleting hash the slots' keys again.
+// Deleting uses backward shift (no tombstones) and moves the last slot into the hole. A
+// shard holds fewer than 1<<24 slots (4 billion tuples in the store: memory runs out long
+// before).
+//
+// The caller holds mu for every method, and a *entry into the slots is valid only until
+// the next add or remove (see store.go); so is a string from keyOf, which may alias the
 // slot's bytes: a caller that keeps a key past that copies it (eachLive does).
 
 type shard struct {
-	mu    sync.Mutex
-	index []uint64
-	slots []slot
-	_     [8]byte // shards are 64 bytes: two cores on neighbouring shards share no line
+	mu     sync.Mutex
+	n      int        // slots in use
+	index  []uint32   // see above; mapped when indexMapped
+	chunks []chunkRef // slots i*chunkSlots to (i+1)*chunkSlots-1 in chunks[i]
+	// Cold fields: the shard's first 64 bytes are what a lookup reads.
+	indexMapped bool
+	longs       []string // long keys, by the index their slots keep ("" when free)
+	freeLongs   []uint32 // free indexes in longs
+	_           [8]byte  // shards are 128 bytes: two cores on neighbouring shards share no line
 }
 
-// keyInline is the longest key a slot holds in its own bytes. With it a slot is 120 bytes:
-// the side pointer, the owed lease cost, the cells, the key length and bytes, the long-key
-// pointer. A lookup of a key of n <= keyInline bytes reads bytes 16 to 81+n of the slot
-// (cells, length, key).
+// chunkRef is one chunk of slots, and whether it is a mapping (unmapped when freed) or a
+// Go allocation.
+type chunkRef struct {
+	p      *chunk
+	mapped bool
+}
+
+// A chunk is chunkSlots slots (448 KiB): few mappings even at tens of millions of tuples,
+// and, being mapped, its pages cost memory only once touched, so a shard's last chunk
+// costs no more than the slots it holds.
+const (
+	chunkShift = 12
+	chunkSlots = 1 << chunkShift
+	chunkMask  = chunkSlots - 1
+)
+
+type chunk [chunkSlots]slot
+
+// keyInline is the longest key a slot holds in its own bytes. With it a slot is 112 bytes:
+// the side pointer, the owed lease cost, the cells, the key length and bytes. A lookup of
+// a key of n <= keyInline bytes reads bytes 16 to 81+n of the slot (cells, length, key).
 const keyInline = 31
 
 // longKey is slot.klen for a key longer than keyInline.
@@ -46,21 +82,45 @@ const longKey = 0xff
 type slot struct {
 	ent  entry           // side pointer, then the cells
 	klen uint8           // length of an inline key, or longKey
-	kin  [keyInline]byte // an inline key's bytes; for a long key, its length (uint32, LE)
-	long *byte           // a long key's bytes (a heap string's), else nil
+	kin  [keyInline]byte // an inline key's bytes; for a long key, its length and its index in the shard's longs (uint32 each, LE)
 }
 
-// setKey stores key in sl: inline, or as a new heap string when it is longer than
+// at returns slot i (< sh.n, or the next one add fills).
+func (sh *shard) at(i int) *slot { return &sh.chunks[i>>chunkShift].p[i&chunkMask] }
+
+// setKey stores key in sl: inline, or in the shard's longs when it is longer than
 // keyInline.
-func (sl *slot) setKey(key []byte) {
+func (sh *shard) setKey(sl *slot, key []byte) {
 	if len(key) <= keyInline {
 		sl.klen = uint8(len(key))
 		copy(sl.kin[:], key)
 		return
 	}
+	var at uint32
+	if n := len(sh.freeLongs); n > 0 {
+		at = sh.freeLongs[n-1]
+		sh.freeLongs = sh.freeLongs[:n-1]
+		sh.longs[at] = string(key)
+	} else {
+		at = uint32(len(sh.longs))
+		sh.longs = append(sh.longs, string(key))
+	}
 	sl.klen = longKey
 	binary.LittleEndian.PutUint32(sl.kin[:4], uint32(len(key)))
-	sl.long = unsafe.StringData(string(key))
+	binary.LittleEndian.PutUint32(sl.kin[4:8], at)
+}
+
+// freeKey releases sl's long key, if it has one.
+func (sh *shard) freeKey(sl *slot) {
+	if sl.klen != longKey {
+		return
+	}
+	at := binary.LittleEndian.Uint32(sl.kin[4:8])
+	sh.longs[at] = ""
+	sh.freeLongs = append(sh.freeLongs, at)
+	if len(sh.freeLongs) == len(sh.longs) {
+		sh.longs, sh.freeLongs = nil, nil
+	}
 }
 
 // keyLen returns the length of sl's key.
@@ -71,29 +131,37 @@ func (sl *slot) keyLen() int {
 	return int(binary.LittleEndian.Uint32(sl.kin[:4]))
 }
 
-// key returns sl's key. An inline key's string aliases the slot: it is valid only while
+// keyOf returns sl's key. An inline key's string aliases the slot: it is valid only while
 // the slot is (until the shard's next add or remove, lock held), and is to be copied to be
 // kept. A long key's string is an immutable heap string.
-func (sl *slot) key() string {
+func (sh *shard) keyOf(sl *slot) string {
 	if sl.klen != longKey {
 		return unsafe.String(&sl.kin[0], int(sl.klen))
 	}
-	return unsafe.String(sl.long, int(binary.LittleEndian.Uint32(sl.kin[:4])))
+	return sh.longs[binary.LittleEndian.Uint32(sl.kin[4:8])]
 }
 
 // is reports whether sl's key is key.
-func (sl *slot) is(key []byte) bool {
+func (sh *shard) is(sl *slot, key []byte) bool {
 	if len(key) <= keyInline {
 		return int(sl.klen) == len(key) && string(sl.kin[:len(key)]) == string(key)
 	}
-	return sl.klen == longKey && sl.key() == string(key)
+	return sl.klen == longKey && sh.keyOf(sl) == string(key)
 }
 
 const (
 	minIndex = 16
 	// maxLoadNum/maxLoadDen is the index's highest load before it doubles.
 	maxLoadNum, maxLoadDen = 4, 5
+	// slotBits is the bits of a bucket that hold the slot index (+1); the others, the tag.
+	slotBits = 24
+	slotMask = 1<<slotBits - 1
+	// maxSlots is the most slots a shard holds.
+	maxSlots = slotMask - 1
 )
+
+// bucket returns the bucket of slot i, whose key has hash h.
+func bucket(h uint32, i int) uint32 { return h>>slotBits<<slotBits | uint32(i+1) }
 
 // find returns the slot index of key with hash h, or -1.
 func (sh *shard) find(h uint32, key []byte) int {
@@ -101,64 +169,102 @@ func (sh *shard) find(h uint32, key []byte) int {
 		return -1
 	}
 	mask := uint32(len(sh.index) - 1)
+	tag := h >> slotBits
 	for p := h & mask; ; p = (p + 1) & mask {
 		b := sh.index[p]
 		if b == 0 {
 			return -1
 		}
-		if uint32(b>>32) == h {
-			if i := int(uint32(b)) - 1; sh.slots[i].is(key) {
+		if b>>slotBits == tag {
+			if i := int(b&slotMask) - 1; sh.is(sh.at(i), key) {
 				return i
 			}
 		}
 	}
 }
 
-// add appends a slot for key (not present) with hash h and returns its index. Its entry is
-// the zero entry.
-func (sh *shard) add(h uint32, key []byte) int {
-	n := len(sh.slots)
+// add appends a slot for key (not present) with hash h and returns its index, or -1 when
+// the shard holds maxSlots. Its entry is the zero entry. hash is that of find (it hashes
+// the keys again when the index grows).
+func (sh *shard) add(hash func(string) uint32, h uint32, key []byte) int {
+	n := sh.n
+	if n >= maxSlots {
+		return -1
+	}
 	if (n+1)*maxLoadDen > len(sh.index)*maxLoadNum {
-		sh.rehash(max(2*len(sh.index), minIndex))
+		sh.rehash(hash, max(2*len(sh.index), minIndex))
 	}
-	if n == cap(sh.slots) {
-		// Grow by an eighth: the dense array is most of the store's memory, so its slack
-		// is kept small; the copies this costs are amortised memmoves.
-		ns := make([]slot, n, n+n/8+8)
-		copy(ns, sh.slots)
-		sh.slots = ns
+	if n>>chunkShift == len(sh.chunks) {
+		sh.chunks = append(sh.chunks, newChunk())
 	}
-	sh.slots = append(sh.slots, slot{})
-	sh.slots[n].setKey(key)
-	sh.place(uint64(h)<<32 | uint64(n+1))
+	sh.n++
+	sh.setKey(sh.at(n), key) // the slot is zero: fresh, or cleared by remove
+	sh.place(h, bucket(h, n))
 	return n
 }
 
-// place puts bucket b in the first empty bucket of its probe sequence.
-func (sh *shard) place(b uint64) {
+// newChunk returns a zeroed chunk: a mapping, else (none to be had) a Go allocation.
+func newChunk() chunkRef {
+	if p := mapMemory(int(unsafe.Sizeof(chunk{}))); p != nil {
+		return chunkRef{p: (*chunk)(p), mapped: true}
+	}
+	return chunkRef{p: new(chunk)}
+}
+
+// freeChunk gives c's memory back.
+func freeChunk(c chunkRef) {
+	if c.mapped {
+		unmapMemory(unsafe.Pointer(c.p), int(unsafe.Sizeof(chunk{})))
+	}
+}
+
+// mappedIndexMin is the size (bytes) from which an index is a mapping: smaller ones are Go
+// allocations, a mapping being whole pages.
+const mappedIndexMin = 64 << 10
+
+// newIndex returns a zeroed index of size buckets, and whether it is a mapping.
+func newIndex(size int) ([]uint32, bool) {
+	if size*4 >= mappedIndexMin {
+		if p := mapMemory(size * 4); p != nil {
+			return unsafe.Slice((*uint32)(p), size), true
+		}
+	}
+	return make([]uint32, size), false
+}
+
+// freeIndex gives the memory of an index from newIndex back.
+func freeIndex(index []uint32, mapped bool) {
+	if mapped {
+		unmapMemory(unsafe.Pointer(unsafe.SliceData(index)), len(index)*4)
+	}
+}
+
+// place puts bucket b, of a key with hash h, in the first empty bucket of its probe
+// sequence.
+func (sh *shard) place(h, b uint32) {
 	mask := uint32(len(sh.index) - 1)
-	p := uint32(b>>32) & mask
+	p := h & mask
 	for sh.index[p] != 0 {
 		p = (p + 1) & mask
 	}
 	sh.index[p] = b
 }
 
-// rehash rebuilds the index with size buckets (a power of two that holds every slot).
-func (sh *shard) rehash(size int) {
-	old := sh.index
-	sh.index = make([]uint64, size)
-	for _, b := range old {
-		if b != 0 {
-			sh.place(b)
-		}
+// rehash rebuilds the index with size buckets (a power of two that holds every slot),
+// hashing every key again.
+func (sh *shard) rehash(hash func(string) uint32, size int) {
+	freeIndex(sh.index, sh.indexMapped)
+	sh.index, sh.indexMapped = newIndex(size)
+	for i := range sh.n {
+		h := hash(sh.keyOf(sh.at(i)))
+		sh.place(h, bucket(h, i))
 	}
 }
 
 // bucketOf returns the position in the index of the bucket of slot i, whose key has hash h.
 func (sh *shard) bucketOf(h uint32, i int) uint32 {
 	mask := uint32(len(sh.index) - 1)
-	want := uint64(h)<<32 | uint64(i+1)
+	want := bucket(h, i)
 	p := h & mask
 	for sh.index[p] != want {
 		p = (p + 1) & mask
@@ -166,11 +272,13 @@ func (sh *shard) bucketOf(h uint32, i int) uint32 {
 	return p
 }
 
-// remove deletes slot i. The last slot moves into its place. The slots do not keep their
-// hashes: hash computes them again from the keys (store.locate's hash).
+// remove deletes slot i. The last slot moves into its place. The buckets do not keep the
+// keys' homes: hash computes them again from the keys (store.locate's hash).
 func (sh *shard) remove(hash func(string) uint32, i int) {
 	mask := uint32(len(sh.index) - 1)
-	p := sh.bucketOf(hash(sh.slots[i].key()), i)
+	sl := sh.at(i)
+	p := sh.bucketOf(hash(sh.keyOf(sl)), i)
+	sh.freeKey(sl)
 	// Backward shift: pull later buckets of the run into the hole when the hole lies on
 	// their probe path (between their home and their position, cyclically).
 	for {
@@ -182,7 +290,7 @@ func (sh *shard) remove(hash func(string) uint32, i int) {
 			if b == 0 {
 				break
 			}
-			if home := uint32(b>>32) & mask; (q-home)&mask >= (q-p)&mask {
+			if home := hash(sh.keyOf(sh.at(int(b&slotMask)-1))) & mask; (q-home)&mask >= (q-p)&mask {
 				sh.index[p] = b
 				p, moved = q, true
 				break
@@ -192,14 +300,15 @@ func (sh *shard) remove(hash func(string) uint32, i int) {
 			break
 		}
 	}
-	last := len(sh.slots) - 1
+	last := sh.n - 1
+	ls := sh.at(last)
 	if i != last {
-		lh := hash(sh.slots[last].key())
-		sh.index[sh.bucketOf(lh, last)] = uint64(lh)<<32 | uint64(i+1)
-		sh.slots[i] = sh.slots[last]
+		lh := hash(sh.keyOf(ls))
+		sh.index[sh.bucketOf(lh, last)] = bucket(lh, i)
+		*sl = *ls
 	}
-	sh.slots[last] = slot{}
-	sh.slots = sh.slots[:last]
+	*ls = slot{}
+	sh.n = last
 }
 
 // hashInShard is the hash that places key in its shard's index (see store.locate).
@@ -207,24 +316,32 @@ func hashInShard(seed maphash.Seed, key string) uint32 {
 	return uint32(maphash.String(seed, key) >> 32)
 }
 
-// compact gives memory back after deletes: a dense array or an index much larger than
-// the slots need is reallocated to fit.
-func (sh *shard) compact() {
-	n := len(sh.slots)
+// compact gives memory back after deletes: chunks beyond the slots in use (one spare kept)
+// are freed, and an index much larger than the slots need is rebuilt to fit (hash is
+// add's).
+func (sh *shard) compact(hash func(string) uint32) {
+	n := sh.n
 	if n == 0 {
-		sh.slots, sh.index = nil, nil
+		for _, c := range sh.chunks {
+			freeChunk(c)
+		}
+		sh.chunks = nil
+		freeIndex(sh.index, sh.indexMapped)
+		sh.index, sh.indexMapped = nil, false
 		return
 	}
-	if cap(sh.slots) > 2*n+64 {
-		ns := make([]slot, n, n+n/8+8)
-		copy(ns, sh.slots)
-		sh.slots = ns
+	if keep := (n+chunkSlots-1)>>chunkShift + 1; len(sh.chunks) > keep {
+		for _, c := range sh.chunks[keep:] {
+			freeChunk(c)
+		}
+		clear(sh.chunks[keep:])
+		sh.chunks = sh.chunks[:keep]
 	}
 	size := minIndex
 	for n*maxLoadDen > size*maxLoadNum/2 { // aim at half the highest load
 		size *= 2
 	}
 	if len(sh.index) > 2*size {
-		sh.rehash(size)
+		sh.rehash(hash, size)
 	}
 }

@@ -14,15 +14,15 @@ import (
 // found.
 func checkShard(t *testing.T, sh *shard, hash func(string) uint32, ref map[string]int64) {
 	t.Helper()
-	if len(sh.slots) != len(ref) {
-		t.Fatalf("%d slots, want %d", len(sh.slots), len(ref))
+	if sh.n != len(ref) {
+		t.Fatalf("%d slots, want %d", sh.n, len(ref))
 	}
 	used := 0
 	for _, b := range sh.index {
 		if b != 0 {
 			used++
-			i := int(uint32(b)) - 1
-			if i < 0 || i >= len(sh.slots) || hash(sh.slots[i].key()) != uint32(b>>32) {
+			i := int(b&slotMask) - 1
+			if i < 0 || i >= sh.n || bucket(hash(sh.keyOf(sh.at(i))), i) != b {
 				t.Fatalf("bad bucket %x", b)
 			}
 		}
@@ -35,7 +35,7 @@ func checkShard(t *testing.T, sh *shard, hash func(string) uint32, ref map[strin
 	}
 	for k, v := range ref {
 		i := sh.find(hash(k), []byte(k))
-		if i < 0 || sh.slots[i].key() != k || sh.slots[i].ent.cells[0].regional != uint64(v) {
+		if i < 0 || sh.keyOf(sh.at(i)) != k || sh.at(i).ent.cells[0].regional != uint64(v) {
 			t.Fatalf("key %q: slot %d", k, i)
 		}
 	}
@@ -81,10 +81,10 @@ func TestTableAgainstMap(t *testing.T) {
 					h := hash(k)
 					i := sh.find(h, []byte(k))
 					if i < 0 {
-						i = sh.add(h, []byte(k))
-						sh.slots[i].ent.reset()
+						i = sh.add(hash, h, []byte(k))
+						sh.at(i).ent.reset()
 					}
-					sh.slots[i].ent.cells[0].regional = uint64(step)
+					sh.at(i).ent.cells[0].regional = uint64(step)
 					ref[k] = int64(step)
 				case op < 8: // delete
 					i := sh.find(hash(k), []byte(k))
@@ -96,16 +96,16 @@ func TestTableAgainstMap(t *testing.T) {
 						delete(ref, k)
 					}
 				case op < 9:
-					sh.compact()
+					sh.compact(hash)
 				default: // bulk delete of a third, as a sweep does
 					if rng.IntN(50) == 0 {
-						for j := len(sh.slots) - 1; j >= 0; j-- {
-							if k := strings.Clone(sh.slots[j].key()); rng.IntN(3) == 0 { // remove rewrites the slot
+						for j := sh.n - 1; j >= 0; j-- {
+							if k := strings.Clone(sh.keyOf(sh.at(j))); rng.IntN(3) == 0 { // remove rewrites the slot
 								sh.remove(hash, j)
 								delete(ref, k)
 							}
 						}
-						sh.compact()
+						sh.compact(hash)
 					}
 				}
 				if step%997 == 0 {
@@ -118,8 +118,8 @@ func TestTableAgainstMap(t *testing.T) {
 				delete(ref, k)
 			}
 			checkShard(t, &sh, hash, ref)
-			sh.compact()
-			if sh.index != nil || sh.slots != nil {
+			sh.compact(hash)
+			if sh.index != nil || sh.chunks != nil || sh.longs != nil {
 				t.Fatalf("an empty shard keeps its arrays")
 			}
 		})
@@ -138,26 +138,31 @@ func TestSideLayout(t *testing.T) {
 	}
 }
 
-// TestSlotLayout: a slot is 120 bytes, its cells and its inline key adjacent, and keys
-// of every length round-trip through it.
+// TestSlotLayout: a slot is 112 bytes, its cells and its inline key adjacent, and keys
+// of every length round-trip through it, a long one through the shard's longs.
 func TestSlotLayout(t *testing.T) {
 	var sl slot
-	if n := unsafe.Sizeof(sl); n != 120 {
+	if n := unsafe.Sizeof(sl); n != 112 {
 		t.Fatalf("slot is %d bytes", n)
 	}
 	if c, k := unsafe.Offsetof(sl.ent)+unsafe.Offsetof(sl.ent.cells), unsafe.Offsetof(sl.klen); k != c+unsafe.Sizeof(sl.ent.cells) {
 		t.Fatalf("cells at %d, key length at %d", c, k)
 	}
+	if n := unsafe.Sizeof(shard{}); n != 128 {
+		t.Fatalf("shard is %d bytes", n)
+	}
+	var sh shard
 	for n := 0; n < 3*keyInline; n++ {
 		key := []byte(strings.Repeat("x", n))
 		var sl slot
-		sl.setKey(key)
-		if sl.key() != string(key) || sl.keyLen() != n || !sl.is(key) || (n > 0 && sl.is(key[1:])) {
-			t.Fatalf("key of %d bytes: %q", n, sl.key())
+		sh.setKey(&sl, key)
+		if sh.keyOf(&sl) != string(key) || sl.keyLen() != n || !sh.is(&sl, key) || (n > 0 && sh.is(&sl, key[1:])) {
+			t.Fatalf("key of %d bytes: %q", n, sh.keyOf(&sl))
 		}
-		if (sl.long != nil) != (n > keyInline) {
-			t.Fatalf("key of %d bytes: long %v", n, sl.long != nil)
+		if (len(sh.longs) != 0) != (n > keyInline) {
+			t.Fatalf("key of %d bytes: %d long keys", n, len(sh.longs))
 		}
+		sh.freeKey(&sl)
 	}
 }
 
@@ -183,8 +188,8 @@ func TestTableCases(t *testing.T) {
 			var sh shard
 			ref := map[string]int64{}
 			for n, k := range tc.insert {
-				i := sh.add(hash(k), []byte(k))
-				sh.slots[i].ent.cells[0].regional = uint64(n)
+				i := sh.add(hash, hash(k), []byte(k))
+				sh.at(i).ent.cells[0].regional = uint64(n)
 				ref[k] = int64(n)
 			}
 			checkShard(t, &sh, hash, ref)
