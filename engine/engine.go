@@ -35,6 +35,10 @@ type Config struct {
 	// cost of the others to re-send it should this origin restart from its snapshot.
 	// Without, answers report NoSnapshots: a restart keeps nothing, so edges keep nothing.
 	Snapshots bool
+	// Standalone says that no peer origin replicates this engine's counts (no --peers):
+	// Restore then marks no restored cell as published, which would give every restored
+	// tuple a side struct (its 128 bytes) that only replication reads.
+	Standalone bool
 	// ColdShare is the share of a limit each edge run may admit on a tuple it holds no
 	// lease for, without asking (cold.go); 0: none. At most MaxColdShare.
 	ColdShare float64
@@ -67,6 +71,7 @@ type Engine struct {
 	leaseSeq      atomic.Uint64 // the last lease sequence handed out; starts from the boot time
 	boot          int64         // ms at New: names this run of the origin in replies
 	snapshots     bool          // Config.Snapshots
+	standalone    bool          // Config.Standalone
 	coldPPM       int64         // Config.ColdShare in millionths
 	coldRuns      atomic.Int64  // edge runs whose cold allowance may be held, as last counted (cold.go)
 	coldCountedMs int64         // when countCold last ran (nodes.mu)
@@ -88,7 +93,8 @@ func New(clock Clock, cfg Config) *Engine {
 		cfg.LeaseTTL = DefaultLeaseTTL
 	}
 	e := &Engine{clock: clock, store: newStore(cfg.MaxMemoryBytes), log: log, region: cfg.Region,
-		leaseTTLMs: max(cfg.LeaseTTL.Milliseconds(), 1), boot: clock.NowMs(), snapshots: cfg.Snapshots}
+		leaseTTLMs: max(cfg.LeaseTTL.Milliseconds(), 1), boot: clock.NowMs(), snapshots: cfg.Snapshots,
+		standalone: cfg.Standalone}
 	e.coldPPM = coldPPM(cfg.ColdShare)
 	// Lease sequences grow across restarts as long as fewer than 2^20 are made per ms.
 	e.leaseSeq.Store(uint64(max(e.boot, 0)) << 20)

@@ -209,7 +209,9 @@ func (e *Engine) Restore(recs []CellRecord) (loaded, dropped int, err error) {
 				e.store.raise(ent, i, id, f.Count)
 			}
 		}
-		e.store.setPublished(ent, i, max(ent.published(i), c.regional)) // published before, or restored from a peer
+		if !e.standalone {
+			e.store.setPublished(ent, i, max(ent.published(i), c.regional)) // published before, or restored from a peer
+		}
 		sh.mu.Unlock()
 		loaded++
 	}

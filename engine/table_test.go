@@ -251,3 +251,37 @@ func TestStoreSideStruct(t *testing.T) {
 		t.Fatalf("after the sweep: bytes %d tuples %d cells %d", e.store.bytes.Load(), e.store.tuples.Load(), e.store.cells.Load())
 	}
 }
+
+// TestRestoreStandaloneNoSide: a standalone origin's restore marks nothing published, so a
+// restored tuple costs its slot and no side struct; one with peers keeps marking restored
+// cells published (its side struct).
+func TestRestoreStandaloneNoSide(t *testing.T) {
+	clock := NewManualClock(60_000 * 1000)
+	seq := clock.NowMs() / 60_000
+	var recs []CellRecord
+	for i := range 100 {
+		tp := Tuple{Workspace: "default", Namespace: "default", Key: fmt.Appendf(nil, "k%d", i), WindowMs: 60_000}
+		recs = append(recs, CellRecord{Key: string(AppendKey(nil, tp)), Seq: seq, Regional: 5})
+	}
+	for _, standalone := range []bool{true, false} {
+		e := New(clock, Config{Standalone: standalone})
+		if loaded, _, err := e.Restore(recs); err != nil || loaded != len(recs) {
+			t.Fatalf("standalone %v: loaded %d: %v", standalone, loaded, err)
+		}
+		sides := 0
+		for i := range e.store.shards {
+			sh := &e.store.shards[i]
+			for j := range sh.n {
+				if sh.at(j).ent.side != nil {
+					sides++
+				}
+			}
+		}
+		if want := map[bool]int{true: 0, false: len(recs)}[standalone]; sides != want || len(e.store.sides) != want {
+			t.Fatalf("standalone %v: %d side structs (%d in the set), want %d", standalone, sides, len(e.store.sides), want)
+		}
+		if got := e.Status(Tuple{Workspace: "default", Namespace: "default", Key: []byte("k7"), WindowMs: 60_000}); got.CurrentRegional != 5 {
+			t.Fatalf("standalone %v: status %+v", standalone, got)
+		}
+	}
+}

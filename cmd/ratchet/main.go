@@ -166,13 +166,13 @@ func (n *node) ready() error {
 }
 
 func newOrigin(cfg Config, log *slog.Logger) (*node, error) {
-	eng := engine.New(engine.SystemClock{}, engine.Config{MaxMemoryBytes: cfg.MaxMemory, Logger: log, Region: cfg.Region,
-		Snapshots: cfg.DataDir != "", ColdShare: cfg.ColdShare})
-	n := &node{limiter: commands.Local(eng), origin: eng}
 	peers, err := cfg.PeerList()
 	if err != nil {
 		return nil, err
 	}
+	eng := engine.New(engine.SystemClock{}, engine.Config{MaxMemoryBytes: cfg.MaxMemory, Logger: log, Region: cfg.Region,
+		Snapshots: cfg.DataDir != "", ColdShare: cfg.ColdShare, Standalone: len(peers) == 0})
+	n := &node{limiter: commands.Local(eng), origin: eng}
 	linkTLS, err := clusterTLS(cfg)
 	if err != nil {
 		return nil, err
@@ -215,6 +215,10 @@ func newOrigin(cfg Config, log *slog.Logger) (*node, error) {
 	log.Info("snapshot loaded", "dir", cfg.DataDir, "cells", loaded, "dropped", dropped,
 		"counter_keys", kvLoaded, "counter_keys_dropped", kvDropped, "edge_runs", runsLoaded,
 		"edge_runs_dropped", runsDropped, "leases", leasesLoaded, "leases_dropped", leasesDropped)
+	// The decoded snapshot (snap, not used past here) is garbage now: give its memory back
+	// at once rather than as the scavenger gets to it, so that RSS after a restart is the
+	// store's.
+	debug.FreeOSMemory()
 	n.store = store
 	return n, nil
 }
