@@ -7,10 +7,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/ratchet/ratchet/engine"
 	"github.com/ratchet/ratchet/persist"
 )
 
@@ -167,5 +171,36 @@ func TestOpenRemovesLeftoverTmp(t *testing.T) {
 	}
 	if out := logs.String(); !strings.Contains(out, "interrupted snapshot") || !strings.Contains(out, tmp) {
 		t.Fatalf("log does not name the removed file:\n%s", out)
+	}
+}
+
+// TestLoadOrSetAsideFileOrder: a starting process gets the cells in file order, records of
+// one key and sequence not merged (engine.Restore merges them), and restoring them gives
+// the counts LoadAll's merged records give.
+func TestLoadOrSetAsideFileOrder(t *testing.T) {
+	s, _ := openStore(t)
+	seq := time.Now().UnixMilli() / 60_000
+	b, a := key("default", "default", "b", 60_000), key("default", "default", "a", 60_000)
+	recs := []engine.CellRecord{{Key: b, Seq: seq, Regional: 2}, {Key: a, Seq: seq, Regional: 7}, {Key: b, Seq: seq, Regional: 5}}
+	mustSave(t, s, recs)
+	snap, err := s.LoadOrSetAside()
+	if err != nil || !reflect.DeepEqual(snap.Cells, recs) {
+		t.Fatalf("LoadOrSetAside = %+v, %v; want the records as saved", snap.Cells, err)
+	}
+	merged, err := s.LoadAll()
+	if err != nil || len(merged.Cells) != 2 {
+		t.Fatalf("LoadAll = %+v, %v", merged.Cells, err)
+	}
+	view := func(recs []engine.CellRecord) []engine.CellRecord {
+		e := engine.New(engine.NewManualClock(time.Now().UnixMilli()), engine.Config{Standalone: true})
+		if _, _, err := e.Restore(recs); err != nil {
+			t.Fatal(err)
+		}
+		out := e.Snapshot()
+		slices.SortFunc(out, func(x, y engine.CellRecord) int { return strings.Compare(x.Key, y.Key) })
+		return out
+	}
+	if got, want := view(snap.Cells), view(merged.Cells); !reflect.DeepEqual(got, want) || want[1].Regional != 5 {
+		t.Fatalf("restored from file order %+v, from LoadAll %+v", got, want)
 	}
 }

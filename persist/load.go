@@ -49,7 +49,11 @@ func (s *Store) Load() ([]engine.CellRecord, error) {
 // is an error wrapping ErrCorrupt, never a panic; damage is caught by a CRC-32C of the cells and one of the keys, so LoadAll
 // returns every record Save wrote or none. A file locked by another process is an error
 // after a short wait.
-func (s *Store) LoadAll() (Snapshot, error) {
+func (s *Store) LoadAll() (Snapshot, error) { return s.loadAll(true) }
+
+// loadAll is LoadAll; with sorted false the cells are left in file order, records of one key
+// and sequence not merged.
+func (s *Store) loadAll(sorted bool) (Snapshot, error) {
 	path := filepath.Join(s.dir, fileName)
 	info, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -65,7 +69,7 @@ func (s *Store) LoadAll() (Snapshot, error) {
 		// bbolt would try to initialise an empty file, which fails read-only.
 		return Snapshot{}, fmt.Errorf("load snapshot %s: %w: empty file", path, ErrCorrupt)
 	}
-	snap, err := load(path, info.Size())
+	snap, err := load(path, info.Size(), sorted)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("load snapshot %s: %w", path, err)
 	}
@@ -73,8 +77,9 @@ func (s *Store) LoadAll() (Snapshot, error) {
 	return snap, nil
 }
 
-// load reads the snapshot at path, whose size is size bytes.
-func load(path string, size int64) (snap Snapshot, err error) {
+// load reads the snapshot at path, whose size is size bytes, its cells sorted and merged
+// when sorted is set.
+func load(path string, size int64, sorted bool) (snap Snapshot, err error) {
 	// bbolt reads the file through mmap and trusts the page structure it finds: a damaged
 	// page can make it panic (index out of range, failed assertion) or touch memory past
 	// the end of a truncated file, which is a fault. The file is input from outside this
@@ -116,15 +121,16 @@ func load(path string, size int64) (snap Snapshot, err error) {
 			return fmt.Errorf("%w: truncated: %d bytes of %d", ErrCorrupt, size, tx.Size())
 		}
 		var err error
-		snap, err = readSnapshot(tx, size)
+		snap, err = readSnapshot(tx, size, sorted)
 		return err
 	})
 	return snap, err
 }
 
-// readSnapshot checks the meta bucket and returns the cells and counter keys of tx. size
-// bounds what the file can hold, so a damaged count cannot make a huge allocation.
-func readSnapshot(tx *bolt.Tx, size int64) (Snapshot, error) {
+// readSnapshot checks the meta bucket and returns the cells and counter keys of tx, the
+// cells sorted and merged when sorted is set. size bounds what the file can hold, so a
+// damaged count cannot make a huge allocation.
+func readSnapshot(tx *bolt.Tx, size int64, sorted bool) (Snapshot, error) {
 	meta := tx.Bucket([]byte(metaBucket))
 	cells := tx.Bucket([]byte(cellsBucket))
 	if meta == nil || cells == nil {
@@ -169,7 +175,9 @@ func readSnapshot(tx *bolt.Tx, size int64) (Snapshot, error) {
 	if snap.Leases, err = leases.read(tx, meta, size); err != nil {
 		return Snapshot{}, err
 	}
-	snap.Cells = sortAndMerge(snap.Cells)
+	if sorted {
+		snap.Cells = sortAndMerge(snap.Cells)
+	}
 	return snap, nil
 }
 
