@@ -202,6 +202,7 @@ func (d *Dispatcher) infoSections() []infoSection {
 			infoField{"replay_items_received", es.ReplayItems},
 			infoField{"cells", es.Cells},
 			infoField{"tuples", es.Tuples},
+			infoField{"loading", boolInt(es.Loading)}, // Redis's field: the snapshot is still loading
 			infoField{"memory_used_bytes", es.MemoryBytes})
 	}
 	var peers []PeerInfo

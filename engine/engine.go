@@ -311,6 +311,7 @@ type Stats struct {
 	MaxMemoryBytes int64
 	KVKeys         int64  // counter keyspace keys (expired ones not yet dropped included)
 	KVExpired      uint64 // counter keyspace keys dropped because their TTL passed
+	Loading        bool   // a snapshot's cells are still loading in the background (LoadLazily)
 }
 
 // Stats returns a consistent-enough reading of the engine's counters (each is atomic).
@@ -329,6 +330,7 @@ func (e *Engine) Stats() Stats {
 		MaxMemoryBytes: e.store.maxBytes,
 		KVKeys:         e.kv.Keys(),
 		KVExpired:      e.kv.Expired(),
+		Loading:        e.Loading(),
 	}
 }
 

@@ -55,7 +55,14 @@ type TupleRecord struct {
 	Key    string
 	Cells  []CellRecord
 	Leases []LeaseRecord
+	// Shard is the index of the store's shard that holds the tuple (0 to Shards-1): Tuples
+	// yields the shards' tuples in shard order, for a snapshot that LoadLazily reads back
+	// shard by shard.
+	Shard int
 }
+
+// Shards is the number of the store's shards (TupleRecord.Shard, LoadLazily).
+const Shards = shardCount
 
 // Tuples yields every tuple that holds a live cell or a lease grant that has not ended,
 // without copying the store: a shard's tuples are gathered into buffers reused from shard
@@ -77,6 +84,9 @@ func (e *Engine) Tuples(yield func(TupleRecord) bool) {
 	)
 	now := e.clock.NowMs()
 	for i := range e.store.shards {
+		if e.store.loading() {
+			e.store.ensure(i)
+		}
 		tuples, keys, cells, fAt, foreign, leases = tuples[:0], keys[:0], cells[:0], fAt[:0], foreign[:0], leases[:0]
 		sh := &e.store.shards[i]
 		lockYielding(&sh.mu)
@@ -136,6 +146,7 @@ func (e *Engine) Tuples(yield func(TupleRecord) bool) {
 		}
 		for _, t := range tuples {
 			r := TupleRecord{
+				Shard:  i,
 				Cells:  cells[t.cells.off : t.cells.off+t.cells.n : t.cells.off+t.cells.n],
 				Leases: leases[t.leases.off : t.leases.off+t.leases.n : t.leases.off+t.leases.n],
 			}
@@ -184,7 +195,7 @@ func (e *Engine) Restore(recs []CellRecord) (loaded, dropped int, err error) {
 			continue
 		}
 		key := []byte(r.Key)
-		sh, h := e.store.locate(key)
+		sh, h := e.store.locateLoaded(key) // a lazy load's own restore, or no lazy load
 		sh.mu.Lock()
 		ent := sh.lookup(h, key)
 		if ent == nil {

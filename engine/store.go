@@ -2,7 +2,6 @@ package engine
 
 import (
 	"errors"
-	"hash/maphash"
 	"math"
 	"runtime"
 	"strings"
@@ -322,8 +321,8 @@ func (s *store) dropBefore(ent *entry, seq int64) int64 {
 }
 
 type store struct {
-	shards   [shardCount]shard // first: 64-byte shards start on cache lines
-	seed     maphash.Seed
+	shards   [shardCount]shard   // first: 128-byte shards start on cache lines
+	seed     uint64              // hashKey's (hash.go)
 	hash     func(string) uint32 // a key's hash in its shard (hashInShard)
 	maxBytes int64
 	bytes    atomic.Int64 // estimated bytes of all entries
@@ -333,25 +332,37 @@ type store struct {
 	// pointers in the slots (table.go).
 	sidesMu sync.Mutex
 	sides   map[*entrySide]struct{}
+	// loader is set by a lazy load (load.go), before anything else reads the store.
+	loader *loader
 }
 
 func newStore(maxBytes int64) *store {
-	s := &store{seed: maphash.MakeSeed(), maxBytes: maxBytes}
+	s := &store{seed: newShardSeed(), maxBytes: maxBytes}
 	s.hash = func(k string) uint32 { return hashInShard(s.seed, k) }
 	return s
 }
 
 // locate returns the shard of key and the hash that places it in the shard's table.
 func (s *store) locate(key []byte) (*shard, uint32) {
-	h := maphash.Bytes(s.seed, key)
-	return &s.shards[h%shardCount], uint32(h >> 32)
+	i, h := s.locateIndex(key)
+	return &s.shards[i], h
 }
 
 // locateIndex is locate with the shard as its index in s.shards (the order in which
 // Engine.Transact locks shards).
 func (s *store) locateIndex(key []byte) (int, uint32) {
-	h := maphash.Bytes(s.seed, key)
-	return int(h % shardCount), uint32(h >> 32)
+	h := hashKey(s.seed, key)
+	i := int(h % shardCount)
+	if s.loading() {
+		s.ensure(i)
+	}
+	return i, uint32(h >> 32)
+}
+
+// locateLoaded is locate without waiting for a lazy load (Restore's).
+func (s *store) locateLoaded(key []byte) (*shard, uint32) {
+	h := hashKey(s.seed, key)
+	return &s.shards[h%shardCount], uint32(h >> 32)
 }
 
 // lookup returns the entry of key (locked shard sh, hash h from locate), or nil.
@@ -388,6 +399,9 @@ func (s *store) insert(sh *shard, h uint32, key []byte, force bool) (*entry, err
 // It stops when fn returns false.
 func (s *store) eachLive(nowMs int64, fn func(key string, ent *entry, i int) bool) {
 	for i := range s.shards {
+		if s.loading() {
+			s.ensure(i)
+		}
 		if !s.liveIn(&s.shards[i], nowMs, fn) {
 			return
 		}
@@ -449,6 +463,9 @@ func (a *keyArena) keep(k string) string {
 func (s *store) sweep(nowMs int64, leases bool) int64 {
 	var dropped int64
 	for i := range s.shards {
+		if s.loading() {
+			s.ensure(i)
+		}
 		sh := &s.shards[i]
 		lockYielding(&sh.mu)
 		// Backwards: a delete moves the last slot, already visited, into the hole.

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"encoding/binary"
-	"hash/maphash"
 	"sync"
 	"unsafe"
 )
@@ -312,8 +311,8 @@ func (sh *shard) remove(hash func(string) uint32, i int) {
 }
 
 // hashInShard is the hash that places key in its shard's index (see store.locate).
-func hashInShard(seed maphash.Seed, key string) uint32 {
-	return uint32(maphash.String(seed, key) >> 32)
+func hashInShard(seed uint64, key string) uint32 {
+	return uint32(hashKey(seed, key) >> 32)
 }
 
 // compact gives memory back after deletes: chunks beyond the slots in use (one spare kept)

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"hash/maphash"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -51,7 +50,7 @@ func checkShard(t *testing.T, sh *shard, hash func(string) uint32, ref map[strin
 // functions from the real one to a few values (long probe runs, equal tags that only the
 // key bytes tell apart, wrap-around at the end of the index).
 func TestTableAgainstMap(t *testing.T) {
-	seed := maphash.MakeSeed()
+	seed := newShardSeed()
 	hashes := map[string]func(string) uint32{
 		"maphash":   func(k string) uint32 { return hashInShard(seed, k) },
 		"16 values": func(k string) uint32 { return hashInShard(seed, k) % 16 },

@@ -40,10 +40,17 @@ func (s *Store) LoadOrSetAside() (Snapshot, error) {
 	if loadErr == nil {
 		return snap, nil
 	}
+	return Snapshot{}, s.aside(loadErr)
+}
+
+// aside moves the snapshot that failed to load with loadErr aside, logs it and prunes the
+// files moved aside before: LoadOrSetAside's and OpenOrSetAside's. Its error wraps
+// ErrNotSetAside.
+func (s *Store) aside(loadErr error) error {
 	path := filepath.Join(s.dir, fileName)
 	dst, err := s.setAside(path, time.Now())
 	if err != nil {
-		return Snapshot{}, fmt.Errorf("%w: %w (moving it aside failed: %w)", ErrNotSetAside, loadErr, err)
+		return fmt.Errorf("%w: %w (moving it aside failed: %w)", ErrNotSetAside, loadErr, err)
 	}
 	msg, attrs := "snapshot not loaded; moved aside, starting empty", []any{"path", path, "moved_to", dst}
 	if verr := (*versionError)(nil); errors.As(loadErr, &verr) {
@@ -52,7 +59,7 @@ func (s *Store) LoadOrSetAside() (Snapshot, error) {
 	}
 	s.log.Error(msg, append(attrs, "error", loadErr)...)
 	s.pruneAside()
-	return Snapshot{}, nil
+	return nil
 }
 
 // setAside renames path to a free corruptPrefix name of now and syncs the directory.

@@ -98,22 +98,9 @@ func load(path string, size int64, sorted bool) (snap Snapshot, err error) {
 		}
 	}()
 
-	db, err := bolt.Open(path, 0o444, &bolt.Options{
-		ReadOnly: true,
-		Timeout:  lockTimeout,
-		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
-			f, err := os.OpenFile(name, flag, perm)
-			file = f
-			return f, err
-		},
-	})
+	db, err := openReadOnly(path, &file)
 	if err != nil {
-		var pathErr *fs.PathError
-		if errors.Is(err, berrors.ErrTimeout) || errors.As(err, &pathErr) {
-			return Snapshot{}, fmt.Errorf("open: %w", err) // locked elsewhere, or unreadable
-		}
-		// Bad magic, version or checksum in both meta pages, or a file too small.
-		return Snapshot{}, fmt.Errorf("%w: open: %w", ErrCorrupt, err)
+		return Snapshot{}, err
 	}
 	defer func() { _ = db.Close() }() // read-only: nothing to lose on close
 	err = db.View(func(tx *bolt.Tx) error {
@@ -125,6 +112,30 @@ func load(path string, size int64, sorted bool) (snap Snapshot, err error) {
 		return err
 	})
 	return snap, err
+}
+
+// openReadOnly opens the snapshot at path for reading, setting *file to the file as soon as
+// it is open (for the caller to close should bbolt panic before it returns). A file
+// bbolt refuses is an error wrapping ErrCorrupt; one locked elsewhere or unreadable is not.
+func openReadOnly(path string, file **os.File) (*bolt.DB, error) {
+	db, err := bolt.Open(path, 0o444, &bolt.Options{
+		ReadOnly: true,
+		Timeout:  lockTimeout,
+		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
+			f, err := os.OpenFile(name, flag, perm)
+			*file = f
+			return f, err
+		},
+	})
+	if err != nil {
+		var pathErr *fs.PathError
+		if errors.Is(err, berrors.ErrTimeout) || errors.As(err, &pathErr) {
+			return nil, fmt.Errorf("open: %w", err) // locked elsewhere, or unreadable
+		}
+		// Bad magic, version or checksum in both meta pages, or a file too small.
+		return nil, fmt.Errorf("%w: open: %w", ErrCorrupt, err)
+	}
+	return db, nil
 }
 
 // readSnapshot checks the meta bucket and returns the cells and counter keys of tx, the

@@ -50,6 +50,12 @@ const (
 	//	       "runs_crc32c" and "leases_crc32c" = CRC-32C of each bucket's chunk values in
 	//	       chunk order (4 bytes, big endian), so a damaged file is detected rather than
 	//	       half-loaded.
+	//	       A snapshot of an engine's Tuples (and no Cells) also has "shard_seed" = the
+	//	       store's hash seed (8 bytes, big endian) and "shards" = engine.Shards+1 chunk
+	//	       indexes (4 bytes each, big endian): shard i's cells are the chunks from the
+	//	       i-th to the (i+1)-th, no chunk holding two shards' cells, so that a process
+	//	       that adopts the seed loads them shard by shard (Store.OpenOrSetAside); its
+	//	       lease records then spell out their keys (cell reference 0).
 	//
 	// Records are written in the order Save is given them, unsorted; Load sorts the cells
 	// and merges records of the same key and sequence. A chunk is one bbolt value, so a save
@@ -71,6 +77,8 @@ const (
 	metaRunsCRC    = "runs_crc32c"
 	metaLeaseCount = "leases_count"
 	metaLeaseCRC   = "leases_crc32c"
+	metaShardSeed  = "shard_seed"
+	metaShards     = "shards"
 
 	// chunkSize is the size past which a chunk is closed: the records of a chunk are never
 	// split, so a chunk is up to chunkSize plus one record.
@@ -101,6 +109,9 @@ type Source struct {
 	Runs   iter.Seq[engine.RunRecord]
 	Leases iter.Seq[engine.LeaseRecord]
 	Tuples iter.Seq[engine.TupleRecord]
+	// ShardSeed is the seed of the store's hash (engine.ShardSeed), recorded with the
+	// shards of a snapshot of Tuples.
+	ShardSeed uint64
 	// Saved, when not nil, is called after a save of the records succeeded (the file is
 	// on disk), before Write returns and before another save starts: an origin's
 	// engine.RunsSaved, which tells its edges which replay batches are durable.
@@ -201,9 +212,20 @@ func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 	if buf, ends, cells.count, err = encodeRecords(buf, ends, src.Cells, appendCell, nil); err != nil {
 		return 0, 0, fmt.Errorf("%s: %w", cellsBucket, err)
 	}
+	var extra []metaValue
 	if src.Tuples != nil {
 		t := tupleEncoder{lease: &enc, cbuf: buf, cends: ends, lbuf: lbuf, lends: lends, ncells: cells.count, nleases: leases.count}
+		if src.Cells == nil { // the cells are the tuples': shard by shard
+			t.first, t.shards = cells.first, make([]uint32, engine.Shards+1)
+		}
 		err = t.encode(src.Tuples)
+		if t.shards != nil && err == nil {
+			table := make([]byte, 0, 4*len(t.shards))
+			for _, c := range t.shards {
+				table = binary.BigEndian.AppendUint32(table, c)
+			}
+			extra = []metaValue{{metaShardSeed, binary.BigEndian.AppendUint64(nil, src.ShardSeed)}, {metaShards, table}}
+		}
 		buf, ends, lbuf, lends, cells.count, leases.count = t.cbuf, t.cends, t.lbuf, t.lends, t.ncells, t.nleases
 		if err != nil {
 			return 0, 0, fmt.Errorf("%s and %s: %w", cellsBucket, leaseBucket, err)
@@ -233,7 +255,7 @@ func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return 0, 0, fmt.Errorf("remove stale %s: %w", tmp, err)
 	}
-	if err := writeFile(tmp, sections[:], now); err != nil {
+	if err := writeFile(tmp, sections[:], now, extra); err != nil {
 		_ = os.Remove(tmp) // best effort: the next Save removes it anyway
 		return 0, 0, err
 	}
@@ -283,20 +305,42 @@ func closeChunk(buf []byte, ends []int, start *int, final bool) []int {
 // cends), the lease grants into lbuf (lends), each grant referring to its tuple's first
 // cell record, when it has one, for the key. ncells and nleases count the records of each,
 // those before the tuples included (a cell's index in the file is its count before it).
+//
+// With shards set (engine.Shards+1 entries), a chunk holds the cells of one shard only and
+// shards[i] is set to the index of shard i's first chunk (shards[engine.Shards]: the
+// number of chunks), counted from the cells' first chunk (cends[first]); the grants then spell out
+// their keys, so that the leases load without the cells.
 type tupleEncoder struct {
 	lease           *leaseEncoder
 	cbuf, lbuf      []byte
 	cends, lends    []int
 	ncells, nleases uint64
+	first           int // the index in cends of the cells' first chunk
+	shards          []uint32
 }
 
 // encode appends the records of tuples, closing every chunk it starts.
 func (t *tupleEncoder) encode(tuples iter.Seq[engine.TupleRecord]) (err error) {
 	cstart, lstart := len(t.cbuf), len(t.lbuf)
 	t.lease.newChunk()
+	shard := -1
+	// upTo closes the chunk of the shards before shard i and starts shard i's.
+	upTo := func(i int) {
+		t.cends = closeChunk(t.cbuf, t.cends, &cstart, true)
+		for shard < i {
+			shard++
+			t.shards[shard] = uint32(len(t.cends) - t.first)
+		}
+	}
 	for r := range tuples {
+		if t.shards != nil && r.Shard != shard {
+			if r.Shard < shard || r.Shard >= engine.Shards {
+				return fmt.Errorf("tuple of shard %d after shard %d", r.Shard, shard)
+			}
+			upTo(r.Shard)
+		}
 		var ref uint64 // 1 + the index of the tuple's first cell record; 0: none
-		if len(r.Cells) > 0 {
+		if len(r.Cells) > 0 && t.shards == nil {
 			ref = t.ncells + 1
 		}
 		for _, c := range r.Cells {
@@ -317,6 +361,9 @@ func (t *tupleEncoder) encode(tuples iter.Seq[engine.TupleRecord]) (err error) {
 				t.lease.newChunk()
 			}
 		}
+	}
+	if t.shards != nil {
+		upTo(engine.Shards)
 	}
 	t.cends = closeChunk(t.cbuf, t.cends, &cstart, true)
 	t.lends = closeChunk(t.lbuf, t.lends, &lstart, true)
@@ -464,6 +511,12 @@ func appendString(buf []byte, s string) []byte {
 // section is one bucket of chunks to write: chunk i of buf is buf[ends[i-1]:ends[i]], the
 // first starting at base. count records; countName and crcName are its meta values. first
 // is the index of its first chunk among every section's, while save encodes.
+// metaValue is one more value of the meta bucket.
+type metaValue struct {
+	name  string
+	value []byte
+}
+
 type section struct {
 	bucket             string
 	buf                []byte
@@ -485,7 +538,7 @@ func (sec *section) start(i int) int {
 // writeFile writes the chunks of each section to its bucket, and the meta bucket, to a new
 // bbolt file at path and syncs it. Writes are not synced one by one: the file is useless
 // until renamed, so a single fsync at the end is enough.
-func writeFile(path string, sections []section, now time.Time) (err error) {
+func writeFile(path string, sections []section, now time.Time, extra []metaValue) (err error) {
 	mmap, nchunks := 1<<20, 0
 	for _, sec := range sections {
 		mmap += sec.start(len(sec.ends)) - sec.base + len(sec.ends)*4096
@@ -533,6 +586,9 @@ func writeFile(path string, sections []section, now time.Time) (err error) {
 		for i, sec := range sections {
 			put(sec.countName, binary.BigEndian.AppendUint64(nil, sec.count))
 			put(sec.crcName, binary.BigEndian.AppendUint32(nil, crcs[i]))
+		}
+		for _, m := range extra {
+			put(m.name, m.value)
 		}
 		return err
 	})

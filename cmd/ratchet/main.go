@@ -192,12 +192,16 @@ func newOrigin(cfg Config, log *slog.Logger) (*node, error) {
 	}
 	// A snapshot that does not load is moved aside (and logged) so that no save destroys
 	// it, and the limiter starts empty rather than staying down.
-	snap, err := store.LoadOrSetAside()
+	snap, err := store.OpenOrSetAside()
+	if err == nil && snap.Lazy() {
+		err = eng.AdoptShardSeed(snap.Seed) // before anything is restored
+	}
 	if err != nil {
+		_ = snap.Close()
 		_ = store.Close()
 		return nil, fmt.Errorf("open data dir: %w", err)
 	}
-	loaded, dropped, rerr := eng.Restore(snap.Cells)
+	loaded, dropped, rerr := eng.Restore(snap.Cells) // all of them: a file without a shard table
 	if rerr != nil {
 		log.Warn("snapshot had unreadable cells", "error", rerr)
 	}
@@ -215,10 +219,14 @@ func newOrigin(cfg Config, log *slog.Logger) (*node, error) {
 	log.Info("snapshot loaded", "dir", cfg.DataDir, "cells", loaded, "dropped", dropped,
 		"counter_keys", kvLoaded, "counter_keys_dropped", kvDropped, "edge_runs", runsLoaded,
 		"edge_runs_dropped", runsDropped, "leases", leasesLoaded, "leases_dropped", leasesDropped)
-	// The decoded snapshot (snap, not used past here) is garbage now: give its memory back
-	// at once rather than as the scavenger gets to it, so that RSS after a restart is the
-	// store's.
-	debug.FreeOSMemory()
+	if snap.Lazy() {
+		loadCells(eng, snap, log) // in the background; the origin serves meanwhile
+	} else {
+		// The decoded snapshot (not used past here) is garbage now: give its memory back
+		// at once rather than as the scavenger gets to it, so that RSS after a restart is
+		// the store's.
+		debug.FreeOSMemory()
+	}
 	n.store = store
 	return n, nil
 }
@@ -462,7 +470,7 @@ func run(cfg Config, log *slog.Logger) error {
 // one pass over the tuples), counter keys and edge runs' replay marks; once one is on
 // disk, edges learn which of their replay batches it holds (RunsSaved).
 func snapshotSource(e *engine.Engine) persist.Source {
-	return persist.Source{Tuples: e.Tuples, KV: e.KV().Records, Runs: e.Runs, Saved: e.RunsSaved}
+	return persist.Source{Tuples: e.Tuples, KV: e.KV().Records, Runs: e.Runs, Saved: e.RunsSaved, ShardSeed: e.ShardSeed()}
 }
 
 // redisSeconds writes a duration as Redis's CONFIG GET timeout does: whole seconds, a

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"log/slog"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/persist"
+)
+
+// loadCells restores the cells of snap, a snapshot with a shard table whose seed eng
+// adopted, shard by shard in the background (engine.LoadLazily: a request on a shard not
+// loaded yet loads it first), logs the totals once done, closes snap and gives the memory
+// of the decoded records back.
+func loadCells(eng *engine.Engine, snap *persist.Opened, log *slog.Logger) {
+	start := time.Now()
+	var loaded, dropped atomic.Int64
+	done := eng.LoadLazily(func(shard int) {
+		recs, err := snap.Shard(shard)
+		if err != nil {
+			log.Error("snapshot cells not loaded", "shard", shard, "error", err)
+		}
+		l, d, rerr := eng.Restore(recs)
+		if rerr != nil {
+			log.Warn("snapshot had unreadable cells", "shard", shard, "error", rerr)
+		}
+		loaded.Add(int64(l))
+		dropped.Add(int64(d))
+	})
+	go func() {
+		<-done
+		if err := snap.Close(); err != nil {
+			log.Warn("close snapshot", "error", err)
+		}
+		log.Info("snapshot cells loaded", "cells", loaded.Load(), "dropped", dropped.Load(),
+			"duration", time.Since(start).Round(time.Millisecond))
+		debug.FreeOSMemory()
+	}()
+}

@@ -1,0 +1,157 @@
+package engine_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratchet/ratchet/engine"
+)
+
+// lazyRig is an engine saved shard by shard (Tuples) and a second engine that adopted its
+// seed, to load those shards lazily. Loading shard held blocks until release is closed.
+type lazyRig struct {
+	clock   *engine.ManualClock
+	old     *engine.Engine
+	byShard [engine.Shards][]engine.CellRecord
+	cells   int
+}
+
+func newLazyRig(t *testing.T, tuples int) *lazyRig {
+	t.Helper()
+	r := &lazyRig{clock: engine.NewManualClock(t0)}
+	r.old = engine.New(r.clock, engine.Config{Standalone: true})
+	for i := range tuples {
+		mustLimit(t, r.old, tup(fmt.Sprint("k", i), 60_000), 10, 9)
+	}
+	prev := -1
+	for tr := range r.old.Tuples {
+		if tr.Shard < prev {
+			t.Fatalf("shard %d after %d", tr.Shard, prev)
+		}
+		prev = tr.Shard
+		for _, c := range tr.Cells {
+			c.Key = strings.Clone(tr.Key) // lent for the call only
+			r.byShard[tr.Shard] = append(r.byShard[tr.Shard], c)
+			r.cells++
+		}
+	}
+	if r.cells != tuples {
+		t.Fatalf("%d cells saved, want %d", r.cells, tuples)
+	}
+	return r
+}
+
+// start returns a new engine with the old one's seed, loading lazily, its shard held
+// blocked until release is closed.
+func (r *lazyRig) start(t *testing.T, held int, release <-chan struct{}) (*engine.Engine, <-chan struct{}) {
+	t.Helper()
+	e := engine.New(r.clock, engine.Config{Standalone: true})
+	if err := e.AdoptShardSeed(r.old.ShardSeed()); err != nil {
+		t.Fatal(err)
+	}
+	done := e.LoadLazily(func(shard int) {
+		if shard == held {
+			<-release
+		}
+		if _, _, err := e.Restore(r.byShard[shard]); err != nil {
+			t.Error(err)
+		}
+	})
+	return e, done
+}
+
+// TestLoadLazilyDecidesFromTheSnapshot: while the background load is stuck on shard 0, a
+// decision on a tuple of another shard loads that shard first: it sees the snapshot's 9
+// of 10, never an empty count.
+func TestLoadLazilyDecidesFromTheSnapshot(t *testing.T) {
+	r := newLazyRig(t, 2000)
+	release := make(chan struct{})
+	e, done := r.start(t, 0, release)
+	if !e.Loading() || !e.Stats().Loading {
+		t.Fatalf("not loading")
+	}
+	checked := 0
+	for i := range 2000 {
+		tp := tup(fmt.Sprint("k", i), 60_000)
+		if _, ok := r.shardOf(tp); !ok {
+			continue // in shard 0, held
+		}
+		if d := mustLimit(t, e, tp, 10, 1); !d.Allowed || d.Remaining != 0 {
+			t.Fatalf("tuple %d: first decision %+v, want the 10th of 10 allowed", i, d)
+		}
+		if d := mustLimit(t, e, tp, 10, 1); d.Allowed {
+			t.Fatalf("tuple %d: 11th of 10 allowed", i)
+		}
+		if checked++; checked == 50 {
+			break
+		}
+	}
+	select {
+	case <-done:
+		t.Fatalf("loaded with shard 0 held")
+	default:
+	}
+	close(release)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the load did not end")
+	}
+	if e.Loading() || e.Stats().Cells != int64(r.cells) {
+		t.Fatalf("after the load: loading %v, %d cells, want %d", e.Loading(), e.Stats().Cells, r.cells)
+	}
+}
+
+// shardOf reports whether tp's cell was saved from a shard other than 0.
+func (r *lazyRig) shardOf(tp engine.Tuple) (int, bool) {
+	key := string(engine.AppendKey(nil, tp))
+	for s, recs := range r.byShard {
+		for _, c := range recs {
+			if c.Key == key {
+				return s, s != 0
+			}
+		}
+	}
+	return -1, false
+}
+
+// TestLoadLazilyPassesWait: a pass over the store during the load (a save's Tuples) waits
+// for every shard, so a snapshot saved then holds every cell of the old one.
+func TestLoadLazilyPassesWait(t *testing.T) {
+	r := newLazyRig(t, 3000)
+	release := make(chan struct{})
+	e, done := r.start(t, 0, release)
+	counted := make(chan int)
+	go func() {
+		n := 0
+		for range e.Records {
+			n++
+		}
+		counted <- n
+	}()
+	select {
+	case n := <-counted:
+		t.Fatalf("a pass ended with shard 0 held: %d cells", n)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if n := <-counted; n != r.cells {
+		t.Fatalf("the pass saw %d cells, want %d", n, r.cells)
+	}
+	<-done
+}
+
+// TestAdoptShardSeedEmptyOnly: a seed is adopted only by an empty store.
+func TestAdoptShardSeedEmptyOnly(t *testing.T) {
+	e, _ := newEngine(t0)
+	if err := e.AdoptShardSeed(42); err != nil || e.ShardSeed() != 42 {
+		t.Fatalf("adopt on an empty store: %v, seed %d", err, e.ShardSeed())
+	}
+	mustLimit(t, e, tup("k", 60_000), 10, 1)
+	if err := e.AdoptShardSeed(43); !errors.Is(err, engine.ErrNotEmpty) || e.ShardSeed() != 42 {
+		t.Fatalf("adopt on a store holding a tuple: %v, seed %d", err, e.ShardSeed())
+	}
+}

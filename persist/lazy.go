@@ -1,0 +1,214 @@
+package persist
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+
+	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/keyspace"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Opened is a snapshot held open so that its cells are read a shard at a time, for
+// engine.LoadLazily: an origin that restarts serves before it has read them all. Its
+// Snapshot has the counter keys, runs and leases; its Cells too when the file has no shard
+// table (a snapshot not of an engine's Tuples: Lazy reports false, and there is nothing
+// more to read). Close it once every shard is read (Shard).
+type Opened struct {
+	Snapshot
+	// Seed is the store's hash seed the snapshot was saved with (when Lazy).
+	Seed   uint64
+	db     *bolt.DB
+	shards []uint32 // the shard table: shard i is chunks shards[i] to shards[i+1]-1
+	size   int64
+}
+
+// Lazy reports whether the cells are to be read with Shard, shard by shard.
+func (o *Opened) Lazy() bool { return o.shards != nil }
+
+// OpenOrSetAside is LoadOrSetAside that leaves the cells of a snapshot with a shard table
+// in the file, for Shard to read a shard at a time. Every chunk is checked against the
+// CRC-32C of its bucket before it returns, as LoadAll checks them, so a damaged file is
+// moved aside (and the process starts empty) rather than half-loaded. With no snapshot,
+// it returns an Opened with nothing in it.
+func (s *Store) OpenOrSetAside() (*Opened, error) {
+	o, err := s.open()
+	if err == nil {
+		return o, nil
+	}
+	return &Opened{}, s.aside(err)
+}
+
+// open opens the snapshot for OpenOrSetAside.
+func (s *Store) open() (*Opened, error) {
+	path := filepath.Join(s.dir, fileName)
+	info, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &Opened{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load snapshot %s: %w", path, err)
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("load snapshot %s: not a regular file", path)
+	}
+	if info.Size() == 0 {
+		return nil, fmt.Errorf("load snapshot %s: %w: empty file", path, ErrCorrupt)
+	}
+	o, err := openLazy(path, info.Size())
+	if err != nil {
+		return nil, fmt.Errorf("load snapshot %s: %w", path, err)
+	}
+	s.sizeHint.Store(info.Size())
+	return o, nil
+}
+
+// openLazy opens the snapshot at path, of size bytes, and checks it; it reads everything
+// but the cells of a file with a shard table. As load, it turns a fault or a panic of
+// bbolt on a damaged file into an error.
+func openLazy(path string, size int64) (o *Opened, err error) {
+	var file *os.File
+	var db *bolt.DB
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			if db != nil {
+				_ = db.Close()
+			} else if file != nil {
+				_ = file.Close()
+			}
+			o, err = nil, fmt.Errorf("%w: bbolt: %v", ErrCorrupt, r)
+		}
+	}()
+	if db, err = openReadOnly(path, &file); err != nil {
+		return nil, err
+	}
+	o = &Opened{db: db, size: size}
+	err = db.View(func(tx *bolt.Tx) error {
+		if tx.Size() > size {
+			return fmt.Errorf("%w: truncated: %d bytes of %d", ErrCorrupt, size, tx.Size())
+		}
+		meta := tx.Bucket([]byte(metaBucket))
+		if meta == nil || meta.Get([]byte(metaShards)) == nil {
+			var err error
+			o.Snapshot, err = readSnapshot(tx, size, false) // no table: everything now
+			return err
+		}
+		return o.readLazy(tx, meta)
+	})
+	if err != nil || o.shards == nil {
+		_ = db.Close()
+		o.db = nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// readLazy checks a file with a shard table: its version, the CRC-32C of the cells'
+// chunks and the table, and reads its counter keys, runs and leases.
+func (o *Opened) readLazy(tx *bolt.Tx, meta *bolt.Bucket) error {
+	version, err := metaUint(meta, metaVersion, 8)
+	if err != nil {
+		return err
+	}
+	if version != formatVersion {
+		return fmt.Errorf("%w: %w", ErrCorrupt, &versionError{found: version, want: formatVersion})
+	}
+	if o.Seed, err = metaUint(meta, metaShardSeed, 8); err != nil {
+		return err
+	}
+	table := meta.Get([]byte(metaShards))
+	if len(table) != 4*(engine.Shards+1) {
+		return fmt.Errorf("%w: shard table of %d bytes", ErrCorrupt, len(table))
+	}
+	cells := tx.Bucket([]byte(cellsBucket))
+	if cells == nil {
+		return fmt.Errorf("%w: missing %q bucket", ErrCorrupt, cellsBucket)
+	}
+	wantCRC, err := metaUint(meta, metaCRC, 4)
+	if err != nil {
+		return err
+	}
+	chunks := uint32(0)
+	crc, err := eachChunk(cells, cellsBucket, func([]byte) error { chunks++; return nil })
+	if err != nil {
+		return err
+	}
+	if uint64(crc) != wantCRC {
+		return fmt.Errorf("%w: checksum %08x, meta says %08x", ErrCorrupt, crc, wantCRC)
+	}
+	shards := make([]uint32, engine.Shards+1)
+	for i := range shards {
+		shards[i] = binary.BigEndian.Uint32(table[4*i:])
+		if (i == 0 && shards[i] != 0) || (i > 0 && shards[i] < shards[i-1]) || shards[i] > chunks ||
+			(i == engine.Shards && shards[i] != chunks) {
+			return fmt.Errorf("%w: shard table entry %d: chunk %d of %d", ErrCorrupt, i, shards[i], chunks)
+		}
+	}
+	kv := chunked[keyspace.Record]{bucket: kvBucket, countName: metaKVCount, crcName: metaKVCRC, minLen: 5, byteValues: true, decode: decodeKV}
+	if o.KV, err = kv.read(tx, meta, o.size); err != nil {
+		return err
+	}
+	runs := chunked[engine.RunRecord]{bucket: runsBucket, countName: metaRunsCount, crcName: metaRunsCRC, minLen: 5, decode: decodeRun}
+	if o.Runs, err = runs.read(tx, meta, o.size); err != nil {
+		return err
+	}
+	leases := chunked[engine.LeaseRecord]{bucket: leaseBucket, countName: metaLeaseCount, crcName: metaLeaseCRC, minLen: 6,
+		chunkDecoder: leaseDecoder(o.Runs, nil)} // their keys are spelled out
+	if o.Leases, err = leases.read(tx, meta, o.size); err != nil {
+		return err
+	}
+	o.shards = shards
+	return nil
+}
+
+// Shard returns the cell records of shard i (0 to engine.Shards-1) of a Lazy snapshot, in
+// file order. It is safe to call from several goroutines, before Close. The file was
+// checked when it opened; a fault reading it still is an error, not a crash.
+func (o *Opened) Shard(i int) (recs []engine.CellRecord, err error) {
+	if o.shards == nil || i < 0 || i >= engine.Shards {
+		return nil, fmt.Errorf("no shard %d to read", i)
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			recs, err = nil, fmt.Errorf("%w: shard %d: bbolt: %v", ErrCorrupt, i, r)
+		}
+	}()
+	err = o.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket([]byte(cellsBucket)).Cursor()
+		dec := chunked[engine.CellRecord]{decode: decodeCell}
+		var key [chunkKeyLen]byte
+		binary.BigEndian.PutUint32(key[:], o.shards[i])
+		n := o.shards[i]
+		for k, v := c.Seek(key[:]); n < o.shards[i+1]; k, v = c.Next() {
+			if len(k) != chunkKeyLen || binary.BigEndian.Uint32(k) != n {
+				return fmt.Errorf("%w: %s chunk key %x, want chunk %d", ErrCorrupt, cellsBucket, k, n)
+			}
+			var err error
+			if recs, err = dec.decodeChunk(recs, v, uint64(o.size)); err != nil {
+				return fmt.Errorf("%w: %s chunk %d: %w", ErrCorrupt, cellsBucket, n, err)
+			}
+			n++
+		}
+		return nil
+	})
+	return recs, err
+}
+
+// Close releases the file of a Lazy snapshot.
+func (o *Opened) Close() error {
+	if o.db == nil {
+		return nil
+	}
+	err := o.db.Close()
+	o.db = nil
+	return err
+}

@@ -1,0 +1,154 @@
+package persist
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ratchet/ratchet/engine"
+	bolt "go.etcd.io/bbolt"
+)
+
+// lazyEngine returns an engine of n tuples (one cell each, the first 20 with a lease of an
+// edge run) and the shard of each tuple's key, as Tuples reports them.
+func lazyEngine(t *testing.T, n int) (*engine.Engine, map[string]int) {
+	t.Helper()
+	const t0 = 1_704_067_200_000
+	e := engine.New(engine.NewManualClock(t0), engine.Config{Standalone: true})
+	for i := range n {
+		k := engine.AppendKey(nil, engine.Tuple{Workspace: "default", Namespace: "default", Key: fmt.Appendf(nil, "k%d", i), WindowMs: 60_000})
+		want := uint64(0)
+		if i < 20 {
+			want = 4
+		}
+		e.ServeRead("e1/a", []engine.ReadItem{{Key: k, Seq: t0 / 60_000, Limit: 1 << 40, Want: want}})
+		e.ServeReplay(engine.ReplayBatch{Node: "e1/a", ID: uint64(i + 1),
+			Items: []engine.ReplayItem{{Key: k, Seq: t0 / 60_000, Cost: uint64(i%7 + 1), Limit: 1 << 40, Want: want}}})
+	}
+	shardOf := map[string]int{}
+	for tr := range e.Tuples {
+		shardOf[strings.Clone(tr.Key)] = tr.Shard
+	}
+	return e, shardOf
+}
+
+func lazyStore(t *testing.T) (*Store, string) {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := Open(dir, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s, dir
+}
+
+// TestOpenLazyShardTable: a snapshot of an engine's Tuples records the engine's seed and
+// where each shard's cells are; OpenOrSetAside reads the leases, runs and seed and leaves
+// the cells, and Shard(i) returns exactly the cells of shard i.
+func TestOpenLazyShardTable(t *testing.T) {
+	e, shardOf := lazyEngine(t, 3000)
+	s, _ := lazyStore(t)
+	if err := s.Write(Source{Tuples: e.Tuples, Runs: e.Runs, ShardSeed: e.ShardSeed()}); err != nil {
+		t.Fatal(err)
+	}
+	o, err := s.OpenOrSetAside()
+	if err != nil || !o.Lazy() {
+		t.Fatalf("OpenOrSetAside: %v, lazy %v", err, o.Lazy())
+	}
+	defer o.Close()
+	if o.Seed != e.ShardSeed() || o.Cells != nil || len(o.Leases) != 20 || len(o.Runs) != 1 {
+		t.Fatalf("seed %d (want %d), %d cells, %d leases, %d runs", o.Seed, e.ShardSeed(), len(o.Cells), len(o.Leases), len(o.Runs))
+	}
+	for _, l := range o.Leases {
+		if _, ok := shardOf[l.Key]; !ok {
+			t.Fatalf("lease of unknown key %q", l.Key)
+		}
+	}
+	seen := map[string]uint64{}
+	for i := range engine.Shards {
+		recs, err := o.Shard(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			if shardOf[r.Key] != i {
+				t.Fatalf("shard %d holds %q of shard %d", i, r.Key, shardOf[r.Key])
+			}
+			seen[r.Key] = r.Regional
+		}
+	}
+	want := map[string]uint64{}
+	for r := range e.Records {
+		want[strings.Clone(r.Key)] = r.Regional
+	}
+	if !maps.Equal(seen, want) {
+		t.Fatalf("shards hold %d cells, want %d", len(seen), len(want))
+	}
+	// A snapshot of records (no Tuples) has no table: everything is read at once.
+	if err := s.Save(slices.Collect(func(yield func(engine.CellRecord) bool) {
+		for r := range e.Records {
+			r.Key = strings.Clone(r.Key)
+			if !yield(r) {
+				return
+			}
+		}
+	})); err != nil {
+		t.Fatal(err)
+	}
+	o2, err := s.OpenOrSetAside()
+	if err != nil || o2.Lazy() || len(o2.Cells) != len(want) {
+		t.Fatalf("records snapshot: %v, lazy %v, %d cells", err, o2.Lazy(), len(o2.Cells))
+	}
+}
+
+// TestOpenLazyDamaged: a damaged cell chunk (caught by the CRC before any shard is read) or
+// shard table makes OpenOrSetAside move the file aside and start empty.
+func TestOpenLazyDamaged(t *testing.T) {
+	for name, damage := range map[string]func(tx *bolt.Tx) error{
+		"chunk byte": func(tx *bolt.Tx) error {
+			b := tx.Bucket([]byte(cellsBucket))
+			k, v := b.Cursor().First()
+			v = slices.Clone(v)
+			v[len(v)/2] ^= 0x40
+			return b.Put(slices.Clone(k), v)
+		},
+		"table order": func(tx *bolt.Tx) error {
+			m := tx.Bucket([]byte(metaBucket))
+			table := slices.Clone(m.Get([]byte(metaShards)))
+			binary.BigEndian.PutUint32(table[4*5:], 1<<20)
+			return m.Put([]byte(metaShards), table)
+		},
+		"table length": func(tx *bolt.Tx) error {
+			m := tx.Bucket([]byte(metaBucket))
+			return m.Put([]byte(metaShards), m.Get([]byte(metaShards))[4:])
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e, _ := lazyEngine(t, 500)
+			s, dir := lazyStore(t)
+			if err := s.Write(Source{Tuples: e.Tuples, ShardSeed: e.ShardSeed()}); err != nil {
+				t.Fatal(err)
+			}
+			rewrite(t, dir, damage)
+			o, err := s.OpenOrSetAside()
+			if err != nil || o.Lazy() || o.Cells != nil || o.Leases != nil {
+				t.Fatalf("damaged: %v, lazy %v, %d cells", err, o.Lazy(), len(o.Cells))
+			}
+			if m, _ := filepathGlob(dir); len(m) != 1 {
+				t.Fatalf("moved aside: %v", m)
+			}
+		})
+	}
+}
+
+// filepathGlob lists the snapshots moved aside in dir.
+func filepathGlob(dir string) ([]string, error) {
+	return filepath.Glob(filepath.Join(dir, corruptPrefix+"*"))
+}
