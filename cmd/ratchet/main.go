@@ -216,7 +216,7 @@ func newOrigin(cfg Config, log *slog.Logger) (*node, error) {
 	if lerr != nil {
 		log.Warn("snapshot had unreadable leases", "error", lerr)
 	}
-	log.Info("snapshot loaded", "dir", cfg.DataDir, "cells", loaded, "dropped", dropped,
+	log.Info("snapshot loaded", "dir", cfg.DataDir, "cells", loaded, "dropped", dropped, "cells_in_background", snap.Lazy(),
 		"counter_keys", kvLoaded, "counter_keys_dropped", kvDropped, "edge_runs", runsLoaded,
 		"edge_runs_dropped", runsDropped, "leases", leasesLoaded, "leases_dropped", leasesDropped)
 	if snap.Lazy() {
