@@ -7,25 +7,44 @@ import (
 )
 
 // Loading a snapshot in the background (LoadLazily): an origin that restarts serves at once,
-// while the cells of its snapshot are restored shard by shard. A shard whose cells are not
-// restored yet is restored first by whoever needs it: store.locate, which every keyed
-// read and write goes through, and the passes over the store (eachLive, Tuples, the
-// sweep), wait for it. So no tuple is ever decided from fewer than the snapshot's counts,
-// and a snapshot saved during the load holds every cell of the old one.
+// while the cells of its snapshot are restored part by part, a part being a sixteenth of a
+// shard (the tuples whose hash has the shard's low 8 bits and the part's next 4). A part
+// whose cells are not restored yet is restored first by whoever needs it: store.locate,
+// which every keyed read and write goes through, waits for the part of its key, and the
+// passes over the store (eachLive, Tuples, the sweep) for every part of each shard. So no
+// tuple is ever decided from fewer than the snapshot's counts, and a snapshot saved during
+// the load holds every cell of the old one. A request on a part not loaded yet waits for
+// that part only: 1/4096 of the snapshot.
 //
-// This needs the snapshot's cells grouped by the shard they were saved from, and the same
-// shards: the snapshot records the store's hash seed (ShardSeed), which the next process
-// adopts (AdoptShardSeed) before it holds anything.
+// This needs the snapshot's cells grouped by part, and the same parts: the snapshot records
+// the store's hash seed (ShardSeed), which the next process adopts (AdoptShardSeed) before
+// it holds anything.
+
+// loadParts is the number of load parts of a shard; Parts that of the store.
+const (
+	loadParts = 16
+	Parts     = shardCount * loadParts
+)
+
+// partOf returns the load part of a key of hash h (store.locateIndex's).
+func partOf(h uint64) int { return int(h%shardCount)*loadParts + int(h>>8)%loadParts }
 
 // loader is the store's part of a lazy load.
 type loader struct {
-	pending atomic.Bool // some shard is not loaded yet
-	loaded  [shardCount]atomic.Bool
-	mu      [shardCount]sync.Mutex // held while a shard loads
-	load    func(shard int)
+	pending atomic.Bool // some part is not loaded yet
+	loaded  [Parts]atomic.Bool
+	mu      [Parts]sync.Mutex // held while a part loads
+	load    func(part int)
 }
 
-// ensure restores shard i's snapshot cells unless they are restored already, waiting for
+// ensureShard restores every part of shard i (ensure).
+func (s *store) ensureShard(i int) {
+	for p := i * loadParts; p < (i+1)*loadParts; p++ {
+		s.ensure(p)
+	}
+}
+
+// ensure restores part i's snapshot cells unless they are restored already, waiting for
 // another goroutine that is restoring them. The caller holds no shard lock.
 func (s *store) ensure(i int) {
 	l := s.loader
@@ -58,19 +77,19 @@ func (e *Engine) AdoptShardSeed(seed uint64) error {
 	return nil
 }
 
-// LoadLazily restores a snapshot in the background: load(shard) is to restore (with
-// Restore or RestoreSeq) the snapshot's cells of that shard of the store, in a snapshot
-// whose seed this engine adopted. Each shard is loaded once, in the background in shard
-// order or earlier by the first request that needs it; LoadLazily returns at once, and
-// the channel it returns is closed once every shard is loaded. It must be called before
-// the engine serves, at most once.
-func (e *Engine) LoadLazily(load func(shard int)) <-chan struct{} {
+// LoadLazily restores a snapshot in the background: load(part) is to restore (with Restore)
+// the snapshot's cells of that load part (TupleRecord.Part), in a snapshot whose seed this
+// engine adopted. Each part is loaded once, in the background in part order or earlier by
+// the first request that needs it; LoadLazily returns at once, and the channel it returns
+// is closed once every part is loaded. It must be called before the engine serves, at
+// most once.
+func (e *Engine) LoadLazily(load func(part int)) <-chan struct{} {
 	s := e.store
 	s.loader = &loader{load: load}
 	s.loader.pending.Store(true)
 	done := make(chan struct{})
 	go func() {
-		for i := range shardCount {
+		for i := range Parts {
 			s.ensure(i)
 		}
 		s.loader.pending.Store(false)
@@ -79,8 +98,8 @@ func (e *Engine) LoadLazily(load func(shard int)) <-chan struct{} {
 	return done
 }
 
-// Loading reports whether a lazy load (LoadLazily) has shards still to load.
+// Loading reports whether a lazy load (LoadLazily) has parts still to load.
 func (e *Engine) Loading() bool { return e.store.loading() }
 
-// loading reports whether some shard may not be loaded yet.
+// loading reports whether some part may not be loaded yet.
 func (s *store) loading() bool { return s.loader != nil && s.loader.pending.Load() }

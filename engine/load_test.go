@@ -10,13 +10,13 @@ import (
 	"github.com/ratchet/ratchet/engine"
 )
 
-// lazyRig is an engine saved shard by shard (Tuples) and a second engine that adopted its
-// seed, to load those shards lazily. Loading shard held blocks until release is closed.
+// lazyRig is an engine saved part by part (Tuples) and a second engine that adopted its
+// seed, to load those parts lazily. Loading part held blocks until release is closed.
 type lazyRig struct {
-	clock   *engine.ManualClock
-	old     *engine.Engine
-	byShard [engine.Shards][]engine.CellRecord
-	cells   int
+	clock  *engine.ManualClock
+	old    *engine.Engine
+	byPart [engine.Parts][]engine.CellRecord
+	cells  int
 }
 
 func newLazyRig(t *testing.T, tuples int) *lazyRig {
@@ -28,13 +28,13 @@ func newLazyRig(t *testing.T, tuples int) *lazyRig {
 	}
 	prev := -1
 	for tr := range r.old.Tuples {
-		if tr.Shard < prev {
-			t.Fatalf("shard %d after %d", tr.Shard, prev)
+		if tr.Part < prev {
+			t.Fatalf("part %d after %d", tr.Part, prev)
 		}
-		prev = tr.Shard
+		prev = tr.Part
 		for _, c := range tr.Cells {
 			c.Key = strings.Clone(tr.Key) // lent for the call only
-			r.byShard[tr.Shard] = append(r.byShard[tr.Shard], c)
+			r.byPart[tr.Part] = append(r.byPart[tr.Part], c)
 			r.cells++
 		}
 	}
@@ -44,7 +44,7 @@ func newLazyRig(t *testing.T, tuples int) *lazyRig {
 	return r
 }
 
-// start returns a new engine with the old one's seed, loading lazily, its shard held
+// start returns a new engine with the old one's seed, loading lazily, its part held
 // blocked until release is closed.
 func (r *lazyRig) start(t *testing.T, held int, release <-chan struct{}) (*engine.Engine, <-chan struct{}) {
 	t.Helper()
@@ -52,19 +52,19 @@ func (r *lazyRig) start(t *testing.T, held int, release <-chan struct{}) (*engin
 	if err := e.AdoptShardSeed(r.old.ShardSeed()); err != nil {
 		t.Fatal(err)
 	}
-	done := e.LoadLazily(func(shard int) {
-		if shard == held {
+	done := e.LoadLazily(func(part int) {
+		if part == held {
 			<-release
 		}
-		if _, _, err := e.Restore(r.byShard[shard]); err != nil {
+		if _, _, err := e.Restore(r.byPart[part]); err != nil {
 			t.Error(err)
 		}
 	})
 	return e, done
 }
 
-// TestLoadLazilyDecidesFromTheSnapshot: while the background load is stuck on shard 0, a
-// decision on a tuple of another shard loads that shard first: it sees the snapshot's 9
+// TestLoadLazilyDecidesFromTheSnapshot: while the background load is stuck on part 0, a
+// decision on a tuple of another part loads that part first: it sees the snapshot's 9
 // of 10, never an empty count.
 func TestLoadLazilyDecidesFromTheSnapshot(t *testing.T) {
 	r := newLazyRig(t, 2000)
@@ -76,8 +76,8 @@ func TestLoadLazilyDecidesFromTheSnapshot(t *testing.T) {
 	checked := 0
 	for i := range 2000 {
 		tp := tup(fmt.Sprint("k", i), 60_000)
-		if _, ok := r.shardOf(tp); !ok {
-			continue // in shard 0, held
+		if _, ok := r.partOf(tp); !ok {
+			continue // in part 0, held
 		}
 		if d := mustLimit(t, e, tp, 10, 1); !d.Allowed || d.Remaining != 0 {
 			t.Fatalf("tuple %d: first decision %+v, want the 10th of 10 allowed", i, d)
@@ -91,7 +91,7 @@ func TestLoadLazilyDecidesFromTheSnapshot(t *testing.T) {
 	}
 	select {
 	case <-done:
-		t.Fatalf("loaded with shard 0 held")
+		t.Fatalf("loaded with part 0 held")
 	default:
 	}
 	close(release)
@@ -105,10 +105,10 @@ func TestLoadLazilyDecidesFromTheSnapshot(t *testing.T) {
 	}
 }
 
-// shardOf reports whether tp's cell was saved from a shard other than 0.
-func (r *lazyRig) shardOf(tp engine.Tuple) (int, bool) {
+// partOf reports whether tp's cell was saved from a part other than 0.
+func (r *lazyRig) partOf(tp engine.Tuple) (int, bool) {
 	key := string(engine.AppendKey(nil, tp))
-	for s, recs := range r.byShard {
+	for s, recs := range r.byPart {
 		for _, c := range recs {
 			if c.Key == key {
 				return s, s != 0
@@ -119,7 +119,7 @@ func (r *lazyRig) shardOf(tp engine.Tuple) (int, bool) {
 }
 
 // TestLoadLazilyPassesWait: a pass over the store during the load (a save's Tuples) waits
-// for every shard, so a snapshot saved then holds every cell of the old one.
+// for every part, so a snapshot saved then holds every cell of the old one.
 func TestLoadLazilyPassesWait(t *testing.T) {
 	r := newLazyRig(t, 3000)
 	release := make(chan struct{})
@@ -134,7 +134,7 @@ func TestLoadLazilyPassesWait(t *testing.T) {
 	}()
 	select {
 	case n := <-counted:
-		t.Fatalf("a pass ended with shard 0 held: %d cells", n)
+		t.Fatalf("a pass ended with part 0 held: %d cells", n)
 	case <-time.After(50 * time.Millisecond):
 	}
 	close(release)

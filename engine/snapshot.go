@@ -55,14 +55,11 @@ type TupleRecord struct {
 	Key    string
 	Cells  []CellRecord
 	Leases []LeaseRecord
-	// Shard is the index of the store's shard that holds the tuple (0 to Shards-1): Tuples
-	// yields the shards' tuples in shard order, for a snapshot that LoadLazily reads back
-	// shard by shard.
-	Shard int
+	// Part is the tuple's load part (0 to Parts-1), a sixteenth of its shard: Tuples
+	// yields the tuples in part order, for a snapshot that LoadLazily reads back part by
+	// part.
+	Part int
 }
-
-// Shards is the number of the store's shards (TupleRecord.Shard, LoadLazily).
-const Shards = shardCount
 
 // Tuples yields every tuple that holds a live cell or a lease grant that has not ended,
 // without copying the store: a shard's tuples are gathered into buffers reused from shard
@@ -73,9 +70,13 @@ const Shards = shardCount
 // a grant's record can refer to its tuple's cell record for the key (persist).
 func (e *Engine) Tuples(yield func(TupleRecord) bool) {
 	type span struct{ off, n int }
-	type tupleAt struct{ key, cells, leases span }
+	type tupleAt struct {
+		key, cells, leases span
+		part               int
+	}
 	var (
 		tuples  []tupleAt
+		order   []int // tuples' indexes in part order
 		keys    []byte
 		cells   []CellRecord
 		fAt     []span // per cell, its foreign components in foreign
@@ -85,7 +86,7 @@ func (e *Engine) Tuples(yield func(TupleRecord) bool) {
 	now := e.clock.NowMs()
 	for i := range e.store.shards {
 		if e.store.loading() {
-			e.store.ensure(i)
+			e.store.ensureShard(i)
 		}
 		tuples, keys, cells, fAt, foreign, leases = tuples[:0], keys[:0], cells[:0], fAt[:0], foreign[:0], leases[:0]
 		sh := &e.store.shards[i]
@@ -144,9 +145,27 @@ func (e *Engine) Tuples(yield func(TupleRecord) bool) {
 				cells[k].Foreign = foreign[fs.off : fs.off+fs.n : fs.off+fs.n]
 			}
 		}
-		for _, t := range tuples {
+		// In part order (a counting sort: the part is the next bits of the hash that picked
+		// the shard).
+		var at [loadParts + 1]int
+		for k := range tuples {
+			t := &tuples[k]
+			t.part = partOf(hashKey(e.store.seed, keys[t.key.off:t.key.off+t.key.n]))
+			at[t.part%loadParts+1]++
+		}
+		for p := 1; p <= loadParts; p++ {
+			at[p] += at[p-1]
+		}
+		order = slices.Grow(order[:0], len(tuples))[:len(tuples)]
+		for k := range tuples {
+			p := tuples[k].part % loadParts
+			order[at[p]] = k
+			at[p]++
+		}
+		for _, k := range order {
+			t := &tuples[k]
 			r := TupleRecord{
-				Shard:  i,
+				Part:   t.part,
 				Cells:  cells[t.cells.off : t.cells.off+t.cells.n : t.cells.off+t.cells.n],
 				Leases: leases[t.leases.off : t.leases.off+t.leases.n : t.leases.off+t.leases.n],
 			}

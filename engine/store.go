@@ -352,11 +352,10 @@ func (s *store) locate(key []byte) (*shard, uint32) {
 // Engine.Transact locks shards).
 func (s *store) locateIndex(key []byte) (int, uint32) {
 	h := hashKey(s.seed, key)
-	i := int(h % shardCount)
 	if s.loading() {
-		s.ensure(i)
+		s.ensure(partOf(h))
 	}
-	return i, uint32(h >> 32)
+	return int(h % shardCount), uint32(h >> 32)
 }
 
 // locateLoaded is locate without waiting for a lazy load (Restore's).
@@ -400,7 +399,7 @@ func (s *store) insert(sh *shard, h uint32, key []byte, force bool) (*entry, err
 func (s *store) eachLive(nowMs int64, fn func(key string, ent *entry, i int) bool) {
 	for i := range s.shards {
 		if s.loading() {
-			s.ensure(i)
+			s.ensureShard(i)
 		}
 		if !s.liveIn(&s.shards[i], nowMs, fn) {
 			return
@@ -464,7 +463,7 @@ func (s *store) sweep(nowMs int64, leases bool) int64 {
 	var dropped int64
 	for i := range s.shards {
 		if s.loading() {
-			s.ensure(i)
+			s.ensureShard(i)
 		}
 		sh := &s.shards[i]
 		lockYielding(&sh.mu)

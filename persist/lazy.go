@@ -14,25 +14,25 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Opened is a snapshot held open so that its cells are read a shard at a time, for
+// Opened is a snapshot held open so that its cells are read a part at a time, for
 // engine.LoadLazily: an origin that restarts serves before it has read them all. Its
-// Snapshot has the counter keys, runs and leases; its Cells too when the file has no shard
+// Snapshot has the counter keys, runs and leases; its Cells too when the file has no part
 // table (a snapshot not of an engine's Tuples: Lazy reports false, and there is nothing
-// more to read). Close it once every shard is read (Shard).
+// more to read). Close it once every part is read (Part).
 type Opened struct {
 	Snapshot
 	// Seed is the store's hash seed the snapshot was saved with (when Lazy).
-	Seed   uint64
-	db     *bolt.DB
-	shards []uint32 // the shard table: shard i is chunks shards[i] to shards[i+1]-1
-	size   int64
+	Seed  uint64
+	db    *bolt.DB
+	parts []uint32 // the part table: part i is chunks parts[i] to parts[i+1]-1
+	size  int64
 }
 
-// Lazy reports whether the cells are to be read with Shard, shard by shard.
-func (o *Opened) Lazy() bool { return o.shards != nil }
+// Lazy reports whether the cells are to be read with Part, part by part.
+func (o *Opened) Lazy() bool { return o.parts != nil }
 
-// OpenOrSetAside is LoadOrSetAside that leaves the cells of a snapshot with a shard table
-// in the file, for Shard to read a shard at a time. Every chunk is checked against the
+// OpenOrSetAside is LoadOrSetAside that leaves the cells of a snapshot with a part table
+// in the file, for Part to read a part at a time. Every chunk is checked against the
 // CRC-32C of its bucket before it returns, as LoadAll checks them, so a damaged file is
 // moved aside (and the process starts empty) rather than half-loaded. With no snapshot,
 // it returns an Opened with nothing in it.
@@ -69,7 +69,7 @@ func (s *Store) open() (*Opened, error) {
 }
 
 // openLazy opens the snapshot at path, of size bytes, and checks it; it reads everything
-// but the cells of a file with a shard table. As load, it turns a fault or a panic of
+// but the cells of a file with a part table. As load, it turns a fault or a panic of
 // bbolt on a damaged file into an error.
 func openLazy(path string, size int64) (o *Opened, err error) {
 	var file *os.File
@@ -94,14 +94,14 @@ func openLazy(path string, size int64) (o *Opened, err error) {
 			return fmt.Errorf("%w: truncated: %d bytes of %d", ErrCorrupt, size, tx.Size())
 		}
 		meta := tx.Bucket([]byte(metaBucket))
-		if meta == nil || meta.Get([]byte(metaShards)) == nil {
+		if meta == nil || meta.Get([]byte(metaParts)) == nil {
 			var err error
 			o.Snapshot, err = readSnapshot(tx, size, false) // no table: everything now
 			return err
 		}
 		return o.readLazy(tx, meta)
 	})
-	if err != nil || o.shards == nil {
+	if err != nil || o.parts == nil {
 		_ = db.Close()
 		o.db = nil
 	}
@@ -111,7 +111,7 @@ func openLazy(path string, size int64) (o *Opened, err error) {
 	return o, nil
 }
 
-// readLazy checks a file with a shard table: its version, the CRC-32C of the cells'
+// readLazy checks a file with a part table: its version, the CRC-32C of the cells'
 // chunks and the table, and reads its counter keys, runs and leases.
 func (o *Opened) readLazy(tx *bolt.Tx, meta *bolt.Bucket) error {
 	version, err := metaUint(meta, metaVersion, 8)
@@ -124,9 +124,9 @@ func (o *Opened) readLazy(tx *bolt.Tx, meta *bolt.Bucket) error {
 	if o.Seed, err = metaUint(meta, metaShardSeed, 8); err != nil {
 		return err
 	}
-	table := meta.Get([]byte(metaShards))
-	if len(table) != 4*(engine.Shards+1) {
-		return fmt.Errorf("%w: shard table of %d bytes", ErrCorrupt, len(table))
+	table := meta.Get([]byte(metaParts))
+	if len(table) != 4*(engine.Parts+1) {
+		return fmt.Errorf("%w: part table of %d bytes", ErrCorrupt, len(table))
 	}
 	cells := tx.Bucket([]byte(cellsBucket))
 	if cells == nil {
@@ -144,12 +144,12 @@ func (o *Opened) readLazy(tx *bolt.Tx, meta *bolt.Bucket) error {
 	if uint64(crc) != wantCRC {
 		return fmt.Errorf("%w: checksum %08x, meta says %08x", ErrCorrupt, crc, wantCRC)
 	}
-	shards := make([]uint32, engine.Shards+1)
-	for i := range shards {
-		shards[i] = binary.BigEndian.Uint32(table[4*i:])
-		if (i == 0 && shards[i] != 0) || (i > 0 && shards[i] < shards[i-1]) || shards[i] > chunks ||
-			(i == engine.Shards && shards[i] != chunks) {
-			return fmt.Errorf("%w: shard table entry %d: chunk %d of %d", ErrCorrupt, i, shards[i], chunks)
+	parts := make([]uint32, engine.Parts+1)
+	for i := range parts {
+		parts[i] = binary.BigEndian.Uint32(table[4*i:])
+		if (i == 0 && parts[i] != 0) || (i > 0 && parts[i] < parts[i-1]) || parts[i] > chunks ||
+			(i == engine.Parts && parts[i] != chunks) {
+			return fmt.Errorf("%w: part table entry %d: chunk %d of %d", ErrCorrupt, i, parts[i], chunks)
 		}
 	}
 	kv := chunked[keyspace.Record]{bucket: kvBucket, countName: metaKVCount, crcName: metaKVCRC, minLen: 5, byteValues: true, decode: decodeKV}
@@ -165,30 +165,30 @@ func (o *Opened) readLazy(tx *bolt.Tx, meta *bolt.Bucket) error {
 	if o.Leases, err = leases.read(tx, meta, o.size); err != nil {
 		return err
 	}
-	o.shards = shards
+	o.parts = parts
 	return nil
 }
 
-// Shard returns the cell records of shard i (0 to engine.Shards-1) of a Lazy snapshot, in
+// Part returns the cell records of part i (0 to engine.Parts-1) of a Lazy snapshot, in
 // file order. It is safe to call from several goroutines, before Close. The file was
 // checked when it opened; a fault reading it still is an error, not a crash.
-func (o *Opened) Shard(i int) (recs []engine.CellRecord, err error) {
-	if o.shards == nil || i < 0 || i >= engine.Shards {
-		return nil, fmt.Errorf("no shard %d to read", i)
+func (o *Opened) Part(i int) (recs []engine.CellRecord, err error) {
+	if o.parts == nil || i < 0 || i >= engine.Parts {
+		return nil, fmt.Errorf("no part %d to read", i)
 	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			recs, err = nil, fmt.Errorf("%w: shard %d: bbolt: %v", ErrCorrupt, i, r)
+			recs, err = nil, fmt.Errorf("%w: part %d: bbolt: %v", ErrCorrupt, i, r)
 		}
 	}()
 	err = o.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket([]byte(cellsBucket)).Cursor()
 		dec := chunked[engine.CellRecord]{decode: decodeCell}
 		var key [chunkKeyLen]byte
-		binary.BigEndian.PutUint32(key[:], o.shards[i])
-		n := o.shards[i]
-		for k, v := c.Seek(key[:]); n < o.shards[i+1]; k, v = c.Next() {
+		binary.BigEndian.PutUint32(key[:], o.parts[i])
+		n := o.parts[i]
+		for k, v := c.Seek(key[:]); n < o.parts[i+1]; k, v = c.Next() {
 			if len(k) != chunkKeyLen || binary.BigEndian.Uint32(k) != n {
 				return fmt.Errorf("%w: %s chunk key %x, want chunk %d", ErrCorrupt, cellsBucket, k, n)
 			}

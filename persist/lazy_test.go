@@ -16,7 +16,7 @@ import (
 )
 
 // lazyEngine returns an engine of n tuples (one cell each, the first 20 with a lease of an
-// edge run) and the shard of each tuple's key, as Tuples reports them.
+// edge run) and the part of each tuple's key, as Tuples reports them.
 func lazyEngine(t *testing.T, n int) (*engine.Engine, map[string]int) {
 	t.Helper()
 	const t0 = 1_704_067_200_000
@@ -31,11 +31,11 @@ func lazyEngine(t *testing.T, n int) (*engine.Engine, map[string]int) {
 		e.ServeReplay(engine.ReplayBatch{Node: "e1/a", ID: uint64(i + 1),
 			Items: []engine.ReplayItem{{Key: k, Seq: t0 / 60_000, Cost: uint64(i%7 + 1), Limit: 1 << 40, Want: want}}})
 	}
-	shardOf := map[string]int{}
+	partOf := map[string]int{}
 	for tr := range e.Tuples {
-		shardOf[strings.Clone(tr.Key)] = tr.Shard
+		partOf[strings.Clone(tr.Key)] = tr.Part
 	}
-	return e, shardOf
+	return e, partOf
 }
 
 func lazyStore(t *testing.T) (*Store, string) {
@@ -49,11 +49,11 @@ func lazyStore(t *testing.T) (*Store, string) {
 	return s, dir
 }
 
-// TestOpenLazyShardTable: a snapshot of an engine's Tuples records the engine's seed and
-// where each shard's cells are; OpenOrSetAside reads the leases, runs and seed and leaves
-// the cells, and Shard(i) returns exactly the cells of shard i.
-func TestOpenLazyShardTable(t *testing.T) {
-	e, shardOf := lazyEngine(t, 3000)
+// TestOpenLazyPartTable: a snapshot of an engine's Tuples records the engine's seed and
+// where each part's cells are; OpenOrSetAside reads the leases, runs and seed and leaves
+// the cells, and Part(i) returns exactly the cells of part i.
+func TestOpenLazyPartTable(t *testing.T) {
+	e, partOf := lazyEngine(t, 3000)
 	s, _ := lazyStore(t)
 	if err := s.Write(Source{Tuples: e.Tuples, Runs: e.Runs, ShardSeed: e.ShardSeed()}); err != nil {
 		t.Fatal(err)
@@ -67,19 +67,19 @@ func TestOpenLazyShardTable(t *testing.T) {
 		t.Fatalf("seed %d (want %d), %d cells, %d leases, %d runs", o.Seed, e.ShardSeed(), len(o.Cells), len(o.Leases), len(o.Runs))
 	}
 	for _, l := range o.Leases {
-		if _, ok := shardOf[l.Key]; !ok {
+		if _, ok := partOf[l.Key]; !ok {
 			t.Fatalf("lease of unknown key %q", l.Key)
 		}
 	}
 	seen := map[string]uint64{}
-	for i := range engine.Shards {
-		recs, err := o.Shard(i)
+	for i := range engine.Parts {
+		recs, err := o.Part(i)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range recs {
-			if shardOf[r.Key] != i {
-				t.Fatalf("shard %d holds %q of shard %d", i, r.Key, shardOf[r.Key])
+			if partOf[r.Key] != i {
+				t.Fatalf("part %d holds %q of part %d", i, r.Key, partOf[r.Key])
 			}
 			seen[r.Key] = r.Regional
 		}
@@ -89,7 +89,7 @@ func TestOpenLazyShardTable(t *testing.T) {
 		want[strings.Clone(r.Key)] = r.Regional
 	}
 	if !maps.Equal(seen, want) {
-		t.Fatalf("shards hold %d cells, want %d", len(seen), len(want))
+		t.Fatalf("parts hold %d cells, want %d", len(seen), len(want))
 	}
 	// A snapshot of records (no Tuples) has no table: everything is read at once.
 	if err := s.Save(slices.Collect(func(yield func(engine.CellRecord) bool) {
@@ -108,8 +108,8 @@ func TestOpenLazyShardTable(t *testing.T) {
 	}
 }
 
-// TestOpenLazyDamaged: a damaged cell chunk (caught by the CRC before any shard is read) or
-// shard table makes OpenOrSetAside move the file aside and start empty.
+// TestOpenLazyDamaged: a damaged cell chunk (caught by the CRC before any part is read) or
+// part table makes OpenOrSetAside move the file aside and start empty.
 func TestOpenLazyDamaged(t *testing.T) {
 	for name, damage := range map[string]func(tx *bolt.Tx) error{
 		"chunk byte": func(tx *bolt.Tx) error {
@@ -121,13 +121,13 @@ func TestOpenLazyDamaged(t *testing.T) {
 		},
 		"table order": func(tx *bolt.Tx) error {
 			m := tx.Bucket([]byte(metaBucket))
-			table := slices.Clone(m.Get([]byte(metaShards)))
+			table := slices.Clone(m.Get([]byte(metaParts)))
 			binary.BigEndian.PutUint32(table[4*5:], 1<<20)
-			return m.Put([]byte(metaShards), table)
+			return m.Put([]byte(metaParts), table)
 		},
 		"table length": func(tx *bolt.Tx) error {
 			m := tx.Bucket([]byte(metaBucket))
-			return m.Put([]byte(metaShards), m.Get([]byte(metaShards))[4:])
+			return m.Put([]byte(metaParts), m.Get([]byte(metaParts))[4:])
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

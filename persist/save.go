@@ -51,10 +51,10 @@ const (
 	//	       chunk order (4 bytes, big endian), so a damaged file is detected rather than
 	//	       half-loaded.
 	//	       A snapshot of an engine's Tuples (and no Cells) also has "shard_seed" = the
-	//	       store's hash seed (8 bytes, big endian) and "shards" = engine.Shards+1 chunk
-	//	       indexes (4 bytes each, big endian): shard i's cells are the chunks from the
-	//	       i-th to the (i+1)-th, no chunk holding two shards' cells, so that a process
-	//	       that adopts the seed loads them shard by shard (Store.OpenOrSetAside); its
+	//	       store's hash seed (8 bytes, big endian) and "parts" = engine.Parts+1 chunk
+	//	       indexes (4 bytes each, big endian): part i's cells are the chunks from the
+	//	       i-th to the (i+1)-th, no chunk holding two parts' cells, so that a process
+	//	       that adopts the seed loads them part by part (Store.OpenOrSetAside); its
 	//	       lease records then spell out their keys (cell reference 0).
 	//
 	// Records are written in the order Save is given them, unsorted; Load sorts the cells
@@ -78,7 +78,7 @@ const (
 	metaLeaseCount = "leases_count"
 	metaLeaseCRC   = "leases_crc32c"
 	metaShardSeed  = "shard_seed"
-	metaShards     = "shards"
+	metaParts      = "parts"
 
 	// chunkSize is the size past which a chunk is closed: the records of a chunk are never
 	// split, so a chunk is up to chunkSize plus one record.
@@ -110,7 +110,7 @@ type Source struct {
 	Leases iter.Seq[engine.LeaseRecord]
 	Tuples iter.Seq[engine.TupleRecord]
 	// ShardSeed is the seed of the store's hash (engine.ShardSeed), recorded with the
-	// shards of a snapshot of Tuples.
+	// parts of a snapshot of Tuples.
 	ShardSeed uint64
 	// Saved, when not nil, is called after a save of the records succeeded (the file is
 	// on disk), before Write returns and before another save starts: an origin's
@@ -215,16 +215,16 @@ func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 	var extra []metaValue
 	if src.Tuples != nil {
 		t := tupleEncoder{lease: &enc, cbuf: buf, cends: ends, lbuf: lbuf, lends: lends, ncells: cells.count, nleases: leases.count}
-		if src.Cells == nil { // the cells are the tuples': shard by shard
-			t.first, t.shards = cells.first, make([]uint32, engine.Shards+1)
+		if src.Cells == nil { // the cells are the tuples': part by part
+			t.first, t.parts = cells.first, make([]uint32, engine.Parts+1)
 		}
 		err = t.encode(src.Tuples)
-		if t.shards != nil && err == nil {
-			table := make([]byte, 0, 4*len(t.shards))
-			for _, c := range t.shards {
+		if t.parts != nil && err == nil {
+			table := make([]byte, 0, 4*len(t.parts))
+			for _, c := range t.parts {
 				table = binary.BigEndian.AppendUint32(table, c)
 			}
-			extra = []metaValue{{metaShardSeed, binary.BigEndian.AppendUint64(nil, src.ShardSeed)}, {metaShards, table}}
+			extra = []metaValue{{metaShardSeed, binary.BigEndian.AppendUint64(nil, src.ShardSeed)}, {metaParts, table}}
 		}
 		buf, ends, lbuf, lends, cells.count, leases.count = t.cbuf, t.cends, t.lbuf, t.lends, t.ncells, t.nleases
 		if err != nil {
@@ -306,8 +306,8 @@ func closeChunk(buf []byte, ends []int, start *int, final bool) []int {
 // cell record, when it has one, for the key. ncells and nleases count the records of each,
 // those before the tuples included (a cell's index in the file is its count before it).
 //
-// With shards set (engine.Shards+1 entries), a chunk holds the cells of one shard only and
-// shards[i] is set to the index of shard i's first chunk (shards[engine.Shards]: the
+// With parts set (engine.Parts+1 entries), a chunk holds the cells of one part only and
+// parts[i] is set to the index of part i's first chunk (parts[engine.Parts]: the
 // number of chunks), counted from the cells' first chunk (cends[first]); the grants then spell out
 // their keys, so that the leases load without the cells.
 type tupleEncoder struct {
@@ -316,31 +316,31 @@ type tupleEncoder struct {
 	cends, lends    []int
 	ncells, nleases uint64
 	first           int // the index in cends of the cells' first chunk
-	shards          []uint32
+	parts           []uint32
 }
 
 // encode appends the records of tuples, closing every chunk it starts.
 func (t *tupleEncoder) encode(tuples iter.Seq[engine.TupleRecord]) (err error) {
 	cstart, lstart := len(t.cbuf), len(t.lbuf)
 	t.lease.newChunk()
-	shard := -1
-	// upTo closes the chunk of the shards before shard i and starts shard i's.
+	part := -1
+	// upTo closes the chunk of the parts before part i and starts part i's.
 	upTo := func(i int) {
 		t.cends = closeChunk(t.cbuf, t.cends, &cstart, true)
-		for shard < i {
-			shard++
-			t.shards[shard] = uint32(len(t.cends) - t.first)
+		for part < i {
+			part++
+			t.parts[part] = uint32(len(t.cends) - t.first)
 		}
 	}
 	for r := range tuples {
-		if t.shards != nil && r.Shard != shard {
-			if r.Shard < shard || r.Shard >= engine.Shards {
-				return fmt.Errorf("tuple of shard %d after shard %d", r.Shard, shard)
+		if t.parts != nil && r.Part != part {
+			if r.Part < part || r.Part >= engine.Parts {
+				return fmt.Errorf("tuple of part %d after part %d", r.Part, part)
 			}
-			upTo(r.Shard)
+			upTo(r.Part)
 		}
 		var ref uint64 // 1 + the index of the tuple's first cell record; 0: none
-		if len(r.Cells) > 0 && t.shards == nil {
+		if len(r.Cells) > 0 && t.parts == nil {
 			ref = t.ncells + 1
 		}
 		for _, c := range r.Cells {
@@ -362,8 +362,8 @@ func (t *tupleEncoder) encode(tuples iter.Seq[engine.TupleRecord]) (err error) {
 			}
 		}
 	}
-	if t.shards != nil {
-		upTo(engine.Shards)
+	if t.parts != nil {
+		upTo(engine.Parts)
 	}
 	t.cends = closeChunk(t.cbuf, t.cends, &cstart, true)
 	t.lends = closeChunk(t.lbuf, t.lends, &lstart, true)

@@ -10,21 +10,21 @@ import (
 	"github.com/ratchet/ratchet/persist"
 )
 
-// loadCells restores the cells of snap, a snapshot with a shard table whose seed eng
-// adopted, shard by shard in the background (engine.LoadLazily: a request on a shard not
+// loadCells restores the cells of snap, a snapshot with a part table whose seed eng
+// adopted, part by part in the background (engine.LoadLazily: a request on a part not
 // loaded yet loads it first), logs the totals once done, closes snap and gives the memory
 // of the decoded records back.
 func loadCells(eng *engine.Engine, snap *persist.Opened, log *slog.Logger) {
 	start := time.Now()
 	var loaded, dropped atomic.Int64
-	done := eng.LoadLazily(func(shard int) {
-		recs, err := snap.Shard(shard)
+	done := eng.LoadLazily(func(part int) {
+		recs, err := snap.Part(part)
 		if err != nil {
-			log.Error("snapshot cells not loaded", "shard", shard, "error", err)
+			log.Error("snapshot cells not loaded", "part", part, "error", err)
 		}
 		l, d, rerr := eng.Restore(recs)
 		if rerr != nil {
-			log.Warn("snapshot had unreadable cells", "shard", shard, "error", rerr)
+			log.Warn("snapshot had unreadable cells", "part", part, "error", rerr)
 		}
 		loaded.Add(int64(l))
 		dropped.Add(int64(d))
