@@ -71,19 +71,7 @@ func TestOpenLazyPartTable(t *testing.T) {
 			t.Fatalf("lease of unknown key %q", l.Key)
 		}
 	}
-	seen := map[string]uint64{}
-	for i := range engine.Parts {
-		recs, err := o.Part(i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range recs {
-			if partOf[r.Key] != i {
-				t.Fatalf("part %d holds %q of part %d", i, r.Key, partOf[r.Key])
-			}
-			seen[r.Key] = r.Regional
-		}
-	}
+	seen := readParts(t, o, partOf)
 	want := map[string]uint64{}
 	for r := range e.Records {
 		want[strings.Clone(r.Key)] = r.Regional
@@ -151,4 +139,56 @@ func TestOpenLazyDamaged(t *testing.T) {
 // filepathGlob lists the snapshots moved aside in dir.
 func filepathGlob(dir string) ([]string, error) {
 	return filepath.Glob(filepath.Join(dir, corruptPrefix+"*"))
+}
+
+// TestSaveSpills: a save of Tuples writes its cells to the file as it encodes them, holding
+// no more than spillBytes and a chunk of them, and the file reads back whole, part by part
+// and at once.
+func TestSaveSpills(t *testing.T) {
+	defer func(n int) { spillBytes = n }(spillBytes)
+	spillBytes = 4096
+	e, partOf := lazyEngine(t, 5000)
+	s, _ := lazyStore(t)
+	for range 2 { // the second save reuses the first's buffer
+		if err := s.Write(Source{Tuples: e.Tuples, Runs: e.Runs, ShardSeed: e.ShardSeed()}); err != nil {
+			t.Fatal(err)
+		}
+		if len(s.cbuf) >= spillBytes+chunkSize {
+			t.Fatalf("the save held %d bytes of cells", len(s.cbuf))
+		}
+	}
+	want := map[string]uint64{}
+	for r := range e.Records {
+		want[strings.Clone(r.Key)] = r.Regional
+	}
+	o, err := s.OpenOrSetAside()
+	if err != nil || !o.Lazy() {
+		t.Fatalf("OpenOrSetAside: %v, lazy %v", err, o.Lazy())
+	}
+	got := readParts(t, o, partOf)
+	_ = o.Close()
+	all, err := s.LoadAll()
+	if err != nil || !maps.Equal(got, want) || len(all.Cells) != len(want) || len(all.Leases) != 20 {
+		t.Fatalf("read back %d cells by part, %d at once (%v), %d leases; want %d", len(got), len(all.Cells), err, len(all.Leases), len(want))
+	}
+}
+
+// readParts reads every part of o, checking that each key is in the part partOf says, and
+// returns the regional count of each key.
+func readParts(t *testing.T, o *Opened, partOf map[string]int) map[string]uint64 {
+	t.Helper()
+	got := map[string]uint64{}
+	for i := range engine.Parts {
+		recs, err := o.Part(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			if partOf[r.Key] != i {
+				t.Fatalf("part %d holds %q of part %d", i, r.Key, partOf[r.Key])
+			}
+			got[r.Key] = r.Regional
+		}
+	}
+	return got
 }

@@ -94,6 +94,11 @@ const (
 	lockTimeout = 2 * time.Second
 )
 
+// spillBytes is what a save of Tuples holds of encoded cells before it writes them to the
+// file: the save's memory does not grow with the store (35 bytes a cell). A variable for
+// tests.
+var spillBytes = 4 << 20
+
 // castagnoli is the CRC-32C table (hardware accelerated where the CPU has it).
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -208,6 +213,29 @@ func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 	if lbuf, lends, leases.count, err = encodeRecords(lbuf, lends, src.Leases, enc.appendKeyedLease, enc.newChunk); err != nil {
 		return 0, 0, fmt.Errorf("%s: %w", leaseBucket, err)
 	}
+	tmp := filepath.Join(s.dir, tmpName)
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return 0, 0, fmt.Errorf("remove stale %s: %w", tmp, err)
+	}
+	// A save of Tuples alone (an origin's) writes the cells part by part, with a table of
+	// the parts, and to the file as it encodes them: the file is created first.
+	var db *bolt.DB
+	defer func() {
+		if db != nil { // failed
+			_ = db.Close()
+			_ = os.Remove(tmp) // best effort: the next Save removes it anyway
+		}
+	}()
+	stream := src.Tuples != nil && src.Cells == nil
+	if stream {
+		hint := int64(1 << 20) // the last file's size, and an eighth more
+		if fi, err := os.Stat(filepath.Join(s.dir, fileName)); err == nil {
+			hint += min(fi.Size()+fi.Size()/8, 1<<40)
+		}
+		if db, err = createFile(tmp, int(hint)); err != nil {
+			return 0, 0, err
+		}
+	}
 	cells.base, cells.first = len(buf), len(ends)
 	if buf, ends, cells.count, err = encodeRecords(buf, ends, src.Cells, appendCell, nil); err != nil {
 		return 0, 0, fmt.Errorf("%s: %w", cellsBucket, err)
@@ -215,18 +243,22 @@ func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 	var extra []metaValue
 	if src.Tuples != nil {
 		t := tupleEncoder{lease: &enc, cbuf: buf, cends: ends, lbuf: lbuf, lends: lends, ncells: cells.count, nleases: leases.count}
-		if src.Cells == nil { // the cells are the tuples': part by part
-			t.first, t.parts = cells.first, make([]uint32, engine.Parts+1)
+		if stream { // the cells in a buffer of their own, written as they come
+			t.cbuf, t.cends, t.db, t.parts = s.cbuf[:0], s.cends[:0], db, make([]uint32, engine.Parts+1)
 		}
 		err = t.encode(src.Tuples)
-		if t.parts != nil && err == nil {
+		if stream {
 			table := make([]byte, 0, 4*len(t.parts))
 			for _, c := range t.parts {
 				table = binary.BigEndian.AppendUint32(table, c)
 			}
 			extra = []metaValue{{metaShardSeed, binary.BigEndian.AppendUint64(nil, src.ShardSeed)}, {metaParts, table}}
+			cells.buf, cells.base, cells.ends, cells.keyBase, cells.crc0 = t.cbuf, 0, t.cends, t.spilled, t.crc
+			s.cbuf, s.cends = t.cbuf, t.cends
+		} else {
+			buf, ends = t.cbuf, t.cends
 		}
-		buf, ends, lbuf, lends, cells.count, leases.count = t.cbuf, t.cends, t.lbuf, t.lends, t.ncells, t.nleases
+		lbuf, lends, cells.count, leases.count = t.lbuf, t.lends, t.ncells, t.nleases
 		if err != nil {
 			return 0, 0, fmt.Errorf("%s and %s: %w", cellsBucket, leaseBucket, err)
 		}
@@ -236,7 +268,9 @@ func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 		return 0, 0, fmt.Errorf("%s: %w", kvBucket, err)
 	}
 	runs.buf, runs.ends = buf, ends[runs.first:cells.first]
-	cells.buf, cells.ends = buf, ends[cells.first:kv.first]
+	if !stream {
+		cells.buf, cells.ends = buf, ends[cells.first:kv.first]
+	}
 	kv.buf, kv.ends = buf, ends[kv.first:]
 	leases.buf, leases.ends = lbuf, lends
 	// Keep the buffers for the next save, whose size is much the same, unless they are
@@ -251,11 +285,21 @@ func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 	} else {
 		s.lbuf, s.lends = nil, nil
 	}
-	tmp := filepath.Join(s.dir, tmpName)
-	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return 0, 0, fmt.Errorf("remove stale %s: %w", tmp, err)
+	if db == nil {
+		mmap := 1 << 20
+		for _, sec := range sections {
+			mmap += sec.start(len(sec.ends)) - sec.base + len(sec.ends)*4096
+		}
+		if db, err = createFile(tmp, mmap); err != nil {
+			return 0, 0, err
+		}
 	}
-	if err := writeFile(tmp, sections[:], now, extra); err != nil {
+	err = writeFile(db, tmp, sections[:], now, extra)
+	if cerr := db.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("close %s: %w", tmp, cerr)
+	}
+	db = nil
+	if err != nil {
 		_ = os.Remove(tmp) // best effort: the next Save removes it anyway
 		return 0, 0, err
 	}
@@ -306,17 +350,57 @@ func closeChunk(buf []byte, ends []int, start *int, final bool) []int {
 // cell record, when it has one, for the key. ncells and nleases count the records of each,
 // those before the tuples included (a cell's index in the file is its count before it).
 //
-// With parts set (engine.Parts+1 entries), a chunk holds the cells of one part only and
-// parts[i] is set to the index of part i's first chunk (parts[engine.Parts]: the
-// number of chunks), counted from the cells' first chunk (cends[first]); the grants then spell out
-// their keys, so that the leases load without the cells.
+// With parts set (engine.Parts+1 entries), cbuf holds only cells, a chunk the cells of one
+// part only, and parts[i] is set to the index of part i's first chunk (parts[engine.Parts]:
+// the number of chunks); the grants then spell out their keys, so that the leases load
+// without the cells. With db set too, the complete chunks are written to db's cells bucket
+// whenever they reach spillBytes (spill): spilled counts them, crc is their CRC-32C, and
+// cbuf and cends hold the chunks after them.
 type tupleEncoder struct {
 	lease           *leaseEncoder
 	cbuf, lbuf      []byte
 	cends, lends    []int
 	ncells, nleases uint64
-	first           int // the index in cends of the cells' first chunk
 	parts           []uint32
+	db              *bolt.DB
+	spilled, crc    uint32
+}
+
+// spill writes the complete chunks of cbuf to db, when they are spillBytes or more, and
+// keeps only the chunk begun at *cstart, moved to cbuf's start.
+func (t *tupleEncoder) spill(cstart *int) error {
+	if t.db == nil || len(t.cends) == 0 || t.cends[len(t.cends)-1] < spillBytes {
+		return nil
+	}
+	keys := make([]byte, chunkKeyLen*len(t.cends)) // bbolt refers to them until the commit
+	err := t.db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists([]byte(cellsBucket))
+		if err != nil {
+			return fmt.Errorf("create bucket %s: %w", cellsBucket, err)
+		}
+		b.FillPercent = 1.0
+		start := 0
+		for i, end := range t.cends {
+			k := keys[i*chunkKeyLen : (i+1)*chunkKeyLen : (i+1)*chunkKeyLen]
+			binary.BigEndian.PutUint32(k, t.spilled+uint32(i))
+			v := t.cbuf[start:end]
+			t.crc = crc32.Update(t.crc, castagnoli, v)
+			if err := b.Put(k, v); err != nil {
+				return fmt.Errorf("put %s chunk %d: %w", cellsBucket, t.spilled+uint32(i), err)
+			}
+			start = end
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("write chunks %d..: %w", t.spilled, err)
+	}
+	last := t.cends[len(t.cends)-1]
+	t.cbuf = t.cbuf[:copy(t.cbuf, t.cbuf[last:])]
+	*cstart -= last
+	t.spilled += uint32(len(t.cends))
+	t.cends = t.cends[:0]
+	return nil
 }
 
 // encode appends the records of tuples, closing every chunk it starts.
@@ -325,19 +409,25 @@ func (t *tupleEncoder) encode(tuples iter.Seq[engine.TupleRecord]) (err error) {
 	t.lease.newChunk()
 	part := -1
 	// upTo closes the chunk of the parts before part i and starts part i's.
-	upTo := func(i int) {
+	upTo := func(i int) error {
 		t.cends = closeChunk(t.cbuf, t.cends, &cstart, true)
+		if err := t.spill(&cstart); err != nil {
+			return err
+		}
 		for part < i {
 			part++
-			t.parts[part] = uint32(len(t.cends) - t.first)
+			t.parts[part] = t.spilled + uint32(len(t.cends))
 		}
+		return nil
 	}
 	for r := range tuples {
 		if t.parts != nil && r.Part != part {
 			if r.Part < part || r.Part >= engine.Parts {
 				return fmt.Errorf("tuple of part %d after part %d", r.Part, part)
 			}
-			upTo(r.Part)
+			if err := upTo(r.Part); err != nil {
+				return err
+			}
 		}
 		var ref uint64 // 1 + the index of the tuple's first cell record; 0: none
 		if len(r.Cells) > 0 && t.parts == nil {
@@ -351,6 +441,9 @@ func (t *tupleEncoder) encode(tuples iter.Seq[engine.TupleRecord]) (err error) {
 			t.ncells++
 			t.cends = closeChunk(t.cbuf, t.cends, &cstart, false)
 		}
+		if err := t.spill(&cstart); err != nil {
+			return err
+		}
 		for _, l := range r.Leases {
 			l.Key = r.Key
 			if t.lbuf, err = t.lease.appendLease(t.lbuf, l, ref); err != nil {
@@ -363,7 +456,9 @@ func (t *tupleEncoder) encode(tuples iter.Seq[engine.TupleRecord]) (err error) {
 		}
 	}
 	if t.parts != nil {
-		upTo(engine.Parts)
+		if err := upTo(engine.Parts); err != nil {
+			return err
+		}
 	}
 	t.cends = closeChunk(t.cbuf, t.cends, &cstart, true)
 	t.lends = closeChunk(t.lbuf, t.lends, &lstart, true)
@@ -525,6 +620,9 @@ type section struct {
 	first              int
 	count              uint64
 	countName, crcName string
+	// keyBase is the key of the first chunk, and crc0 the CRC-32C of the bucket's chunks
+	// before it: a save of Tuples writes the cells' first chunks as it encodes them.
+	keyBase, crc0 uint32
 }
 
 // start returns the offset where chunk i begins.
@@ -538,29 +636,29 @@ func (sec *section) start(i int) int {
 // writeFile writes the chunks of each section to its bucket, and the meta bucket, to a new
 // bbolt file at path and syncs it. Writes are not synced one by one: the file is useless
 // until renamed, so a single fsync at the end is enough.
-func writeFile(path string, sections []section, now time.Time, extra []metaValue) (err error) {
-	mmap, nchunks := 1<<20, 0
-	for _, sec := range sections {
-		mmap += sec.start(len(sec.ends)) - sec.base + len(sec.ends)*4096
-		nchunks += len(sec.ends)
-	}
+// createFile creates the bbolt file at path for a save, mapping mmap bytes of it up front
+// so that the writes do not remap as the file grows: the chunks, a page of slack for each
+// (values take whole pages), plus room for the branch, meta and freelist pages.
+func createFile(path string, mmap int) (*bolt.DB, error) {
 	db, err := bolt.Open(path, 0o644, &bolt.Options{
-		Timeout:    lockTimeout,
-		NoSync:     true,
-		NoGrowSync: true,
-		// Map the expected size up front so the writes do not remap as the file grows:
-		// the chunks, a page of slack for each (values take whole pages), plus room for
-		// the branch, meta and freelist pages.
+		Timeout:         lockTimeout,
+		NoSync:          true,
+		NoGrowSync:      true,
 		InitialMmapSize: mmap,
 	})
 	if err != nil {
-		return fmt.Errorf("create %s: %w", path, err)
+		return nil, fmt.Errorf("create %s: %w", path, err)
 	}
-	defer func() {
-		if cerr := db.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("close %s: %w", path, cerr)
-		}
-	}()
+	return db, nil
+}
+
+// writeFile writes the chunks of sections and the meta bucket (with extra) to db, the file
+// at path, and syncs it. The caller closes db.
+func writeFile(db *bolt.DB, path string, sections []section, now time.Time, extra []metaValue) error {
+	nchunks := 0
+	for _, sec := range sections {
+		nchunks += len(sec.ends)
+	}
 
 	// bbolt keeps references to keys and values until the commit: the values are slices
 	// of the sections' buffers, which do not change during writeFile, and the keys have
@@ -614,6 +712,9 @@ func writeChunks(db *bolt.DB, sections []section, keys []byte) ([]uint32, error)
 		}
 	}
 	crcs := make([]uint32, len(sections))
+	for si := range sections {
+		crcs[si] = sections[si].crc0
+	}
 	// One transaction per batch; the first creates every bucket, even empty ones.
 	for lo, first := 0, true; first || lo < len(order); first = false {
 		hi := lo
@@ -635,7 +736,7 @@ func writeChunks(db *bolt.DB, sections []section, keys []byte) ([]uint32, error)
 				}
 				batch += len(v)
 				k := keys[hi*chunkKeyLen : (hi+1)*chunkKeyLen : (hi+1)*chunkKeyLen]
-				binary.BigEndian.PutUint32(k, uint32(ci))
+				binary.BigEndian.PutUint32(k, sec.keyBase+uint32(ci))
 				crcs[order[hi].sec] = crc32.Update(crcs[order[hi].sec], castagnoli, v)
 				if err := buckets[order[hi].sec].Put(k, v); err != nil {
 					return fmt.Errorf("put %s chunk %d: %w", sec.bucket, ci, err)

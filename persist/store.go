@@ -39,6 +39,10 @@ type Store struct {
 	// lbuf and lends are the lease chunks of the last save, reused by the next (saveMu).
 	lbuf  []byte
 	lends []int
+	// cbuf and cends are the cell chunks not yet written of a save of Tuples, which writes
+	// them to the file as it goes (tupleEncoder.spill), reused by the next (saveMu).
+	cbuf  []byte
+	cends []int
 	// runIndex numbers the runs of a save for its lease records, reused by the next
 	// (saveMu).
 	runIndex map[string]uint64
