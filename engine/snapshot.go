@@ -218,9 +218,12 @@ func (e *Engine) Restore(recs []CellRecord) (loaded, dropped int, err error) {
 		sh.mu.Lock()
 		ent := sh.lookup(h, key)
 		if ent == nil {
-			ent, _ = e.store.insert(sh, h, key, true)
+			ent, _ = e.store.insert(sh, h, key, true) // nil only when the shard holds maxSlots
 		}
-		i := e.store.slot(ent, r.Seq, now/t.WindowMs)
+		i := -1
+		if ent != nil {
+			i = e.store.slot(ent, r.Seq, now/t.WindowMs)
+		}
 		if i < 0 {
 			sh.mu.Unlock()
 			dropped++

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
+	"unsafe"
 
 	"github.com/ratchet/ratchet/engine"
 	"github.com/ratchet/ratchet/keyspace"
@@ -169,10 +171,13 @@ func (o *Opened) readLazy(tx *bolt.Tx, meta *bolt.Bucket) error {
 	return nil
 }
 
-// Part returns the cell records of part i (0 to engine.Parts-1) of a Lazy snapshot, in
-// file order. It is safe to call from several goroutines, before Close. The file was
-// checked when it opened; a fault reading it still is an error, not a crash.
-func (o *Opened) Part(i int) (recs []engine.CellRecord, err error) {
+// Part decodes the cell records of part i (0 to engine.Parts-1) of a Lazy snapshot into
+// recs[:0], in file order, and calls use with them, and returns them for the next call to
+// reuse. Their keys are the file's bytes, valid only during use (engine.Restore copies what
+// it keeps); their foreign regions' names are copies. It is safe to call from several
+// goroutines, before Close. The file was checked when it opened; a fault reading it still
+// is an error, not a crash, and use is then not called.
+func (o *Opened) Part(i int, recs []engine.CellRecord, use func([]engine.CellRecord)) (_ []engine.CellRecord, err error) {
 	if o.parts == nil || i < 0 || i >= engine.Parts {
 		return nil, fmt.Errorf("no part %d to read", i)
 	}
@@ -182,9 +187,9 @@ func (o *Opened) Part(i int) (recs []engine.CellRecord, err error) {
 			recs, err = nil, fmt.Errorf("%w: part %d: bbolt: %v", ErrCorrupt, i, r)
 		}
 	}()
+	recs = recs[:0]
 	err = o.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket([]byte(cellsBucket)).Cursor()
-		dec := chunked[engine.CellRecord]{decode: decodeCell}
 		var key [chunkKeyLen]byte
 		binary.BigEndian.PutUint32(key[:], o.parts[i])
 		n := o.parts[i]
@@ -192,12 +197,23 @@ func (o *Opened) Part(i int) (recs []engine.CellRecord, err error) {
 			if len(k) != chunkKeyLen || binary.BigEndian.Uint32(k) != n {
 				return fmt.Errorf("%w: %s chunk key %x, want chunk %d", ErrCorrupt, cellsBucket, k, n)
 			}
-			var err error
-			if recs, err = dec.decodeChunk(recs, v, uint64(o.size)); err != nil {
-				return fmt.Errorf("%w: %s chunk %d: %w", ErrCorrupt, cellsBucket, n, err)
+			str := unsafe.String(unsafe.SliceData(v), len(v)) // no copy: used within the transaction
+			for d := (decoder{b: v}); d.p < len(v); {
+				r, err := decodeCell(&d, str, nil)
+				if err == nil {
+					err = d.err
+				}
+				if err != nil {
+					return fmt.Errorf("%w: %s chunk %d: record %d: %w", ErrCorrupt, cellsBucket, n, len(recs), err)
+				}
+				for j := range r.Foreign { // a region's name is kept by the engine
+					r.Foreign[j].Region = strings.Clone(r.Foreign[j].Region)
+				}
+				recs = append(recs, r)
 			}
 			n++
 		}
+		use(recs)
 		return nil
 	})
 	return recs, err

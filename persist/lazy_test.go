@@ -179,15 +179,16 @@ func readParts(t *testing.T, o *Opened, partOf map[string]int) map[string]uint64
 	t.Helper()
 	got := map[string]uint64{}
 	for i := range engine.Parts {
-		recs, err := o.Part(i)
+		_, err := o.Part(i, nil, func(recs []engine.CellRecord) {
+			for _, r := range recs {
+				if partOf[r.Key] != i {
+					t.Errorf("part %d holds %q of part %d", i, r.Key, partOf[r.Key])
+				}
+				got[strings.Clone(r.Key)] = r.Regional // lent for the call only
+			}
+		})
 		if err != nil {
 			t.Fatal(err)
-		}
-		for _, r := range recs {
-			if partOf[r.Key] != i {
-				t.Fatalf("part %d holds %q of part %d", i, r.Key, partOf[r.Key])
-			}
-			got[r.Key] = r.Regional
 		}
 	}
 	return got

@@ -3,6 +3,7 @@ package main
 import (
 	"log/slog"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,17 +18,25 @@ import (
 func loadCells(eng *engine.Engine, snap *persist.Opened, log *slog.Logger) {
 	start := time.Now()
 	var loaded, dropped atomic.Int64
+	var bufs sync.Pool // of *[]engine.CellRecord: parts load on several goroutines
 	done := eng.LoadLazily(func(part int) {
-		recs, err := snap.Part(part)
+		buf, _ := bufs.Get().(*[]engine.CellRecord)
+		if buf == nil {
+			buf = new([]engine.CellRecord)
+		}
+		recs, err := snap.Part(part, *buf, func(recs []engine.CellRecord) {
+			l, d, rerr := eng.Restore(recs)
+			if rerr != nil {
+				log.Warn("snapshot had unreadable cells", "part", part, "error", rerr)
+			}
+			loaded.Add(int64(l))
+			dropped.Add(int64(d))
+		})
 		if err != nil {
 			log.Error("snapshot cells not loaded", "part", part, "error", err)
 		}
-		l, d, rerr := eng.Restore(recs)
-		if rerr != nil {
-			log.Warn("snapshot had unreadable cells", "part", part, "error", rerr)
-		}
-		loaded.Add(int64(l))
-		dropped.Add(int64(d))
+		*buf = recs
+		bufs.Put(buf)
 	})
 	go func() {
 		<-done
