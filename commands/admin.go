@@ -69,6 +69,9 @@ func cmdCommand(d *Dispatcher, _ *Session, w *resp.Writer, args [][]byte) {
 }
 
 func cmdDBSize(d *Dispatcher, _ *Session, w *resp.Writer, _ [][]byte) {
+	if l, ok := d.opt.Limiter.(interface{ WaitLoaded() }); ok {
+		l.WaitLoaded() // an origin that restarted counts the cells of its snapshot too
+	}
 	w.Int(d.limiterStats().cells)
 }
 

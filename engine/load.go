@@ -7,14 +7,14 @@ import (
 )
 
 // Loading a snapshot in the background (LoadLazily): an origin that restarts serves at once,
-// while the cells of its snapshot are restored part by part, a part being a sixteenth of a
-// shard (the tuples whose hash has the shard's low 8 bits and the part's next 4). A part
+// while the cells of its snapshot are restored part by part, a part being 1/1024 of a
+// shard (the tuples whose hash has the shard's low 8 bits and the part's next 10). A part
 // whose cells are not restored yet is restored first by whoever needs it: store.locate,
 // which every keyed read and write goes through, waits for the part of its key, and the
 // passes over the store (eachLive, Tuples, the sweep) for every part of each shard. So no
 // tuple is ever decided from fewer than the snapshot's counts, and a snapshot saved during
 // the load holds every cell of the old one. A request on a part not loaded yet waits for
-// that part only: 1/4096 of the snapshot.
+// that part only: 1/262144 of the snapshot, about 40 cells at 10M.
 //
 // This needs the snapshot's cells grouped by part, and the same parts: the snapshot records
 // the store's hash seed (ShardSeed), which the next process adopts (AdoptShardSeed) before
@@ -22,41 +22,76 @@ import (
 
 // loadParts is the number of load parts of a shard; Parts that of the store.
 const (
-	loadParts = 16
+	loadParts = 1024
 	Parts     = shardCount * loadParts
 )
 
 // partOf returns the load part of a key of hash h (store.locateIndex's).
 func partOf(h uint64) int { return int(h%shardCount)*loadParts + int(h>>8)%loadParts }
 
-// loader is the store's part of a lazy load.
+// loadBatch is the number of parts the background load restores at once (its parts
+// locked): 1/16384 of the snapshot, so that a request rarely waits for more than its own
+// part, and the reads of the snapshot are few.
+const loadBatch = 16
+
+// loader is a lazy load's state (3 MiB), the store's until every part is loaded.
 type loader struct {
-	pending atomic.Bool // some part is not loaded yet
-	loaded  [Parts]atomic.Bool
-	mu      [Parts]sync.Mutex // held while a part loads
-	load    func(part int)
+	loaded [Parts]atomic.Bool
+	mu     [Parts]sync.Mutex // held while a part loads
+	load   func(from, to int)
+}
+
+// ensureBatch restores the parts of [from, to) not restored yet (the background load's
+// step), holding their locks in order.
+func (l *loader) ensureBatch(from, to int) {
+	for p := from; p < to; p++ {
+		l.mu[p].Lock()
+	}
+	for p := from; p < to; {
+		if l.loaded[p].Load() {
+			p++
+			continue
+		}
+		q := p + 1
+		for q < to && !l.loaded[q].Load() {
+			q++
+		}
+		l.load(p, q)
+		for ; p < q; p++ {
+			l.loaded[p].Store(true)
+		}
+	}
+	for p := from; p < to; p++ {
+		l.mu[p].Unlock()
+	}
 }
 
 // ensureShard restores every part of shard i (ensure).
-func (s *store) ensureShard(i int) {
+func (l *loader) ensureShard(i int) {
 	for p := i * loadParts; p < (i+1)*loadParts; p++ {
-		s.ensure(p)
+		l.ensure(p)
 	}
 }
 
 // ensure restores part i's snapshot cells unless they are restored already, waiting for
 // another goroutine that is restoring them. The caller holds no shard lock.
-func (s *store) ensure(i int) {
-	l := s.loader
+func (l *loader) ensure(i int) {
 	if l.loaded[i].Load() {
 		return
 	}
 	l.mu[i].Lock()
 	if !l.loaded[i].Load() {
-		l.load(i)
+		l.load(i, i+1)
 		l.loaded[i].Store(true)
 	}
 	l.mu[i].Unlock()
+}
+
+// waitShard restores every part of shard i of a lazy load still going on.
+func (s *store) waitShard(i int) {
+	if l := s.loader.Load(); l != nil {
+		l.ensureShard(i)
+	}
 }
 
 // ShardSeed returns the seed of the store's hash, which a snapshot records for
@@ -77,29 +112,36 @@ func (e *Engine) AdoptShardSeed(seed uint64) error {
 	return nil
 }
 
-// LoadLazily restores a snapshot in the background: load(part) is to restore (with Restore)
-// the snapshot's cells of that load part (TupleRecord.Part), in a snapshot whose seed this
-// engine adopted. Each part is loaded once, in the background in part order or earlier by
-// the first request that needs it; LoadLazily returns at once, and the channel it returns
-// is closed once every part is loaded. It must be called before the engine serves, at
-// most once.
-func (e *Engine) LoadLazily(load func(part int)) <-chan struct{} {
+// LoadLazily restores a snapshot in the background: load(from, to) is to restore (with
+// Restore) the snapshot's cells of the load parts from to to-1 (TupleRecord.Part), in a
+// snapshot whose seed this engine adopted. Each part is loaded once, in the background in
+// part order (loadBatch parts at a time) or earlier by the first request that needs it
+// (load(i, i+1)); LoadLazily returns at once, and the channel it returns is closed once
+// every part is loaded. It must be called before the engine serves, at most once.
+func (e *Engine) LoadLazily(load func(from, to int)) <-chan struct{} {
 	s := e.store
-	s.loader = &loader{load: load}
-	s.loader.pending.Store(true)
+	l := &loader{load: load}
+	s.loader.Store(l)
 	done := make(chan struct{})
 	go func() {
-		for i := range Parts {
-			s.ensure(i)
+		for i := 0; i < Parts; i += loadBatch {
+			l.ensureBatch(i, i+loadBatch)
 		}
-		s.loader.pending.Store(false)
+		s.loader.Store(nil) // a goroutine that still holds l finds every part loaded
 		close(done)
 	}()
 	return done
 }
 
-// Loading reports whether a lazy load (LoadLazily) has parts still to load.
-func (e *Engine) Loading() bool { return e.store.loading() }
+// WaitLoaded returns once a lazy load (LoadLazily) has restored every part, restoring those
+// no other goroutine is restoring: what counts every cell (DBSIZE) waits for it.
+func (e *Engine) WaitLoaded() {
+	if l := e.store.loader.Load(); l != nil {
+		for i := range Parts {
+			l.ensure(i)
+		}
+	}
+}
 
-// loading reports whether some part may not be loaded yet.
-func (s *store) loading() bool { return s.loader != nil && s.loader.pending.Load() }
+// Loading reports whether a lazy load (LoadLazily) has parts still to load.
+func (e *Engine) Loading() bool { return e.store.loader.Load() != nil }

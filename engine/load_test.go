@@ -52,12 +52,14 @@ func (r *lazyRig) start(t *testing.T, held int, release <-chan struct{}) (*engin
 	if err := e.AdoptShardSeed(r.old.ShardSeed()); err != nil {
 		t.Fatal(err)
 	}
-	done := e.LoadLazily(func(part int) {
-		if part == held {
-			<-release
-		}
-		if _, _, err := e.Restore(r.byPart[part]); err != nil {
-			t.Error(err)
+	done := e.LoadLazily(func(from, to int) {
+		for part := from; part < to; part++ {
+			if part == held {
+				<-release
+			}
+			if _, _, err := e.Restore(r.byPart[part]); err != nil {
+				t.Error(err)
+			}
 		}
 	})
 	return e, done
@@ -153,5 +155,27 @@ func TestAdoptShardSeedEmptyOnly(t *testing.T) {
 	mustLimit(t, e, tup("k", 60_000), 10, 1)
 	if err := e.AdoptShardSeed(43); !errors.Is(err, engine.ErrNotEmpty) || e.ShardSeed() != 42 {
 		t.Fatalf("adopt on a store holding a tuple: %v, seed %d", err, e.ShardSeed())
+	}
+}
+
+// TestWaitLoaded: WaitLoaded returns only once every part is loaded (DBSIZE after a
+// restart counts the snapshot's cells).
+func TestWaitLoaded(t *testing.T) {
+	r := newLazyRig(t, 1000)
+	release := make(chan struct{})
+	e, _ := r.start(t, 0, release)
+	waited := make(chan int64)
+	go func() {
+		e.WaitLoaded()
+		waited <- e.Stats().Cells
+	}()
+	select {
+	case n := <-waited:
+		t.Fatalf("WaitLoaded returned with part 0 held: %d cells", n)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if n := <-waited; n != int64(r.cells) {
+		t.Fatalf("after WaitLoaded: %d cells, want %d", n, r.cells)
 	}
 }

@@ -55,7 +55,7 @@ type TupleRecord struct {
 	Key    string
 	Cells  []CellRecord
 	Leases []LeaseRecord
-	// Part is the tuple's load part (0 to Parts-1), a sixteenth of its shard: Tuples
+	// Part is the tuple's load part (0 to Parts-1), 1/1024 of its shard: Tuples
 	// yields the tuples in part order, for a snapshot that LoadLazily reads back part by
 	// part.
 	Part int
@@ -85,9 +85,7 @@ func (e *Engine) Tuples(yield func(TupleRecord) bool) {
 	)
 	now := e.clock.NowMs()
 	for i := range e.store.shards {
-		if e.store.loading() {
-			e.store.ensureShard(i)
-		}
+		e.store.waitShard(i)
 		tuples, keys, cells, fAt, foreign, leases = tuples[:0], keys[:0], cells[:0], fAt[:0], foreign[:0], leases[:0]
 		sh := &e.store.shards[i]
 		lockYielding(&sh.mu)

@@ -332,8 +332,8 @@ type store struct {
 	// pointers in the slots (table.go).
 	sidesMu sync.Mutex
 	sides   map[*entrySide]struct{}
-	// loader is set by a lazy load (load.go), before anything else reads the store.
-	loader *loader
+	// loader is a lazy load's (load.go) until every part is loaded; nil otherwise.
+	loader atomic.Pointer[loader]
 }
 
 func newStore(maxBytes int64) *store {
@@ -352,8 +352,8 @@ func (s *store) locate(key []byte) (*shard, uint32) {
 // Engine.Transact locks shards).
 func (s *store) locateIndex(key []byte) (int, uint32) {
 	h := hashKey(s.seed, key)
-	if s.loading() {
-		s.ensure(partOf(h))
+	if l := s.loader.Load(); l != nil {
+		l.ensure(partOf(h))
 	}
 	return int(h % shardCount), uint32(h >> 32)
 }
@@ -398,9 +398,7 @@ func (s *store) insert(sh *shard, h uint32, key []byte, force bool) (*entry, err
 // It stops when fn returns false.
 func (s *store) eachLive(nowMs int64, fn func(key string, ent *entry, i int) bool) {
 	for i := range s.shards {
-		if s.loading() {
-			s.ensureShard(i)
-		}
+		s.waitShard(i)
 		if !s.liveIn(&s.shards[i], nowMs, fn) {
 			return
 		}
@@ -462,9 +460,7 @@ func (a *keyArena) keep(k string) string {
 func (s *store) sweep(nowMs int64, leases bool) int64 {
 	var dropped int64
 	for i := range s.shards {
-		if s.loading() {
-			s.ensureShard(i)
-		}
+		s.waitShard(i)
 		sh := &s.shards[i]
 		lockYielding(&sh.mu)
 		// Backwards: a delete moves the last slot, already visited, into the hole.

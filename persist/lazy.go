@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -20,21 +21,21 @@ import (
 // engine.LoadLazily: an origin that restarts serves before it has read them all. Its
 // Snapshot has the counter keys, runs and leases; its Cells too when the file has no part
 // table (a snapshot not of an engine's Tuples: Lazy reports false, and there is nothing
-// more to read). Close it once every part is read (Part).
+// more to read). Close it once every part is read (Parts).
 type Opened struct {
 	Snapshot
 	// Seed is the store's hash seed the snapshot was saved with (when Lazy).
 	Seed  uint64
 	db    *bolt.DB
-	parts []uint32 // the part table: part i is chunks parts[i] to parts[i+1]-1
+	parts []uint64 // the part table: part i is from position parts[i] to parts[i+1] (chunk<<32 | offset)
 	size  int64
 }
 
-// Lazy reports whether the cells are to be read with Part, part by part.
+// Lazy reports whether the cells are to be read with Parts, part by part.
 func (o *Opened) Lazy() bool { return o.parts != nil }
 
 // OpenOrSetAside is LoadOrSetAside that leaves the cells of a snapshot with a part table
-// in the file, for Part to read a part at a time. Every chunk is checked against the
+// in the file, for Parts to read a few parts at a time. Every chunk is checked against the
 // CRC-32C of its bucket before it returns, as LoadAll checks them, so a damaged file is
 // moved aside (and the process starts empty) rather than half-loaded. With no snapshot,
 // it returns an Opened with nothing in it.
@@ -127,8 +128,13 @@ func (o *Opened) readLazy(tx *bolt.Tx, meta *bolt.Bucket) error {
 		return err
 	}
 	table := meta.Get([]byte(metaParts))
-	if len(table) != 4*(engine.Parts+1) {
+	if len(table) != 8*(engine.Parts+1) {
 		return fmt.Errorf("%w: part table of %d bytes", ErrCorrupt, len(table))
+	}
+	if want, err := metaUint(meta, metaPartsCRC, 4); err != nil {
+		return err
+	} else if got := crc32.Checksum(table, castagnoli); uint64(got) != want {
+		return fmt.Errorf("%w: part table checksum %08x, meta says %08x", ErrCorrupt, got, want)
 	}
 	cells := tx.Bucket([]byte(cellsBucket))
 	if cells == nil {
@@ -138,20 +144,32 @@ func (o *Opened) readLazy(tx *bolt.Tx, meta *bolt.Bucket) error {
 	if err != nil {
 		return err
 	}
-	chunks := uint32(0)
-	crc, err := eachChunk(cells, cellsBucket, func([]byte) error { chunks++; return nil })
+	var lens []uint64 // each chunk's length
+	crc, err := eachChunk(cells, cellsBucket, func(v []byte) error { lens = append(lens, uint64(len(v))); return nil })
 	if err != nil {
 		return err
 	}
 	if uint64(crc) != wantCRC {
 		return fmt.Errorf("%w: checksum %08x, meta says %08x", ErrCorrupt, crc, wantCRC)
 	}
-	parts := make([]uint32, engine.Parts+1)
+	// Positions in order, each in a chunk (its end at most, or the start of the chunk past
+	// the last), from the first record to the end of the last.
+	parts := make([]uint64, engine.Parts+1)
 	for i := range parts {
-		parts[i] = binary.BigEndian.Uint32(table[4*i:])
-		if (i == 0 && parts[i] != 0) || (i > 0 && parts[i] < parts[i-1]) || parts[i] > chunks ||
-			(i == engine.Parts && parts[i] != chunks) {
-			return fmt.Errorf("%w: part table entry %d: chunk %d of %d", ErrCorrupt, i, parts[i], chunks)
+		parts[i] = binary.BigEndian.Uint64(table[8*i:])
+		c, off := parts[i]>>32, parts[i]&0xffffffff
+		ok := (c < uint64(len(lens)) && off <= lens[c]) || (c == uint64(len(lens)) && off == 0)
+		switch {
+		case i == 0:
+			ok = ok && parts[i] == 0
+		case i == engine.Parts:
+			ok = ok && (c == uint64(len(lens)) || (c+1 == uint64(len(lens)) && off == lens[c]))
+			fallthrough
+		default:
+			ok = ok && parts[i] >= parts[i-1]
+		}
+		if !ok {
+			return fmt.Errorf("%w: part table entry %d: chunk %d offset %d of %d chunks", ErrCorrupt, i, c, off, len(lens))
 		}
 	}
 	kv := chunked[keyspace.Record]{bucket: kvBucket, countName: metaKVCount, crcName: metaKVCRC, minLen: 5, byteValues: true, decode: decodeKV}
@@ -171,34 +189,47 @@ func (o *Opened) readLazy(tx *bolt.Tx, meta *bolt.Bucket) error {
 	return nil
 }
 
-// Part decodes the cell records of part i (0 to engine.Parts-1) of a Lazy snapshot into
-// recs[:0], in file order, and calls use with them, and returns them for the next call to
-// reuse. Their keys are the file's bytes, valid only during use (engine.Restore copies what
+// Parts decodes the cell records of the parts from to to-1 (0 <= from <= to <=
+// engine.Parts) of a Lazy snapshot into recs[:0], in file order, calls use with them, and
+// returns them for the next call to reuse. Their keys are the file's bytes, valid only during use (engine.Restore copies what
 // it keeps); their foreign regions' names are copies. It is safe to call from several
 // goroutines, before Close. The file was checked when it opened; a fault reading it still
 // is an error, not a crash, and use is then not called.
-func (o *Opened) Part(i int, recs []engine.CellRecord, use func([]engine.CellRecord)) (_ []engine.CellRecord, err error) {
-	if o.parts == nil || i < 0 || i >= engine.Parts {
-		return nil, fmt.Errorf("no part %d to read", i)
+func (o *Opened) Parts(from, to int, recs []engine.CellRecord, use func([]engine.CellRecord)) (_ []engine.CellRecord, err error) {
+	if o.parts == nil || from < 0 || from > to || to > engine.Parts {
+		return recs, fmt.Errorf("no parts %d to %d to read", from, to)
 	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			recs, err = nil, fmt.Errorf("%w: part %d: bbolt: %v", ErrCorrupt, i, r)
+			recs, err = nil, fmt.Errorf("%w: parts %d to %d: bbolt: %v", ErrCorrupt, from, to, r)
 		}
 	}()
 	recs = recs[:0]
+	first, last := o.parts[from], o.parts[to]
+	if first == last {
+		use(recs)
+		return recs, nil
+	}
 	err = o.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket([]byte(cellsBucket)).Cursor()
 		var key [chunkKeyLen]byte
-		binary.BigEndian.PutUint32(key[:], o.parts[i])
-		n := o.parts[i]
-		for k, v := c.Seek(key[:]); n < o.parts[i+1]; k, v = c.Next() {
+		n := uint32(first >> 32)
+		binary.BigEndian.PutUint32(key[:], n)
+		for k, v := c.Seek(key[:]); uint64(n) < last>>32 || (uint64(n) == last>>32 && last&0xffffffff > 0); k, v = c.Next() {
 			if len(k) != chunkKeyLen || binary.BigEndian.Uint32(k) != n {
 				return fmt.Errorf("%w: %s chunk key %x, want chunk %d", ErrCorrupt, cellsBucket, k, n)
 			}
+			lo, hi := 0, len(v)
+			if uint64(n) == first>>32 {
+				lo = int(first & 0xffffffff)
+			}
+			if uint64(n) == last>>32 {
+				hi = int(last & 0xffffffff)
+			}
+			v = v[:hi]
 			str := unsafe.String(unsafe.SliceData(v), len(v)) // no copy: used within the transaction
-			for d := (decoder{b: v}); d.p < len(v); {
+			for d := (decoder{b: v, p: lo}); d.p < len(v); {
 				r, err := decodeCell(&d, str, nil)
 				if err == nil {
 					err = d.err

@@ -3,6 +3,7 @@ package persist
 import (
 	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"maps"
@@ -107,15 +108,24 @@ func TestOpenLazyDamaged(t *testing.T) {
 			v[len(v)/2] ^= 0x40
 			return b.Put(slices.Clone(k), v)
 		},
-		"table order": func(tx *bolt.Tx) error {
+		"table byte": func(tx *bolt.Tx) error { // its CRC-32C no longer matches
 			m := tx.Bucket([]byte(metaBucket))
 			table := slices.Clone(m.Get([]byte(metaParts)))
-			binary.BigEndian.PutUint32(table[4*5:], 1<<20)
+			table[8*5+7] ^= 1
+			return m.Put([]byte(metaParts), table)
+		},
+		"table order": func(tx *bolt.Tx) error { // a consistent CRC-32C, a position out of order
+			m := tx.Bucket([]byte(metaBucket))
+			table := slices.Clone(m.Get([]byte(metaParts)))
+			binary.BigEndian.PutUint64(table[8*5:], binary.BigEndian.Uint64(table[8*engine.Parts:]))
+			if err := m.Put([]byte(metaPartsCRC), binary.BigEndian.AppendUint32(nil, crc32.Checksum(table, castagnoli))); err != nil {
+				return err
+			}
 			return m.Put([]byte(metaParts), table)
 		},
 		"table length": func(tx *bolt.Tx) error {
 			m := tx.Bucket([]byte(metaBucket))
-			return m.Put([]byte(metaParts), m.Get([]byte(metaParts))[4:])
+			return m.Put([]byte(metaParts), m.Get([]byte(metaParts))[8:])
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -179,7 +189,7 @@ func readParts(t *testing.T, o *Opened, partOf map[string]int) map[string]uint64
 	t.Helper()
 	got := map[string]uint64{}
 	for i := range engine.Parts {
-		_, err := o.Part(i, nil, func(recs []engine.CellRecord) {
+		_, err := o.Parts(i, i+1, nil, func(recs []engine.CellRecord) {
 			for _, r := range recs {
 				if partOf[r.Key] != i {
 					t.Errorf("part %d holds %q of part %d", i, r.Key, partOf[r.Key])

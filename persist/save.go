@@ -51,11 +51,12 @@ const (
 	//	       chunk order (4 bytes, big endian), so a damaged file is detected rather than
 	//	       half-loaded.
 	//	       A snapshot of an engine's Tuples (and no Cells) also has "shard_seed" = the
-	//	       store's hash seed (8 bytes, big endian) and "parts" = engine.Parts+1 chunk
-	//	       indexes (4 bytes each, big endian): part i's cells are the chunks from the
-	//	       i-th to the (i+1)-th, no chunk holding two parts' cells, so that a process
-	//	       that adopts the seed loads them part by part (Store.OpenOrSetAside); its
-	//	       lease records then spell out their keys (cell reference 0).
+	//	       store's hash seed (8 bytes, big endian), "parts" = engine.Parts+1 positions
+	//	       in the cells' chunks (8 bytes each, big endian: chunk index << 32 | byte
+	//	       offset in the chunk): part i's cells are the records from the i-th to the
+	//	       (i+1)-th, so that a process that adopts the seed loads them part by part
+	//	       (Store.OpenOrSetAside); and "parts_crc32c" = the CRC-32C of "parts". Its
+	//	       lease records spell out their keys (cell reference 0).
 	//
 	// Records are written in the order Save is given them, unsorted; Load sorts the cells
 	// and merges records of the same key and sequence. A chunk is one bbolt value, so a save
@@ -79,6 +80,7 @@ const (
 	metaLeaseCRC   = "leases_crc32c"
 	metaShardSeed  = "shard_seed"
 	metaParts      = "parts"
+	metaPartsCRC   = "parts_crc32c"
 
 	// chunkSize is the size past which a chunk is closed: the records of a chunk are never
 	// split, so a chunk is up to chunkSize plus one record.
@@ -244,15 +246,16 @@ func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 	if src.Tuples != nil {
 		t := tupleEncoder{lease: &enc, cbuf: buf, cends: ends, lbuf: lbuf, lends: lends, ncells: cells.count, nleases: leases.count}
 		if stream { // the cells in a buffer of their own, written as they come
-			t.cbuf, t.cends, t.db, t.parts = s.cbuf[:0], s.cends[:0], db, make([]uint32, engine.Parts+1)
+			t.cbuf, t.cends, t.db, t.parts = s.cbuf[:0], s.cends[:0], db, make([]uint64, engine.Parts+1)
 		}
 		err = t.encode(src.Tuples)
 		if stream {
-			table := make([]byte, 0, 4*len(t.parts))
+			table := make([]byte, 0, 8*len(t.parts))
 			for _, c := range t.parts {
-				table = binary.BigEndian.AppendUint32(table, c)
+				table = binary.BigEndian.AppendUint64(table, c)
 			}
-			extra = []metaValue{{metaShardSeed, binary.BigEndian.AppendUint64(nil, src.ShardSeed)}, {metaParts, table}}
+			extra = []metaValue{{metaShardSeed, binary.BigEndian.AppendUint64(nil, src.ShardSeed)}, {metaParts, table},
+				{metaPartsCRC, binary.BigEndian.AppendUint32(nil, crc32.Checksum(table, castagnoli))}}
 			cells.buf, cells.base, cells.ends, cells.keyBase, cells.crc0 = t.cbuf, 0, t.cends, t.spilled, t.crc
 			s.cbuf, s.cends = t.cbuf, t.cends
 		} else {
@@ -350,10 +353,10 @@ func closeChunk(buf []byte, ends []int, start *int, final bool) []int {
 // cell record, when it has one, for the key. ncells and nleases count the records of each,
 // those before the tuples included (a cell's index in the file is its count before it).
 //
-// With parts set (engine.Parts+1 entries), cbuf holds only cells, a chunk the cells of one
-// part only, and parts[i] is set to the index of part i's first chunk (parts[engine.Parts]:
-// the number of chunks); the grants then spell out their keys, so that the leases load
-// without the cells. With db set too, the complete chunks are written to db's cells bucket
+// With parts set (engine.Parts+1 entries), cbuf holds only cells, and parts[i] is set to
+// where part i's records begin (chunk index << 32 | byte offset in the chunk;
+// parts[engine.Parts]: where the last ends); the grants then spell out their keys, so that
+// the leases load without the cells. With db set too, the complete chunks are written to db's cells bucket
 // whenever they reach spillBytes (spill): spilled counts them, crc is their CRC-32C, and
 // cbuf and cends hold the chunks after them.
 type tupleEncoder struct {
@@ -361,7 +364,7 @@ type tupleEncoder struct {
 	cbuf, lbuf      []byte
 	cends, lends    []int
 	ncells, nleases uint64
-	parts           []uint32
+	parts           []uint64
 	db              *bolt.DB
 	spilled, crc    uint32
 }
@@ -408,26 +411,19 @@ func (t *tupleEncoder) encode(tuples iter.Seq[engine.TupleRecord]) (err error) {
 	cstart, lstart := len(t.cbuf), len(t.lbuf)
 	t.lease.newChunk()
 	part := -1
-	// upTo closes the chunk of the parts before part i and starts part i's.
-	upTo := func(i int) error {
-		t.cends = closeChunk(t.cbuf, t.cends, &cstart, true)
-		if err := t.spill(&cstart); err != nil {
-			return err
-		}
+	// upTo starts part i (and those before it that have no tuple) here.
+	upTo := func(i int) {
 		for part < i {
 			part++
-			t.parts[part] = t.spilled + uint32(len(t.cends))
+			t.parts[part] = uint64(t.spilled+uint32(len(t.cends)))<<32 | uint64(len(t.cbuf)-cstart)
 		}
-		return nil
 	}
 	for r := range tuples {
 		if t.parts != nil && r.Part != part {
 			if r.Part < part || r.Part >= engine.Parts {
 				return fmt.Errorf("tuple of part %d after part %d", r.Part, part)
 			}
-			if err := upTo(r.Part); err != nil {
-				return err
-			}
+			upTo(r.Part)
 		}
 		var ref uint64 // 1 + the index of the tuple's first cell record; 0: none
 		if len(r.Cells) > 0 && t.parts == nil {
@@ -456,9 +452,7 @@ func (t *tupleEncoder) encode(tuples iter.Seq[engine.TupleRecord]) (err error) {
 		}
 	}
 	if t.parts != nil {
-		if err := upTo(engine.Parts); err != nil {
-			return err
-		}
+		upTo(engine.Parts)
 	}
 	t.cends = closeChunk(t.cbuf, t.cends, &cstart, true)
 	t.lends = closeChunk(t.lbuf, t.lends, &lstart, true)

@@ -19,21 +19,21 @@ func loadCells(eng *engine.Engine, snap *persist.Opened, log *slog.Logger) {
 	start := time.Now()
 	var loaded, dropped atomic.Int64
 	var bufs sync.Pool // of *[]engine.CellRecord: parts load on several goroutines
-	done := eng.LoadLazily(func(part int) {
+	done := eng.LoadLazily(func(from, to int) {
 		buf, _ := bufs.Get().(*[]engine.CellRecord)
 		if buf == nil {
 			buf = new([]engine.CellRecord)
 		}
-		recs, err := snap.Part(part, *buf, func(recs []engine.CellRecord) {
+		recs, err := snap.Parts(from, to, *buf, func(recs []engine.CellRecord) {
 			l, d, rerr := eng.Restore(recs)
 			if rerr != nil {
-				log.Warn("snapshot had unreadable cells", "part", part, "error", rerr)
+				log.Warn("snapshot had unreadable cells", "parts_from", from, "parts_to", to, "error", rerr)
 			}
 			loaded.Add(int64(l))
 			dropped.Add(int64(d))
 		})
 		if err != nil {
-			log.Error("snapshot cells not loaded", "part", part, "error", err)
+			log.Error("snapshot cells not loaded", "parts_from", from, "parts_to", to, "error", err)
 		}
 		*buf = recs
 		bufs.Put(buf)
