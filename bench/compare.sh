@@ -21,12 +21,15 @@
 #        RATCHET_BENCH_EXTRA="--flag value ..."  extra flags for every ratchet process
 #        BENCH_PIN=1       pin every server to CPU 1 and redis-benchmark to CPU 0 (taskset)
 #        BENCH_TARGETS="origin edge"  run only these of: incr lua origin edge edge1s edgebase
+#                          originbase
 #        BENCH_ROUNDS=N    run the targets N times in turn (default 1) and print, for every
 #                          column, the median of the N runs: on a shared, noisy machine the
 #                          rounds interleave so that a disturbance falls on all targets
 #        BENCH_BASE=REV    also build git revision REV and run its edge (and origin) as the
 #                          target "edgebase", beside this tree's: a before/after of one run
-#                          (e.g. BENCH_BASE=581c304 BENCH_TARGETS="edge edgebase")
+#                          (e.g. BENCH_BASE=581c304 BENCH_TARGETS="edge edgebase"); and its
+#                          origin alone, started as this tree's, as the target "originbase"
+#                          (BENCH_BASE=main BENCH_TARGETS="origin originbase")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-200000}
@@ -41,7 +44,7 @@ trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$wo
 prepare # redis-server and redis-benchmark installed, $work/ratchet built
 
 P_REDIS=16379 P_ORIGIN=16380 P_EDGE_ORIGIN=16381 P_EDGE=16382 P_EDGE1_ORIGIN=16383 P_EDGE1=16384
-P_BASE_ORIGIN=16385 P_BASE=16386
+P_BASE_ORIGIN=16385 P_BASE=16386 P_BASE_PLAIN=16387
 base=${BENCH_BASE:-}
 if [ -n "$base" ]; then
   git worktree add -q --detach "$work/base-tree" "$base"
@@ -86,7 +89,9 @@ if [ -n "$base" ]; then
   pid_base_origin=$!
   edge "$work/ratchet-base" $P_BASE $P_BASE_ORIGIN --freshness 60s
   pid_base=$!
-  ports+=($P_BASE_ORIGIN $P_BASE)
+  "${srv[@]}" "$work/ratchet-base" --listen 127.0.0.1:$P_BASE_PLAIN --data-dir "$work/origin-base" "${origin_flags[@]}" "${common[@]}" &
+  pid_base_plain=$!
+  ports+=($P_BASE_ORIGIN $P_BASE $P_BASE_PLAIN)
 fi
 for p in "${ports[@]}"; do waitport "$p"; done
 sha=$(redis-cli -p $P_REDIS SCRIPT LOAD "$(cat bench/sliding-window.lua)")
@@ -128,6 +133,7 @@ for space in rand hot; do
       edge) out=$(run "$pid_edge $pid_edge_origin" $P_EDGE $pipe $space RL.LIMIT "$k" $limit $window) ;;
       edge1s) out=$(run "$pid_edge1 $pid_edge1_origin" $P_EDGE1 $pipe $space RL.LIMIT "$k" $limit $window) ;;
       edgebase) out=$(run "$pid_base $pid_base_origin" $P_BASE $pipe $space RL.LIMIT "$k" $limit $window) ;;
+      originbase) out=$(run $pid_base_plain $P_BASE_PLAIN $pipe $space RL.LIMIT "$k" $limit $window) ;;
       esac
       all[$t,$space,$pipe]+="$out;"
     done
@@ -142,7 +148,7 @@ echo "server us/req: server CPU (user+sys) per request, the edge rows adding the
 echo "client us/req: redis-benchmark's CPU per request (near 1e6/rps: the load generator is the limit)"
 printf '%-6s %-4s %-15s %12s %8s %8s %10s %10s\n' keys -P target "requests/s" "p50 ms" "p99 ms" "server us" "client us"
 declare -A names=([incr]="redis INCR" [lua]="redis Lua" [origin]="ratchet origin" [edge]="ratchet edge" [edge1s]="edge fresh 1s"
-  [edgebase]="edge ${base:0:9}")
+  [edgebase]="edge ${base:0:9}" [originbase]="origin ${base:0:9}")
 for space in rand hot; do
   for pipe in 1 16; do
     for t in "${targets[@]}"; do
@@ -163,7 +169,19 @@ for space in rand hot; do
       "$(ratio "${rps[edge,$space,$pipe]:-}" "$o") ($(ratio "$oc" "${cpu[edge,$space,$pipe]:-}"))"
   done
 done
-if [ -n "$base" ]; then
+if [ -n "$base" ] && [ -n "${rps[originbase,rand,1]:-}" ]; then
+  echo
+  echo "this tree's origin against ${base}'s: requests/s, p99 and server CPU per request (new/base)"
+  for space in rand hot; do
+    for pipe in 1 16; do
+      printf '%-6s %-4s rps %s  p99 %s  cpu %s\n' "$space" "$pipe" \
+        "$(ratio "${rps[origin,$space,$pipe]:-}" "${rps[originbase,$space,$pipe]:-}")" \
+        "$(ratio "${p99[origin,$space,$pipe]:-}" "${p99[originbase,$space,$pipe]:-}")" \
+        "$(ratio "${cpu[origin,$space,$pipe]:-}" "${cpu[originbase,$space,$pipe]:-}")"
+    done
+  done
+fi
+if [ -n "$base" ] && [ -n "${rps[edgebase,rand,1]:-}" ]; then
   echo
   echo "this tree's edge against ${base}'s: requests/s, p99 and server CPU per request (new/base)"
   for space in rand hot; do
