@@ -128,9 +128,6 @@ func (o *Opened) readLazy(tx *bolt.Tx, meta *bolt.Bucket) error {
 		return err
 	}
 	table := meta.Get([]byte(metaParts))
-	if len(table) != 8*(engine.Parts+1) {
-		return fmt.Errorf("%w: part table of %d bytes", ErrCorrupt, len(table))
-	}
 	if want, err := metaUint(meta, metaPartsCRC, 4); err != nil {
 		return err
 	} else if got := crc32.Checksum(table, castagnoli); uint64(got) != want {
@@ -152,25 +149,9 @@ func (o *Opened) readLazy(tx *bolt.Tx, meta *bolt.Bucket) error {
 	if uint64(crc) != wantCRC {
 		return fmt.Errorf("%w: checksum %08x, meta says %08x", ErrCorrupt, crc, wantCRC)
 	}
-	// Positions in order, each in a chunk (its end at most, or the start of the chunk past
-	// the last), from the first record to the end of the last.
-	parts := make([]uint64, engine.Parts+1)
-	for i := range parts {
-		parts[i] = binary.BigEndian.Uint64(table[8*i:])
-		c, off := parts[i]>>32, parts[i]&0xffffffff
-		ok := (c < uint64(len(lens)) && off <= lens[c]) || (c == uint64(len(lens)) && off == 0)
-		switch {
-		case i == 0:
-			ok = ok && parts[i] == 0
-		case i == engine.Parts:
-			ok = ok && (c == uint64(len(lens)) || (c+1 == uint64(len(lens)) && off == lens[c]))
-			fallthrough
-		default:
-			ok = ok && parts[i] >= parts[i-1]
-		}
-		if !ok {
-			return fmt.Errorf("%w: part table entry %d: chunk %d offset %d of %d chunks", ErrCorrupt, i, c, off, len(lens))
-		}
+	parts, err := decodeParts(table, lens)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	kv := chunked[keyspace.Record]{bucket: kvBucket, countName: metaKVCount, crcName: metaKVCRC, minLen: 5, byteValues: true, decode: decodeKV}
 	if o.KV, err = kv.read(tx, meta, o.size); err != nil {

@@ -111,21 +111,19 @@ func TestOpenLazyDamaged(t *testing.T) {
 		"table byte": func(tx *bolt.Tx) error { // its CRC-32C no longer matches
 			m := tx.Bucket([]byte(metaBucket))
 			table := slices.Clone(m.Get([]byte(metaParts)))
-			table[8*5+7] ^= 1
+			table[len(table)/2] ^= 1
 			return m.Put([]byte(metaParts), table)
 		},
-		"table order": func(tx *bolt.Tx) error { // a consistent CRC-32C, a position out of order
-			m := tx.Bucket([]byte(metaBucket))
-			table := slices.Clone(m.Get([]byte(metaParts)))
-			binary.BigEndian.PutUint64(table[8*5:], binary.BigEndian.Uint64(table[8*engine.Parts:]))
-			if err := m.Put([]byte(metaPartsCRC), binary.BigEndian.AppendUint32(nil, crc32.Checksum(table, castagnoli))); err != nil {
-				return err
+		"table order": func(tx *bolt.Tx) error { // a consistent CRC-32C, two parts at one position
+			table := binary.AppendUvarint(nil, 2)
+			for _, step := range []uint64{2, 1} {
+				table = binary.AppendUvarint(binary.AppendUvarint(binary.AppendUvarint(table, step), 0), 0)
 			}
-			return m.Put([]byte(metaParts), table)
+			return putTable(tx, binary.AppendUvarint(binary.AppendUvarint(table, 0), 100))
 		},
-		"table length": func(tx *bolt.Tx) error {
-			m := tx.Bucket([]byte(metaBucket))
-			return m.Put([]byte(metaParts), m.Get([]byte(metaParts))[8:])
+		"table length": func(tx *bolt.Tx) error { // a consistent CRC-32C, the end cut off
+			table := tx.Bucket([]byte(metaBucket)).Get([]byte(metaParts))
+			return putTable(tx, slices.Clone(table[:len(table)-1]))
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -202,4 +200,13 @@ func readParts(t *testing.T, o *Opened, partOf map[string]int) map[string]uint64
 		}
 	}
 	return got
+}
+
+// putTable makes table the part table of the snapshot, with its CRC-32C.
+func putTable(tx *bolt.Tx, table []byte) error {
+	m := tx.Bucket([]byte(metaBucket))
+	if err := m.Put([]byte(metaPartsCRC), binary.BigEndian.AppendUint32(nil, crc32.Checksum(table, castagnoli))); err != nil {
+		return err
+	}
+	return m.Put([]byte(metaParts), table)
 }

@@ -51,12 +51,11 @@ const (
 	//	       chunk order (4 bytes, big endian), so a damaged file is detected rather than
 	//	       half-loaded.
 	//	       A snapshot of an engine's Tuples (and no Cells) also has "shard_seed" = the
-	//	       store's hash seed (8 bytes, big endian), "parts" = engine.Parts+1 positions
-	//	       in the cells' chunks (8 bytes each, big endian: chunk index << 32 | byte
-	//	       offset in the chunk): part i's cells are the records from the i-th to the
-	//	       (i+1)-th, so that a process that adopts the seed loads them part by part
-	//	       (Store.OpenOrSetAside); and "parts_crc32c" = the CRC-32C of "parts". Its
-	//	       lease records spell out their keys (cell reference 0).
+	//	       store's hash seed (8 bytes, big endian), "parts" = where each load part's
+	//	       records begin in the cells' chunks (parts.go), so that a process that adopts
+	//	       the seed loads them part by part (Store.OpenOrSetAside), and "parts_crc32c" =
+	//	       the CRC-32C of "parts". Its lease records spell out their keys (cell
+	//	       reference 0).
 	//
 	// Records are written in the order Save is given them, unsorted; Load sorts the cells
 	// and merges records of the same key and sequence. A chunk is one bbolt value, so a save
@@ -235,6 +234,7 @@ func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 			hint += min(fi.Size()+fi.Size()/8, 1<<40)
 		}
 		if db, err = createFile(tmp, int(hint)); err != nil {
+			_ = os.Remove(tmp) // bbolt may have created it (a full disk)
 			return 0, 0, err
 		}
 	}
@@ -250,10 +250,7 @@ func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 		}
 		err = t.encode(src.Tuples)
 		if stream {
-			table := make([]byte, 0, 8*len(t.parts))
-			for _, c := range t.parts {
-				table = binary.BigEndian.AppendUint64(table, c)
-			}
+			table := appendParts(nil, t.parts)
 			extra = []metaValue{{metaShardSeed, binary.BigEndian.AppendUint64(nil, src.ShardSeed)}, {metaParts, table},
 				{metaPartsCRC, binary.BigEndian.AppendUint32(nil, crc32.Checksum(table, castagnoli))}}
 			cells.buf, cells.base, cells.ends, cells.keyBase, cells.crc0 = t.cbuf, 0, t.cends, t.spilled, t.crc
@@ -294,6 +291,7 @@ func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 			mmap += sec.start(len(sec.ends)) - sec.base + len(sec.ends)*4096
 		}
 		if db, err = createFile(tmp, mmap); err != nil {
+			_ = os.Remove(tmp) // bbolt may have created it (a full disk)
 			return 0, 0, err
 		}
 	}
