@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"hash/maphash"
+	"slices"
 	"time"
 
 	"github.com/ratchet/ratchet/engine"
@@ -102,7 +103,7 @@ func (e *Edge) catchUp(ctx context.Context, l *originLink, co engine.ChangesOrig
 			l.failedUnder(ctx, e.clock.NowMs(), err)
 			return
 		}
-		l.lastOKMs.Store(e.clock.NowMs())
+		l.answered(e.clock.NowMs())
 		if r.Resync {
 			e.resync(l, r.Version)
 			l.changesCurrentMs.Store(now)
@@ -203,8 +204,19 @@ func (le *localEntry) sync() {
 }
 
 // resync drops every view and lease this edge holds of l's tuples, and starts from
-// version v of l's changes.
+// version v of l's changes. The pending cost held now was accepted without the changes
+// missed: its batches claim only the version applied before (localEntry.vouch), so the
+// origin drops it for a tuple reset since.
 func (e *Edge) resync(l *originLink, v uint64) {
+	old := l.changesApplied.Load()
+	l.mu.Lock()
+	pins := slices.Clone(l.pins)
+	l.mu.Unlock()
+	for _, le := range pins { // entry locks after the link's: see Edge
+		le.mu.Lock()
+		le.vouch = min(le.vouch, old)
+		le.mu.Unlock()
+	}
 	l.gen.Add(1)
 	l.changesApplied.Store(v)
 	e.resyncs.Add(1)
