@@ -59,6 +59,9 @@ func TestResetThroughEdgeSeenByAnother(t *testing.T) {
 		return r[2] == 100, fmt.Sprintf("remaining %d", r[2])
 	})
 	t.Logf("b saw the reset %v after it was answered", time.Since(began))
+	if n := infoInt(t, b, "changes_applied"); n < 1 {
+		t.Errorf("b's INFO changes_applied = %d, want at least the reset", n)
+	}
 	// b counts from zero (a's peek took a lease of 16, which the origin holds back);
 	// nothing of the 60 comes back.
 	allow(t, b, true, "login:alice", 100, w, "COST", 80)
