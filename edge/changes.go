@@ -103,7 +103,7 @@ func (e *Edge) catchUp(ctx context.Context, l *originLink, co engine.ChangesOrig
 			l.failedUnder(ctx, e.clock.NowMs(), err)
 			return
 		}
-		l.answered(e.clock.NowMs())
+		l.answered()
 		if r.Resync {
 			e.resync(l, r.Version)
 			l.changesCurrentMs.Store(now)

@@ -386,13 +386,15 @@ func (l *originLink) succeeded(sentMs, nowMs int64, meta engine.OriginMeta) {
 	}
 	l.grantCold(sentMs, meta)
 	l.sawChanges(meta, nowMs)
-	l.answered(nowMs)
+	l.lastOKMs.Store(nowMs)
+	l.answered()
 }
 
-// answered records that a call answered at nowMs: the origin is reachable (and a probe's
-// slot is free again).
-func (l *originLink) answered(nowMs int64) {
-	l.lastOKMs.Store(nowMs)
+// answered records that a call was answered: the origin is reachable (and a probe's slot
+// is free again). It leaves lastOKMs, which only answers with a meta set: a change feed's
+// answer tells nothing of the origin's edges or marks, so it must not put off the idle
+// heartbeat that does.
+func (l *originLink) answered() {
 	l.backoffMs.Store(0)
 	l.slowSince.Store(0)
 	l.hardDown.Store(false)
