@@ -153,3 +153,28 @@ func TestEdgeDelayedReplayAfterReset(t *testing.T) {
 		t.Fatalf("origin counts %d, want the one request after the reset", got)
 	}
 }
+
+// TestEdgeRefreshKeepsPendingCost: a refresh (another region's reset lowered the tuple's
+// counts) makes the edge re-read the tuple, and keeps the cost it accepted.
+func TestEdgeRefreshKeepsPendingCost(t *testing.T) {
+	r := newEdgeRig(t, t0/60_000*60_000, 1, edge.Config{})
+	e, f := r.edges[0], r.fakes[0]
+	tp := tup("refresh", 60_000)
+	for range 3 {
+		edgeLimit(t, e, tp, 100, 1)
+	}
+	r.origin.AddChange(engine.ChangeRefresh, engine.AppendKey(nil, tp), nil)
+	e.Heartbeat()
+	e.CatchUpChanges()
+	if st := e.Stats(); st.ChangesApplied != 1 || st.ResetDropped != 0 {
+		t.Fatalf("applied %d changes, dropped %d units; want 1 and none", st.ChangesApplied, st.ResetDropped)
+	}
+	reads := f.reads.Load()
+	edgeLimit(t, e, tp, 100, 0) // a peek of a tuple that is no longer fresh reads the origin
+	if f.reads.Load() != reads+1 {
+		t.Fatalf("after a refresh the tuple was not read again")
+	}
+	if flushAll(t, e); originCount(r.origin, tp) != 3 {
+		t.Fatalf("origin counts %d, want the 3 accepted before the refresh", originCount(r.origin, tp))
+	}
+}
