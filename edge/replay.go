@@ -2,24 +2,29 @@ package edge
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/ratchet/ratchet/engine"
 )
 
 // Run flushes each origin's replay set every ReplayInterval (or at once when a batch is
-// full) until ctx ends; then it makes one last attempt to deliver what is pending, within
+// full), and follows each origin's change feed (changes.go), until ctx ends; then it makes one last attempt to deliver what is pending, within
 // OriginTimeout per origin. Its calls to the origins run under ctx until then, and the
 // last ones under ctx without its cancellation.
 func (e *Edge) Run(ctx context.Context) {
-	done := make(chan struct{}, len(e.links))
+	done := make(chan struct{}, 2*len(e.links))
 	for _, l := range e.links {
 		go func() {
 			e.flushLoop(ctx, l)
 			done <- struct{}{}
 		}()
+		go func() {
+			e.changesLoop(ctx, l)
+			done <- struct{}{}
+		}()
 	}
-	for range e.links {
+	for range 2 * len(e.links) {
 		<-done
 	}
 }
@@ -175,6 +180,11 @@ const errShortReply = replyError("origin answered a replay batch with the wrong 
 // stays l.batch until the origin answers it. Pending cost of cells that can no longer
 // matter is dropped (and counted).
 func (e *Edge) buildBatch(l *originLink, now int64) *pendingBatch {
+	// Read before any pending cost is taken: a reset applied meanwhile (it drops the
+	// tuple's pending cost, then raises the version) must not vouch for cost taken before
+	// it (changes.go).
+	b := &pendingBatch{}
+	b.Changes = l.changesApplied.Load()
 	l.mu.Lock()
 	n := min(len(l.pins), e.cfg.MaxBatchItems)
 	entries := make([]*localEntry, 0, n)
@@ -187,7 +197,6 @@ func (e *Edge) buildBatch(l *originLink, now int64) *pendingBatch {
 	l.cursor += n
 	l.mu.Unlock()
 
-	b := &pendingBatch{}
 	b.Items = make([]engine.ReplayItem, 0, len(entries))
 	b.entries = make([]*localEntry, 0, len(entries))
 	for _, le := range entries {
@@ -230,6 +239,7 @@ func (e *Edge) batchEntry(b *pendingBatch, le *localEntry, now, cur, boot int64)
 			continue
 		}
 		demand = satAdd(demand, c.pending)
+		b.Changes = min(b.Changes, le.vouch) // cost from before a resync or a restart's requeue
 		b.Items = append(b.Items, engine.ReplayItem{Key: le.key, Seq: c.seq, Cost: c.pending, Limit: c.minLimit})
 		b.entries = append(b.entries, le)
 		c.inflight = satAdd(c.inflight, c.pending)
@@ -254,6 +264,9 @@ func (e *Edge) batchEntry(b *pendingBatch, le *localEntry, now, cur, boot int64)
 		le.leaseG = min(le.leaseG, le.spent)
 	}
 	le.returnDue, le.handed = false, 0
+	if len(b.Items) > first {
+		le.vouch = math.MaxUint64 // its pending cost went: what comes next, the link's version vouches for
+	}
 }
 
 // limitSeen returns the lowest limit accepted against le's cells here, or 0.
@@ -384,6 +397,13 @@ type Stats struct {
 	ReplayUnsaved        uint64
 	ReplayUnsavedDropped uint64
 	ReplayResent         uint64
+
+	// ChangesApplied counts the origins' changes applied (changes.go); ResetDropped is cost
+	// accepted here that a reset cancelled before it reached the origin; Resyncs counts the
+	// times an origin's feed no longer held what this edge missed.
+	ChangesApplied uint64
+	ResetDropped   uint64
+	Resyncs        uint64
 }
 
 // Stats returns the edge's counters.
@@ -406,6 +426,10 @@ func (e *Edge) Stats() Stats {
 
 		ReplayUnsavedDropped: e.unsavedDropped.Load(),
 		ReplayResent:         e.resent.Load(),
+
+		ChangesApplied: e.changesApplied.Load(),
+		ResetDropped:   e.resetDropped.Load(),
+		Resyncs:        e.resyncs.Load(),
 	}
 	for _, l := range e.links {
 		l.mu.Lock()
