@@ -106,14 +106,6 @@ func (e *Engine) MergeComponents(comps []Component) (changed int) {
 			}
 			continue
 		}
-		// Taken minus what a reset cancelled of it: an import from before the reset brings
-		// nothing back.
-		if cut := e.cancelledOf(c.Key, c.Seq, c.Region); cut > 0 {
-			if c.Count <= cut {
-				continue
-			}
-			c.Count -= cut
-		}
 		var region uint16
 		own := c.Region == e.region
 		if !own {
@@ -124,6 +116,16 @@ func (e *Engine) MergeComponents(comps []Component) (changed int) {
 		}
 		sh, h := e.store.locate(c.Key)
 		sh.mu.Lock()
+		// Taken minus what a reset cancelled of it: an import from before the reset brings
+		// nothing back. Read under the shard's lock, under which a reset cancels: a reset
+		// is wholly before this merge or wholly after it.
+		if cut := e.cancelledOf(c.Key, c.Seq, c.Region); cut > 0 {
+			if c.Count <= cut {
+				sh.mu.Unlock()
+				continue
+			}
+			c.Count -= cut
+		}
 		ent := sh.lookup(h, c.Key)
 		if ent == nil {
 			// Our own row (a copy of what we published, after data loss) is restored even past
