@@ -82,6 +82,19 @@ func (r *tupleReset) cancelled(seq int64, region string) uint64 {
 	return 0
 }
 
+// prune drops what r cancelled of cells no longer live at now (window w): a record of a
+// tuple reset every window keeps two cells' values, not one per window it lived.
+func (r *tupleReset) prune(now, w int64) {
+	keep := r.cancels[:0]
+	for _, c := range r.cancels {
+		if c.seq >= now/w-1 {
+			keep = append(keep, c)
+		}
+	}
+	clear(r.cancels[len(keep):])
+	r.cancels = keep
+}
+
 // raise merges n as what r cancels of region's component of cell seq, with max, and
 // returns the value before.
 func (r *tupleReset) raise(seq int64, region string, n uint64) (old uint64) {
@@ -202,6 +215,7 @@ func (e *Engine) resetKey(key []byte, w int64) (bool, error) {
 	if len(r.cancels) == 0 && r.version == 0 {
 		e.store.bytes.Add(resetBytes)
 	}
+	r.prune(now, w)
 	held := false
 	if ent := sh.lookup(h, key); ent != nil {
 		held = e.cancelCells(ent, r, w, now)
@@ -270,6 +284,7 @@ func (e *Engine) mergeReset(c Component, w, now int64) bool {
 	if len(r.cancels) == 0 && r.version == 0 {
 		e.store.bytes.Add(resetBytes)
 	}
+	r.prune(now, w)
 	old := r.raise(c.Seq, c.Region, capCount(c.Count))
 	r.untilMs = max(r.untilMs, (c.Seq+2)*w)
 	if capCount(c.Count) <= old {
@@ -328,7 +343,8 @@ func (e *Engine) resetRows(out []Component, now int64, unpublished bool) []Compo
 	return out
 }
 
-// pruneResets drops the records whose cells have all died.
+// pruneResets drops the records whose cells have all died, and what the others cancelled
+// of dead cells.
 func (e *Engine) pruneResets(now int64) {
 	if e.resets.count.Load() == 0 {
 		return
@@ -339,6 +355,8 @@ func (e *Engine) pruneResets(now int64) {
 		if now >= r.untilMs {
 			delete(e.resets.m, k)
 			e.store.bytes.Add(-resetBytes)
+		} else if w := windowOfKey(k); w > 0 {
+			r.prune(now, w)
 		}
 	}
 	e.resets.count.Store(int64(len(e.resets.m)))
@@ -372,8 +390,8 @@ type ResetCancel struct {
 	Count  uint64
 }
 
-// Resets yields the reset records that have not ended. A record is valid only during the
-// call.
+// Resets yields the reset records that have not ended, with what they cancelled of live
+// cells only. A record is valid only during the call.
 func (e *Engine) Resets(yield func(ResetRecord) bool) {
 	if e.resets.count.Load() == 0 {
 		return
@@ -386,7 +404,11 @@ func (e *Engine) Resets(yield func(ResetRecord) bool) {
 			continue
 		}
 		rec := ResetRecord{Key: k, Version: r.version, UntilMs: r.untilMs}
+		w := windowOfKey(k)
 		for _, c := range r.cancels {
+			if w <= 0 || c.seq < now/w-1 {
+				continue
+			}
 			rec.Cancels = append(rec.Cancels, ResetCancel{Seq: c.seq, Region: c.region, Count: c.count})
 		}
 		recs = append(recs, rec)
@@ -419,8 +441,11 @@ func (e *Engine) RestoreResets(recs []ResetRecord) int {
 		e.store.bytes.Add(resetBytes)
 		r.version = max(r.version, rec.Version)
 		r.untilMs = max(r.untilMs, rec.UntilMs)
+		w := windowOfKey(rec.Key)
 		for _, c := range rec.Cancels {
-			r.raise(c.Seq, c.Region, capCount(c.Count))
+			if c.Seq >= now/w-1 {
+				r.raise(c.Seq, c.Region, capCount(c.Count))
+			}
 		}
 		e.resets.maxVersion.Store(max(e.resets.maxVersion.Load(), r.version))
 		n++

@@ -211,3 +211,26 @@ func TestResetSurvivesRestart(t *testing.T) {
 		t.Fatalf("b after a's anti-entropy: %d, want 1", got)
 	}
 }
+
+// TestResetRecordKeepsLiveCells: a tuple reset every window keeps its record for good, but
+// the record holds only what was cancelled of live cells (this window's and the previous
+// one's), in memory and in what a snapshot saves: not one value per window it lived.
+func TestResetRecordKeepsLiveCells(t *testing.T) {
+	e, clock := newEngine(t0)
+	tp := tup("svc", 1000)
+	for range 3000 {
+		mustLimit(t, e, tp, 10, 1)
+		if _, err := e.Reset([]engine.Tuple{tp}); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(1000)
+	}
+	if n := e.ResetCancels(tp); n > 2 {
+		t.Errorf("the record holds %d cancelled values, want at most 2 (two live cells, one region)", n)
+	}
+	for r := range e.Resets {
+		if len(r.Cancels) > 2 {
+			t.Errorf("record %q saved with %d cancelled values, want at most 2", r.Key, len(r.Cancels))
+		}
+	}
+}

@@ -74,6 +74,10 @@ func (s *Store) LoadAll() (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("load snapshot %s: %w", path, err)
 	}
+	if n := trimResets(snap.Resets); n > 0 {
+		s.log.Warn("snapshot: reset records held more cancelled values than two live cells need; kept each one's latest cells'",
+			"path", path, "records", n, "kept", maxResetCancels)
+	}
 	s.sizeHint.Store(info.Size())
 	return snap, nil
 }
@@ -189,17 +193,17 @@ func readSnapshot(tx *bolt.Tx, size int64) (Snapshot, error) {
 	return snap, nil
 }
 
-// maxResetCancels bounds the cancelled values of one reset record: two cells, each of at
-// most the regions a cell can name.
+// maxResetCancels is what one reset record can need to hold: two live cells, each of at
+// most the regions a cell can name. A record saved with more (one that kept the values of
+// dead cells) is trimmed on load (trimResets), not refused: refusing it would set the
+// whole snapshot aside.
 const maxResetCancels = 2 * 1025
 
-// decodeReset reads one reset record (save.go's appendReset).
+// decodeReset reads one reset record (save.go's appendReset). The cancelled values are
+// bounded by the chunk's bytes, each taking at least three.
 func decodeReset(d *decoder, str string, _ []byte) (engine.ResetRecord, error) {
 	r := engine.ResetRecord{Key: d.str("key", str), Version: d.uvarint(), UntilMs: d.varint()}
 	n := d.uvarint()
-	if n > maxResetCancels {
-		return r, fmt.Errorf("%d cancelled values", n)
-	}
 	for range n {
 		if d.err != nil {
 			break
@@ -207,6 +211,22 @@ func decodeReset(d *decoder, str string, _ []byte) (engine.ResetRecord, error) {
 		r.Cancels = append(r.Cancels, engine.ResetCancel{Seq: d.varint(), Region: d.str("region", str), Count: d.uvarint()})
 	}
 	return r, nil
+}
+
+// trimResets trims each record of recs holding more than maxResetCancels cancelled values
+// to those of its latest cells (the live ones, when the record is recent), and returns how
+// many it trimmed.
+func trimResets(recs []engine.ResetRecord) (trimmed int) {
+	for i := range recs {
+		r := &recs[i]
+		if len(r.Cancels) <= maxResetCancels {
+			continue
+		}
+		slices.SortStableFunc(r.Cancels, func(a, b engine.ResetCancel) int { return cmp.Compare(b.Seq, a.Seq) })
+		r.Cancels = slices.Clip(r.Cancels[:maxResetCancels])
+		trimmed++
+	}
+	return trimmed
 }
 
 // versionError is a snapshot of a format other than formatVersion. The product has had no

@@ -56,3 +56,39 @@ func TestResetsRoundTrip(t *testing.T) {
 		t.Fatalf("a file from before resets: %d cells, %d resets, changes %d, %v", len(snap.Cells), len(snap.Resets), snap.Changes, err)
 	}
 }
+
+// TestResetsLongRecordLoads: a reset record saved with more cancelled values than two live
+// cells need (a tuple reset every window, by a run that kept dead cells' values) does not
+// make the snapshot unloadable, which would set it aside and start the origin empty: it
+// loads with the record trimmed to its latest cells' values, and everything else.
+func TestResetsLongRecordLoads(t *testing.T) {
+	key := string(engine.AppendKey(nil, engine.Tuple{Workspace: "default", Key: []byte("svc"), WindowMs: 1000}))
+	long := engine.ResetRecord{Key: key, Version: 7, UntilMs: 1_750_000_002_000}
+	for seq := range int64(3000) {
+		long.Cancels = append(long.Cancels, engine.ResetCancel{Seq: 1_750_000_000 - 2999 + seq, Region: "a", Count: 1})
+	}
+	other := engine.ResetRecord{Key: "k", Version: 3, UntilMs: 1_750_000_002_000,
+		Cancels: []engine.ResetCancel{{Seq: 1, Region: "a", Count: 2}}}
+	s, err := Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	src := Source{Cells: slices.Values([]engine.CellRecord{{Key: key, Seq: 1_750_000_000, Regional: 9}}),
+		Resets: slices.Values([]engine.ResetRecord{long, other}), Changes: func() uint64 { return 9 }}
+	if err := s.Write(src); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := s.LoadAll()
+	if err != nil {
+		t.Fatalf("the snapshot does not load: %v", err)
+	}
+	if len(snap.Cells) != 1 || len(snap.Resets) != 2 || snap.Changes != 9 || !reflect.DeepEqual(snap.Resets[1], other) {
+		t.Fatalf("loaded %d cells, %d resets, changes %d", len(snap.Cells), len(snap.Resets), snap.Changes)
+	}
+	got := snap.Resets[0]
+	if len(got.Cancels) != maxResetCancels || got.Cancels[0].Seq != 1_750_000_000 || got.Version != 7 {
+		t.Fatalf("long record loaded with %d values, first seq %d, version %d; want the %d latest",
+			len(got.Cancels), got.Cancels[0].Seq, got.Version, maxResetCancels)
+	}
+}
