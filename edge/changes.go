@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"hash/maphash"
+	"math"
 	"slices"
 	"time"
 
@@ -181,6 +182,7 @@ func (e *Edge) resetEntry(le *localEntry, v uint64) {
 	}
 	le.handed, le.strictUntil = 0, 0
 	le.resetAt = max(le.resetAt, v)
+	le.vouch = math.MaxUint64 // the cost from before is gone: what comes next is from after the reset
 	e.resetDropped.Add(dropped)
 }
 

@@ -178,3 +178,63 @@ func TestEdgeRefreshKeepsPendingCost(t *testing.T) {
 		t.Fatalf("origin counts %d, want the 3 accepted before the refresh", originCount(r.origin, tp))
 	}
 }
+
+// TestEdgeOldCostVouchesOnlyForItself: after a resync, the pending cost accepted before it
+// claims only the version applied then (it may predate a reset the edge missed), but a
+// batch carrying it beside another tuple's cost must not make that cost claim the old
+// version too: the cost of b accepted after the edge applied b's reset counts at the origin.
+func TestEdgeOldCostVouchesOnlyForItself(t *testing.T) {
+	r := newEdgeRig(t, t0/60_000*60_000, 1, edge.Config{})
+	e := r.edges[0]
+	a, b := tup("a", 60_000), tup("b", 60_000)
+	edgeLimit(t, e, a, 100, 1) // pending, accepted before the resync
+	other := engine.AppendKey(nil, tup("other", 60_000))
+	for range 5000 {
+		r.origin.AddChange(engine.ChangeReset, other, nil)
+	}
+	e.Heartbeat()
+	e.CatchUpChanges() // resync: a's pending cost now vouches only for the old version
+	if _, err := r.origin.Reset([]engine.Tuple{b}); err != nil {
+		t.Fatal(err)
+	}
+	e.Heartbeat()
+	e.CatchUpChanges() // the edge applied b's reset
+	for range 3 {
+		edgeLimit(t, e, b, 100, 1) // accepted after the edge applied the reset
+	}
+	flushAll(t, e)
+	if got := originCount(r.origin, b); got != 3 {
+		t.Errorf("origin counts %d of b, want the 3 requests accepted after the edge applied b's reset", got)
+	}
+	if got := originCount(r.origin, a); got != 1 {
+		t.Errorf("origin counts %d of a, want 1", got)
+	}
+}
+
+// TestEdgeResetClearsOldVouch: a reset applied to an entry drops its cost from before the
+// resync, and with it the old version that cost vouched for: the entry's cost accepted
+// after the reset counts at the origin.
+func TestEdgeResetClearsOldVouch(t *testing.T) {
+	r := newEdgeRig(t, t0/60_000*60_000, 1, edge.Config{})
+	e := r.edges[0]
+	b := tup("b", 60_000)
+	edgeLimit(t, e, b, 100, 1) // pending, accepted before the resync
+	other := engine.AppendKey(nil, tup("other", 60_000))
+	for range 5000 {
+		r.origin.AddChange(engine.ChangeReset, other, nil)
+	}
+	e.Heartbeat()
+	e.CatchUpChanges() // resync: b's pending cost vouches only for the old version
+	if _, err := r.origin.Reset([]engine.Tuple{b}); err != nil {
+		t.Fatal(err)
+	}
+	e.Heartbeat()
+	e.CatchUpChanges() // the edge applied b's reset: the old cost is dropped
+	for range 3 {
+		edgeLimit(t, e, b, 100, 1)
+	}
+	flushAll(t, e)
+	if got := originCount(r.origin, b); got != 3 {
+		t.Errorf("origin counts %d of b, want the 3 requests accepted after the edge applied b's reset", got)
+	}
+}

@@ -179,12 +179,14 @@ const errShortReply = replyError("origin answered a replay batch with the wrong 
 // buildBatch moves pending cost of up to MaxBatchItems cells into a new batch, which
 // stays l.batch until the origin answers it. Pending cost of cells that can no longer
 // matter is dropped (and counted).
+//
+// The batch's change version (ReplayBatch.Changes) is the one its cost vouches for: that of
+// the first entry taken (localEntry.claim). An entry whose cost vouches for another one
+// waits for a later batch, which starts with it: one entry's cost from before a resync
+// does not make the origin drop another tuple's cost accepted after its reset.
 func (e *Edge) buildBatch(l *originLink, now int64) *pendingBatch {
-	// Read before any pending cost is taken: a reset applied meanwhile (it drops the
-	// tuple's pending cost, then raises the version) must not vouch for cost taken before
-	// it (changes.go).
 	b := &pendingBatch{}
-	b.Changes = l.changesApplied.Load()
+	b.Changes = unclaimed
 	l.mu.Lock()
 	n := min(len(l.pins), e.cfg.MaxBatchItems)
 	entries := make([]*localEntry, 0, n)
@@ -199,16 +201,25 @@ func (e *Edge) buildBatch(l *originLink, now int64) *pendingBatch {
 
 	b.Items = make([]engine.ReplayItem, 0, len(entries))
 	b.entries = make([]*localEntry, 0, len(entries))
+	var waiting *localEntry // the first entry left for a later batch
 	for _, le := range entries {
 		le.mu.Lock()
-		e.batchEntry(b, le, now, now/le.window, l.boot.Load())
+		if !e.batchEntry(b, le, now, now/le.window, l.boot.Load()) && waiting == nil {
+			waiting = le
+		}
 		e.unpinIfIdle(l, le)
 		le.mu.Unlock()
+	}
+	if b.Changes == unclaimed { // no cost: lease returns only, which vouch for nothing
+		b.Changes = l.changesApplied.Load()
 	}
 	if len(b.Items) == 0 {
 		return nil
 	}
 	l.mu.Lock()
+	if waiting != nil && waiting.pinned {
+		l.cursor = waiting.pinIdx // the next batch starts with it
+	}
 	l.batchID++
 	b.Node, b.ID = e.cfg.NodeRun, l.batchID
 	l.batch = b
@@ -223,9 +234,19 @@ func (e *Edge) buildBatch(l *originLink, now int64) *pendingBatch {
 // over; or giving it back when markReturn found it idle. Most items of warm tuples far
 // from their limit need neither, and cost the origin no lease work. Nothing moves while a
 // hand-off of the tuple is in flight (see localEntry.handing). cur is the current cell.
-func (e *Edge) batchEntry(b *pendingBatch, le *localEntry, now, cur, boot int64) {
+// It reports false when it left le's cost for a later batch: that cost vouches for
+// another change version than b's.
+func (e *Edge) batchEntry(b *pendingBatch, le *localEntry, now, cur, boot int64) bool {
 	if le.handing > 0 {
-		return
+		return true
+	}
+	if le.hasPending(cur) {
+		switch claim := le.claim(); {
+		case b.Changes == unclaimed:
+			b.Changes = claim
+		case claim != b.Changes:
+			return false
+		}
 	}
 	first, demand := len(b.Items), le.handed
 	for i := range le.cells {
@@ -239,7 +260,6 @@ func (e *Edge) batchEntry(b *pendingBatch, le *localEntry, now, cur, boot int64)
 			continue
 		}
 		demand = satAdd(demand, c.pending)
-		b.Changes = min(b.Changes, le.vouch) // cost from before a resync or a restart's requeue
 		b.Items = append(b.Items, engine.ReplayItem{Key: le.key, Seq: c.seq, Cost: c.pending, Limit: c.minLimit})
 		b.entries = append(b.entries, le)
 		c.inflight = satAdd(c.inflight, c.pending)
@@ -267,6 +287,30 @@ func (e *Edge) batchEntry(b *pendingBatch, le *localEntry, now, cur, boot int64)
 	if len(b.Items) > first {
 		le.vouch = math.MaxUint64 // its pending cost went: what comes next, the link's version vouches for
 	}
+	return true
+}
+
+// unclaimed is the change version of a batch no cost has claimed yet.
+const unclaimed = math.MaxUint64
+
+// hasPending reports whether le holds pending cost of a cell that still matters (le.mu
+// held); cur is the current cell.
+func (le *localEntry) hasPending(cur int64) bool {
+	for _, c := range le.cells {
+		if c.seq != emptySeq && c.pending > 0 && c.seq >= cur-1 {
+			return true
+		}
+	}
+	return false
+}
+
+// claim returns the change version le's pending cost vouches for (le.mu held): every
+// change the edge had applied when the cost was taken, read under le.mu, where a reset of
+// the tuple drops the cost before the version says it is applied; at least le's last
+// reset (its cost is all from after it); at most le.vouch (cost from before a resync or a
+// restart's requeue, accepted without the changes since).
+func (le *localEntry) claim() uint64 {
+	return min(max(le.link.changesApplied.Load(), le.resetAt), le.vouch)
 }
 
 // limitSeen returns the lowest limit accepted against le's cells here, or 0.
