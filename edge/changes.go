@@ -219,8 +219,10 @@ func (e *Edge) resync(l *originLink, v uint64) {
 		le.vouch = min(le.vouch, old)
 		le.mu.Unlock()
 	}
-	l.gen.Add(1)
+	// The version first: an answer read before the changes missed, merged once the
+	// generation has dropped the views, is refused (localEntry.merge).
 	l.changesApplied.Store(v)
+	l.gen.Add(1)
 	e.resyncs.Add(1)
 	e.log.Warn("edge resynced with its origin: it missed changes the origin no longer lists", "origin", l.id, "version", v)
 }

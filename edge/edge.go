@@ -230,7 +230,9 @@ func (le *localEntry) counts(seq int64) engine.Counts {
 // lease lives meta.LeaseTTLMs from then.
 func (le *localEntry) merge(cc engine.CellCounts, meta engine.OriginMeta, sentMs, freshUntil int64) {
 	le.sync()
-	applied := le.link.changesApplied.Load()
+	// A catch-up applies a reset to the entries before it raises the link's version: the
+	// entry's own last reset counts as applied already.
+	applied := max(le.link.changesApplied.Load(), le.resetAt)
 	if meta.Changes < applied {
 		return // read before a change applied here (a reset): it may hold what that cancelled
 	}
