@@ -90,15 +90,18 @@ func (e *Engine) Region() string { return e.region }
 // many components changed a count.
 func (e *Engine) MergeComponents(comps []Component) (changed int) {
 	now := e.clock.NowMs()
-	var refresh map[string]bool // tuples another region's reset lowered: their edges re-read them
+	var refresh map[string]bool // tuples another region's reset lowered here: their edges re-read them
 	for _, c := range comps {
 		w := windowOfKey(string(c.Key))
 		if w <= 0 || c.Seq < now/w-1 || c.Seq > now/w+1 || c.Count == 0 {
 			continue
 		}
 		if c.Reset {
-			if e.mergeReset(c, w, now) {
+			raised, lowered := e.mergeReset(c, w, now)
+			if raised {
 				changed++
+			}
+			if lowered { // only then: anti-entropy's rows must not flood the change feed
 				if refresh == nil {
 					refresh = make(map[string]bool)
 				}

@@ -270,8 +270,9 @@ func (e *Engine) cancelCells(ent *entry, r *tupleReset, w, now int64) bool {
 
 // mergeReset merges a reset row of another region (c.Reset): what it cancelled of
 // c.Region's component of cell c.Seq. It lowers the cell by what it cancels beyond what
-// was cancelled here, and reports whether it changed anything.
-func (e *Engine) mergeReset(c Component, w, now int64) bool {
+// was cancelled here, and reports whether it raised the record (raised) and whether it
+// lowered a count this origin holds (lowered: the edges' views of the tuple are stale).
+func (e *Engine) mergeReset(c Component, w, now int64) (raised, lowered bool) {
 	sh, h := e.store.locate(c.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -279,7 +280,7 @@ func (e *Engine) mergeReset(c Component, w, now int64) bool {
 	defer e.resets.mu.Unlock()
 	r := e.resets.get(c.Key, true)
 	if r == nil {
-		return false
+		return false, false
 	}
 	if len(r.cancels) == 0 && r.version == 0 {
 		e.store.bytes.Add(resetBytes)
@@ -288,37 +289,39 @@ func (e *Engine) mergeReset(c Component, w, now int64) bool {
 	old := r.raise(c.Seq, c.Region, capCount(c.Count))
 	r.untilMs = max(r.untilMs, (c.Seq+2)*w)
 	if capCount(c.Count) <= old {
-		return false
+		return false, false
 	}
 	delta := capCount(c.Count) - old
 	ent := sh.lookup(h, c.Key)
 	if ent == nil {
-		return true
+		return true, false
 	}
 	i := ent.find(c.Seq)
 	if i < 0 {
-		return true
+		return true, false
 	}
 	cl := &ent.cells[i]
 	if c.Region == e.region {
-		cl.regional -= min(cl.regional, delta)
+		d := min(cl.regional, delta)
+		cl.regional -= d
 		if ent.side != nil {
 			ent.side.cells[i].published -= min(ent.side.cells[i].published, delta)
 		}
-		return true
+		return true, d > 0
 	}
 	id, err := e.regions.id(c.Region)
 	if err != nil || ent.side == nil {
-		return true
+		return true, false
 	}
 	for j := range ent.side.cells[i].foreign {
 		if f := &ent.side.cells[i].foreign[j]; f.region == id {
 			d := min(f.count, delta)
 			f.count -= d
 			cl.imported -= min(cl.imported, d)
+			lowered = lowered || d > 0
 		}
 	}
-	return true
+	return true, lowered
 }
 
 // resetRows appends to out the reset rows of the records of live cells at now: all of them, or (unpublished) those of resets made here since the last call,

@@ -234,3 +234,35 @@ func TestResetRecordKeepsLiveCells(t *testing.T) {
 		}
 	}
 }
+
+// TestResetRowsRefreshOnlyWhatTheyLower: a peer's reset row makes this origin's edges
+// re-read the tuple (a ChangeRefresh) only when it lowered a count held here. Rows of
+// tuples never held here, and the same rows again (anti-entropy at every reconnect), add
+// nothing to the change feed, whose ring would otherwise overflow and resync every edge.
+func TestResetRowsRefreshOnlyWhatTheyLower(t *testing.T) {
+	a, b, _ := regionPair(t)
+	held, notHeld := tup("held", 60_000), tup("elsewhere", 60_000)
+	mustLimit(t, a, held, 100, 5)
+	mustLimit(t, a, notHeld, 100, 5)
+	b.MergeComponents(slices.DeleteFunc(a.Components(), func(c engine.Component) bool {
+		return string(c.Key) != string(engine.AppendKey(nil, held))
+	}))
+	if _, err := a.Reset([]engine.Tuple{held, notHeld}); err != nil {
+		t.Fatal(err)
+	}
+	v := b.ChangeVersion()
+	b.MergeComponents(a.Components())
+	if got := b.ChangeVersion() - v; got != 1 {
+		t.Fatalf("b's feed grew by %d changes, want the one refresh of the tuple it held", got)
+	}
+	if used(b, held) != 0 {
+		t.Fatalf("b holds %d of the reset tuple", used(b, held))
+	}
+	v = b.ChangeVersion()
+	for range 3 {
+		b.MergeComponents(a.Components())
+	}
+	if got := b.ChangeVersion() - v; got != 0 {
+		t.Fatalf("the same rows again added %d changes to b's feed", got)
+	}
+}
