@@ -61,6 +61,9 @@ type Engine struct {
 	refused     atomic.Uint64 // ErrFull replies
 	lastFullLog atomic.Int64  // ms of the last "store full" log line
 
+	resetsFull    atomic.Uint64 // reset records the full reset table refused (reset.go)
+	lastResetsLog atomic.Int64  // ms of the last "reset table full" log line
+
 	kv *keyspace.KV // the counter keyspace, within the same --max-memory
 
 	leaseTTLMs    int64
@@ -310,6 +313,7 @@ type Stats struct {
 	MaxMemoryBytes int64
 	KVKeys         int64  // counter keyspace keys (expired ones not yet dropped included)
 	KVExpired      uint64 // counter keyspace keys dropped because their TTL passed
+	ResetsRefused  uint64 // resets, and peers' reset rows, the full reset table refused
 }
 
 // Stats returns a consistent-enough reading of the engine's counters (each is atomic).
@@ -328,6 +332,7 @@ func (e *Engine) Stats() Stats {
 		MaxMemoryBytes: e.store.maxBytes,
 		KVKeys:         e.kv.Keys(),
 		KVExpired:      e.kv.Expired(),
+		ResetsRefused:  e.resetsFull.Load(),
 	}
 }
 

@@ -33,7 +33,11 @@ import (
 //     their unacknowledged cost, which that reset did not know of.
 //
 // The records (resetTable) live beside the store, keyed by tuple key, until every cell they
-// cancel has died; snapshots save them (Resets, RestoreResets).
+// cancel has died, holding the values of live cells only; snapshots save them (Resets,
+// RestoreResets). A reset of a tuple that holds no live count and no lease keeps nothing
+// (no record, no change): resets of tuples never used fill neither the table nor the feed.
+// Cost an edge accepted without a lease (a cold allowance, an origin it could not reach)
+// and had not sent is then not cancelled: it counts when it arrives, the strict side.
 //
 // Concurrency: resetTable.mu guards the map and the records. Lock order: a shard's lock,
 // then resetTable.mu (a reset changes the cells and its record in one step), then the
@@ -206,10 +210,17 @@ func (e *Engine) resetKey(key []byte, w int64) (bool, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	now := e.clock.NowMs()
+	ent := sh.lookup(h, key)
+	if !inUse(ent, w, now) {
+		// Nothing to zero: no record, no change. A caller allowed RL.LIMIT cannot fill the
+		// table or the feed with resets of tuples never used.
+		return false, nil
+	}
 	e.resets.mu.Lock()
 	defer e.resets.mu.Unlock()
 	r := e.resets.get(key, true)
 	if r == nil {
+		e.resetsRefused(1)
 		return false, ErrTooManyResets
 	}
 	if len(r.cancels) == 0 && r.version == 0 {
@@ -217,7 +228,7 @@ func (e *Engine) resetKey(key []byte, w int64) (bool, error) {
 	}
 	r.prune(now, w)
 	held := false
-	if ent := sh.lookup(h, key); ent != nil {
+	if ent != nil {
 		held = e.cancelCells(ent, r, w, now)
 		ent.settle()
 		if ent.side != nil {
@@ -237,6 +248,44 @@ func (e *Engine) resetKey(key []byte, w int64) (bool, error) {
 	r.unpublished = true
 	e.markDirty()
 	return held, nil
+}
+
+// inUse reports whether ent (sh.mu held; nil: none) holds something a reset zeroes: a
+// live cell with a count, or a lease that reserves budget (an edge may hold cost under
+// it). A tuple without either may still have cost on its way from an edge (a cold
+// allowance, an edge that could not reach the origin): not cancelled, it counts when it
+// arrives, which errs on the strict side.
+func inUse(ent *entry, w, now int64) bool {
+	if ent == nil {
+		return false
+	}
+	for i := range ent.cells {
+		if c := &ent.cells[i]; c.live(w, now) && c.total() > 0 {
+			return true
+		}
+	}
+	if ent.side == nil {
+		return false
+	}
+	ent.settle()
+	for i := range ent.side.leases.grants {
+		if ent.side.leases.grants[i].held(now) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// resetsRefused counts n reset records the full table refused (a reset of this origin, or
+// a peer's reset row), with a warning at most every 10 s.
+func (e *Engine) resetsRefused(n uint64) {
+	total := e.resetsFull.Add(n)
+	now := e.clock.NowMs()
+	last := e.lastResetsLog.Load()
+	if now-last >= 10_000 && e.lastResetsLog.CompareAndSwap(last, now) {
+		e.log.Warn("reset table is full: refusing resets, and peers' reset rows of tuples not in it", "max_resets", maxResets,
+			"refused_total", total)
+	}
 }
 
 // cancelCells zeroes ent's live cells (sh.mu and resets.mu held), recording in r what
@@ -280,6 +329,7 @@ func (e *Engine) mergeReset(c Component, w, now int64) (raised, lowered bool) {
 	defer e.resets.mu.Unlock()
 	r := e.resets.get(c.Key, true)
 	if r == nil {
+		e.resetsRefused(1)
 		return false, false
 	}
 	if len(r.cancels) == 0 && r.version == 0 {

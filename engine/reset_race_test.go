@@ -67,6 +67,7 @@ func TestResetRacingReplay(t *testing.T) {
 			items = append(items, engine.ReplayItem{Key: engine.AppendKey(nil, tup(fmt.Sprintf("pad%d", j), 60_000)), Seq: seq, Cost: 1, Limit: 100})
 		}
 		tp := tup("target", 60_000)
+		mustLimit(t, e, tp, 100, 1) // in use: the reset has something to zero
 		items = append(items, engine.ReplayItem{Key: engine.AppendKey(nil, tp), Seq: seq, Cost: 5, Limit: 100})
 		var wg sync.WaitGroup
 		wg.Add(2)

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -264,5 +265,43 @@ func TestResetRowsRefreshOnlyWhatTheyLower(t *testing.T) {
 	}
 	if got := b.ChangeVersion() - v; got != 0 {
 		t.Fatalf("the same rows again added %d changes to b's feed", got)
+	}
+}
+
+// TestResetOfUnusedTupleKeepsNothing: a reset of a tuple with no live usage and no lease
+// answers 0 and keeps nothing (no record, no change for the edges), so resets of tuples
+// never used cannot fill the reset table or the change feed. A tuple leased but not yet
+// counted is in use: edges may hold cost under the lease.
+func TestResetOfUnusedTupleKeepsNothing(t *testing.T) {
+	e, clock := newEngine(t0)
+	v := e.ChangeVersion()
+	for i := range 1000 {
+		if n, err := e.Reset([]engine.Tuple{tup(fmt.Sprint("never", i), 60_000)}); n != 0 || err != nil {
+			t.Fatalf("Reset of an unused tuple = %d, %v", n, err)
+		}
+	}
+	old := tup("old", 60_000)
+	mustLimit(t, e, old, 10, 1)
+	clock.Advance(2 * 60_000) // its cell died
+	if n, _ := e.Reset([]engine.Tuple{old}); n != 0 {
+		t.Fatalf("Reset of a tuple whose usage died = %d", n)
+	}
+	if got := e.ChangeVersion(); got != v {
+		t.Fatalf("resets of unused tuples added %d changes", got-v)
+	}
+	for r := range e.Resets {
+		t.Fatalf("a reset of an unused tuple kept a record: %q", r.Key)
+	}
+
+	leased := tup("leased", 60_000)
+	key := engine.AppendKey(nil, leased)
+	if cc, _ := e.ServeRead("edge/1", []engine.ReadItem{{Key: key, Seq: clock.NowMs() / 60_000, Limit: 10, Want: 5}}); cc[0].LeaseLeft == 0 {
+		t.Fatal("no lease granted")
+	}
+	if _, err := e.Reset([]engine.Tuple{leased}); err != nil {
+		t.Fatal(err)
+	}
+	if e.ChangeVersion() == v {
+		t.Fatal("a reset of a leased tuple told the edges nothing")
 	}
 }
