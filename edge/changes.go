@@ -95,6 +95,12 @@ func (e *Edge) catchUp(ctx context.Context, l *originLink, co engine.ChangesOrig
 			return
 		}
 		since := l.changesApplied.Load()
+		if since == 0 {
+			// Nothing heard of this origin yet: the first answer's version is adopted
+			// (sawChanges), and no view of it is held to drop. Asking from 0 would be told
+			// to resync by an origin that restored a version.
+			return
+		}
 		call, cancel := context.WithTimeout(ctx, e.callTimeout(l))
 		start := time.Now()
 		r, err := co.Changes(call, since)

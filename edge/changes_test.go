@@ -238,3 +238,21 @@ func TestEdgeResetClearsOldVouch(t *testing.T) {
 		t.Errorf("origin counts %d of b, want the 3 requests accepted after the edge applied b's reset", got)
 	}
 }
+
+// TestEdgeFreshDoesNotResync: a new edge whose changes loop polls before any answer came
+// has applied nothing: it has no version to ask from (asking from 0, an origin that
+// restored a version would tell it to resync, a warning and a Resyncs count for nothing).
+// It waits for the first answer's version, which it adopts.
+func TestEdgeFreshDoesNotResync(t *testing.T) {
+	r := newEdgeRig(t, t0/60_000*60_000, 1, edge.Config{})
+	r.origin.RestoreChanges(12345)
+	e := r.edges[0]
+	e.CatchUpChanges() // what the poll does 50 ms after start when no answer came yet
+	if st := e.Stats(); st.Resyncs != 0 {
+		t.Errorf("a fresh edge resynced %d times", st.Resyncs)
+	}
+	e.Heartbeat()
+	if got, want := e.ChangesVersion()[0], r.origin.ChangeVersion(); got != want {
+		t.Errorf("after its first answer the edge is at version %d, want the origin's %d", got, want)
+	}
+}
