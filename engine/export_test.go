@@ -16,3 +16,10 @@ func (e *Engine) ResetCancels(t Tuple) int {
 	}
 	return 0
 }
+
+// SetResetLimit lowers the most reset records the table holds (0: maxResets).
+func (e *Engine) SetResetLimit(n int) {
+	e.resets.mu.Lock()
+	defer e.resets.mu.Unlock()
+	e.resets.limit = n
+}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"sync"
@@ -121,14 +122,18 @@ type resetTable struct {
 	m          map[string]*tupleReset
 	count      atomic.Int64  // len(m)
 	maxVersion atomic.Uint64 // the highest version of a reset made here
+	limit      int           // the most records: maxResets (tests lower it)
 }
 
-// get returns key's record, making it when make is set (nil when the table is full).
-func (t *resetTable) get(key []byte, create bool) *tupleReset {
-	if r := t.m[string(key)]; r != nil || !create {
+// record returns key's reset record, making it (resets.mu held); nil when the table is
+// full, counted and logged (resetsRefused).
+func (e *Engine) record(key []byte) *tupleReset {
+	t := &e.resets
+	if r := t.m[string(key)]; r != nil {
 		return r
 	}
-	if len(t.m) >= maxResets {
+	if len(t.m) >= cmp.Or(t.limit, maxResets) {
+		e.resetsRefused(1)
 		return nil
 	}
 	if t.m == nil {
@@ -137,6 +142,7 @@ func (t *resetTable) get(key []byte, create bool) *tupleReset {
 	r := &tupleReset{}
 	t.m[string(key)] = r
 	t.count.Store(int64(len(t.m)))
+	e.store.bytes.Add(resetBytes)
 	return r
 }
 
@@ -218,13 +224,9 @@ func (e *Engine) resetKey(key []byte, w int64) (bool, error) {
 	}
 	e.resets.mu.Lock()
 	defer e.resets.mu.Unlock()
-	r := e.resets.get(key, true)
+	r := e.record(key)
 	if r == nil {
-		e.resetsRefused(1)
 		return false, ErrTooManyResets
-	}
-	if len(r.cancels) == 0 && r.version == 0 {
-		e.store.bytes.Add(resetBytes)
 	}
 	r.prune(now, w)
 	held := false
@@ -327,13 +329,9 @@ func (e *Engine) mergeReset(c Component, w, now int64) (raised, lowered bool) {
 	defer sh.mu.Unlock()
 	e.resets.mu.Lock()
 	defer e.resets.mu.Unlock()
-	r := e.resets.get(c.Key, true)
+	r := e.record(c.Key)
 	if r == nil {
-		e.resetsRefused(1)
 		return false, false
-	}
-	if len(r.cancels) == 0 && r.version == 0 {
-		e.store.bytes.Add(resetBytes)
 	}
 	r.prune(now, w)
 	old := r.raise(c.Seq, c.Region, capCount(c.Count))
@@ -487,11 +485,10 @@ func (e *Engine) RestoreResets(recs []ResetRecord) int {
 		if now >= rec.UntilMs || windowOfKey(rec.Key) <= 0 {
 			continue
 		}
-		r := e.resets.get([]byte(rec.Key), true)
+		r := e.record([]byte(rec.Key))
 		if r == nil {
 			break
 		}
-		e.store.bytes.Add(resetBytes)
 		r.version = max(r.version, rec.Version)
 		r.untilMs = max(r.untilMs, rec.UntilMs)
 		w := windowOfKey(rec.Key)

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -303,5 +304,43 @@ func TestResetOfUnusedTupleKeepsNothing(t *testing.T) {
 	}
 	if e.ChangeVersion() == v {
 		t.Fatal("a reset of a leased tuple told the edges nothing")
+	}
+}
+
+// TestResetTableFull: a full reset table refuses a reset with ErrTooManyResets and a
+// peer's reset row of a tuple not in it, counting both (Stats.ResetsRefused, a metric),
+// not silently; and a record counts once in the memory estimate, however often it is
+// merged or restored.
+func TestResetTableFull(t *testing.T) {
+	a, b, _ := regionPair(t)
+	b.SetResetLimit(2)
+	ts := []engine.Tuple{tup("r1", 60_000), tup("r2", 60_000), tup("r3", 60_000)}
+	for _, tp := range ts {
+		mustLimit(t, a, tp, 100, 1)
+		mustLimit(t, b, tp, 100, 1)
+	}
+	mem := b.Stats().MemoryBytes
+	if n, err := b.Reset(ts[:2]); n != 2 || err != nil {
+		t.Fatalf("Reset = %d, %v", n, err)
+	}
+	one := (b.Stats().MemoryBytes - mem) / 2
+	if _, err := b.Reset(ts[2:]); !errors.Is(err, engine.ErrTooManyResets) {
+		t.Fatalf("a reset into a full table: %v, want ErrTooManyResets", err)
+	}
+	if _, err := a.Reset(ts[2:]); err != nil {
+		t.Fatal(err)
+	}
+	b.MergeComponents(a.Publishable(0, 100)) // a's reset row of r3: no room in b
+	if got := b.Stats().ResetsRefused; got != 2 {
+		t.Fatalf("ResetsRefused = %d, want the reset and the peer's row", got)
+	}
+	var recs []engine.ResetRecord
+	for r := range b.Resets {
+		recs = append(recs, r)
+	}
+	mem = b.Stats().MemoryBytes
+	b.RestoreResets(recs)
+	if got := b.Stats().MemoryBytes; got != mem {
+		t.Fatalf("restoring records already held grew the memory estimate by %d (a record is %d)", got-mem, one)
 	}
 }
