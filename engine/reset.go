@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 )
 
@@ -33,17 +32,19 @@ import (
 //     was cancelled here; the edges are told to re-read the tuple (ChangeRefresh), keeping
 //     their unacknowledged cost, which that reset did not know of.
 //
-// The records (resetTable) live beside the store, keyed by tuple key, until every cell they
+// The records live beside the store, in the map of their tuple's shard, until every cell they
 // cancel has died, holding the values of live cells only; snapshots save them (Resets,
 // RestoreResets). A reset of a tuple that holds no live count and no lease keeps nothing
 // (no record, no change): resets of tuples never used fill neither the table nor the feed.
 // Cost an edge accepted without a lease (a cold allowance, an origin it could not reach)
 // and had not sent is then not cancelled: it counts when it arrives, the strict side.
 //
-// Concurrency: resetTable.mu guards the map and the records. Lock order: a shard's lock,
-// then resetTable.mu (a reset changes the cells and its record in one step), then the
-// change log's. count and maxVersion are read without the lock by the paths that skip the
-// table when it is empty or when a batch knows every reset.
+// Concurrency: a shard's lock guards its map of records and the records, as it guards
+// its cells: a reset changes the cells and the record in one step, and the paths that read
+// a record (a decision's replay, an import, a publication, a snapshot) hold that lock
+// already; a pass over every record takes the shards' locks in turn. Lock order: a shard's
+// lock, then the change log's. resetTable's count and maxVersion are read without a lock by
+// the paths that skip the records when there are none or when a batch knows every reset.
 
 // ErrTooManyResets is returned by Reset when the table of recent resets is full.
 var ErrTooManyResets = errors.New("too many resets in the last two windows")
@@ -116,65 +117,55 @@ func (r *tupleReset) raise(seq int64, region string, n uint64) (old uint64) {
 	return 0
 }
 
-// resetTable holds the reset records of an origin.
+// resetTable counts the reset records of an origin, which live in the store's shards
+// (shard.resets).
 type resetTable struct {
-	mu         sync.Mutex
-	m          map[string]*tupleReset
-	count      atomic.Int64  // len(m)
+	count      atomic.Int64  // records in every shard
 	maxVersion atomic.Uint64 // the highest version of a reset made here
-	limit      int           // the most records: maxResets (tests lower it)
+	limit      atomic.Int64  // the most records: maxResets (tests lower it)
 }
 
-// record returns key's reset record, making it (resets.mu held); nil when the table is
-// full, counted and logged (resetsRefused).
-func (e *Engine) record(key []byte) *tupleReset {
-	t := &e.resets
-	if r := t.m[string(key)]; r != nil {
+// record returns key's reset record in sh, key's shard (sh.mu held), making it; nil when
+// the table is full, counted and logged (resetsRefused).
+func (e *Engine) record(sh *shard, key []byte) *tupleReset {
+	if r := sh.resets[string(key)]; r != nil {
 		return r
 	}
-	if len(t.m) >= cmp.Or(t.limit, maxResets) {
+	if e.resets.count.Load() >= cmp.Or(e.resets.limit.Load(), maxResets) {
 		e.resetsRefused(1)
 		return nil
 	}
-	if t.m == nil {
-		t.m = make(map[string]*tupleReset)
+	if sh.resets == nil {
+		sh.resets = make(map[string]*tupleReset)
 	}
 	r := &tupleReset{}
-	t.m[string(key)] = r
-	t.count.Store(int64(len(t.m)))
+	sh.resets[string(key)] = r
+	e.resets.count.Add(1)
 	e.store.bytes.Add(resetBytes)
 	return r
 }
 
-// cancelledOf returns what the resets cancelled of region's component of key's cell seq
-// (0 when the table is empty: no lock taken).
-func (e *Engine) cancelledOf(key []byte, seq int64, region string) uint64 {
+// resetOf returns key's reset record, or nil (0 records: no lookup). The caller holds
+// key's shard lock, which guards the record.
+func (e *Engine) resetOf(key string) *tupleReset {
 	if e.resets.count.Load() == 0 {
-		return 0
+		return nil
 	}
-	e.resets.mu.Lock()
-	defer e.resets.mu.Unlock()
-	if r := e.resets.m[string(key)]; r != nil {
-		return r.cancelled(seq, region)
-	}
-	return 0
+	sh, _ := e.store.locate([]byte(key))
+	return sh.resets[key]
 }
 
-// resetOf returns key's reset record, or nil. The record may change once resets.mu is
-// released: the caller holds key's shard lock, under which every change to it is made
-// (resetKey, mergeReset), except RestoreResets before the store is used.
-func (e *Engine) resetOf(key string) *tupleReset {
-	e.resets.mu.Lock()
-	defer e.resets.mu.Unlock()
-	return e.resets.m[key]
+// cancelledOf returns what the resets cancelled of region's component of key's cell seq.
+// The caller holds key's shard lock.
+func (e *Engine) cancelledOf(key []byte, seq int64, region string) uint64 {
+	return e.resetOf(string(key)).cancelled(seq, region)
 }
 
 // resetAfter reports whether key was reset here after change version v: a replay made by
-// an edge that had applied only v carries cost that reset cancelled.
+// an edge that had applied only v carries cost that reset cancelled. The caller holds
+// key's shard lock.
 func (e *Engine) resetAfter(key []byte, v uint64) bool {
-	e.resets.mu.Lock()
-	defer e.resets.mu.Unlock()
-	r := e.resets.m[string(key)]
+	r := e.resetOf(string(key))
 	return r != nil && r.version > v
 }
 
@@ -222,9 +213,7 @@ func (e *Engine) resetKey(key []byte, w int64) (bool, error) {
 		// table or the feed with resets of tuples never used.
 		return false, nil
 	}
-	e.resets.mu.Lock()
-	defer e.resets.mu.Unlock()
-	r := e.record(key)
+	r := e.record(sh, key)
 	if r == nil {
 		return false, ErrTooManyResets
 	}
@@ -290,7 +279,7 @@ func (e *Engine) resetsRefused(n uint64) {
 	}
 }
 
-// cancelCells zeroes ent's live cells (sh.mu and resets.mu held), recording in r what
+// cancelCells zeroes ent's live cells (sh.mu held), recording in r what
 // each region's component held (raw: its effective count plus what was cancelled before),
 // and reports whether any held a count.
 func (e *Engine) cancelCells(ent *entry, r *tupleReset, w, now int64) bool {
@@ -327,9 +316,7 @@ func (e *Engine) mergeReset(c Component, w, now int64) (raised, lowered bool) {
 	sh, h := e.store.locate(c.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e.resets.mu.Lock()
-	defer e.resets.mu.Unlock()
-	r := e.record(c.Key)
+	r := e.record(sh, c.Key)
 	if r == nil {
 		return false, false
 	}
@@ -372,45 +359,62 @@ func (e *Engine) mergeReset(c Component, w, now int64) (raised, lowered bool) {
 	return true, lowered
 }
 
-// resetRows appends to out the reset rows of the records of live cells at now: all of them, or (unpublished) those of resets made here since the last call,
-// which it marks published.
+// resetRows appends to out the reset rows of the records of live cells at now: all of
+// them, or (unpublished) those of resets made here since the last call, which it marks
+// published.
 func (e *Engine) resetRows(out []Component, now int64, unpublished bool) []Component {
-	e.resets.mu.Lock()
-	defer e.resets.mu.Unlock()
-	for k, r := range e.resets.m {
-		if unpublished {
-			if !r.unpublished {
-				continue
+	e.eachResetShard(func(sh *shard) {
+		for k, r := range sh.resets {
+			if unpublished {
+				if !r.unpublished {
+					continue
+				}
+				r.unpublished = false
 			}
-			r.unpublished = false
-		}
-		w := windowOfKey(k)
-		for _, c := range r.cancels {
-			if w > 0 && c.seq >= now/w-1 && c.count > 0 {
-				out = append(out, Component{Key: []byte(k), Seq: c.seq, Region: c.region, Count: c.count, Reset: true})
+			w := windowOfKey(k)
+			for _, c := range r.cancels {
+				if w > 0 && c.seq >= now/w-1 && c.count > 0 {
+					out = append(out, Component{Key: []byte(k), Seq: c.seq, Region: c.region, Count: c.count, Reset: true})
+				}
 			}
 		}
-	}
+	})
 	return out
+}
+
+// eachResetShard calls fn with each shard that holds reset records, its lock held,
+// giving way between shards as the store's passes do.
+func (e *Engine) eachResetShard(fn func(sh *shard)) {
+	for i := range e.store.shards {
+		if e.resets.count.Load() == 0 {
+			return
+		}
+		sh := &e.store.shards[i]
+		lockYielding(&sh.mu)
+		if len(sh.resets) > 0 {
+			fn(sh)
+		}
+		sh.mu.Unlock()
+	}
 }
 
 // pruneResets drops the records whose cells have all died, and what the others cancelled
 // of dead cells.
 func (e *Engine) pruneResets(now int64) {
-	if e.resets.count.Load() == 0 {
-		return
-	}
-	e.resets.mu.Lock()
-	defer e.resets.mu.Unlock()
-	for k, r := range e.resets.m {
-		if now >= r.untilMs {
-			delete(e.resets.m, k)
-			e.store.bytes.Add(-resetBytes)
-		} else if w := windowOfKey(k); w > 0 {
-			r.prune(now, w)
+	e.eachResetShard(func(sh *shard) {
+		for k, r := range sh.resets {
+			if now >= r.untilMs {
+				delete(sh.resets, k)
+				e.resets.count.Add(-1)
+				e.store.bytes.Add(-resetBytes)
+			} else if w := windowOfKey(k); w > 0 {
+				r.prune(now, w)
+			}
 		}
-	}
-	e.resets.count.Store(int64(len(e.resets.m)))
+		if len(sh.resets) == 0 {
+			sh.resets = nil // a map does not shrink
+		}
+	})
 }
 
 // ResetOrigin is an Origin that resets tuples for an edge's client (RL.INTERNAL.RESET):
@@ -444,27 +448,24 @@ type ResetCancel struct {
 // Resets yields the reset records that have not ended, with what they cancelled of live
 // cells only. A record is valid only during the call.
 func (e *Engine) Resets(yield func(ResetRecord) bool) {
-	if e.resets.count.Load() == 0 {
-		return
-	}
 	now := e.clock.NowMs()
 	var recs []ResetRecord
-	e.resets.mu.Lock()
-	for k, r := range e.resets.m {
-		if now >= r.untilMs {
-			continue
-		}
-		rec := ResetRecord{Key: k, Version: r.version, UntilMs: r.untilMs}
-		w := windowOfKey(k)
-		for _, c := range r.cancels {
-			if w <= 0 || c.seq < now/w-1 {
+	e.eachResetShard(func(sh *shard) {
+		for k, r := range sh.resets {
+			if now >= r.untilMs {
 				continue
 			}
-			rec.Cancels = append(rec.Cancels, ResetCancel{Seq: c.seq, Region: c.region, Count: c.count})
+			rec := ResetRecord{Key: k, Version: r.version, UntilMs: r.untilMs}
+			w := windowOfKey(k)
+			for _, c := range r.cancels {
+				if w <= 0 || c.seq < now/w-1 {
+					continue
+				}
+				rec.Cancels = append(rec.Cancels, ResetCancel{Seq: c.seq, Region: c.region, Count: c.count})
+			}
+			recs = append(recs, rec)
 		}
-		recs = append(recs, rec)
-	}
-	e.resets.mu.Unlock()
+	})
 	for _, r := range recs {
 		if !yield(r) {
 			return
@@ -479,25 +480,27 @@ func (e *Engine) Resets(yield func(ResetRecord) bool) {
 func (e *Engine) RestoreResets(recs []ResetRecord) int {
 	now := e.clock.NowMs()
 	n := 0
-	e.resets.mu.Lock()
-	defer e.resets.mu.Unlock()
 	for _, rec := range recs {
-		if now >= rec.UntilMs || windowOfKey(rec.Key) <= 0 {
+		w := windowOfKey(rec.Key)
+		if now >= rec.UntilMs || w <= 0 {
 			continue
 		}
-		r := e.record([]byte(rec.Key))
+		sh, _ := e.store.locate([]byte(rec.Key))
+		sh.mu.Lock()
+		r := e.record(sh, []byte(rec.Key))
 		if r == nil {
+			sh.mu.Unlock()
 			break
 		}
 		r.version = max(r.version, rec.Version)
 		r.untilMs = max(r.untilMs, rec.UntilMs)
-		w := windowOfKey(rec.Key)
 		for _, c := range rec.Cancels {
 			if c.Seq >= now/w-1 {
 				r.raise(c.Seq, c.Region, capCount(c.Count))
 			}
 		}
 		e.resets.maxVersion.Store(max(e.resets.maxVersion.Load(), r.version))
+		sh.mu.Unlock()
 		n++
 	}
 	return n

@@ -28,10 +28,11 @@ import (
 // slot's bytes: a caller that keeps a key past that copies it (eachLive does).
 
 type shard struct {
-	mu    sync.Mutex
-	index []uint64
-	slots []slot
-	_     [8]byte // shards are 64 bytes: two cores on neighbouring shards share no line
+	mu     sync.Mutex
+	index  []uint64
+	slots  []slot
+	resets map[string]*tupleReset // reset records of the shard's tuples (reset.go); nil: none
+	// shards are 64 bytes: two cores on neighbouring shards share no line
 }
 
 // keyInline is the longest key a slot holds in its own bytes. With it a slot is 120 bytes:
