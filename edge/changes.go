@@ -95,12 +95,6 @@ func (e *Edge) catchUp(ctx context.Context, l *originLink, co engine.ChangesOrig
 			return
 		}
 		since := l.changesApplied.Load()
-		if since == 0 {
-			// Nothing heard of this origin yet: the first answer's version is adopted
-			// (sawChanges), and no view of it is held to drop. Asking from 0 would be told
-			// to resync by an origin that restored a version.
-			return
-		}
 		call, cancel := context.WithTimeout(ctx, e.callTimeout(l))
 		start := time.Now()
 		r, err := co.Changes(call, since)
@@ -112,7 +106,9 @@ func (e *Edge) catchUp(ctx context.Context, l *originLink, co engine.ChangesOrig
 		}
 		l.answered()
 		if r.Resync {
-			e.resync(l, r.Version)
+			// A fresh edge (nothing applied: it holds no view to drop) asking from 0 is told
+			// to resync by an origin that restored a version: it starts there, missing nothing.
+			e.resync(l, r.Version, since != 0)
 			l.changesCurrentMs.Store(now)
 			return
 		}
@@ -212,10 +208,11 @@ func (le *localEntry) sync() {
 }
 
 // resync drops every view and lease this edge holds of l's tuples, and starts from
-// version v of l's changes. The pending cost held now was accepted without the changes
+// version v of l's changes; missed (the edge had applied changes, and missed some since)
+// counts and logs it. The pending cost held now was accepted without the changes
 // missed: its batches claim only the version applied before (localEntry.vouch), so the
 // origin drops it for a tuple reset since.
-func (e *Edge) resync(l *originLink, v uint64) {
+func (e *Edge) resync(l *originLink, v uint64, missed bool) {
 	old := l.changesApplied.Load()
 	l.mu.Lock()
 	pins := slices.Clone(l.pins)
@@ -229,8 +226,10 @@ func (e *Edge) resync(l *originLink, v uint64) {
 	// generation has dropped the views, is refused (localEntry.merge).
 	l.changesApplied.Store(v)
 	l.gen.Add(1)
-	e.resyncs.Add(1)
-	e.log.Warn("edge resynced with its origin: it missed changes the origin no longer lists", "origin", l.id, "version", v)
+	if missed {
+		e.resyncs.Add(1)
+		e.log.Warn("edge resynced with its origin: it missed changes the origin no longer lists", "origin", l.id, "version", v)
+	}
 }
 
 // ChangesVersion returns the version of the changes this edge has applied of each origin,
