@@ -4,6 +4,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/ratchet/ratchet/keyspace"
 	"github.com/ratchet/ratchet/resp"
@@ -81,6 +82,17 @@ func twoInts(a, b []byte) (int64, int64, bool) {
 func parseDouble(b []byte) (float64, bool) {
 	if len(b) == 0 || len(b) > 5*1024 {
 		return 0, false
+	}
+	plain := true // digits, signs, dots and exponents only: neither inf nor nan nor Go's syntax
+	for _, c := range b {
+		if (c < '0' || c > '9') && c != '.' && c != 'e' && c != 'E' && c != '+' && c != '-' {
+			plain = false
+			break
+		}
+	}
+	if plain { // the common case, without copying b: ParseFloat copies what its error keeps
+		f, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(b), len(b)), 64)
+		return f, err == nil
 	}
 	s := string(b)
 	switch strings.ToLower(strings.TrimLeft(s, "+-")) {
