@@ -223,6 +223,9 @@ func (c *txCaller) Call(args [][]byte, proto int) (scripting.Reply, bool) {
 	if r.err != "" {
 		return scripting.ErrorReply(r.err), false
 	}
+	if r.all {
+		return scripting.ErrorReply(errLuaFlush), false
+	}
 	base, ok := c.declared(r.keys)
 	if !ok {
 		return scripting.ErrorReply(errLuaUndeclared), false

@@ -130,7 +130,7 @@ func optDoc(name, typ, token string) ArgDoc {
 // typeCommands are the command table's rows of the data-type commands.
 func typeCommands() []*Command {
 	var rows []*Command
-	for _, t := range [][]*Command{hashCommands(), listCommands(), setCommands(), zsetCommands(), stringCommands()} {
+	for _, t := range [][]*Command{hashCommands(), listCommands(), setCommands(), zsetCommands(), stringCommands(), flushCommands()} {
 		rows = append(rows, t...)
 	}
 	return rows
