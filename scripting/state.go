@@ -95,8 +95,20 @@ func (st *state) function(p *lua.FunctionProto) *lua.LFunction {
 
 // argTable is KEYS or ARGV as a state made it for the last run: the table and its values.
 type argTable struct {
-	t    *lua.LTable
-	vals []lua.LValue
+	t     *lua.LTable
+	vals  []lua.LValue
+	bytes int // of vals' strings
+}
+
+// maxKeptArgs bounds the bytes of KEYS or ARGV an idle state keeps for its next run.
+const maxKeptArgs = 64 << 10
+
+// drop forgets a's table and values when they hold more than maxKeptArgs bytes: an idle
+// state does not keep a huge argument alive.
+func (a *argTable) drop() {
+	if a.bytes > maxKeptArgs {
+		*a = argTable{}
+	}
 }
 
 // set returns a Lua array of bs as strings (KEYS, ARGV): the last run's table refilled
@@ -118,10 +130,12 @@ func (a *argTable) set(L *lua.LState, bs [][]byte) *lua.LTable {
 	if len(bs) != len(a.vals) {
 		a.vals = make([]lua.LValue, len(bs))
 	}
+	a.bytes = 0
 	for i, b := range bs {
 		if v, ok := a.vals[i].(lua.LString); !ok || string(v) != string(b) {
 			a.vals[i] = lua.LString(b)
 		}
+		a.bytes += len(b)
 	}
 	if !reuse {
 		a.t = L.CreateTable(len(bs), 0)
@@ -268,6 +282,8 @@ func (st *state) exec(s *script, req Request, c Caller, r *run) (Reply, bool) {
 		st.caller, st.run = nil, nil
 		st.globals.RawSetString("KEYS", lua.LNil)
 		st.globals.RawSetString("ARGV", lua.LNil)
+		st.keys.drop()
+		st.argv.drop()
 	}()
 	ctx := &st.ctx
 	L.SetContext(ctx)
