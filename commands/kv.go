@@ -55,12 +55,12 @@ func kvHandler(name string) func(*Dispatcher, *Session, *resp.Writer, [][]byte) 
 	upper := strings.ToUpper(name)
 	return func(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		kv := d.kv()
-		if kv != nil && s.NoWait && len(args) > 1 && strings.HasPrefix(name, "eval") &&
-			kvParsers[name](args).lua != nil { // a script runs off the event loop (lua.go): bound there
+		r := kvParsers[name](args)
+		if r.lua != nil && kv != nil && s.NoWait { // a script runs off the event loop (lua.go): bound there
 			s.WouldBlock = true
 			return
 		}
-		r := d.parseKV(s, name, args)
+		r = d.bindKV(s, r)
 		if kv == nil { // an edge: the origin decides (forward.go)
 			d.forwardOne(s, w, upper, r, args)
 			return

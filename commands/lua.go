@@ -52,7 +52,11 @@ type luaReq struct {
 // parseKV parses the counter command name with kvParsers, binding a script without a
 // native path to d's engine and to s's ACL user.
 func (d *Dispatcher) parseKV(s *Session, name string, args [][]byte) kvReq {
-	r := kvParsers[name](args)
+	return d.bindKV(s, kvParsers[name](args))
+}
+
+// bindKV binds r, parsed by kvParsers, as parseKV does.
+func (d *Dispatcher) bindKV(s *Session, r kvReq) kvReq {
 	if r.lua != nil {
 		r.lua.ws = s.Workspace // a script's PUBLISH reaches its workspace (pubsub.go)
 		r = d.bindLua(r.lua, s.user)
