@@ -33,7 +33,8 @@ var aclCommandCategories = map[string]string{
 	"ttl": "keyspace read fast", "pttl": "keyspace read fast", "del": "keyspace write slow",
 	"unlink": "keyspace write fast", "exists": "keyspace read fast", "type": "keyspace read fast",
 	"scan": "keyspace read slow", "dbsize": "keyspace read fast",
-	"keys": "keyspace read slow dangerous",
+	"keys": "keyspace read slow dangerous", "flushall": "keyspace write slow dangerous",
+	"flushdb": "keyspace write slow dangerous",
 
 	"setnx": "write string fast", "strlen": "read string fast", "mget": "read string fast", "mset": "write string slow",
 	"getset": "write string fast", "getdel": "write string fast", "getex": "write string fast",
