@@ -38,6 +38,8 @@ func internalCommands() []*Command {
 			Summary: "Decides a multi-limit request handed over by an edge, all limits or none.", Handler: cmdInternalDecideMulti},
 		{Name: "rl.internal.forward", Arity: -5, Flags: flagWrite, Group: "ratchet",
 			Summary: "Runs counter, CL.THROTTLE and script commands for an edge's client.", Handler: cmdInternalForward},
+		{Name: "rl.internal.overrides", Arity: -6, Flags: flagWrite, Group: "ratchet",
+			Summary: "Merges override records from another region's origin.", Handler: cmdInternalOverrides},
 	}
 }
 

@@ -35,6 +35,9 @@ type Snapshot struct {
 	// (for engine.RestoreRuns, then engine.RestoreLeases).
 	Runs   []engine.RunRecord
 	Leases []engine.LeaseRecord
+	// Overrides are RL.OVERRIDE's records in file order (for engine.Overrides.Merge); none
+	// in a file written before them.
+	Overrides []engine.OverrideRecord
 }
 
 // Load returns the cells of the last snapshot (LoadAll without the counter keys).
@@ -167,6 +170,9 @@ func readSnapshot(tx *bolt.Tx, size int64) (Snapshot, error) {
 	leases := chunked[engine.LeaseRecord]{bucket: leaseBucket, countName: metaLeaseCount, crcName: metaLeaseCRC, minLen: 6,
 		chunkDecoder: leaseDecoder(snap.Runs, snap.Cells)} // the cells in file order
 	if snap.Leases, err = leases.read(tx, meta, size); err != nil {
+		return Snapshot{}, err
+	}
+	if snap.Overrides, err = readOverrides(tx, meta, size); err != nil {
 		return Snapshot{}, err
 	}
 	snap.Cells = sortAndMerge(snap.Cells)

@@ -215,6 +215,7 @@ func newOrigin(cfg Config, log *slog.Logger) (*node, error) {
 	log.Info("snapshot loaded", "dir", cfg.DataDir, "cells", loaded, "dropped", dropped,
 		"counter_keys", kvLoaded, "counter_keys_dropped", kvDropped, "edge_runs", runsLoaded,
 		"edge_runs_dropped", runsDropped, "leases", leasesLoaded, "leases_dropped", leasesDropped)
+	log.Info("overrides loaded", "records", eng.Overrides().Merge(snap.Overrides)) // RL.OVERRIDE's, tombstones included
 	n.store = store
 	return n, nil
 }
@@ -458,7 +459,8 @@ func run(cfg Config, log *slog.Logger) error {
 // one pass over the tuples), counter keys and edge runs' replay marks; once one is on
 // disk, edges learn which of their replay batches it holds (RunsSaved).
 func snapshotSource(e *engine.Engine) persist.Source {
-	return persist.Source{Tuples: e.Tuples, KV: e.KV().Records, Runs: e.Runs, Saved: e.RunsSaved}
+	return persist.Source{Tuples: e.Tuples, KV: e.KV().Records, Runs: e.Runs, Saved: e.RunsSaved,
+		Overrides: e.Overrides().Records}
 }
 
 // redisSeconds writes a duration as Redis's CONFIG GET timeout does: whole seconds, a

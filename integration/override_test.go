@@ -1,0 +1,103 @@
+package integration
+
+// RL.OVERRIDE with real processes: an override survives an origin's restart (its
+// snapshot), reaches another region's origin with the publications, and reaches an
+// origin's edges (README "Overrides").
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratchet/ratchet/internal/testwait"
+)
+
+// limitField returns the limit field of RL.LIMIT key limit window's reply (a request of
+// cost 0: a peek that counts nothing).
+func limitField(t testing.TB, c *redis.Client, key string, limit int64, window string) (int64, error) {
+	t.Helper()
+	v, err := c.Do(context.Background(), "RL.LIMIT", key, limit, window, "COST", 0).Int64Slice()
+	if err != nil {
+		return 0, err
+	}
+	if len(v) != 5 {
+		t.Fatalf("RL.LIMIT %s: %v", key, v)
+	}
+	return v[1], nil
+}
+
+// waitLimit waits until c's RL.LIMIT key 1000 window answers limit want.
+func waitLimit(t testing.TB, c *redis.Client, what, key, window string, want int64) {
+	t.Helper()
+	testwait.Until(t, 10*time.Second, what, func() (bool, string) {
+		got, err := limitField(t, c, key, 1000, window)
+		return err == nil && got == want, fmt.Sprintf("limit %d, err %v", got, err)
+	})
+}
+
+func mustDo(t testing.TB, c *redis.Client, want any, args ...any) {
+	t.Helper()
+	got, err := c.Do(context.Background(), args...).Result()
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("%v = %v, %v; want %v", args, got, err, want)
+	}
+}
+
+// TestOverrideSurvivesRestart: overrides (exact and prefix) and a deletion are in the
+// origin's snapshot: after a restart they still apply, and the deleted one stays deleted.
+func TestOverrideSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	p := start(t, "--snapshot-interval", "1h") // only the final snapshot
+	c := p.client(t, nil)
+	mustDo(t, c, "OK", "RL.OVERRIDE", "SET", "user:42", "1m", 5)
+	mustDo(t, c, "OK", "RL.OVERRIDE", "SET", "user:*", "1m", 50, "NS", "api")
+	mustDo(t, c, "OK", "RL.OVERRIDE", "SET", "gone", "1m", 7)
+	mustDo(t, c, 1, "RL.OVERRIDE", "DEL", "gone", "1m")
+	_ = c.Close()
+	if code := p.Stop(); code != 0 {
+		t.Fatalf("exit code after SIGTERM = %d, want 0", code)
+	}
+	p.Restart()
+	c = p.client(t, nil)
+	cases := []struct {
+		key  string
+		args []any
+		want int64
+	}{
+		{"user:42", nil, 5},
+		{"user:7", []any{"NS", "api"}, 50},
+		{"user:7", nil, 1000},
+		{"gone", nil, 1000},
+	}
+	for _, tc := range cases {
+		v, err := c.Do(context.Background(), append([]any{"RL.LIMIT", tc.key, 1000, "1m"}, tc.args...)...).Int64Slice()
+		if err != nil || len(v) != 5 || v[1] != tc.want {
+			t.Errorf("after restart, RL.LIMIT %s 1000 1m %v = %v, %v; want limit %d", tc.key, tc.args, v, err, tc.want)
+		}
+	}
+	mustDo(t, c, "[[user:* 60000 50 api] [user:42 60000 5 default]]", "RL.OVERRIDE", "LIST")
+}
+
+// TestOverrideReachesRegion: an override set on region a's origin applies on region b's
+// after a publication; so does its deletion; one set on b while a is down reaches a when
+// it is back.
+func TestOverrideReachesRegion(t *testing.T) {
+	t.Parallel()
+	ps := startRegions(t, []string{"a", "b"}, "--data-dir", "")
+	a, b := ps["a"].client(t, nil), ps["b"].client(t, nil)
+	waitPeersUp(t, map[string]*redis.Client{"a": a, "b": b})
+
+	mustDo(t, a, "OK", "RL.OVERRIDE", "SET", "tenant:*", "1h", 3)
+	waitLimit(t, b, "b to apply a's override", "tenant:9", "1h", 3)
+	mustDo(t, b, 3, "RL.OVERRIDE", "GET", "tenant:*", "1h")
+
+	mustDo(t, a, 1, "RL.OVERRIDE", "DEL", "tenant:*", "1h")
+	waitLimit(t, b, "b to drop the deleted override", "tenant:9", "1h", 1000)
+
+	// Set on b, later than a's deletion: it wins on both.
+	mustDo(t, b, "OK", "RL.OVERRIDE", "SET", "tenant:*", "1h", 4)
+	waitLimit(t, a, "a to apply b's override", "tenant:9", "1h", 4)
+}
