@@ -145,11 +145,15 @@ type localEntry struct {
 	// keptBy counts the kept items (keep.go) naming the entry; owned by the flusher
 	// of link.
 	keptBy int32
+	// gen is the link's generation its views were taken in (a resync drops older ones);
+	// resetAt the change version of the last reset applied to it (changes.go).
+	gen     uint32
+	resetAt uint64
 }
 
 func newLocalEntry(key string, hash uint64, window int64, link *originLink) *localEntry {
 	return &localEntry{key: []byte(key), hash: hash, window: window, link: link,
-		cells: [2]edgeCell{{seq: emptySeq}, {seq: emptySeq}}}
+		cells: [2]edgeCell{{seq: emptySeq}, {seq: emptySeq}}, gen: link.gen.Load()}
 }
 
 // leaseLeft returns what the lease still lets this edge accept at now from origin run
@@ -219,6 +223,10 @@ func (le *localEntry) counts(seq int64) engine.Counts {
 // and marks the entry fresh until freshUntil. sentMs is when the request was sent: the
 // lease lives meta.LeaseTTLMs from then.
 func (le *localEntry) merge(cc engine.CellCounts, meta engine.OriginMeta, sentMs, freshUntil int64) {
+	le.sync()
+	if meta.Changes < le.link.changesApplied.Load() {
+		return // read before a change applied here (a reset): it may hold what that cancelled
+	}
 	for _, part := range [2]struct {
 		seq      int64
 		reg, imp uint64
@@ -288,6 +296,14 @@ type originLink struct {
 	kick chan struct{} // asks the flusher to send now (a batch is full)
 
 	cold atomic.Pointer[coldGrant] // the cold allowance last granted (cold.go)
+
+	// The change feed (changes.go): the version applied, when an answer last showed the
+	// edge current, the changes loop's wake-up, and the generation of views (a resync
+	// raises it).
+	changesApplied   atomic.Uint64
+	changesCurrentMs atomic.Int64
+	changesKick      chan struct{}
+	gen              atomic.Uint32
 
 	keep    keptState     // counted cost the origin has not saved (flusher only; keep.go)
 	handed  []keptHand    // counted hand-offs for the flusher to keep (guarded by mu)
@@ -359,6 +375,7 @@ func (l *originLink) succeeded(sentMs, nowMs int64, meta engine.OriginMeta) {
 		l.offset.Store(meta.Now - sentMs)
 	}
 	l.grantCold(sentMs, meta)
+	l.sawChanges(meta, nowMs)
 	l.lastOKMs.Store(nowMs)
 	l.backoffMs.Store(0)
 	l.slowSince.Store(0)
@@ -415,6 +432,10 @@ type Edge struct {
 	refused       atomic.Uint64
 	coldAdmitted  atomic.Uint64 // requests admitted under the cold allowance
 
+	changesApplied atomic.Uint64 // changes of the origins applied (changes.go)
+	resetDropped   atomic.Uint64 // cost accepted here that a reset cancelled
+	resyncs        atomic.Uint64
+
 	unsavedDropped atomic.Uint64 // kept cost dropped by the MaxUnsavedBytes bound
 	resent         atomic.Uint64 // kept cost requeued for a restarted origin
 	lastUnsavedLog atomic.Int64  // ms of the last log line about unsaved cost dropped
@@ -466,7 +487,8 @@ func New(clock engine.Clock, cfg Config) (*Edge, error) {
 	}
 	e.cache = cache
 	for i, o := range cfg.Origins {
-		l := &originLink{id: cfg.OriginIDs[i], client: o, byKey: make(map[uint64]*localEntry), kick: make(chan struct{}, 1)}
+		l := &originLink{id: cfg.OriginIDs[i], client: o, byKey: make(map[uint64]*localEntry), kick: make(chan struct{}, 1),
+			changesKick: make(chan struct{}, 1)}
 		l.reachable.Store(true)
 		l.edges.Store(1)
 		e.links = append(e.links, l)
@@ -558,6 +580,7 @@ func (e *Edge) freshEntry(l *originLink, key []byte, cost uint64, now int64) *lo
 		return nil
 	}
 	le.mu.Lock()
+	le.sync()
 	if now < le.freshUntil && now >= le.strictUntil {
 		return le
 	}

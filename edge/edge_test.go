@@ -132,6 +132,14 @@ func (f *fakeOrigin) Decide(ctx context.Context, r engine.DecideRequest) (engine
 	return f.inner.Decide(ctx, r)
 }
 
+func (f *fakeOrigin) Changes(ctx context.Context, since uint64) (engine.ChangesReply, error) {
+	f.note()
+	if f.down.Load() {
+		return engine.ChangesReply{}, errOriginDown
+	}
+	return f.inner.(engine.ChangesOrigin).Changes(ctx, since)
+}
+
 // ---- rig: one origin Engine, n edges on it ----
 
 type edgeRig struct {

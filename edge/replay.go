@@ -8,18 +8,22 @@ import (
 )
 
 // Run flushes each origin's replay set every ReplayInterval (or at once when a batch is
-// full) until ctx ends; then it makes one last attempt to deliver what is pending, within
+// full), and follows each origin's change feed (changes.go), until ctx ends; then it makes one last attempt to deliver what is pending, within
 // OriginTimeout per origin. Its calls to the origins run under ctx until then, and the
 // last ones under ctx without its cancellation.
 func (e *Edge) Run(ctx context.Context) {
-	done := make(chan struct{}, len(e.links))
+	done := make(chan struct{}, 2*len(e.links))
 	for _, l := range e.links {
 		go func() {
 			e.flushLoop(ctx, l)
 			done <- struct{}{}
 		}()
+		go func() {
+			e.changesLoop(ctx, l)
+			done <- struct{}{}
+		}()
 	}
-	for range e.links {
+	for range 2 * len(e.links) {
 		<-done
 	}
 }
@@ -175,6 +179,10 @@ const errShortReply = replyError("origin answered a replay batch with the wrong 
 // stays l.batch until the origin answers it. Pending cost of cells that can no longer
 // matter is dropped (and counted).
 func (e *Edge) buildBatch(l *originLink, now int64) *pendingBatch {
+	// Read before any pending cost is taken: a reset applied meanwhile (it drops the
+	// tuple's pending cost, then raises the version) must not vouch for cost taken before
+	// it (changes.go).
+	changes := l.changesApplied.Load()
 	l.mu.Lock()
 	n := min(len(l.pins), e.cfg.MaxBatchItems)
 	entries := make([]*localEntry, 0, n)
@@ -201,7 +209,7 @@ func (e *Edge) buildBatch(l *originLink, now int64) *pendingBatch {
 	}
 	l.mu.Lock()
 	l.batchID++
-	b.Node, b.ID = e.cfg.NodeRun, l.batchID
+	b.Node, b.ID, b.Changes = e.cfg.NodeRun, l.batchID, changes
 	l.batch = b
 	l.mu.Unlock()
 	return b
@@ -358,6 +366,13 @@ type Stats struct {
 	ReplayUnsaved        uint64
 	ReplayUnsavedDropped uint64
 	ReplayResent         uint64
+
+	// ChangesApplied counts the origins' changes applied (changes.go); ResetDropped is cost
+	// accepted here that a reset cancelled before it reached the origin; Resyncs counts the
+	// times an origin's feed no longer held what this edge missed.
+	ChangesApplied uint64
+	ResetDropped   uint64
+	Resyncs        uint64
 }
 
 // Stats returns the edge's counters.
@@ -380,6 +395,10 @@ func (e *Edge) Stats() Stats {
 
 		ReplayUnsavedDropped: e.unsavedDropped.Load(),
 		ReplayResent:         e.resent.Load(),
+
+		ChangesApplied: e.changesApplied.Load(),
+		ResetDropped:   e.resetDropped.Load(),
+		Resyncs:        e.resyncs.Load(),
 	}
 	for _, l := range e.links {
 		l.mu.Lock()

@@ -74,6 +74,8 @@ type Engine struct {
 	coldPPM       int64         // Config.ColdShare in millionths
 	coldRuns      atomic.Int64  // edge runs whose cold allowance may be held, as last counted (cold.go)
 	coldCountedMs int64         // when countCold last ran (nodes.mu)
+
+	changes changeLog // the change feed to edges (changes.go)
 }
 
 // New returns an Engine reading time from clock.
@@ -98,6 +100,7 @@ func New(clock Clock, cfg Config) *Engine {
 	e.overrides.onChange = e.markDirty
 	// Lease sequences grow across restarts as long as fewer than 2^20 are made per ms.
 	e.leaseSeq.Store(uint64(max(e.boot, 0)) << 20)
+	e.changes.init(0, uint64(max(e.boot, 0))<<20) // change versions too
 	e.kv = keyspace.New(keyspace.Config{Clock: clock, Bytes: &e.store.bytes, MaxBytes: cfg.MaxMemoryBytes,
 		OnFull: e.refusedFull, OnWrite: e.markDirty})
 	return e

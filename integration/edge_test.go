@@ -604,7 +604,7 @@ func TestEdgeInternalAuth(t *testing.T) {
 	internal := [][]any{
 		{"RL.INTERNAL.READ"},
 		{"RL.INTERNAL.READ", "k", "0", "0", "0"},
-		{"RL.INTERNAL.REPLAY", "1", "0", "k", "0", "1", "0", "0", "0"},
+		{"RL.INTERNAL.REPLAY", "1", "0", "0", "k", "0", "1", "0", "0", "0"},
 		{"RL.INTERNAL.DECIDE", "k", "10", "1", "0", "0", "0", "0", "0", "0"},
 	}
 	refused := func(t *testing.T, c *redis.Client) {

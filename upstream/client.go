@@ -351,6 +351,20 @@ func (c *Client) Forward(ctx context.Context, proto int, ws string, args [][]byt
 	return raw, nil
 }
 
+// Changes asks for the origin's changes after version since (RL.INTERNAL.CHANGES,
+// engine/changes.go).
+func (c *Client) Changes(ctx context.Context, since uint64) (engine.ChangesReply, error) {
+	cl := c.getCall(opChanges)
+	err := c.roundTrip(ctx, cl, func(b []byte) []byte { return wire.AppendChanges(b, since) })
+	if err != nil {
+		return engine.ChangesReply{}, c.wrap("changes", err)
+	}
+	r := cl.chg
+	cl.chg = engine.ChangesReply{}
+	c.putCall(cl)
+	return r, nil
+}
+
 // Connect dials and says HELLO unless the connection is up, or returns why it cannot.
 func (c *Client) Connect(ctx context.Context) error {
 	if _, err := c.connect(ctx); err != nil {
