@@ -306,3 +306,17 @@ func cmdInternalOverrides(d *Dispatcher, s *Session, w *resp.Writer, args [][]by
 	}
 	wire.WritePublishReply(w, d.opt.Origin.Overrides().Merge(recs))
 }
+
+// cmdInternalOverrideList serves RL.INTERNAL.OVERRIDELIST after: an edge reads this
+// origin's overrides (engine.Engine.OverrideList), in the CHANGES reply's form.
+func cmdInternalOverrideList(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
+	if !internalReady(d, s, w) {
+		return
+	}
+	after, err := wire.ParseOverrideList(args)
+	if err != nil {
+		w.Error(internalError(err))
+		return
+	}
+	wire.WriteChangesReply(w, d.opt.Origin.OverrideList(s.nodeRun, after))
+}

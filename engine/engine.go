@@ -97,7 +97,10 @@ func New(clock Clock, cfg Config) *Engine {
 		leaseTTLMs: max(cfg.LeaseTTL.Milliseconds(), 1), boot: clock.NowMs(), snapshots: cfg.Snapshots}
 	e.coldPPM = coldPPM(cfg.ColdShare)
 	e.overrides = NewOverrides(clock, cfg.Region, cfg.MaxOverrides)
-	e.overrides.onChange = e.markDirty
+	e.overrides.onChange = func(r *override) { // in the feed (and marked dirty), in the table's order
+		c := overrideChange(r)
+		e.AddChange(c.Kind, c.Key, c.Fields)
+	}
 	// Lease sequences grow across restarts as long as fewer than 2^20 are made per ms.
 	e.leaseSeq.Store(uint64(max(e.boot, 0)) << 20)
 	e.changes.init(0, uint64(max(e.boot, 0))<<20) // change versions too

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"slices"
 	"sync"
@@ -86,7 +87,7 @@ type Overrides struct {
 	max         int
 	region      string
 	clock       Clock
-	onChange    func() // called on every change, o.mu held (the engine's markDirty); nil: none
+	onChange    func(r *override) // called on every change, o.mu held (the engine's feed); nil: none
 }
 
 // NewOverrides returns an empty table of at most max live overrides (0:
@@ -295,11 +296,21 @@ func (o *Overrides) List(ws, ns string, match func(key []byte) bool, count int) 
 		}
 	}
 	o.mu.RUnlock()
-	slices.SortFunc(out, compareOverrides)
-	if count > 0 && len(out) > count {
-		out = out[:count]
+	return SortOverrides(out, count)
+}
+
+// SortOverrides sorts list by namespace, key and window, drops repeats of one override
+// (the same prefix listed by several origins: the first stays) and keeps at most count
+// (0: all).
+func SortOverrides(list []Override, count int) []Override {
+	slices.SortStableFunc(list, compareOverrides)
+	list = slices.CompactFunc(list, func(a, b Override) bool {
+		return a.Prefix == b.Prefix && compareOverrides(a, b) == 0 && a.Tuple.Workspace == b.Tuple.Workspace
+	})
+	if count > 0 && len(list) > count {
+		list = list[:count]
 	}
-	return out
+	return list
 }
 
 // compareOverrides orders overrides by namespace, key (as shown: a prefix with its '*'),
@@ -348,11 +359,11 @@ func (o *Overrides) put(key string, hdr int, prefix bool, limit, stamp uint64, r
 		o.unlink(r)
 	}
 	r.limit, r.stamp, r.region = limit, stamp, region
-	if o.onChange != nil {
-		o.onChange()
-	}
 	o.seq++
 	r.seq = o.seq
+	if o.onChange != nil {
+		o.onChange(r)
+	}
 	o.append(r)
 	switch isLive := limit > 0; {
 	case isLive && !wasLive:
@@ -442,6 +453,74 @@ func (o *Overrides) append(r *override) {
 
 func (r *override) record() OverrideRecord {
 	return OverrideRecord{Key: []byte(r.key), Prefix: r.prefix, Limit: r.limit, Stamp: r.stamp, Region: r.region}
+}
+
+// ChangeOverride is the change feed's kind for an override (engine/changes.go): Key is
+// the record's tuple key, Fields are [prefix (0 or 1), limit (0: deleted), sequence], the
+// sequence growing with every change of the origin's table in this run. An edge keeps, of
+// each key, the record of the greatest sequence.
+const ChangeOverride ChangeKind = 2
+
+// overrideChange is the feed's change of r (its Version unset).
+func overrideChange(r *override) Change {
+	prefix := int64(0)
+	if r.prefix {
+		prefix = 1
+	}
+	return Change{Kind: ChangeOverride, Key: []byte(r.key), Fields: []int64{prefix, int64(r.limit), int64(r.seq)}}
+}
+
+// OverrideRecordOf is the record of an override change (ChangeOverride) as an edge's copy
+// of its origin's table keeps it: the origin's sequence as its stamp. ok is false for a
+// change of another kind or a malformed one.
+func OverrideRecordOf(c Change) (r OverrideRecord, ok bool) {
+	if c.Kind != ChangeOverride || len(c.Fields) != 3 || c.Fields[0] < 0 || c.Fields[0] > 1 || c.Fields[1] < 0 ||
+		uint64(c.Fields[1]) > MaxLimit || c.Fields[2] <= 0 {
+		return r, false
+	}
+	return OverrideRecord{Key: c.Key, Prefix: c.Fields[0] == 1, Limit: uint64(c.Fields[1]), Stamp: uint64(c.Fields[2]),
+		Region: "origin"}, true
+}
+
+// OverrideList returns the records of the origin's table (tombstones included) whose
+// sequence is above after, as changes of kind ChangeOverride, at most MaxChangesPerReply
+// of them in sequence order; Version is the last one's sequence when more remain (the
+// asker asks again from it), else the table's. An edge reads its copy of the table so
+// when it starts, when the origin's run changes and when it resyncs, then follows the
+// change feed.
+func (e *Engine) OverrideList(node string, after uint64) ChangesReply {
+	if node != "" {
+		e.Heard(node)
+	}
+	o := e.overrides
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	r := o.last
+	for r != nil && r.prev != nil && r.prev.seq > after {
+		r = r.prev
+	}
+	out := ChangesReply{Version: o.seq}
+	for ; r != nil && r.seq > after; r = r.next {
+		if len(out.Changes) == MaxChangesPerReply {
+			out.Version = out.Changes[len(out.Changes)-1].Version
+			break
+		}
+		c := overrideChange(r)
+		c.Version = r.seq
+		out.Changes = append(out.Changes, c)
+	}
+	return out
+}
+
+// OverridesOrigin is an Origin that lists its overrides (upstream.Client, LocalOrigin):
+// OverrideList of the origin's engine.
+type OverridesOrigin interface {
+	OverrideList(ctx context.Context, after uint64) (ChangesReply, error)
+}
+
+// OverrideList implements OverridesOrigin.
+func (o LocalOrigin) OverrideList(_ context.Context, after uint64) (ChangesReply, error) {
+	return o.Engine.OverrideList(o.Node, after), nil
 }
 
 // Overrides returns the origin's table of overrides (RL.OVERRIDE).

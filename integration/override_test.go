@@ -101,3 +101,86 @@ func TestOverrideReachesRegion(t *testing.T) {
 	mustDo(t, b, "OK", "RL.OVERRIDE", "SET", "tenant:*", "1h", 4)
 	waitLimit(t, a, "a to apply b's override", "tenant:9", "1h", 4)
 }
+
+// TestOverrideAtEdge: an override set on the origin applies at its edge (RL.LIMIT's and
+// RL.STATUS's limit) once the edge has it; one set through the edge is the origin's;
+// after a clean restart of the origin the edge still applies it, and an edge started
+// afterwards too; after a kill -9 that lost an override the snapshot did not hold, the
+// edge re-reads the new run's overrides and drops it.
+func TestOverrideAtEdge(t *testing.T) {
+	t.Parallel()
+	o := startOrigin(t, "--snapshot-interval", "1h") // only the final snapshot
+	e := startEdge(t, []*proc{o})
+	oc, ec := o.client(t, nil), e.client(t, nil)
+	waitLimit(t, ec, "the edge to serve", "warm", "1m", 1000)
+
+	mustDo(t, oc, "OK", "RL.OVERRIDE", "SET", "user:*", "1m", 9)
+	waitLimit(t, ec, "the edge to apply the origin's override", "user:1", "1m", 9)
+	st, err := ec.Do(context.Background(), "RL.STATUS", "user:1", "1m").Result()
+	if err != nil || !contains([]byte(fmt.Sprint(st)), "limit:9") {
+		t.Errorf("RL.STATUS at the edge = %v, %v; want limit 9", st, err)
+	}
+
+	mustDo(t, ec, "OK", "RL.OVERRIDE", "SET", "vip", "1m", 500) // forwarded
+	mustDo(t, oc, 500, "RL.OVERRIDE", "GET", "vip", "1m")
+	mustDo(t, ec, 500, "RL.OVERRIDE", "GET", "vip", "1m")
+	waitLimit(t, ec, "the edge to apply the override set through it", "vip", "1m", 500)
+	mustDo(t, ec, "[[user:* 60000 9 default] [vip 60000 500 default]]", "RL.OVERRIDE", "LIST")
+
+	_ = oc.Close()
+	if code := o.Stop(); code != 0 {
+		t.Fatalf("origin exit code after SIGTERM = %d, want 0", code)
+	}
+	o.Restart()
+	oc = o.client(t, nil)
+	e2 := startEdge(t, []*proc{o})
+	e2c := e2.client(t, nil)
+	waitLimit(t, e2c, "an edge started after the restart to apply the override", "user:2", "1m", 9)
+	waitLimit(t, ec, "the edge to apply the override after the restart", "user:3", "1m", 9)
+
+	// An override the snapshot does not hold is lost by a kill -9: the new run has none,
+	// and the edge, seeing the new run, reads its overrides again.
+	mustDo(t, oc, "OK", "RL.OVERRIDE", "SET", "lost", "1m", 4)
+	waitLimit(t, ec, "the edge to apply the override before the kill", "lost", "1m", 4)
+	_ = oc.Close()
+	o.Kill()
+	o.Restart()
+	waitLimit(t, ec, "the edge to drop the override the new run lacks", "lost", "1m", 1000)
+	waitLimit(t, ec, "the edge to keep the saved ones", "user:4", "1m", 9)
+}
+
+// TestOverrideTwoOrigins: through an edge of two origins, an exact key's override goes to
+// its tuple's origin only, a prefix's to both; the edge applies both kinds.
+func TestOverrideTwoOrigins(t *testing.T) {
+	t.Parallel()
+	o1, o2 := startOrigin(t, "--data-dir", ""), startOrigin(t, "--data-dir", "")
+	e := startEdge(t, []*proc{o1, o2})
+	c1, c2, ec := o1.client(t, nil), o2.client(t, nil), e.client(t, nil)
+	waitLimit(t, ec, "the edge to serve", "warm", "1m", 1000)
+
+	mustDo(t, ec, "OK", "RL.OVERRIDE", "SET", "api:*", "1h", 30)
+	mustDo(t, c1, 30, "RL.OVERRIDE", "GET", "api:*", "1h")
+	mustDo(t, c2, 30, "RL.OVERRIDE", "GET", "api:*", "1h")
+	for i := range 8 {
+		key := fmt.Sprint("api:", i)
+		waitLimit(t, ec, "the edge to apply the prefix on both origins' tuples", key, "1h", 30)
+	}
+	mustDo(t, ec, "OK", "RL.OVERRIDE", "SET", "api:7", "1h", 3)
+	n := 0
+	for _, c := range []*redis.Client{c1, c2} {
+		if v, err := c.Do(context.Background(), "RL.OVERRIDE", "GET", "api:7", "1h").Int64(); err == nil && v == 3 {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("the exact override is on %d origins, want 1 (its tuple's)", n)
+	}
+	waitLimit(t, ec, "the edge to apply the exact override", "api:7", "1h", 3)
+	mustDo(t, ec, 1, "RL.OVERRIDE", "DEL", "api:*", "1h")
+	for _, c := range []*redis.Client{c1, c2} {
+		if v, err := c.Do(context.Background(), "RL.OVERRIDE", "GET", "api:*", "1h").Result(); err != redis.Nil {
+			t.Errorf("GET of the deleted prefix on an origin = %v, %v; want nil", v, err)
+		}
+	}
+	waitLimit(t, ec, "the edge to drop the prefix", "api:1", "1h", 1000)
+}

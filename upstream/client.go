@@ -659,3 +659,17 @@ func (c *Client) PushOverrides(ctx context.Context, recs []engine.OverrideRecord
 	}
 	return nil
 }
+
+// OverrideList reads the origin's overrides after sequence after (RL.INTERNAL.OVERRIDELIST,
+// engine.OverridesOrigin); its reply has the CHANGES reply's form.
+func (c *Client) OverrideList(ctx context.Context, after uint64) (engine.ChangesReply, error) {
+	cl := c.getCall(opChanges)
+	err := c.roundTrip(ctx, cl, func(b []byte) []byte { return wire.AppendOverrideList(b, after) })
+	if err != nil {
+		return engine.ChangesReply{}, c.wrap("override list", err)
+	}
+	r := cl.chg
+	cl.chg = engine.ChangesReply{}
+	c.putCall(cl)
+	return r, nil
+}

@@ -63,3 +63,20 @@ func ParseOverrides(args [][]byte) ([]engine.OverrideRecord, error) {
 	}
 	return recs, nil
 }
+
+// RL.INTERNAL.OVERRIDELIST after: an edge reads its origin's overrides whose sequence is
+// above after (engine.Engine.OverrideList). The reply is CHANGES's bulk string
+// (AppendChangesPayload): changes of kind engine.ChangeOverride, versioned by sequence.
+
+// CmdOverrideList is RL.INTERNAL.OVERRIDELIST's name.
+const CmdOverrideList = "RL.INTERNAL.OVERRIDELIST"
+
+// AppendOverrideList appends RL.INTERNAL.OVERRIDELIST after to dst.
+func AppendOverrideList(dst []byte, after uint64) []byte {
+	dst = resp.AppendArray(dst, 2)
+	dst = resp.AppendBulkString(dst, CmdOverrideList)
+	return resp.AppendBulkUint(dst, min(after, math.MaxInt64))
+}
+
+// ParseOverrideList decodes an RL.INTERNAL.OVERRIDELIST request (as ParseChanges).
+func ParseOverrideList(args [][]byte) (after uint64, err error) { return ParseChanges(args) }
