@@ -90,8 +90,9 @@ var aclSubcommands = map[string]map[string]string{
 	"script": {"load": "slow scripting", "exists": "slow scripting", "flush": "slow scripting",
 		"kill": "slow scripting"},
 	"pubsub": {"channels": "pubsub slow", "numsub": "pubsub slow", "numpat": "pubsub slow", "help": "slow"},
-	// RL.OVERRIDE changes every client's limits: SET and DEL are for administrators.
-	"rl.override": {"set": "write ratelimit admin dangerous slow", "del": "write ratelimit admin dangerous slow",
+	// RL.OVERRIDE changes every client's limits: SET and DEL are for administrators, and
+	// not in @ratelimit, which applications are granted (they must not raise their own).
+	"rl.override": {"set": "write admin dangerous slow", "del": "write admin dangerous slow",
 		"get": "read ratelimit slow", "list": "read ratelimit slow"},
 }
 
