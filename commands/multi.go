@@ -48,7 +48,7 @@ type txQueue struct {
 	cmds  []queuedCmd
 	bytes int64
 	dirty bool // a queue-time error: EXEC aborts
-	hasRL bool // the queue holds RL.LIMIT or RL.STATUS
+	hasRL bool // the queue holds RL.LIMIT, RL.STATUS or RL.OVERRIDE (which an edge may wait on)
 }
 
 // queuedCmd is one queued command with its own copy of the arguments (the server's read
@@ -216,7 +216,7 @@ func (d *Dispatcher) queue(s *Session, cmd *Command, args [][]byte) string {
 	}
 	tx.cmds = append(tx.cmds, queuedCmd{cmd: cmd, args: cp})
 	s.txLen.Store(int32(len(tx.cmds)) + 1)
-	if cmd.Name == "rl.limit" || cmd.Name == "rl.status" {
+	if cmd.Name == "rl.limit" || cmd.Name == "rl.status" || cmd.Name == "rl.override" {
 		tx.hasRL = true
 	}
 	return ""

@@ -66,6 +66,7 @@ func (e *Edge) loadOverrides(ctx context.Context, l *originLink) bool {
 			l.failedUnder(ctx, e.clock.NowMs(), err)
 			return false
 		}
+		l.answered(e.clock.NowMs())
 		t.Merge(overrideRecords(r.Changes))
 		if len(r.Changes) < engine.MaxChangesPerReply || r.Version <= after {
 			break
@@ -77,6 +78,18 @@ func (e *Edge) loadOverrides(ctx context.Context, l *originLink) bool {
 	l.ovr.loaded.Store(true)
 	e.overridesCount()
 	return true
+}
+
+// answered records a successful call whose reply carries no meta (CHANGES,
+// OVERRIDELIST), at nowMs: the origin answers, so a probe it was is over and the origin is
+// reachable (succeeded does the same, and more, with a meta).
+func (l *originLink) answered(nowMs int64) {
+	l.lastOKMs.Store(nowMs)
+	l.backoffMs.Store(0)
+	l.slowSince.Store(0)
+	l.hardDown.Store(false)
+	l.reachable.Store(true)
+	l.probing.Store(false)
 }
 
 // overrideRecords returns the override records of changes (other kinds skipped).

@@ -76,3 +76,29 @@ func mustOK(t testing.TB, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestEdgeFeedProbeFreesLink: when the changes loop's call is the probe of an origin that
+// was down (its backoff passed), its success makes the origin reachable again; a probe
+// left taken would keep every later call, the feed's included, from being made.
+func TestEdgeFeedProbeFreesLink(t *testing.T) {
+	r := newEdgeRig(t, t0/60_000*60_000, 1, edge.Config{})
+	e, f := r.edges[0], r.fakes[0]
+	e.Heartbeat()
+	e.CatchUpChanges() // the overrides read in full
+	f.down.Store(true)
+	e.Heartbeat() // fails: the origin is unreachable, in backoff
+	f.down.Store(false)
+	r.clock.Advance(5_000) // past the backoff
+	e.CatchUpChanges()     // the probe: it succeeds
+	reads := f.reads.Load()
+	e.Heartbeat()
+	if f.reads.Load() != reads+1 {
+		t.Fatalf("after the feed's probe succeeded, the heartbeat was not sent: the link stayed unusable")
+	}
+	mustOK(t, r.origin.Overrides().Set(tup("k", 60_000), false, 3))
+	e.Heartbeat()
+	e.CatchUpChanges()
+	if got := e.OverrideLimit(tup("k", 60_000), 1000); got != 3 {
+		t.Errorf("override after the origin came back: %d, want 3", got)
+	}
+}

@@ -529,3 +529,20 @@ func (e *Engine) Overrides() *Overrides { return e.overrides }
 // OverrideLimit returns the limit a request for t decides against on this origin: t's
 // override's, else limit.
 func (e *Engine) OverrideLimit(t Tuple, limit uint64) uint64 { return e.overrides.Limit(t, limit) }
+
+// RestoreOverrides merges a snapshot's override records (persist) into the origin's table
+// and returns how many it took. They do not enter the change feed: an edge reads a
+// restarted origin's overrides in full, and thousands of them would only push the feed's
+// ring past what edges applied, making them resync.
+func (e *Engine) RestoreOverrides(recs []OverrideRecord) int {
+	o := e.overrides
+	o.mu.Lock()
+	hook := o.onChange
+	o.onChange = nil
+	o.mu.Unlock()
+	n := o.Merge(recs)
+	o.mu.Lock()
+	o.onChange = hook
+	o.mu.Unlock()
+	return n
+}

@@ -320,3 +320,50 @@ func TestOverrideEngine(t *testing.T) {
 		t.Errorf("OverrideLimit = %d, want 3", got)
 	}
 }
+
+// TestOverrideFeed: every change of the origin's table is in the change feed, in the
+// table's order, and OverrideList pages the table by sequence; a snapshot's restore is not
+// in the feed.
+func TestOverrideFeed(t *testing.T) {
+	e := engine.New(engine.NewManualClock(1000), engine.Config{})
+	o := e.Overrides()
+	v0 := e.ChangeVersion()
+	setAll(t, o, []ovSet{{"default", "a", 1000, 1}, {"default", "b*", 1000, 2}})
+	o.Delete(ovTuple("default", "a", 1000), false)
+	r := e.ChangesSince("", v0)
+	var got []string
+	for _, c := range r.Changes {
+		rec, ok := engine.OverrideRecordOf(c)
+		if !ok {
+			t.Fatalf("change %+v is not an override's", c)
+		}
+		tu, _ := engine.ParseKey(rec.Key)
+		got = append(got, fmt.Sprintf("%s%v=%d@%d", tu.Key, rec.Prefix, rec.Limit, rec.Stamp))
+	}
+	if want := "[afalse=1@1 btrue=2@2 afalse=0@3]"; fmt.Sprint(got) != want {
+		t.Errorf("feed = %v, want %s", got, want)
+	}
+	l := e.OverrideList("", 0)
+	if len(l.Changes) != 2 || l.Version != 3 || l.Changes[0].Version != 2 || l.Changes[1].Version != 3 {
+		t.Errorf("OverrideList(0) = %+v, want b* at 2 and a's tombstone at 3, version 3", l)
+	}
+	if l := e.OverrideList("", 2); len(l.Changes) != 1 || l.Changes[0].Version != 3 {
+		t.Errorf("OverrideList(2) = %+v, want a's tombstone", l)
+	}
+
+	e2 := engine.New(engine.NewManualClock(1000), engine.Config{})
+	v := e2.ChangeVersion()
+	recs, _ := o.Since(0, 0)
+	if n := e2.RestoreOverrides(recs); n != 2 {
+		t.Fatalf("restored %d records, want 2", n)
+	}
+	if e2.ChangeVersion() != v {
+		t.Errorf("a restore entered the feed: version %d, was %d", e2.ChangeVersion(), v)
+	}
+	if l, ok := e2.Overrides().Lookup(ovTuple("default", "bz", 1000)); !ok || l != 2 {
+		t.Errorf("restored prefix: %d, %v", l, ok)
+	}
+	if err := e2.Overrides().Set(ovTuple("default", "c", 1000), false, 5); err != nil || e2.ChangeVersion() != v+1 {
+		t.Errorf("after a restore, a SET is in the feed again: %v, version %d, want %d", err, e2.ChangeVersion(), v+1)
+	}
+}

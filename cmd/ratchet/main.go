@@ -215,7 +215,7 @@ func newOrigin(cfg Config, log *slog.Logger) (*node, error) {
 	log.Info("snapshot loaded", "dir", cfg.DataDir, "cells", loaded, "dropped", dropped,
 		"counter_keys", kvLoaded, "counter_keys_dropped", kvDropped, "edge_runs", runsLoaded,
 		"edge_runs_dropped", runsDropped, "leases", leasesLoaded, "leases_dropped", leasesDropped)
-	log.Info("overrides loaded", "records", eng.Overrides().Merge(snap.Overrides)) // RL.OVERRIDE's, tombstones included
+	log.Info("overrides loaded", "records", eng.RestoreOverrides(snap.Overrides)) // RL.OVERRIDE's, tombstones included
 	n.store = store
 	return n, nil
 }
