@@ -378,12 +378,7 @@ func (l *originLink) succeeded(sentMs, nowMs int64, meta engine.OriginMeta) {
 	}
 	l.grantCold(sentMs, meta)
 	l.sawChanges(meta, nowMs)
-	l.lastOKMs.Store(nowMs)
-	l.backoffMs.Store(0)
-	l.slowSince.Store(0)
-	l.hardDown.Store(false)
-	l.reachable.Store(true)
-	l.probing.Store(false)
+	l.answered(nowMs)
 }
 
 // failedUnder is failed for a call made under ctx: when ctx itself has ended (the
