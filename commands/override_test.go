@@ -1,11 +1,13 @@
 package commands_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/ratchet/ratchet/commands"
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/resp"
 )
 
 func TestParseOverride(t *testing.T) {
@@ -123,3 +125,31 @@ func TestOverrideFull(t *testing.T) {
 		}
 	}
 }
+
+// benchServeOverrides is benchServe on an origin holding 10000 exact overrides of other
+// keys and, with prefix, the prefix "key:" over the request's key.
+func benchServeOverrides(b *testing.B, prefix bool) {
+	eng := engine.New(engine.SystemClock{}, engine.Config{})
+	for i := range 10_000 {
+		tu := engine.Tuple{Workspace: "default", Namespace: "default", Key: fmt.Appendf(nil, "other:%d", i), WindowMs: 60_000}
+		if err := eng.Overrides().Set(tu, false, 10); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if prefix {
+		if err := eng.Overrides().Set(engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte("key:"), WindowMs: 60_000}, true, 1<<40); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s := commands.NewSession(1, "127.0.0.1:5000", "127.0.0.1:6380", 0)
+	d := commands.New(commands.Options{Origin: eng, Host: &fakeHost{sessions: []*commands.Session{s}}, Role: "origin", Region: "local"})
+	var w resp.Writer
+	benchLoop(b, d, s, &w, []string{"RL.LIMIT", "key:000000012345", "1000000000000", "60000"})
+}
+
+// BenchmarkServeRLLimitOverridesNone: RL.LIMIT of a tuple without an override, beside
+// 10000 overrides of other keys (one exact lookup per request).
+func BenchmarkServeRLLimitOverridesNone(b *testing.B) { benchServeOverrides(b, false) }
+
+// BenchmarkServeRLLimitOverridesPrefix: RL.LIMIT of a tuple a prefix overrides.
+func BenchmarkServeRLLimitOverridesPrefix(b *testing.B) { benchServeOverrides(b, true) }
