@@ -23,6 +23,7 @@ var aclCategoryNames = []string{"keyspace", "read", "write", "set", "sortedset",
 var aclCommandCategories = map[string]string{
 	"rl.limit":    "write ratelimit fast",
 	"rl.status":   "read ratelimit fast",
+	"rl.reset":    "write ratelimit fast",
 	"cl.throttle": "write ratelimit slow",
 
 	"get": "read string fast", "set": "write string slow", "setex": "write string slow", "psetex": "write string slow",

@@ -304,8 +304,8 @@ func TestACLAuth(t *testing.T) {
 		{"AUTH adminpw", "+OK\r\n"},
 		{"ACL WHOAMI", "$7\r\ndefault\r\n"},
 		{"ACL USERS", "*7\r\n$4\r\nacme\r\n$3\r\ncli\r\n$7\r\ndefault\r\n$3\r\noff\r\n$2\r\nro\r\n$7\r\nscripts\r\n$5\r\nwatch\r\n"},
-		{"ACL CAT ratelimit", "*5\r\n$11\r\ncl.throttle\r\n$8\r\nrl.limit\r\n$15\r\nrl.override|get\r\n" +
-			"$16\r\nrl.override|list\r\n$9\r\nrl.status\r\n"},
+		{"ACL CAT ratelimit", "*6\r\n$11\r\ncl.throttle\r\n$8\r\nrl.limit\r\n$15\r\nrl.override|get\r\n" +
+			"$16\r\nrl.override|list\r\n$8\r\nrl.reset\r\n$9\r\nrl.status\r\n"},
 		{"ACL CAT nosuch", "-ERR Unknown category 'nosuch'\r\n"},
 		{"ACL SETUSER x on", "-ERR ACL SETUSER is not supported"},
 		{"ACL NOPE", "-ERR unknown subcommand 'NOPE'. Try ACL HELP.\r\n"},

@@ -38,6 +38,8 @@ func internalCommands() []*Command {
 			Summary: "Decides a multi-limit request handed over by an edge, all limits or none.", Handler: cmdInternalDecideMulti},
 		{Name: "rl.internal.changes", Arity: 2, Flags: flagReadonly | flagFast, Group: "ratchet",
 			Summary: "Lists the origin's changes (resets) since a version, for an edge.", Handler: cmdInternalChanges},
+		{Name: "rl.internal.reset", Arity: -2, Flags: flagWrite, Group: "ratchet",
+			Summary: "Resets tuples for an edge's client (RL.RESET).", Handler: cmdInternalReset},
 		{Name: "rl.internal.forward", Arity: -5, Flags: flagWrite, Group: "ratchet",
 			Summary: "Runs counter, CL.THROTTLE and script commands for an edge's client.", Handler: cmdInternalForward},
 		{Name: "rl.internal.overrides", Arity: -6, Flags: flagWrite, Group: "ratchet",
@@ -226,4 +228,22 @@ func cmdInternalChanges(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte
 		return
 	}
 	wire.WriteChangesReply(w, d.opt.Origin.ChangesSince(s.nodeRun, since))
+}
+
+// cmdInternalReset serves RL.INTERNAL.RESET key [key ...].
+func cmdInternalReset(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
+	if !internalReady(d, s, w) {
+		return
+	}
+	keys, err := wire.ParseReset(args)
+	if err != nil {
+		w.Error(internalError(err))
+		return
+	}
+	n, err := d.opt.Origin.ResetKeys(keys)
+	if err != nil {
+		w.Error(errReply(err))
+		return
+	}
+	wire.WriteResetReply(w, n)
 }

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"runtime"
+	"slices"
 	"strconv"
 	"sync/atomic"
 
@@ -216,7 +217,7 @@ func (d *Dispatcher) queue(s *Session, cmd *Command, args [][]byte) string {
 	}
 	tx.cmds = append(tx.cmds, queuedCmd{cmd: cmd, args: cp})
 	s.txLen.Store(int32(len(tx.cmds)) + 1)
-	if cmd.Name == "rl.limit" || cmd.Name == "rl.status" || cmd.Name == "rl.override" {
+	if cmd.Name == "rl.limit" || cmd.Name == "rl.status" || cmd.Name == "rl.reset" || cmd.Name == "rl.override" {
 		tx.hasRL = true
 	}
 	return ""
@@ -319,10 +320,12 @@ func cmdExec(d *Dispatcher, s *Session, w *resp.Writer, _ [][]byte) {
 		}
 		return
 	}
-	if d.transactor != nil {
+	if d.transactor != nil && !slices.ContainsFunc(tx.cmds, func(q queuedCmd) bool { return q.cmd.Name == "rl.reset" }) {
 		d.execTransact(s, w, tx.cmds)
 		return
 	}
+	// RL.RESET is no step of engine.Transact: a transaction holding one runs its commands
+	// in order, one such transaction at a time.
 	d.execSequential(s, w, tx.cmds)
 }
 

@@ -112,6 +112,48 @@ func boolInt(b bool) int64 {
 	return 0
 }
 
+// Resetter is a Limiter that resets tuples (an edge's, which hands them to their origins;
+// an origin's engine is called directly): it returns how many of them held usage.
+type Resetter interface {
+	Reset(ctx context.Context, ts []engine.Tuple) (int, error)
+}
+
+// errNoReset answers RL.RESET on a limiter that cannot reset.
+var errNoReset = errors.New("ERR RL.RESET is not supported by this node")
+
+// cmdReset serves RL.RESET key window [window ...] [NS namespace]: the number of the
+// tuples that held usage.
+func cmdReset(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
+	a, err := ParseReset(args[1:])
+	if err != nil {
+		w.Error(err.Error())
+		return
+	}
+	if d.waitFree != nil && s.NoWait {
+		s.WouldBlock = true // an edge's RL.RESET waits on its origins
+		return
+	}
+	ts := make([]engine.Tuple, len(a.Windows))
+	for i, win := range a.Windows {
+		ts[i] = s.tuple(a.Key, a.Namespace, win)
+	}
+	var n int
+	r, ok := d.opt.Limiter.(Resetter)
+	switch {
+	case ok:
+		n, err = r.Reset(s.ctx(), ts)
+	case d.opt.Origin != nil:
+		n, err = d.opt.Origin.Reset(ts)
+	default:
+		err = errNoReset
+	}
+	if err != nil {
+		w.Error(errReply(err))
+		return
+	}
+	w.Int(int64(n))
+}
+
 // ---- several limits in one call ----
 
 // MultiLimiter is a Limiter that decides multi-limit requests (an edge's; an origin's

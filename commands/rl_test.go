@@ -156,3 +156,36 @@ func TestCommandDocsMultiLimit(t *testing.T) {
 func BenchmarkServeRLLimitTwo(b *testing.B) {
 	benchServe(b, 2, "RL.LIMIT", "key:000000012345", "1000000000000", "60000", "1000000000000", "3600000")
 }
+
+// TestServeReset: RL.RESET on an origin zeroes the tuples of its windows (in one
+// namespace), answers how many held usage, and checks its arguments; inside MULTI it runs
+// at EXEC.
+func TestServeReset(t *testing.T) {
+	r := newRig("")
+	for _, tt := range []struct{ cmd, want string }{
+		{"RL.LIMIT login:alice 2 1s", "*5\r\n:1\r\n:2\r\n:1\r\n:0\r\n:2000\r\n"},
+		{"RL.LIMIT login:alice 2 1s", "*5\r\n:1\r\n:2\r\n:0\r\n:0\r\n:2000\r\n"},
+		{"RL.LIMIT login:alice 2 1s", "*5\r\n:0\r\n:2\r\n:0\r\n:1500\r\n:2000\r\n"},
+		{"RL.LIMIT login:alice 5 1m NS other", "*5\r\n:1\r\n:5\r\n:4\r\n:0\r\n:80000\r\n"},
+		{"RL.RESET login:alice 1s 1m 1000ms", ":1\r\n"}, // 1m of the default namespace held nothing
+		{"RL.LIMIT login:alice 2 1s", "*5\r\n:1\r\n:2\r\n:1\r\n:0\r\n:2000\r\n"},
+		{"RL.LIMIT login:alice 5 1m NS other", "*5\r\n:1\r\n:5\r\n:3\r\n:0\r\n:80000\r\n"},
+		{"rl.reset login:alice 1m ns other", ":1\r\n"},
+		{"RL.RESET login:alice 1m NS other", ":0\r\n"},
+		{"RL.LIMIT login:alice 5 1m NS other", "*5\r\n:1\r\n:5\r\n:4\r\n:0\r\n:80000\r\n"},
+		{"MULTI", "+OK\r\n"},
+		{"RL.RESET login:alice 1s", "+QUEUED\r\n"},
+		{"RL.LIMIT login:alice 2 1s", "+QUEUED\r\n"},
+		{"EXEC", "*2\r\n:1\r\n*5\r\n:1\r\n:2\r\n:1\r\n:0\r\n:2000\r\n"},
+		{"RL.RESET login:alice", "-ERR wrong number of arguments for 'rl.reset' command\r\n"},
+		{"RL.RESET login:alice 0", "-ERR window must be from 1ms to 31d\r\n"},
+		{"RL.RESET login:alice 1s NS", "-ERR syntax error\r\n"},
+		{"RL.RESET login:alice NS x", "-ERR syntax error\r\n"},
+		{"RL.RESET login:alice 1s NS x y", "-ERR syntax error\r\n"},
+		{"RL.RESET login:alice 1s COST 1", "-ERR window must be from 1ms to 31d\r\n"},
+	} {
+		if got := r.do(tt.cmd); got != tt.want {
+			t.Errorf("%s:\n got %q\nwant %q", tt.cmd, got, tt.want)
+		}
+	}
+}

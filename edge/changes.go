@@ -25,8 +25,9 @@ import (
 // older generation drops its views when next locked by a decision or an answer
 // (localEntry.sync). Pending cost stays: it was accepted, and goes to the origin.
 //
-// Who owns what: the link's changes goroutine (changesLoop) alone fetches and applies;
-// changesApplied, changesCurrentMs and gen are atomics read by every path.
+// Who owns what: one catch-up of a link at a time fetches and applies (changesMu: the
+// changes loop's, or a reset's); changesApplied, changesCurrentMs and gen are atomics read
+// by every path.
 
 // changesPollMs is how long an edge goes without seeing an origin's change version before
 // it asks for it.
@@ -81,8 +82,11 @@ func (e *Edge) changesLoop(ctx context.Context, l *originLink) {
 }
 
 // catchUp asks l's origin for the changes after the applied version until it has them all
-// (or changesMaxRounds calls), and applies them.
+// (or changesMaxRounds calls), and applies them. One catch-up of a link runs at a time
+// (the changes loop's, or a reset's that waits for its own change).
 func (e *Edge) catchUp(ctx context.Context, l *originLink, co engine.ChangesOrigin) {
+	l.changesMu.Lock()
+	defer l.changesMu.Unlock()
 	for range changesMaxRounds {
 		now := e.clock.NowMs()
 		if !l.usable(now) {
@@ -108,6 +112,9 @@ func (e *Edge) catchUp(ctx context.Context, l *originLink, co engine.ChangesOrig
 			return
 		}
 		for _, c := range r.Changes {
+			if c.Version <= l.changesApplied.Load() {
+				continue // applied already (an answer to an older since)
+			}
 			e.applyChange(l, c)
 			l.changesApplied.Store(c.Version)
 		}
@@ -129,6 +136,15 @@ func (e *Edge) applyChange(l *originLink, c engine.Change) {
 		e.forEachEntry(l, c.Key, func(le *localEntry) {
 			le.mu.Lock()
 			e.resetEntry(le, c.Version)
+			le.mu.Unlock()
+		})
+	case engine.ChangeRefresh:
+		e.forEachEntry(l, c.Key, func(le *localEntry) {
+			le.mu.Lock()
+			for i := range le.cells {
+				le.cells[i].regional, le.cells[i].imported = 0, 0
+			}
+			le.freshUntil = 0
 			le.mu.Unlock()
 		})
 	}

@@ -300,6 +300,7 @@ type originLink struct {
 	// The change feed (changes.go): the version applied, when an answer last showed the
 	// edge current, the changes loop's wake-up, and the generation of views (a resync
 	// raises it).
+	changesMu        sync.Mutex // held by the catch-up that fetches and applies
 	changesApplied   atomic.Uint64
 	changesCurrentMs atomic.Int64
 	changesKick      chan struct{}

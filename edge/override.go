@@ -21,12 +21,16 @@ import (
 // carry the origin's sequence: of each key the copy keeps the record of the greatest, so a
 // change read both in full and in the feed is applied once.
 //
-// Who owns what: a link's changes goroutine alone reads and writes its copy (catchUp);
-// requests read the copy through table, an atomic pointer swapped after a full read. With
-// no override in any copy, a request's lookup is one atomic load (Edge.overridesAny).
+// Who owns what: catchUp (the link's changes goroutine, and an edge's RL.RESET) writes a
+// copy, under linkOverrides.mu, which a full read holds throughout so that no change is
+// applied to a copy it is about to replace (changes applied out of order are harmless: the
+// greatest sequence wins). Requests read the copy through table, an atomic pointer swapped
+// after a full read. With no override in any copy, a request's lookup is one atomic load
+// (Edge.overridesAny).
 
 // linkOverrides is an edge's copy of one origin's overrides.
 type linkOverrides struct {
+	mu     sync.Mutex                       // held by a full read and by a change's application
 	table  atomic.Pointer[engine.Overrides] // nil until first read
 	loaded atomic.Bool                      // read in full at least once
 	boot   atomic.Int64                     // the origin run of the last full read (0: not known then)
@@ -48,6 +52,11 @@ func (l *originLink) overridesDue() bool {
 // old one once complete. It reports false when the origin did not answer (its backoff is
 // then set; the next catchUp tries again).
 func (e *Edge) loadOverrides(ctx context.Context, l *originLink) bool {
+	l.ovr.mu.Lock()
+	defer l.ovr.mu.Unlock()
+	if !l.overridesDue() { // another catchUp read it meanwhile
+		return true
+	}
 	oo, ok := l.client.(engine.OverridesOrigin)
 	if !ok {
 		l.ovr.loaded.Store(true)
@@ -106,6 +115,8 @@ func overrideRecords(changes []engine.Change) []engine.OverrideRecord {
 // applyOverride applies an override change of l's feed to l's copy.
 func (e *Edge) applyOverride(l *originLink, c engine.Change) {
 	r, ok := engine.OverrideRecordOf(c)
+	l.ovr.mu.Lock()
+	defer l.ovr.mu.Unlock()
 	t := l.ovr.table.Load()
 	if !ok || t == nil {
 		return

@@ -25,6 +25,10 @@ const (
 	// ChangeReset zeroes the tuple Key (RL.RESET): an edge drops its views, pending cost and
 	// lease of it. Fields: none.
 	ChangeReset ChangeKind = 1
+	// ChangeRefresh makes an edge re-read the tuple Key: it drops its counts of it, not
+	// its lease nor the cost it accepted (a reset of another region lowered the counts,
+	// reset.go). Fields: none.
+	ChangeRefresh ChangeKind = 2
 )
 
 // MaxChangeFields bounds a Change's Fields.

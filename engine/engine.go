@@ -75,7 +75,8 @@ type Engine struct {
 	coldRuns      atomic.Int64  // edge runs whose cold allowance may be held, as last counted (cold.go)
 	coldCountedMs int64         // when countCold last ran (nodes.mu)
 
-	changes changeLog // the change feed to edges (changes.go)
+	changes changeLog  // the change feed to edges (changes.go)
+	resets  resetTable // recent resets (reset.go)
 }
 
 // New returns an Engine reading time from clock.
@@ -286,6 +287,7 @@ const leaseSweepEvery = 10
 func (e *Engine) sweep(leases bool) int64 {
 	e.kv.Sweep()
 	now := e.clock.NowMs()
+	e.pruneResets(now)
 	return e.store.sweep(now, leases)
 }
 

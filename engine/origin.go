@@ -374,6 +374,9 @@ func (e *Engine) ServeReplay(b ReplayBatch) ([]CellCounts, OriginMeta) {
 	// what this run's snapshot lacks (edge/keep.go).
 	other := b.Boot != 0 && b.Boot != e.boot
 	fresh := b.ID > st.lastBatch.Load() && !other
+	// A batch made before its edge applied a reset may carry cost the reset cancelled
+	// (reset.go): only then are its tuples looked up.
+	stale := fresh && e.resets.count.Load() > 0 && b.Changes < e.resets.maxVersion.Load()
 	out := make([]CellCounts, len(b.Items))
 	for i := 0; i < len(b.Items); {
 		// An edge sends a tuple's cells side by side: one lookup serves them all.
@@ -381,7 +384,7 @@ func (e *Engine) ServeReplay(b ReplayBatch) ([]CellCounts, OriginMeta) {
 		for j < len(b.Items) && string(b.Items[j].Key) == string(b.Items[i].Key) {
 			j++
 		}
-		e.serveItems(b.Items[i:j], out[i:j], st, fresh, !other, meta.Edges, now)
+		e.serveItems(b.Items[i:j], out[i:j], st, fresh, !other, meta.Edges, now, stale, b.Changes)
 		i = j
 	}
 	if fresh {
@@ -395,14 +398,18 @@ func (e *Engine) ServeReplay(b ReplayBatch) ([]CellCounts, OriginMeta) {
 // serveItems applies the replay items of one tuple (when fresh: not a re-delivery) and
 // answers each with the tuple's counts after all of them, applying its lease request when
 // leases is set (lease requests are applied on every delivery: they are idempotent,
-// lease.go).
-func (e *Engine) serveItems(items []ReplayItem, out []CellCounts, run *runMarks, fresh, leases bool, edges int, now int64) {
+// lease.go). With stale, the cost is not applied when the tuple was reset after change
+// version changes, which the batch's edge had applied (reset.go).
+func (e *Engine) serveItems(items []ReplayItem, out []CellCounts, run *runMarks, fresh, leases bool, edges int, now int64, stale bool, changes uint64) {
 	key := items[0].Key
 	w := windowOfKey(string(key))
 	sh, h := e.store.locate(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	ent := sh.lookup(h, key)
+	if fresh && stale && e.resetAfter(key, changes) {
+		fresh = false // cost accepted before its edge heard of the reset: cancelled with it
+	}
 	if fresh && w > 0 {
 		for _, it := range items {
 			ent = e.applyReplay(sh, h, ent, it, w, run, now)

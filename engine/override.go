@@ -459,7 +459,7 @@ func (r *override) record() OverrideRecord {
 // the record's tuple key, Fields are [prefix (0 or 1), limit (0: deleted), sequence], the
 // sequence growing with every change of the origin's table in this run. An edge keeps, of
 // each key, the record of the greatest sequence.
-const ChangeOverride ChangeKind = 2
+const ChangeOverride ChangeKind = 3
 
 // overrideChange is the feed's change of r (its Version unset).
 func overrideChange(r *override) Change {

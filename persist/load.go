@@ -35,8 +35,13 @@ type Snapshot struct {
 	// (for engine.RestoreRuns, then engine.RestoreLeases).
 	Runs   []engine.RunRecord
 	Leases []engine.LeaseRecord
-	// Overrides are RL.OVERRIDE's records in file order (for engine.Overrides.Merge); none
-	// in a file written before them.
+	// Resets are the reset records (for engine.RestoreResets, before engine.Restore), and
+	// Changes the origin's change version when saved (engine.RestoreChanges); none and 0
+	// in a file written before resets.
+	Resets  []engine.ResetRecord
+	Changes uint64
+	// Overrides are RL.OVERRIDE's records in file order (for engine.RestoreOverrides);
+	// none in a file written before them.
 	Overrides []engine.OverrideRecord
 }
 
@@ -172,11 +177,42 @@ func readSnapshot(tx *bolt.Tx, size int64) (Snapshot, error) {
 	if snap.Leases, err = leases.read(tx, meta, size); err != nil {
 		return Snapshot{}, err
 	}
+	if tx.Bucket([]byte(resetsBucket)) != nil { // optional: older files have none
+		resets := chunked[engine.ResetRecord]{bucket: resetsBucket, countName: metaResetCount, crcName: metaResetCRC, minLen: 4, decode: decodeReset}
+		if snap.Resets, err = resets.read(tx, meta, size); err != nil {
+			return Snapshot{}, err
+		}
+	}
+	if meta.Get([]byte(metaChanges)) != nil {
+		if snap.Changes, err = metaUint(meta, metaChanges, 8); err != nil {
+			return Snapshot{}, err
+		}
+	}
 	if snap.Overrides, err = readOverrides(tx, meta, size); err != nil {
 		return Snapshot{}, err
 	}
 	snap.Cells = sortAndMerge(snap.Cells)
 	return snap, nil
+}
+
+// maxResetCancels bounds the cancelled values of one reset record: two cells, each of at
+// most the regions a cell can name.
+const maxResetCancels = 2 * 1025
+
+// decodeReset reads one reset record (save.go's appendReset).
+func decodeReset(d *decoder, str string, _ []byte) (engine.ResetRecord, error) {
+	r := engine.ResetRecord{Key: d.str("key", str), Version: d.uvarint(), UntilMs: d.varint()}
+	n := d.uvarint()
+	if n > maxResetCancels {
+		return r, fmt.Errorf("%d cancelled values", n)
+	}
+	for range n {
+		if d.err != nil {
+			break
+		}
+		r.Cancels = append(r.Cancels, engine.ResetCancel{Seq: d.varint(), Region: d.str("region", str), Count: d.uvarint()})
+	}
+	return r, nil
 }
 
 // versionError is a snapshot of a format other than formatVersion. The product has had no

@@ -44,9 +44,16 @@ const (
 	//	       len(run) | run follow) | uvarint g | uvarint spent | varint seq - previous seq
 	//	       | varint until_ms - previous until_ms (the previous record's in the chunk, 0 for
 	//	       its first; the differences wrap)
+	//	resets: the tuples' reset records (engine.Resets), chunked as cells, a record being:
+	//	       uvarint len(key) | tuple key | uvarint version | varint until_ms | uvarint
+	//	       number of cancelled values | per value: varint seq | uvarint len(region) |
+	//	       region | uvarint count. Optional: a file without it (written before resets)
+	//	       loads as one with no resets.
 	//	meta:  "version" = formatVersion, "saved_ms" = save time (unix ms), "count" = number
 	//	       of cell records, "kv_count", "runs_count" and "leases_count" = numbers of kv,
-	//	       run and lease records (each 8 bytes, big endian); "crc32c", "kv_crc32c",
+	//	       run and lease records, "resets_count" (optional, as the bucket) and
+	//	       "changes" = the origin's change version when saved (optional; each 8 bytes,
+	//	       big endian); "crc32c", "kv_crc32c", "resets_crc32c",
 	//	       "runs_crc32c" and "leases_crc32c" = CRC-32C of each bucket's chunk values in
 	//	       chunk order (4 bytes, big endian), so a damaged file is detected rather than
 	//	       half-loaded.
@@ -73,6 +80,10 @@ const (
 	metaRunsCRC    = "runs_crc32c"
 	metaLeaseCount = "leases_count"
 	metaLeaseCRC   = "leases_crc32c"
+	resetsBucket   = "resets"
+	metaResetCount = "resets_count"
+	metaResetCRC   = "resets_crc32c"
+	metaChanges    = "changes"
 
 	// chunkSize is the size past which a chunk is closed: the records of a chunk are never
 	// split, so a chunk is up to chunkSize plus one record.
@@ -103,6 +114,11 @@ type Source struct {
 	Runs   iter.Seq[engine.RunRecord]
 	Leases iter.Seq[engine.LeaseRecord]
 	Tuples iter.Seq[engine.TupleRecord]
+	// Resets are an origin's reset records (engine.Resets), and Changes, when not nil,
+	// reads its change version (engine.ChangeVersion) after every other record was
+	// captured: a restarted run resyncs the edges that applied less.
+	Resets  iter.Seq[engine.ResetRecord]
+	Changes func() uint64
 	// Overrides are RL.OVERRIDE's records, tombstones included (overrides.go).
 	Overrides iter.Seq[engine.OverrideRecord]
 	// Saved, when not nil, is called after a save of the records succeeded (the file is
@@ -179,14 +195,15 @@ func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 	// moved from its run's lease into the cells (or, read before Tuples came to its tuple,
 	// is in neither), so the lease and the count together are what the edge may still
 	// spend and has spent.
-	sections := [5]section{
+	sections := [6]section{
 		{bucket: runsBucket, countName: metaRunsCount, crcName: metaRunsCRC},
 		{bucket: leaseBucket, countName: metaLeaseCount, crcName: metaLeaseCRC},
 		{bucket: cellsBucket, countName: metaCount, crcName: metaCRC},
 		{bucket: kvBucket, countName: metaKVCount, crcName: metaKVCRC},
+		{bucket: resetsBucket, countName: metaResetCount, crcName: metaResetCRC},
 		overridesSection(),
 	}
-	runs, leases, cells, kv := &sections[0], &sections[1], &sections[2], &sections[3]
+	runs, leases, cells, kv, resets := &sections[0], &sections[1], &sections[2], &sections[3], &sections[4]
 	buf, ends := s.buf[:0], s.ends[:0]
 	lbuf, lends := s.lbuf[:0], s.lends[:0]
 	// The lease records name their run by its index among the run records.
@@ -218,14 +235,23 @@ func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 	if buf, ends, kv.count, err = encodeRecords(buf, ends, src.KV, appendKV, nil); err != nil {
 		return 0, 0, fmt.Errorf("%s: %w", kvBucket, err)
 	}
-	ovr := &sections[4]
+	resets.base, resets.first = len(buf), len(ends)
+	if buf, ends, resets.count, err = encodeRecords(buf, ends, src.Resets, appendReset, nil); err != nil {
+		return 0, 0, fmt.Errorf("%s: %w", resetsBucket, err)
+	}
+	ovr := &sections[5]
 	ovr.base, ovr.first = len(buf), len(ends)
 	if buf, ends, ovr.count, err = encodeRecords(buf, ends, src.Overrides, appendOverride, nil); err != nil {
 		return 0, 0, fmt.Errorf("%s: %w", overridesBucket, err)
 	}
+	var changes uint64
+	if src.Changes != nil {
+		changes = src.Changes()
+	}
 	runs.buf, runs.ends = buf, ends[runs.first:cells.first]
 	cells.buf, cells.ends = buf, ends[cells.first:kv.first]
-	kv.buf, kv.ends = buf, ends[kv.first:ovr.first]
+	kv.buf, kv.ends = buf, ends[kv.first:resets.first]
+	resets.buf, resets.ends = buf, ends[resets.first:ovr.first]
 	ovr.buf, ovr.ends = buf, ends[ovr.first:]
 	leases.buf, leases.ends = lbuf, lends
 	// Keep the buffers for the next save, whose size is much the same, unless they are
@@ -244,7 +270,7 @@ func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return 0, 0, fmt.Errorf("remove stale %s: %w", tmp, err)
 	}
-	if err := writeFile(tmp, sections[:], now); err != nil {
+	if err := writeFile(tmp, sections[:], now, changes); err != nil {
 		_ = os.Remove(tmp) // best effort: the next Save removes it anyway
 		return 0, 0, err
 	}
@@ -375,6 +401,23 @@ func appendKV(buf []byte, r keyspace.Record) ([]byte, error) {
 	return append(buf, r.Value...), nil
 }
 
+// appendReset appends one reset record (the resets bucket above).
+func appendReset(buf []byte, r engine.ResetRecord) ([]byte, error) {
+	if len(r.Key) > maxKeyLen {
+		return buf, fmt.Errorf("%d-byte key", len(r.Key))
+	}
+	buf = appendString(buf, r.Key)
+	buf = binary.AppendUvarint(buf, r.Version)
+	buf = binary.AppendVarint(buf, r.UntilMs)
+	buf = binary.AppendUvarint(buf, uint64(len(r.Cancels)))
+	for _, c := range r.Cancels {
+		buf = binary.AppendVarint(buf, c.Seq)
+		buf = appendString(buf, c.Region)
+		buf = binary.AppendUvarint(buf, c.Count)
+	}
+	return buf, nil
+}
+
 // runSuperseded is the flag of a run record whose run was superseded; runHands of one
 // followed by the run's hand-off count (older saves lack it: 0).
 const (
@@ -496,7 +539,7 @@ func (sec *section) start(i int) int {
 // writeFile writes the chunks of each section to its bucket, and the meta bucket, to a new
 // bbolt file at path and syncs it. Writes are not synced one by one: the file is useless
 // until renamed, so a single fsync at the end is enough.
-func writeFile(path string, sections []section, now time.Time) (err error) {
+func writeFile(path string, sections []section, now time.Time, changes uint64) (err error) {
 	mmap, nchunks := 1<<20, 0
 	for _, sec := range sections {
 		mmap += sec.start(len(sec.ends)) - sec.base + len(sec.ends)*4096
@@ -541,6 +584,7 @@ func writeFile(path string, sections []section, now time.Time) (err error) {
 		}
 		put(metaVersion, binary.BigEndian.AppendUint64(nil, formatVersion))
 		put(metaSavedMs, binary.BigEndian.AppendUint64(nil, uint64(now.UnixMilli())))
+		put(metaChanges, binary.BigEndian.AppendUint64(nil, changes))
 		for i, sec := range sections {
 			put(sec.countName, binary.BigEndian.AppendUint64(nil, sec.count))
 			put(sec.crcName, binary.BigEndian.AppendUint32(nil, crcs[i]))

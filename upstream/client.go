@@ -92,6 +92,10 @@ type ServerError struct {
 // Error returns the origin's reply.
 func (e *ServerError) Error() string { return "origin replied: " + e.Msg }
 
+// ServerMessage returns the origin's reply as it was, for a node that passes it on to its
+// client.
+func (e *ServerError) ServerMessage() string { return e.Msg }
+
 // Config configures a Client.
 type Config struct {
 	Addr    string // the origin's RESP address, host:port or tls://host:port
@@ -363,6 +367,27 @@ func (c *Client) Changes(ctx context.Context, since uint64) (engine.ChangesReply
 	cl.chg = engine.ChangesReply{}
 	c.putCall(cl)
 	return r, nil
+}
+
+// Reset has the origin reset tuples (RL.INTERNAL.RESET key ...): keys made by
+// engine.AppendKey, 1 to wire.MaxResetKeys of them. It returns how many held usage.
+func (c *Client) Reset(ctx context.Context, keys [][]byte) (int, error) {
+	if err := checkItems(len(keys), wire.MaxResetKeys); err != nil {
+		return 0, c.wrap("reset", err)
+	}
+	for _, k := range keys {
+		if len(k) > maxKeyBytes {
+			return 0, c.wrap("reset", ErrTooLarge)
+		}
+	}
+	cl := c.getCall(opReset)
+	cl.n = len(keys)
+	if err := c.roundTrip(ctx, cl, func(b []byte) []byte { return wire.AppendReset(b, keys) }); err != nil {
+		return 0, c.wrap("reset", err)
+	}
+	n := cl.n
+	c.putCall(cl)
+	return n, nil
 }
 
 // Connect dials and says HELLO unless the connection is up, or returns why it cannot.

@@ -60,6 +60,8 @@ func (cl *call) decode(rep resp.Reply) error {
 		cl.dec, cl.cc, cl.meta, err = wire.ParseDecideReply(rep.Ints)
 	case opDecideMulti:
 		cl.meta, err = wire.ParseDecideMultiReply(rep.Ints, cl.decs, cl.counts)
+	case opReset:
+		cl.n, err = wire.ParseResetReply(rep.Ints, cl.n)
 	}
 	if err != nil {
 		return fmt.Errorf("%w: %w", errProtocol, err)

@@ -197,6 +197,8 @@ func newOrigin(cfg Config, log *slog.Logger) (*node, error) {
 		_ = store.Close()
 		return nil, fmt.Errorf("open data dir: %w", err)
 	}
+	eng.RestoreResets(snap.Resets) // before the cells: what peers send back is taken minus what was cancelled
+	eng.RestoreChanges(snap.Changes)
 	loaded, dropped, rerr := eng.Restore(snap.Cells)
 	if rerr != nil {
 		log.Warn("snapshot had unreadable cells", "error", rerr)
@@ -460,7 +462,7 @@ func run(cfg Config, log *slog.Logger) error {
 // disk, edges learn which of their replay batches it holds (RunsSaved).
 func snapshotSource(e *engine.Engine) persist.Source {
 	return persist.Source{Tuples: e.Tuples, KV: e.KV().Records, Runs: e.Runs, Saved: e.RunsSaved,
-		Overrides: e.Overrides().Records}
+		Overrides: e.Overrides().Records, Resets: e.Resets, Changes: e.ChangeVersion}
 }
 
 // redisSeconds writes a duration as Redis's CONFIG GET timeout does: whole seconds, a
