@@ -49,7 +49,7 @@ type txQueue struct {
 	cmds  []queuedCmd
 	bytes int64
 	dirty bool // a queue-time error: EXEC aborts
-	hasRL bool // the queue holds RL.LIMIT, RL.STATUS or RL.OVERRIDE (which an edge may wait on)
+	hasRL bool // the queue holds RL.LIMIT, RL.STATUS, RL.RESET or RL.OVERRIDE (which an edge may wait on)
 }
 
 // queuedCmd is one queued command with its own copy of the arguments (the server's read
