@@ -105,7 +105,7 @@ func (e *Edge) catchUp(ctx context.Context, l *originLink, co engine.ChangesOrig
 			l.failedUnder(ctx, e.clock.NowMs(), err)
 			return
 		}
-		l.answered(e.clock.NowMs()) // it may have been the probe: the origin is back
+		l.answered() // it may have been the probe: the origin is back (override.go)
 		if r.Resync {
 			e.resync(l, r.Version)
 			l.changesCurrentMs.Store(now)

@@ -379,7 +379,8 @@ func (l *originLink) succeeded(sentMs, nowMs int64, meta engine.OriginMeta) {
 	}
 	l.grantCold(sentMs, meta)
 	l.sawChanges(meta, nowMs)
-	l.answered(nowMs)
+	l.lastOKMs.Store(nowMs)
+	l.answered()
 }
 
 // failedUnder is failed for a call made under ctx: when ctx itself has ended (the

@@ -75,7 +75,7 @@ func (e *Edge) loadOverrides(ctx context.Context, l *originLink) bool {
 			l.failedUnder(ctx, e.clock.NowMs(), err)
 			return false
 		}
-		l.answered(e.clock.NowMs())
+		l.answered()
 		t.Merge(overrideRecords(r.Changes))
 		if len(r.Changes) < engine.MaxChangesPerReply || r.Version <= after {
 			break
@@ -90,10 +90,11 @@ func (e *Edge) loadOverrides(ctx context.Context, l *originLink) bool {
 }
 
 // answered records a successful call whose reply carries no meta (CHANGES,
-// OVERRIDELIST), at nowMs: the origin answers, so a probe it was is over and the origin is
-// reachable (succeeded does the same, and more, with a meta).
-func (l *originLink) answered(nowMs int64) {
-	l.lastOKMs.Store(nowMs)
+// OVERRIDELIST): the origin answers, so a probe it was is over and the origin is
+// reachable (succeeded does the same, and more, with a meta). It leaves lastOKMs, the
+// time of the last meta: an edge whose only calls are the feed's still sends the
+// heartbeat that brings the origin's meta (its count of edges, its durable mark).
+func (l *originLink) answered() {
 	l.backoffMs.Store(0)
 	l.slowSince.Store(0)
 	l.hardDown.Store(false)

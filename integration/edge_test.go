@@ -637,8 +637,8 @@ func TestEdgeInternalAuth(t *testing.T) {
 		before := time.Now().UnixMilli()
 		v, err := c.Do(ctx, "RL.INTERNAL.READ").Result()
 		after := time.Now().UnixMilli()
-		if arr, ok := v.([]any); err != nil || !ok || len(arr) != 10 {
-			t.Errorf("RL.INTERNAL.READ after HELLO = %#v, %v; want [edges, applied, lease_ttl_ms, boot, now, durable, hand, hands_durable, hands_restored, cold_ppm]", v, err)
+		if arr, ok := v.([]any); err != nil || !ok || len(arr) != 11 {
+			t.Errorf("RL.INTERNAL.READ after HELLO = %#v, %v; want [edges, applied, lease_ttl_ms, boot, now, durable, hand, hands_durable, hands_restored, cold_ppm, changes]", v, err)
 		} else if now, ok := arr[4].(int64); !ok || now < before || now > after {
 			// The origin's clock is this machine's.
 			t.Errorf("RL.INTERNAL.READ after HELLO: now = %v, want from %d to %d", arr[4], before, after)
