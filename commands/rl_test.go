@@ -1,6 +1,7 @@
 package commands_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -188,4 +189,32 @@ func TestServeReset(t *testing.T) {
 			t.Errorf("%s:\n got %q\nwant %q", tt.cmd, got, tt.want)
 		}
 	}
+}
+
+// FuzzParseReset checks that no argument list makes RL.RESET's parser panic, that every
+// error is an ERR reply, and that what it accepts is within the contract's ranges (1 to 64
+// distinct windows, a key and a namespace of their lengths).
+func FuzzParseReset(f *testing.F) {
+	for _, s := range []string{"k 15m", "k 1s 1m 1h NS api", "k 1s 1000ms", "k NS x", "k 1s NS", "k 1s NS a b", "k 0", "k 31d 32d",
+		"k 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		a, err := commands.ParseReset(split(s))
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "ERR ") {
+				t.Fatalf("error without ERR prefix: %v", err)
+			}
+			return
+		}
+		if len(a.Windows) < 1 || len(a.Windows) > 64 || len(a.Key) < 1 || len(a.Key) > 1024 ||
+			(a.Namespace != nil && (len(a.Namespace) < 1 || len(a.Namespace) > 128)) {
+			t.Fatalf("accepted out-of-range arguments %+v from %q", a, s)
+		}
+		for i, w := range a.Windows {
+			if w < 1 || w > 2678400000 || slices.Contains(a.Windows[:i], w) {
+				t.Fatalf("accepted window %d (twice, or out of range) from %q", w, s)
+			}
+		}
+	})
 }

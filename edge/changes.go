@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"hash/maphash"
+	"slices"
 	"time"
 
 	"github.com/ratchet/ratchet/engine"
@@ -105,7 +106,7 @@ func (e *Edge) catchUp(ctx context.Context, l *originLink, co engine.ChangesOrig
 			l.failedUnder(ctx, e.clock.NowMs(), err)
 			return
 		}
-		l.answered() // it may have been the probe: the origin is back (override.go)
+		l.answered()
 		if r.Resync {
 			e.resync(l, r.Version)
 			l.changesCurrentMs.Store(now)
@@ -208,8 +209,19 @@ func (le *localEntry) sync() {
 }
 
 // resync drops every view and lease this edge holds of l's tuples, and starts from
-// version v of l's changes.
+// version v of l's changes. The pending cost held now was accepted without the changes
+// missed: its batches claim only the version applied before (localEntry.vouch), so the
+// origin drops it for a tuple reset since.
 func (e *Edge) resync(l *originLink, v uint64) {
+	old := l.changesApplied.Load()
+	l.mu.Lock()
+	pins := slices.Clone(l.pins)
+	l.mu.Unlock()
+	for _, le := range pins { // entry locks after the link's: see Edge
+		le.mu.Lock()
+		le.vouch = min(le.vouch, old)
+		le.mu.Unlock()
+	}
 	l.gen.Add(1)
 	l.ovr.loaded.Store(false) // read the overrides again (override.go)
 	l.changesApplied.Store(v)

@@ -1,6 +1,7 @@
 package edge_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/ratchet/ratchet/edge"
@@ -70,5 +71,110 @@ func TestEdgeResyncsWhenTooFarBehind(t *testing.T) {
 	}
 	if flushAll(t, e); originCount(r.origin, tp) != 3 {
 		t.Fatalf("origin counts %d, want all 3 requests (a resync keeps pending cost)", originCount(r.origin, tp))
+	}
+}
+
+// TestEdgeReset: RL.RESET through one edge goes to the origin, which zeroes the tuple;
+// that edge sees it at once, another edge once it follows the feed; the other edge's cost
+// accepted before it heard of the reset never reaches the count, whether replayed before or
+// after it applied the reset.
+func TestEdgeReset(t *testing.T) {
+	r := newEdgeRig(t, t0/60_000*60_000, 2, edge.Config{})
+	a, b := r.edges[0], r.edges[1]
+	tp := tup("login:alice", 60_000)
+	admitted := 0
+	for range 30 {
+		for _, e := range []*edge.Edge{a, b} {
+			if edgeLimit(t, e, tp, 20, 1).Allowed {
+				admitted++
+			}
+		}
+	}
+	flushAll(t, a)
+	flushAll(t, b)
+	if admitted != 20 || originCount(r.origin, tp) != 20 {
+		t.Fatalf("admitted %d, origin %d; want the limit", admitted, originCount(r.origin, tp))
+	}
+	// b holds a lease and accepts 2 more locally: pending, not replayed.
+	b.Heartbeat()
+	n, err := a.Reset(context.Background(), []engine.Tuple{tp, tup("login:bob", 60_000)})
+	if err != nil || n != 1 {
+		t.Fatalf("Reset through a = %d, %v; want 1", n, err)
+	}
+	if originCount(r.origin, tp) != 0 {
+		t.Fatalf("origin holds %d after the reset", originCount(r.origin, tp))
+	}
+	for i := range 20 {
+		if !edgeLimit(t, a, tp, 20, 1).Allowed {
+			t.Fatalf("a refused request %d after its reset", i)
+		}
+	}
+	if edgeLimit(t, a, tp, 20, 1).Allowed {
+		t.Fatalf("a allowed a 21st request after the reset")
+	}
+	flushAll(t, a)
+	if originCount(r.origin, tp) != 20 {
+		t.Fatalf("origin %d after a's 20, want 20", originCount(r.origin, tp))
+	}
+	// b had not heard: its batches of cost from before (none pending here, its view full)
+	// change nothing; once it follows the feed it reads the origin again.
+	b.Heartbeat()
+	b.CatchUpChanges()
+	if edgeLimit(t, b, tp, 20, 1).Allowed {
+		t.Fatalf("b allowed past the limit after following the feed")
+	}
+	if v := b.ChangesVersion()[0]; v != r.origin.ChangeVersion() {
+		t.Fatalf("b at change %d, origin at %d", v, r.origin.ChangeVersion())
+	}
+}
+
+// TestEdgeDelayedReplayAfterReset: cost an edge accepted before a reset, replayed after it
+// (the batch built before the edge heard of the reset), is not counted.
+func TestEdgeDelayedReplayAfterReset(t *testing.T) {
+	r := newEdgeRig(t, t0/60_000*60_000, 1, edge.Config{})
+	e := r.edges[0]
+	tp := tup("delayed", 60_000)
+	for range 5 {
+		edgeLimit(t, e, tp, 100, 1)
+	}
+	// The origin resets the tuple while the edge's cost is pending, then the edge replays.
+	if _, err := r.origin.Reset([]engine.Tuple{tp}); err != nil {
+		t.Fatal(err)
+	}
+	flushAll(t, e)
+	if got := originCount(r.origin, tp); got != 0 {
+		t.Fatalf("origin counts %d after a replay from before the reset, want 0", got)
+	}
+	e.Heartbeat()
+	e.CatchUpChanges()
+	edgeLimit(t, e, tp, 100, 1)
+	flushAll(t, e)
+	if got := originCount(r.origin, tp); got != 1 {
+		t.Fatalf("origin counts %d, want the one request after the reset", got)
+	}
+}
+
+// TestEdgeRefreshKeepsPendingCost: a refresh (another region's reset lowered the tuple's
+// counts) makes the edge re-read the tuple, and keeps the cost it accepted.
+func TestEdgeRefreshKeepsPendingCost(t *testing.T) {
+	r := newEdgeRig(t, t0/60_000*60_000, 1, edge.Config{})
+	e, f := r.edges[0], r.fakes[0]
+	tp := tup("refresh", 60_000)
+	for range 3 {
+		edgeLimit(t, e, tp, 100, 1)
+	}
+	r.origin.AddChange(engine.ChangeRefresh, engine.AppendKey(nil, tp), nil)
+	e.Heartbeat()
+	e.CatchUpChanges()
+	if st := e.Stats(); st.ChangesApplied != 1 || st.ResetDropped != 0 {
+		t.Fatalf("applied %d changes, dropped %d units; want 1 and none", st.ChangesApplied, st.ResetDropped)
+	}
+	reads := f.reads.Load()
+	edgeLimit(t, e, tp, 100, 0) // a peek of a tuple that is no longer fresh reads the origin
+	if f.reads.Load() != reads+1 {
+		t.Fatalf("after a refresh the tuple was not read again")
+	}
+	if flushAll(t, e); originCount(r.origin, tp) != 3 {
+		t.Fatalf("origin counts %d, want the 3 accepted before the refresh", originCount(r.origin, tp))
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -149,11 +150,16 @@ type localEntry struct {
 	// resetAt the change version of the last reset applied to it (changes.go).
 	gen     uint32
 	resetAt uint64
+	// vouch caps the change version a batch carrying le's pending cost may claim
+	// (ReplayBatch.Changes): MaxUint64 (the link's applied version) but for cost kept from
+	// before a resync, or re-pended for a restarted origin, which the edge accepted without
+	// knowing the changes since (changes.go).
+	vouch uint64
 }
 
 func newLocalEntry(key string, hash uint64, window int64, link *originLink) *localEntry {
 	return &localEntry{key: []byte(key), hash: hash, window: window, link: link,
-		cells: [2]edgeCell{{seq: emptySeq}, {seq: emptySeq}}, gen: link.gen.Load()}
+		cells: [2]edgeCell{{seq: emptySeq}, {seq: emptySeq}}, gen: link.gen.Load(), vouch: math.MaxUint64}
 }
 
 // leaseLeft returns what the lease still lets this edge accept at now from origin run
@@ -224,7 +230,8 @@ func (le *localEntry) counts(seq int64) engine.Counts {
 // lease lives meta.LeaseTTLMs from then.
 func (le *localEntry) merge(cc engine.CellCounts, meta engine.OriginMeta, sentMs, freshUntil int64) {
 	le.sync()
-	if meta.Changes < le.link.changesApplied.Load() {
+	applied := le.link.changesApplied.Load()
+	if meta.Changes < applied {
 		return // read before a change applied here (a reset): it may hold what that cancelled
 	}
 	for _, part := range [2]struct {
@@ -239,7 +246,9 @@ func (le *localEntry) merge(cc engine.CellCounts, meta engine.OriginMeta, sentMs
 			c.imported = max(c.imported, capCount(part.imp))
 		}
 	}
-	if cc.LeaseSeq > le.leaseSeq {
+	// A lease granted after a change this edge has not applied yet (a reset) waits for it:
+	// spent before, its cost would count as made before the reset (changes.go).
+	if cc.LeaseSeq > le.leaseSeq && meta.Changes <= applied {
 		// The origin's left is beyond the replays it applied: what this entry accepted
 		// and has not had applied (pending, in flight) comes out of it.
 		pending, inflight := le.unacked()
@@ -381,6 +390,18 @@ func (l *originLink) succeeded(sentMs, nowMs int64, meta engine.OriginMeta) {
 	l.sawChanges(meta, nowMs)
 	l.lastOKMs.Store(nowMs)
 	l.answered()
+}
+
+// answered records that a call was answered: the origin is reachable (and a probe's slot
+// is free again). It leaves lastOKMs, which only answers with a meta set: a change feed's
+// answer tells nothing of the origin's edges or marks, so it must not put off the idle
+// heartbeat that does.
+func (l *originLink) answered() {
+	l.backoffMs.Store(0)
+	l.slowSince.Store(0)
+	l.hardDown.Store(false)
+	l.reachable.Store(true)
+	l.probing.Store(false)
 }
 
 // failedUnder is failed for a call made under ctx: when ctx itself has ended (the

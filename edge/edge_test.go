@@ -148,6 +148,14 @@ func (f *fakeOrigin) OverrideList(ctx context.Context, after uint64) (engine.Cha
 	return f.inner.(engine.OverridesOrigin).OverrideList(ctx, after)
 }
 
+func (f *fakeOrigin) Reset(ctx context.Context, keys [][]byte) (int, error) {
+	f.note()
+	if f.down.Load() {
+		return 0, errOriginDown
+	}
+	return f.inner.(engine.ResetOrigin).Reset(ctx, keys)
+}
+
 // ---- rig: one origin Engine, n edges on it ----
 
 type edgeRig struct {

@@ -300,6 +300,7 @@ func (e *Edge) repend(l *originLink, it keptItem, changes uint64, now int64) uin
 		return 0
 	}
 	c.pending = satAdd(c.pending, it.cost)
+	le.vouch = min(le.vouch, changes) // a reset since, missed by a resync, drops it at the origin
 	if c.minLimit == 0 || (it.limit > 0 && it.limit < c.minLimit) {
 		c.minLimit = it.limit
 	}

@@ -89,19 +89,6 @@ func (e *Edge) loadOverrides(ctx context.Context, l *originLink) bool {
 	return true
 }
 
-// answered records a successful call whose reply carries no meta (CHANGES,
-// OVERRIDELIST): the origin answers, so a probe it was is over and the origin is
-// reachable (succeeded does the same, and more, with a meta). It leaves lastOKMs, the
-// time of the last meta: an edge whose only calls are the feed's still sends the
-// heartbeat that brings the origin's meta (its count of edges, its durable mark).
-func (l *originLink) answered() {
-	l.backoffMs.Store(0)
-	l.slowSince.Store(0)
-	l.hardDown.Store(false)
-	l.reachable.Store(true)
-	l.probing.Store(false)
-}
-
 // overrideRecords returns the override records of changes (other kinds skipped).
 func overrideRecords(changes []engine.Change) []engine.OverrideRecord {
 	out := make([]engine.OverrideRecord, 0, len(changes))

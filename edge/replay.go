@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/ratchet/ratchet/engine"
@@ -182,7 +183,8 @@ func (e *Edge) buildBatch(l *originLink, now int64) *pendingBatch {
 	// Read before any pending cost is taken: a reset applied meanwhile (it drops the
 	// tuple's pending cost, then raises the version) must not vouch for cost taken before
 	// it (changes.go).
-	changes := l.changesApplied.Load()
+	b := &pendingBatch{}
+	b.Changes = l.changesApplied.Load()
 	l.mu.Lock()
 	n := min(len(l.pins), e.cfg.MaxBatchItems)
 	entries := make([]*localEntry, 0, n)
@@ -195,7 +197,6 @@ func (e *Edge) buildBatch(l *originLink, now int64) *pendingBatch {
 	l.cursor += n
 	l.mu.Unlock()
 
-	b := &pendingBatch{}
 	b.Items = make([]engine.ReplayItem, 0, len(entries))
 	b.entries = make([]*localEntry, 0, len(entries))
 	for _, le := range entries {
@@ -209,7 +210,7 @@ func (e *Edge) buildBatch(l *originLink, now int64) *pendingBatch {
 	}
 	l.mu.Lock()
 	l.batchID++
-	b.Node, b.ID, b.Changes = e.cfg.NodeRun, l.batchID, changes
+	b.Node, b.ID = e.cfg.NodeRun, l.batchID
 	l.batch = b
 	l.mu.Unlock()
 	return b
@@ -238,6 +239,7 @@ func (e *Edge) batchEntry(b *pendingBatch, le *localEntry, now, cur, boot int64)
 			continue
 		}
 		demand = satAdd(demand, c.pending)
+		b.Changes = min(b.Changes, le.vouch) // cost from before a resync or a restart's requeue
 		b.Items = append(b.Items, engine.ReplayItem{Key: le.key, Seq: c.seq, Cost: c.pending, Limit: c.minLimit})
 		b.entries = append(b.entries, le)
 		c.inflight = satAdd(c.inflight, c.pending)
@@ -262,6 +264,9 @@ func (e *Edge) batchEntry(b *pendingBatch, le *localEntry, now, cur, boot int64)
 		le.leaseG = min(le.leaseG, le.spent)
 	}
 	le.returnDue, le.handed = false, 0
+	if len(b.Items) > first {
+		le.vouch = math.MaxUint64 // its pending cost went: what comes next, the link's version vouches for
+	}
 }
 
 // limitSeen returns the lowest limit accepted against le's cells here, or 0.

@@ -606,6 +606,8 @@ func TestEdgeInternalAuth(t *testing.T) {
 		{"RL.INTERNAL.READ", "k", "0", "0", "0"},
 		{"RL.INTERNAL.REPLAY", "1", "0", "0", "k", "0", "1", "0", "0", "0"},
 		{"RL.INTERNAL.DECIDE", "k", "10", "1", "0", "0", "0", "0", "0", "0"},
+		{"RL.INTERNAL.CHANGES", "0"},
+		{"RL.INTERNAL.RESET", "k"},
 	}
 	refused := func(t *testing.T, c *redis.Client) {
 		t.Helper()

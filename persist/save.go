@@ -21,8 +21,8 @@ const (
 	fileName = "snapshot.db"
 	tmpName  = "snapshot.db.tmp"
 	// formatVersion is the format Save writes and the only one Load reads: a file of
-	// another version is refused as ErrCorrupt (LoadOrSetAside moves it aside). Five
-	// buckets:
+	// another version is refused as ErrCorrupt (LoadOrSetAside moves it aside). Six
+	// buckets (resets optional):
 	//
 	//	cells: key = chunk index (4 bytes, big endian; 0, 1, 2, ... with none missing)
 	//	       value = consecutive records, about 64 KiB of them (a record is never split):

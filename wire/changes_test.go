@@ -122,3 +122,64 @@ func FuzzParseChangesReply(f *testing.F) {
 		}
 	})
 }
+
+func TestResetMessages(t *testing.T) {
+	k2 := engine.AppendKey(nil, engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte("k"), WindowMs: 1000})
+	if got, want := wire.AppendReset(nil, [][]byte{k2}), []byte("*2\r\n$17\r\nRL.INTERNAL.RESET\r\n$5\r\n\xe8\x07\x00\x00k\r\n"); !bytes.Equal(got, want) {
+		t.Errorf("request %q, want %q", got, want)
+	}
+	keys, err := wire.ParseReset(parse(t, wire.AppendReset(nil, [][]byte{key, k2})))
+	if err != nil || !reflect.DeepEqual(keys, [][]byte{key, k2}) {
+		t.Errorf("re-read as %q, %v", keys, err)
+	}
+	if _, err := wire.ParseReset(bytesArgs([]string{"RL.INTERNAL.RESET"})); !errors.Is(err, wire.ErrSyntax) {
+		t.Errorf("no keys: %v", err)
+	}
+	if _, err := wire.ParseReset(bytesArgs([]string{"RL.INTERNAL.RESET", string(key), "\x00"})); !errors.Is(err, wire.ErrKey) {
+		t.Errorf("a bad key: %v", err)
+	}
+	var w resp.Writer
+	wire.WriteResetReply(&w, 2)
+	if got := string(w.Bytes()); got != "*1\r\n:2\r\n" {
+		t.Errorf("reply %q", got)
+	}
+	for _, c := range []struct {
+		v     []int64
+		nkeys int
+		ok    bool
+	}{{[]int64{2}, 2, true}, {[]int64{0}, 1, true}, {[]int64{3}, 2, false}, {[]int64{-1}, 2, false}, {nil, 2, false}, {[]int64{1, 1}, 2, false}} {
+		if _, err := wire.ParseResetReply(c.v, c.nkeys); (err == nil) != c.ok || (err != nil && !errors.Is(err, wire.ErrReply)) {
+			t.Errorf("reply %v to %d keys: %v", c.v, c.nkeys, err)
+		}
+	}
+}
+
+// TestPublishResetRows: a reset row travels in PUBLISH with its region behind a zero byte.
+func TestPublishResetRows(t *testing.T) {
+	comps := []engine.Component{{Key: key, Seq: 5, Region: "eu", Count: 7, Reset: true}, {Key: key, Seq: 5, Region: "eu", Count: 9}}
+	b := wire.AppendPublish(nil, comps)
+	if !bytes.Contains(b, []byte("$3\r\n\x00eu\r\n$1\r\n7\r\n")) {
+		t.Errorf("encoded as %q", b)
+	}
+	got, err := wire.ParsePublish(parse(t, b))
+	if err != nil || !reflect.DeepEqual(got, comps) {
+		t.Errorf("re-read as %+v, %v", got, err)
+	}
+	if _, err := wire.ParsePublish(bytesArgs([]string{"RL.INTERNAL.PUBLISH", string(key), "5", "\x00", "7"})); !errors.Is(err, wire.ErrInt) {
+		t.Errorf("a reset row without a region: %v", err)
+	}
+}
+
+func FuzzParseReset(f *testing.F) {
+	seeds := append(requestSeeds(), wire.AppendReset(nil, [][]byte{key}), []byte("RL.INTERNAL.RESET\r\n"))
+	fuzzRequest(f, seeds, func(t *testing.T, args [][]byte) {
+		keys, err := wire.ParseReset(args)
+		if err != nil {
+			return
+		}
+		again, err := wire.ParseReset(parse(t, wire.AppendReset(nil, keys)))
+		if err != nil || !reflect.DeepEqual(again, keys) {
+			t.Fatalf("%q re-read as %q, %v", keys, again, err)
+		}
+	})
+}
