@@ -2,7 +2,6 @@ package commands
 
 import (
 	"runtime"
-	"slices"
 	"strconv"
 	"sync/atomic"
 
@@ -49,7 +48,7 @@ type txQueue struct {
 	cmds  []queuedCmd
 	bytes int64
 	dirty bool // a queue-time error: EXEC aborts
-	hasRL bool // the queue holds RL.LIMIT, RL.STATUS, RL.RESET or RL.OVERRIDE (which an edge may wait on)
+	hasRL bool // the queue holds RL.LIMIT, RL.STATUS or RL.OVERRIDE (which an edge may wait on)
 }
 
 // queuedCmd is one queued command with its own copy of the arguments (the server's read
@@ -165,6 +164,11 @@ func (d *Dispatcher) serveInMulti(s *Session, w *resp.Writer, args [][]byte) {
 	}
 	mark := d.cmds.begin(s, w) // a queued command counts as it is queued
 	defer d.cmds.done(s, cmd, w, mark)
+	if cmd.Name == "rl.reset" {
+		s.flagTx()
+		w.Error(errResetInMulti)
+		return
+	}
 	if cmd.Check != nil {
 		if err := cmd.Check(args[1:]); err != nil {
 			s.flagTx()
@@ -217,7 +221,7 @@ func (d *Dispatcher) queue(s *Session, cmd *Command, args [][]byte) string {
 	}
 	tx.cmds = append(tx.cmds, queuedCmd{cmd: cmd, args: cp})
 	s.txLen.Store(int32(len(tx.cmds)) + 1)
-	if cmd.Name == "rl.limit" || cmd.Name == "rl.status" || cmd.Name == "rl.reset" || cmd.Name == "rl.override" {
+	if cmd.Name == "rl.limit" || cmd.Name == "rl.status" || cmd.Name == "rl.override" {
 		tx.hasRL = true
 	}
 	return ""
@@ -251,6 +255,9 @@ const maxWatchedKeys = 10_000
 
 const (
 	errWatchInMulti = "ERR WATCH inside MULTI is not allowed"
+	// errResetInMulti refuses RL.RESET in a transaction: a reset reaches edges and regions
+	// through the change feed and publication, so it cannot be one isolated step of EXEC.
+	errResetInMulti = "ERR RL.RESET is not allowed inside MULTI: a reset cannot be one isolated step of a transaction; send it on its own"
 	errWatchTooMany = "ERR too many watched keys: at most 10000 per connection in Ratchet"
 	errWatchOnEdge  = "ERR WATCH is not supported on an edge: the keys live on the origin, which cannot see this connection's transaction; connect to the origin to WATCH"
 )
@@ -320,12 +327,10 @@ func cmdExec(d *Dispatcher, s *Session, w *resp.Writer, _ [][]byte) {
 		}
 		return
 	}
-	if d.transactor != nil && !slices.ContainsFunc(tx.cmds, func(q queuedCmd) bool { return q.cmd.Name == "rl.reset" }) {
+	if d.transactor != nil {
 		d.execTransact(s, w, tx.cmds)
 		return
 	}
-	// RL.RESET is no step of engine.Transact: a transaction holding one runs its commands
-	// in order, one such transaction at a time.
 	d.execSequential(s, w, tx.cmds)
 }
 

@@ -159,8 +159,8 @@ func BenchmarkServeRLLimitTwo(b *testing.B) {
 }
 
 // TestServeReset: RL.RESET on an origin zeroes the tuples of its windows (in one
-// namespace), answers how many held usage, and checks its arguments; inside MULTI it runs
-// at EXEC.
+// namespace), answers how many held usage, and checks its arguments; inside MULTI it is
+// refused, and the transaction aborts.
 func TestServeReset(t *testing.T) {
 	r := newRig("")
 	for _, tt := range []struct{ cmd, want string }{
@@ -175,9 +175,10 @@ func TestServeReset(t *testing.T) {
 		{"RL.RESET login:alice 1m NS other", ":0\r\n"},
 		{"RL.LIMIT login:alice 5 1m NS other", "*5\r\n:1\r\n:5\r\n:4\r\n:0\r\n:80000\r\n"},
 		{"MULTI", "+OK\r\n"},
-		{"RL.RESET login:alice 1s", "+QUEUED\r\n"},
+		{"RL.RESET login:alice 1s", "-ERR RL.RESET is not allowed inside MULTI: a reset cannot be one isolated step of a transaction; send it on its own\r\n"},
 		{"RL.LIMIT login:alice 2 1s", "+QUEUED\r\n"},
-		{"EXEC", "*2\r\n:1\r\n*5\r\n:1\r\n:2\r\n:1\r\n:0\r\n:2000\r\n"},
+		{"EXEC", "-EXECABORT Transaction discarded because of previous errors.\r\n"},
+		{"RL.LIMIT login:alice 2 1s", "*5\r\n:1\r\n:2\r\n:0\r\n:0\r\n:2000\r\n"}, // neither ran
 		{"RL.RESET login:alice", "-ERR wrong number of arguments for 'rl.reset' command\r\n"},
 		{"RL.RESET login:alice 0", "-ERR window must be from 1ms to 31d\r\n"},
 		{"RL.RESET login:alice 1s NS", "-ERR syntax error\r\n"},

@@ -298,6 +298,7 @@ type originLink struct {
 	// pins and in the chain, so either stays findable while it holds unacknowledged cost.
 	pins    []*localEntry
 	byKey   map[uint64]*localEntry
+	byPeak  int           // the most keys byKey held since it was last made (shrinkPins)
 	cursor  int           // where the next batch starts taking pins, so all get their turn
 	batch   *pendingBatch // the batch being delivered, resent unchanged until answered
 	batchID uint64
@@ -889,6 +890,7 @@ func (e *Edge) pin(l *originLink, le *localEntry) error {
 	l.pins = append(l.pins, le)
 	le.sameHash = l.byKey[le.hash]
 	l.byKey[le.hash] = le
+	l.byPeak = max(l.byPeak, len(l.byKey))
 	le.pinned = true
 	full := len(l.pins) >= e.cfg.MaxBatchItems
 	l.mu.Unlock()

@@ -328,9 +328,35 @@ func (e *Edge) unpinIfIdle(l *originLink, le *localEntry) {
 		}
 	}
 	le.sameHash = nil
+	if l.byPeak >= shrinkAbove && len(l.byKey)*shrinkFactor <= l.byPeak {
+		l.shrinkPins()
+	}
 	l.mu.Unlock()
 	le.pinned = false
 	e.pinned.Add(-1)
+}
+
+// A Go map never gives back its table: after a burst pinned many entries (a warm-up, a
+// flood of new keys), byKey stayed as large as at its peak, and every pin and unpin of
+// the usual few thousand probed a table of hundreds of thousands of slots, a cache miss
+// each (with 200k entries pinned once, the edge spent a tenth of its CPU there). When
+// the replay set has shrunk shrinkFactor times below its peak, byKey and pins are made
+// anew at their size: a cost of the entries still pinned, once per such shrink.
+const (
+	shrinkAbove  = 4096
+	shrinkFactor = 8
+)
+
+// shrinkPins makes byKey and pins anew at their current size (l.mu held).
+func (l *originLink) shrinkPins() {
+	byKey := make(map[uint64]*localEntry, 2*len(l.byKey))
+	for _, p := range l.pins {
+		if _, ok := byKey[p.hash]; !ok {
+			byKey[p.hash] = l.byKey[p.hash] // the chain's head: the chain comes with it
+		}
+	}
+	l.byKey, l.byPeak = byKey, len(byKey)
+	l.pins = append(make([]*localEntry, 0, 2*len(l.pins)), l.pins...)
 }
 
 // OriginStat describes one origin as an edge sees it.

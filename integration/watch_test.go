@@ -145,7 +145,7 @@ func TestWatchMatchesRedisServer(t *testing.T) {
 	add('B', "SET k 5")
 	tx()
 	// A TTL that passes between WATCH and EXEC.
-	add('B', "SET k 1 PX 1500")
+	add('B', "SET k 1 PX 3000")
 	add('A', "WATCH k", "DEBUG-SLEEP", "MULTI", "GET k", "EXEC")
 	add('B', "DEL k a b other")
 
@@ -160,7 +160,7 @@ func TestWatchMatchesRedisServer(t *testing.T) {
 		}
 		for i, s := range script {
 			if s.line == "DEBUG-SLEEP" {
-				time.Sleep(1600 * time.Millisecond) // past the TTL (1.5 s: WATCH comes well before); any longer wait gives the same replies
+				time.Sleep(3100 * time.Millisecond) // past the TTL (3 s: WATCH comes well before, even on a loaded machine); any longer wait gives the same replies
 				continue
 			}
 			args := splitQuoted(s.line)
