@@ -48,7 +48,7 @@ type txQueue struct {
 	cmds  []queuedCmd
 	bytes int64
 	dirty bool // a queue-time error: EXEC aborts
-	hasRL bool // the queue holds RL.LIMIT, RL.STATUS or RL.OVERRIDE (which an edge may wait on)
+	hasRL bool // the queue holds RL.LIMIT or RL.STATUS
 }
 
 // queuedCmd is one queued command with its own copy of the arguments (the server's read
@@ -169,6 +169,11 @@ func (d *Dispatcher) serveInMulti(s *Session, w *resp.Writer, args [][]byte) {
 		w.Error(errResetInMulti)
 		return
 	}
+	if cmd.Name == "rl.override" { // override.go
+		s.flagTx()
+		w.Error(errOverrideInMulti)
+		return
+	}
 	if cmd.Check != nil {
 		if err := cmd.Check(args[1:]); err != nil {
 			s.flagTx()
@@ -221,7 +226,7 @@ func (d *Dispatcher) queue(s *Session, cmd *Command, args [][]byte) string {
 	}
 	tx.cmds = append(tx.cmds, queuedCmd{cmd: cmd, args: cp})
 	s.txLen.Store(int32(len(tx.cmds)) + 1)
-	if cmd.Name == "rl.limit" || cmd.Name == "rl.status" || cmd.Name == "rl.override" {
+	if cmd.Name == "rl.limit" || cmd.Name == "rl.status" {
 		tx.hasRL = true
 	}
 	return ""

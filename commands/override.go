@@ -44,6 +44,12 @@ var (
 	errNoOverrides = errors.New("ERR RL.OVERRIDE needs an origin, or an edge that reaches its origins")
 )
 
+// errOverrideInMulti refuses RL.OVERRIDE in a transaction (EXEC then aborts): the
+// transaction's decisions are made at one instant before its other commands run, and an
+// override reaches edges and regions through the change feed and publication, so it cannot
+// be one isolated step of a transaction.
+const errOverrideInMulti = "ERR RL.OVERRIDE is not allowed inside MULTI: an override cannot be one isolated step of a transaction; send it on its own"
+
 // overrideFullReply is the reply to a SET beyond the table's bound.
 func overrideFullReply(max int) string {
 	return fmt.Sprintf("ERR override table is full (%d overrides on this origin): RL.OVERRIDE DEL some first", max)

@@ -90,6 +90,12 @@ func TestOverrideCommands(t *testing.T) {
 		{"MULTI", "+OK\r\n"},
 		{"RL.LIMIT user:3 100 1m", "+QUEUED\r\n"},
 		{"EXEC", "*1\r\n*5\r\n:1\r\n:10\r\n:9\r\n:0\r\n:80000\r\n"},
+		// Refused in a transaction, which then aborts: nothing of it is run.
+		{"MULTI", "+OK\r\n"},
+		{"RL.OVERRIDE SET user:3 1m 1", "-ERR RL.OVERRIDE is not allowed inside MULTI: an override cannot be one isolated step of a transaction; send it on its own\r\n"},
+		{"RL.LIMIT user:3 100 1m", "+QUEUED\r\n"},
+		{"EXEC", "-EXECABORT Transaction discarded because of previous errors.\r\n"},
+		{"RL.OVERRIDE GET user:3 1m", "$-1\r\n"},
 		{"RL.OVERRIDE LIST", "*2\r\n*4\r\n$6\r\nuser:*\r\n:60000\r\n:10\r\n$7\r\ndefault\r\n*4\r\n$6\r\nuser:1\r\n:60000\r\n:3\r\n$7\r\ndefault\r\n"},
 		{"RL.OVERRIDE LIST MATCH user:1", "*1\r\n*4\r\n$6\r\nuser:1\r\n:60000\r\n:3\r\n$7\r\ndefault\r\n"},
 		{"RL.OVERRIDE LIST COUNT 1", "*1\r\n*4\r\n$6\r\nuser:*\r\n:60000\r\n:10\r\n$7\r\ndefault\r\n"},
