@@ -66,6 +66,7 @@ var aclCommandCategories = map[string]string{
 
 	// The containers themselves (bare COMMAND runs; the others need a subcommand).
 	"command": "slow connection", "acl": "slow", "client": "slow", "config": "slow", "script": "slow",
+	"rl.override": "slow",
 
 	"eval": "slow scripting", "evalsha": "slow scripting", "eval_ro": "slow scripting", "evalsha_ro": "slow scripting",
 
@@ -91,6 +92,10 @@ var aclSubcommands = map[string]map[string]string{
 	"script": {"load": "slow scripting", "exists": "slow scripting", "flush": "slow scripting",
 		"kill": "slow scripting"},
 	"pubsub": {"channels": "pubsub slow", "numsub": "pubsub slow", "numpat": "pubsub slow", "help": "slow"},
+	// RL.OVERRIDE changes every client's limits: SET and DEL are for administrators, and
+	// not in @ratelimit, which applications are granted (they must not raise their own).
+	"rl.override": {"set": "write admin dangerous slow", "del": "write admin dangerous slow",
+		"get": "read ratelimit slow", "list": "read ratelimit slow"},
 }
 
 // aclTable numbers every command and subcommand an ACL rule can name (the bits of a
