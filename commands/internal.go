@@ -42,6 +42,10 @@ func internalCommands() []*Command {
 			Summary: "Resets tuples for an edge's client (RL.RESET).", Handler: cmdInternalReset},
 		{Name: "rl.internal.forward", Arity: -5, Flags: flagWrite, Group: "ratchet",
 			Summary: "Runs counter, CL.THROTTLE and script commands for an edge's client.", Handler: cmdInternalForward},
+		{Name: "rl.internal.overrides", Arity: -6, Flags: flagWrite, Group: "ratchet",
+			Summary: "Merges override records from another region's origin.", Handler: cmdInternalOverrides},
+		{Name: "rl.internal.overridelist", Arity: 2, Flags: flagReadonly, Group: "ratchet",
+			Summary: "Lists the origin's overrides for an edge.", Handler: cmdInternalOverrideList},
 	}
 }
 

@@ -96,6 +96,8 @@ func commandTable() []*Command {
 		{Name: "config", Arity: -2, Group: "server", Summary: "CONFIG GET parameter [parameter ...].",
 			Args: []ArgDoc{{Name: "subcommand", Type: "string"}}, Handler: cmdConfig},
 	}
+	rows = append(rows, overrideCommands()...) // RL.OVERRIDE: override.go
+
 	rows = append(rows, scriptCommands()...) // EVAL, EVALSHA, SCRIPT: scripts.go
 	rows = append(rows, pubsubCommands()...) // SUBSCRIBE, PUBLISH, PUBSUB: pubsub.go
 	return append(rows, aclCommand())        // ACL: acl.go

@@ -75,7 +75,7 @@ func (e *Edge) changesLoop(ctx context.Context, l *originLink) {
 			return
 		case <-l.changesKick:
 		case <-t.C:
-			if e.clock.NowMs()-l.changesCurrentMs.Load() < changesPollMs {
+			if e.clock.NowMs()-l.changesCurrentMs.Load() < changesPollMs && !l.overridesDue() {
 				continue
 			}
 		}
@@ -92,6 +92,9 @@ func (e *Edge) catchUp(ctx context.Context, l *originLink, co engine.ChangesOrig
 	for range changesMaxRounds {
 		now := e.clock.NowMs()
 		if !l.usable(now) {
+			return
+		}
+		if l.overridesDue() && !e.loadOverrides(ctx, l) { // override.go
 			return
 		}
 		since := l.changesApplied.Load()
@@ -131,6 +134,8 @@ func (e *Edge) catchUp(ctx context.Context, l *originLink, co engine.ChangesOrig
 // applyChange applies one change of l's origin. Kinds this edge does not know are skipped.
 func (e *Edge) applyChange(l *originLink, c engine.Change) {
 	switch c.Kind {
+	case engine.ChangeOverride:
+		e.applyOverride(l, c)
 	case engine.ChangeReset:
 		e.forEachEntry(l, c.Key, func(le *localEntry) {
 			le.mu.Lock()
@@ -226,6 +231,7 @@ func (e *Edge) resync(l *originLink, v uint64, missed bool) {
 	// generation has dropped the views, is refused (localEntry.merge).
 	l.changesApplied.Store(v)
 	l.gen.Add(1)
+	l.ovr.loaded.Store(false) // read the overrides again (override.go)
 	if missed {
 		e.resyncs.Add(1)
 		e.log.Warn("edge resynced with its origin: it missed changes the origin no longer lists", "origin", l.id, "version", v)

@@ -318,6 +318,8 @@ type originLink struct {
 	changesKick      chan struct{}
 	gen              atomic.Uint32
 
+	ovr linkOverrides // the copy of the origin's overrides (override.go)
+
 	keep    keptState     // counted cost the origin has not saved (flusher only; keep.go)
 	handed  []keptHand    // counted hand-offs for the flusher to keep (guarded by mu)
 	unsaved atomic.Uint64 // units kept, for Stats
@@ -440,6 +442,8 @@ type Edge struct {
 	flight flightGroup
 	// coldSeen: the tuples that used the cold allowance in their current cell (edge_cold.go).
 	coldSeen *coldSeen
+
+	overridesState // RL.OVERRIDE's copies, counted (override.go)
 
 	entries       atomic.Int64 // entries in the cache
 	pinned        atomic.Int64

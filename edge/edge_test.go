@@ -140,6 +140,14 @@ func (f *fakeOrigin) Changes(ctx context.Context, since uint64) (engine.ChangesR
 	return f.inner.(engine.ChangesOrigin).Changes(ctx, since)
 }
 
+func (f *fakeOrigin) OverrideList(ctx context.Context, after uint64) (engine.ChangesReply, error) {
+	f.note()
+	if f.down.Load() {
+		return engine.ChangesReply{}, errOriginDown
+	}
+	return f.inner.(engine.OverridesOrigin).OverrideList(ctx, after)
+}
+
 func (f *fakeOrigin) Reset(ctx context.Context, keys [][]byte) (int, error) {
 	f.note()
 	if f.down.Load() {

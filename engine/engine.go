@@ -38,6 +38,8 @@ type Config struct {
 	// ColdShare is the share of a limit each edge run may admit on a tuple it holds no
 	// lease for, without asking (cold.go); 0: none. At most MaxColdShare.
 	ColdShare float64
+	// MaxOverrides bounds the live overrides (override.go); 0: DefaultMaxOverrides.
+	MaxOverrides int
 }
 
 // DefaultMaxMemory is the cell store's bound when Config leaves it 0: 256 MiB.
@@ -65,6 +67,8 @@ type Engine struct {
 	lastResetsLog atomic.Int64  // ms of the last "reset table full" log line
 
 	kv *keyspace.KV // the counter keyspace, within the same --max-memory
+
+	overrides *Overrides // RL.OVERRIDE's table (override.go)
 
 	leaseTTLMs    int64
 	leaseSeq      atomic.Uint64 // the last lease sequence handed out; starts from the boot time
@@ -96,6 +100,11 @@ func New(clock Clock, cfg Config) *Engine {
 	e := &Engine{clock: clock, store: newStore(cfg.MaxMemoryBytes), log: log, region: cfg.Region,
 		leaseTTLMs: max(cfg.LeaseTTL.Milliseconds(), 1), boot: clock.NowMs(), snapshots: cfg.Snapshots}
 	e.coldPPM = coldPPM(cfg.ColdShare)
+	e.overrides = NewOverrides(clock, cfg.Region, cfg.MaxOverrides)
+	e.overrides.onChange = func(r *override) { // in the feed (and marked dirty), in the table's order
+		c := overrideChange(r)
+		e.AddChange(c.Kind, c.Key, c.Fields)
+	}
 	// Lease sequences grow across restarts as long as fewer than 2^20 are made per ms.
 	e.leaseSeq.Store(uint64(max(e.boot, 0)) << 20)
 	e.changes.init(0, uint64(max(e.boot, 0))<<20) // change versions too

@@ -95,7 +95,8 @@ func TestWatchGoRedis(t *testing.T) {
 // TestWatchMatchesRedisServer: two connections, A watching and B writing, replies
 // compared byte for byte with redis-server's in RESP2 and RESP3: each kind of change
 // (SET, INCR, EXPIRE, PERSIST, DEL, a TTL that passes), and what is no change
-// (a read, DEL of nothing, another key), and that EXEC, DISCARD and UNWATCH forget.
+// (a read, DEL of nothing, another key), FLUSHALL and FLUSHDB (a change when they remove
+// the key), and that EXEC, DISCARD and UNWATCH forget.
 func TestWatchMatchesRedisServer(t *testing.T) {
 	t.Parallel()
 	redisAddr := startRedisServer(t)
@@ -111,7 +112,8 @@ func TestWatchMatchesRedisServer(t *testing.T) {
 		}
 	}
 	tx := func() { add('A', "MULTI", "INCR k", "EXEC") }
-	for _, change := range []string{"SET k 5", "INCR k", "EXPIRE k 100", "DEL k", "PERSIST k", "INCRBY k 0"} {
+	for _, change := range []string{"SET k 5", "INCR k", "EXPIRE k 100", "DEL k", "PERSIST k", "INCRBY k 0", "FLUSHALL",
+		"FLUSHDB ASYNC"} {
 		add('B', "SET k 1 EX 100")
 		add('A', "WATCH k")
 		add('B', change)
@@ -123,6 +125,11 @@ func TestWatchMatchesRedisServer(t *testing.T) {
 		add('B', noChange)
 		tx()
 	}
+	// A flush when the watched key is missing: no change (Redis touches the keys it empties).
+	add('B', "DEL k")
+	add('A', "WATCH k")
+	add('B', "SET other 1", "FLUSHALL")
+	tx()
 	// Watched while missing, created then deleted: a change.
 	add('B', "DEL k")
 	add('A', "WATCH k")

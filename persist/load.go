@@ -40,6 +40,9 @@ type Snapshot struct {
 	// in a file written before resets.
 	Resets  []engine.ResetRecord
 	Changes uint64
+	// Overrides are RL.OVERRIDE's records in file order (for engine.RestoreOverrides);
+	// none in a file written before them.
+	Overrides []engine.OverrideRecord
 }
 
 // Load returns the cells of the last snapshot (LoadAll without the counter keys).
@@ -188,6 +191,9 @@ func readSnapshot(tx *bolt.Tx, size int64) (Snapshot, error) {
 		if snap.Changes, err = metaUint(meta, metaChanges, 8); err != nil {
 			return Snapshot{}, err
 		}
+	}
+	if snap.Overrides, err = readOverrides(tx, meta, size); err != nil {
+		return Snapshot{}, err
 	}
 	snap.Cells = sortAndMerge(snap.Cells)
 	return snap, nil

@@ -57,6 +57,8 @@ const (
 	//	       "runs_crc32c" and "leases_crc32c" = CRC-32C of each bucket's chunk values in
 	//	       chunk order (4 bytes, big endian), so a damaged file is detected rather than
 	//	       half-loaded.
+	//	overrides: RL.OVERRIDE's records, chunked as cells, with "overrides_count" and
+	//	       "overrides_crc32c" in meta: see overrides.go. Optional when loading.
 	//
 	// Records are written in the order Save is given them, unsorted; Load sorts the cells
 	// and merges records of the same key and sequence. A chunk is one bbolt value, so a save
@@ -117,6 +119,8 @@ type Source struct {
 	// captured: a restarted run resyncs the edges that applied less.
 	Resets  iter.Seq[engine.ResetRecord]
 	Changes func() uint64
+	// Overrides are RL.OVERRIDE's records, tombstones included (overrides.go).
+	Overrides iter.Seq[engine.OverrideRecord]
 	// Saved, when not nil, is called after a save of the records succeeded (the file is
 	// on disk), before Write returns and before another save starts: an origin's
 	// engine.RunsSaved, which tells its edges which replay batches are durable.
@@ -191,12 +195,13 @@ func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 	// moved from its run's lease into the cells (or, read before Tuples came to its tuple,
 	// is in neither), so the lease and the count together are what the edge may still
 	// spend and has spent.
-	sections := [5]section{
+	sections := [6]section{
 		{bucket: runsBucket, countName: metaRunsCount, crcName: metaRunsCRC},
 		{bucket: leaseBucket, countName: metaLeaseCount, crcName: metaLeaseCRC},
 		{bucket: cellsBucket, countName: metaCount, crcName: metaCRC},
 		{bucket: kvBucket, countName: metaKVCount, crcName: metaKVCRC},
 		{bucket: resetsBucket, countName: metaResetCount, crcName: metaResetCRC},
+		overridesSection(),
 	}
 	runs, leases, cells, kv, resets := &sections[0], &sections[1], &sections[2], &sections[3], &sections[4]
 	buf, ends := s.buf[:0], s.ends[:0]
@@ -234,6 +239,11 @@ func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 	if buf, ends, resets.count, err = encodeRecords(buf, ends, src.Resets, appendReset, nil); err != nil {
 		return 0, 0, fmt.Errorf("%s: %w", resetsBucket, err)
 	}
+	ovr := &sections[5]
+	ovr.base, ovr.first = len(buf), len(ends)
+	if buf, ends, ovr.count, err = encodeRecords(buf, ends, src.Overrides, appendOverride, nil); err != nil {
+		return 0, 0, fmt.Errorf("%s: %w", overridesBucket, err)
+	}
 	var changes uint64
 	if src.Changes != nil {
 		changes = src.Changes()
@@ -241,7 +251,8 @@ func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 	runs.buf, runs.ends = buf, ends[runs.first:cells.first]
 	cells.buf, cells.ends = buf, ends[cells.first:kv.first]
 	kv.buf, kv.ends = buf, ends[kv.first:resets.first]
-	resets.buf, resets.ends = buf, ends[resets.first:]
+	resets.buf, resets.ends = buf, ends[resets.first:ovr.first]
+	ovr.buf, ovr.ends = buf, ends[ovr.first:]
 	leases.buf, leases.ends = lbuf, lends
 	// Keep the buffers for the next save, whose size is much the same, unless they are
 	// mostly unused after the store shrank.

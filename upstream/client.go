@@ -663,3 +663,38 @@ func hasCode(msg []byte, code string) bool {
 	return len(msg) >= len(code) && string(msg[:len(code)]) == code &&
 		(len(msg) == len(code) || msg[len(code)] == ' ')
 }
+
+// PushOverrides sends a peer origin override records (RL.INTERNAL.OVERRIDES) in requests
+// of at most wire.MaxOverrideItems records and maxPublishBytes, one after the other, and
+// waits for each reply.
+func (c *Client) PushOverrides(ctx context.Context, recs []engine.OverrideRecord) error {
+	for len(recs) > 0 {
+		rows, size := 0, 0
+		for rows < len(recs) && rows < wire.MaxOverrideItems && size < maxPublishBytes {
+			size += len(recs[rows].Key) + len(recs[rows].Region) + 96
+			rows++
+		}
+		part := recs[:rows]
+		recs = recs[rows:]
+		cl := c.getCall(opPublish) // its reply is PUBLISH's: [changed]
+		if err := c.roundTrip(ctx, cl, func(b []byte) []byte { return wire.AppendOverrides(b, part) }); err != nil {
+			return c.wrap("overrides", err)
+		}
+		c.putCall(cl)
+	}
+	return nil
+}
+
+// OverrideList reads the origin's overrides after sequence after (RL.INTERNAL.OVERRIDELIST,
+// engine.OverridesOrigin); its reply has the CHANGES reply's form.
+func (c *Client) OverrideList(ctx context.Context, after uint64) (engine.ChangesReply, error) {
+	cl := c.getCall(opChanges)
+	err := c.roundTrip(ctx, cl, func(b []byte) []byte { return wire.AppendOverrideList(b, after) })
+	if err != nil {
+		return engine.ChangesReply{}, c.wrap("override list", err)
+	}
+	r := cl.chg
+	cl.chg = engine.ChangesReply{}
+	c.putCall(cl)
+	return r, nil
+}
