@@ -21,7 +21,9 @@
 #        RATCHET_BENCH_EXTRA="--flag value ..."  extra flags for every ratchet process
 #        BENCH_PIN=1       pin every server to CPU 1 and redis-benchmark to CPU 0 (taskset)
 #        BENCH_TARGETS="origin edge"  run only these of: incr lua origin edge edge1s edgebase
-#                          originbase
+#                          originbase origin2 edge2 (origin2/edge2: RL.LIMIT with two
+#                          limits, the same one and a second of 1h on the same key, each
+#                          all-or-nothing)
 #        BENCH_ROUNDS=N    run the targets N times in turn (default 1) and print, for every
 #                          column, the median of the N runs: on a shared, noisy machine the
 #                          rounds interleave so that a disturbance falls on all targets
@@ -36,6 +38,7 @@ n=${1:-200000}
 keys=100000
 limit=1000000000000 # never reached: every request is allowed and counted
 window=60000
+window2=3600000 # the second window of the two-limit targets (origin2, edge2)
 
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
@@ -99,10 +102,12 @@ sha=$(redis-cli -p $P_REDIS SCRIPT LOAD "$(cat bench/sliding-window.lua)")
 # Warm the edge: one request for each of the 100k keys redis-benchmark will draw
 # (__rand_int__ is 12 zero-padded digits) and for the hot key, pipelined.
 warm() {
-  awk -v k=$keys -v l=$limit -v w=$window 'BEGIN {
+  awk -v k=$keys -v l=$limit -v w=$window -v w2="$warm2" 'BEGIN {
     for (i = 0; i <= k; i++) {
       key = (i < k) ? sprintf("key:%012d", i) : "key:hot"
       printf "*4\r\n$8\r\nRL.LIMIT\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", length(key), key, length(l), l, length(w), w
+      if (w2 != "") # the second tuple of the key, for the two-limit targets
+        printf "*4\r\n$8\r\nRL.LIMIT\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", length(key), key, length(l), l, length(w2), w2
     }
   }' | redis-cli -p "$1" --pipe >/dev/null
 }
@@ -110,6 +115,8 @@ warm() {
 # first edge's entries were ~25 s older and more of them reached --freshness 60s during the
 # runs (a read of the origin each: with BENCH_BASE=HEAD, 1,221 reads against 56, and
 # 0.82x the requests/s of the same binary warmed last at -P 1).
+warm2="" # the second window too, when a two-limit target runs
+case " ${BENCH_TARGETS:-} " in *" edge2 "*) warm2=$window2 ;; esac
 warming=()
 warm $P_EDGE & warming+=($!)
 warm $P_EDGE1 & warming+=($!)
@@ -134,6 +141,8 @@ for space in rand hot; do
       edge1s) out=$(run "$pid_edge1 $pid_edge1_origin" $P_EDGE1 $pipe $space RL.LIMIT "$k" $limit $window) ;;
       edgebase) out=$(run "$pid_base $pid_base_origin" $P_BASE $pipe $space RL.LIMIT "$k" $limit $window) ;;
       originbase) out=$(run $pid_base_plain $P_BASE_PLAIN $pipe $space RL.LIMIT "$k" $limit $window) ;;
+      origin2) out=$(run $pid_origin $P_ORIGIN $pipe $space RL.LIMIT "$k" $limit $window $limit $window2) ;;
+      edge2) out=$(run "$pid_edge $pid_edge_origin" $P_EDGE $pipe $space RL.LIMIT "$k" $limit $window $limit $window2) ;;
       esac
       all[$t,$space,$pipe]+="$out;"
     done
@@ -148,7 +157,7 @@ echo "server us/req: server CPU (user+sys) per request, the edge rows adding the
 echo "client us/req: redis-benchmark's CPU per request (near 1e6/rps: the load generator is the limit)"
 printf '%-6s %-4s %-15s %12s %8s %8s %10s %10s\n' keys -P target "requests/s" "p50 ms" "p99 ms" "server us" "client us"
 declare -A names=([incr]="redis INCR" [lua]="redis Lua" [origin]="ratchet origin" [edge]="ratchet edge" [edge1s]="edge fresh 1s"
-  [edgebase]="edge ${base:0:9}" [originbase]="origin ${base:0:9}")
+  [edgebase]="edge ${base:0:9}" [originbase]="origin ${base:0:9}" [origin2]="origin 2 limits" [edge2]="edge 2 limits")
 for space in rand hot; do
   for pipe in 1 16; do
     for t in "${targets[@]}"; do
@@ -169,6 +178,17 @@ for space in rand hot; do
       "$(ratio "${rps[edge,$space,$pipe]:-}" "$o") ($(ratio "$oc" "${cpu[edge,$space,$pipe]:-}"))"
   done
 done
+if [ -n "${rps[origin2,rand,1]:-}${rps[edge2,rand,1]:-}" ]; then
+  echo
+  echo "two limits in one call against one: server CPU per request (two/one; the issue's bound is 1.6)"
+  for space in rand hot; do
+    for pipe in 1 16; do
+      printf '%-6s %-4s origin %s  edge %s\n' "$space" "$pipe" \
+        "$(ratio "${cpu[origin2,$space,$pipe]:-}" "${cpu[origin,$space,$pipe]:-}")" \
+        "$(ratio "${cpu[edge2,$space,$pipe]:-}" "${cpu[edge,$space,$pipe]:-}")"
+    done
+  done
+fi
 if [ -n "$base" ] && [ -n "${rps[originbase,rand,1]:-}" ]; then
   echo
   echo "this tree's origin against ${base}'s: requests/s, p99 and server CPU per request (new/base)"

@@ -213,7 +213,7 @@ func (u *aclUser) denies(cmd *Command, args [][]byte) (int, string) {
 func (u *aclUser) keysAllowed(cmd *Command, args [][]byte) bool {
 	read, write := cmd.Flags&flagWrite == 0, cmd.Flags&flagReadonly == 0
 	switch cmd.Name {
-	case "rl.limit", "rl.status":
+	case "rl.limit", "rl.status", "rl.reset":
 		named := false
 		var buf [256]byte // "ns:key" without allocating, for most
 		for i := 2; i+1 < len(args); i++ {

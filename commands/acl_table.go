@@ -23,6 +23,7 @@ var aclCategoryNames = []string{"keyspace", "read", "write", "set", "sortedset",
 var aclCommandCategories = map[string]string{
 	"rl.limit":    "write ratelimit fast",
 	"rl.status":   "read ratelimit fast",
+	"rl.reset":    "write ratelimit fast",
 	"cl.throttle": "write ratelimit slow",
 
 	"get": "read string fast", "set": "write string slow", "setex": "write string slow", "psetex": "write string slow",
@@ -32,7 +33,8 @@ var aclCommandCategories = map[string]string{
 	"ttl": "keyspace read fast", "pttl": "keyspace read fast", "del": "keyspace write slow",
 	"unlink": "keyspace write fast", "exists": "keyspace read fast", "type": "keyspace read fast",
 	"scan": "keyspace read slow", "dbsize": "keyspace read fast",
-	"keys": "keyspace read slow dangerous",
+	"keys": "keyspace read slow dangerous", "flushall": "keyspace write slow dangerous",
+	"flushdb": "keyspace write slow dangerous",
 
 	"setnx": "write string fast", "strlen": "read string fast", "mget": "read string fast", "mset": "write string slow",
 	"getset": "write string fast", "getdel": "write string fast", "getex": "write string fast",
@@ -64,6 +66,7 @@ var aclCommandCategories = map[string]string{
 
 	// The containers themselves (bare COMMAND runs; the others need a subcommand).
 	"command": "slow connection", "acl": "slow", "client": "slow", "config": "slow", "script": "slow",
+	"rl.override": "slow",
 
 	"eval": "slow scripting", "evalsha": "slow scripting", "eval_ro": "slow scripting", "evalsha_ro": "slow scripting",
 
@@ -89,6 +92,10 @@ var aclSubcommands = map[string]map[string]string{
 	"script": {"load": "slow scripting", "exists": "slow scripting", "flush": "slow scripting",
 		"kill": "slow scripting"},
 	"pubsub": {"channels": "pubsub slow", "numsub": "pubsub slow", "numpat": "pubsub slow", "help": "slow"},
+	// RL.OVERRIDE changes every client's limits: SET and DEL are for administrators, and
+	// not in @ratelimit, which applications are granted (they must not raise their own).
+	"rl.override": {"set": "write admin dangerous slow", "del": "write admin dangerous slow",
+		"get": "read ratelimit slow", "list": "read ratelimit slow"},
 }
 
 // aclTable numbers every command and subcommand an ACL rule can name (the bits of a

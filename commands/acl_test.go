@@ -231,6 +231,10 @@ func TestACLPermissions(t *testing.T) {
 		{"acme", "acmepw", "RL.LIMIT u1 10 1m NS default", noKey},
 		{"acme", "acmepw", "RL.STATUS u1 1m NS acme", "*"},
 		{"acme", "acmepw", "RL.STATUS globex:u1 1m", noKey},
+		{"acme", "acmepw", "RL.RESET u1 1m 1h NS acme", ":1"},
+		{"acme", "acmepw", "RL.RESET acme:u1 1m", ":1"},
+		{"acme", "acmepw", "RL.RESET u1 1m", noKey},
+		{"acme", "acmepw", "RL.RESET u1 1m NS other", noKey},
 		{"acme", "acmepw", "INCR acme:c", ":1"},
 		{"acme", "acmepw", "INCR other", noKey},
 		{"acme", "acmepw", "GET other", noKey},
@@ -267,6 +271,14 @@ func TestACLPermissions(t *testing.T) {
 		{"watch", "wpw", "WATCH acme:k other:k", noKey},
 		{"default", "adminpw", "CONFIG GET maxclients", "*"},
 		{"default", "adminpw", "ACL WHOAMI", "$7\r\ndefault"},
+		// RL.OVERRIDE SET and DEL are @admin, not @ratelimit: an application cannot raise its
+		// own limit; GET and LIST are @read @ratelimit.
+		{"acme", "acmepw", "RL.OVERRIDE SET acme:u1 1m 1000", noCmd("acme", "rl.override|set")},
+		{"acme", "acmepw", "RL.OVERRIDE DEL acme:u1 1m", noCmd("acme", "rl.override|del")},
+		{"ro", "ropw", "RL.OVERRIDE SET k 1m 1000", noCmd("ro", "rl.override|set")},
+		{"ro", "ropw", "RL.OVERRIDE GET k 1m", "$-1"},
+		{"ro", "ropw", "RL.OVERRIDE LIST", "*0"},
+		{"default", "adminpw", "RL.OVERRIDE SET k 1m 1000", ok},
 	}
 	for _, tc := range tests {
 		s := NewSession(1, "127.0.0.1:5000", "127.0.0.1:6380", 0)
@@ -296,7 +308,8 @@ func TestACLAuth(t *testing.T) {
 		{"AUTH adminpw", "+OK\r\n"},
 		{"ACL WHOAMI", "$7\r\ndefault\r\n"},
 		{"ACL USERS", "*7\r\n$4\r\nacme\r\n$3\r\ncli\r\n$7\r\ndefault\r\n$3\r\noff\r\n$2\r\nro\r\n$7\r\nscripts\r\n$5\r\nwatch\r\n"},
-		{"ACL CAT ratelimit", "*3\r\n$11\r\ncl.throttle\r\n$8\r\nrl.limit\r\n$9\r\nrl.status\r\n"},
+		{"ACL CAT ratelimit", "*6\r\n$11\r\ncl.throttle\r\n$8\r\nrl.limit\r\n$15\r\nrl.override|get\r\n" +
+			"$16\r\nrl.override|list\r\n$8\r\nrl.reset\r\n$9\r\nrl.status\r\n"},
 		{"ACL CAT nosuch", "-ERR Unknown category 'nosuch'\r\n"},
 		{"ACL SETUSER x on", "-ERR ACL SETUSER is not supported"},
 		{"ACL NOPE", "-ERR unknown subcommand 'NOPE'. Try ACL HELP.\r\n"},

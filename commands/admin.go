@@ -196,6 +196,9 @@ func (d *Dispatcher) infoSections() []infoSection {
 			infoField{"decisions_handed_off", es.OriginAllowed + es.OriginDenied},
 			infoField{"strict_activations", es.Strict},
 			infoField{"cold_admitted", es.ColdAdmitted},
+			infoField{"changes_applied", es.ChangesApplied},
+			infoField{"reset_dropped_cost", es.ResetDropped},
+			infoField{"changes_resyncs", es.Resyncs},
 			infoField{"local_entries", es.Entries})
 	} else {
 		es := ls.origin

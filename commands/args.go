@@ -3,6 +3,7 @@ package commands
 import (
 	"bytes"
 	"errors"
+	"slices"
 
 	"github.com/ratchet/ratchet/engine"
 	"github.com/ratchet/ratchet/resp"
@@ -157,4 +158,55 @@ func checkNamespace(ns []byte) ([]byte, error) {
 		return nil, errNamespace
 	}
 	return ns, nil
+}
+
+// maxResetWindows bounds the windows of one RL.RESET.
+const maxResetWindows = 64
+
+// ResetArgs are the parsed arguments of RL.RESET.
+type ResetArgs struct {
+	Key       []byte
+	Windows   []int64 // distinct, in the request's order
+	Namespace []byte  // nil: the default namespace
+}
+
+// ParseReset parses "key window [window ...] [NS namespace]". A window named twice counts
+// once.
+func ParseReset(args [][]byte) (ResetArgs, error) {
+	var a ResetArgs
+	if len(args) < 2 {
+		return a, errSyntax
+	}
+	if err := checkKey(args[0]); err != nil {
+		return a, err
+	}
+	a.Key = args[0]
+	rest := args[1:]
+	for len(rest) > 0 && !bytes.EqualFold(rest[0], []byte("NS")) {
+		w, err := ParseWindow(rest[0])
+		if err != nil {
+			return a, err
+		}
+		if !slices.Contains(a.Windows, w) {
+			if len(a.Windows) == maxResetWindows {
+				return a, errors.New("ERR RL.RESET takes at most 64 windows")
+			}
+			a.Windows = append(a.Windows, w)
+		}
+		rest = rest[1:]
+	}
+	if len(a.Windows) == 0 {
+		return a, errSyntax
+	}
+	switch {
+	case len(rest) == 0:
+	case len(rest) == 2:
+		var err error
+		if a.Namespace, err = checkNamespace(rest[1]); err != nil {
+			return a, err
+		}
+	default:
+		return a, errSyntax
+	}
+	return a, nil
 }

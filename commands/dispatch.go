@@ -178,6 +178,9 @@ type Dispatcher struct {
 
 	pubsub pubsub   // channels and their subscribers (pubsub.go)
 	track  *tracker // CLIENT TRACKING's table, and every session by ID (tracking.go)
+
+	// overrides is opt.Limiter when it holds overrides (RL.OVERRIDE, override.go); else nil.
+	overrides OverrideLookup
 }
 
 // AuthStats returns the failed-authentication counters.
@@ -207,6 +210,7 @@ func New(opt Options) *Dispatcher {
 	d.pubsub.spaces = map[string]*psSpace{}
 	d.waitFree, _ = opt.Limiter.(WaitFreeLimiter)
 	d.transactor, _ = opt.Limiter.(Transactor)
+	d.overrides, _ = opt.Limiter.(OverrideLookup)
 	if bl, ok := opt.Limiter.(BatchLimiter); ok && opt.BatchTime {
 		d.atBatch = bl
 	}

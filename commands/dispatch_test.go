@@ -68,7 +68,7 @@ func TestDispatch(t *testing.T) {
 		{"CLIENT GETNAME", "$3\r\napp\r\n"},
 		{"CONFIG GET save", "*2\r\n$4\r\nsave\r\n$0\r\n\r\n"},
 		{"CONFIG GET nothing", "*0\r\n"},
-		{"COMMAND COUNT", ":111\r\n"},
+		{"COMMAND COUNT", ":119\r\n"},
 		{"HELLO 4", "-NOPROTO unsupported protocol version\r\n"},
 		{"AUTH x", "-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?\r\n"},
 	}

@@ -16,6 +16,7 @@ var engineReplies = []struct {
 	reply string
 }{
 	{engine.ErrFull, "OOM cell store is full (--max-memory)"},
+	{engine.ErrTooManyResets, "ERR too many resets within their tuples' last two windows (at most 1048576); try again later"},
 	{edge.ErrReplayFull, "OOM replay buffer is full (origin unreachable?)"},
 	{keyspace.ErrFull, "OOM cell store is full (--max-memory)"},
 	{keyspace.ErrNotInteger, "ERR value is not an integer or out of range"},

@@ -28,7 +28,7 @@ func internalCommands() []*Command {
 			Summary: "Authenticates a node-to-node connection with the cluster secret.", Handler: cmdInternalHello},
 		{Name: "rl.internal.read", Arity: -1, Flags: flagReadonly, Group: "ratchet",
 			Summary: "Reads cells for an edge.", Handler: cmdInternalRead},
-		{Name: "rl.internal.replay", Arity: -9, Flags: flagWrite, Group: "ratchet",
+		{Name: "rl.internal.replay", Arity: -10, Flags: flagWrite, Group: "ratchet",
 			Summary: "Applies a batch of an edge's accepted cost, once.", Handler: cmdInternalReplay},
 		{Name: "rl.internal.publish", Arity: -5, Flags: flagWrite, Group: "ratchet",
 			Summary: "Merges G-Counter components from another region's origin.", Handler: cmdInternalPublish},
@@ -36,8 +36,16 @@ func internalCommands() []*Command {
 			Summary: "Decides a request handed over by an edge.", Handler: cmdInternalDecide},
 		{Name: "rl.internal.decidemulti", Arity: -10, Flags: flagWrite, Group: "ratchet",
 			Summary: "Decides a multi-limit request handed over by an edge, all limits or none.", Handler: cmdInternalDecideMulti},
+		{Name: "rl.internal.changes", Arity: 2, Flags: flagReadonly | flagFast, Group: "ratchet",
+			Summary: "Lists the origin's changes (resets) since a version, for an edge.", Handler: cmdInternalChanges},
+		{Name: "rl.internal.reset", Arity: -2, Flags: flagWrite, Group: "ratchet",
+			Summary: "Resets tuples for an edge's client (RL.RESET).", Handler: cmdInternalReset},
 		{Name: "rl.internal.forward", Arity: -5, Flags: flagWrite, Group: "ratchet",
 			Summary: "Runs counter, CL.THROTTLE and script commands for an edge's client.", Handler: cmdInternalForward},
+		{Name: "rl.internal.overrides", Arity: -6, Flags: flagWrite, Group: "ratchet",
+			Summary: "Merges override records from another region's origin.", Handler: cmdInternalOverrides},
+		{Name: "rl.internal.overridelist", Arity: 2, Flags: flagReadonly, Group: "ratchet",
+			Summary: "Lists the origin's overrides for an edge.", Handler: cmdInternalOverrideList},
 	}
 }
 
@@ -121,7 +129,7 @@ func cmdInternalRead(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	wire.WriteCountsReply(w, meta, counts)
 }
 
-// cmdInternalReplay serves RL.INTERNAL.REPLAY batch-id boot key seq cost limit want return [...].
+// cmdInternalReplay serves RL.INTERNAL.REPLAY batch-id boot changes key seq cost limit want return [...].
 func cmdInternalReplay(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	if !internalReady(d, s, w) {
 		return
@@ -207,4 +215,35 @@ func cmdInternalDecideMulti(d *Dispatcher, s *Session, w *resp.Writer, args [][]
 		return
 	}
 	wire.WriteDecideMultiReply(w, ds, ccs, meta)
+}
+
+// cmdInternalChanges serves RL.INTERNAL.CHANGES since.
+func cmdInternalChanges(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
+	if !internalReady(d, s, w) {
+		return
+	}
+	since, err := wire.ParseChanges(args)
+	if err != nil {
+		w.Error(internalError(err))
+		return
+	}
+	wire.WriteChangesReply(w, d.opt.Origin.ChangesSince(s.nodeRun, since))
+}
+
+// cmdInternalReset serves RL.INTERNAL.RESET key [key ...].
+func cmdInternalReset(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
+	if !internalReady(d, s, w) {
+		return
+	}
+	keys, err := wire.ParseReset(args)
+	if err != nil {
+		w.Error(internalError(err))
+		return
+	}
+	n, err := d.opt.Origin.ResetKeys(keys)
+	if err != nil {
+		w.Error(errReply(err))
+		return
+	}
+	wire.WriteResetReply(w, n)
 }

@@ -30,6 +30,7 @@ type kvReq struct {
 	err  string   // a parse error: the reply, instead of running
 	run  func(tx *keyspace.Tx, base int, w *resp.Writer)
 	lua  *luaReq // a script for the interpreter, run unset: Dispatcher.parseKV binds it
+	all  bool    // run needs every shard of the keyspace held (FLUSHALL: keyspace.KV.DoAll)
 	// known is a known script (its native path in run), whose own text Dispatcher.parseKV
 	// has the interpreter run instead when one of its keys holds a type other than a
 	// string: the native paths read strings only.
@@ -54,20 +55,21 @@ func kvHandler(name string) func(*Dispatcher, *Session, *resp.Writer, [][]byte) 
 	upper := strings.ToUpper(name)
 	return func(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		kv := d.kv()
-		r := d.parseKV(s, name, args)
-		if kv == nil { // an edge: the origin decides (forward.go)
-			d.forwardOne(s, w, upper, r, args)
+		r := kvParsers[name](args)
+		if r.lua != nil && kv != nil && s.NoWait { // a script runs off the event loop (lua.go): bound there
+			s.WouldBlock = true
 			return
 		}
-		if r.lua != nil && s.NoWait { // a script runs off the event loop (lua.go)
-			s.WouldBlock = true
+		r = d.bindKV(s, r)
+		if kv == nil { // an edge: the origin decides (forward.go)
+			d.forwardOne(s, w, upper, r, args)
 			return
 		}
 		if r.err != "" {
 			w.Error(r.err)
 			return
 		}
-		if err := kv.Do(s.Workspace, r.keys, func(tx *keyspace.Tx) error {
+		if err := kv.DoMaybeAll(s.Workspace, r.keys, r.all, func(tx *keyspace.Tx) error {
 			d.runKV(&r, s.user, tx, 0, w)
 			d.tracked(s, name, r.keys, tx, 0) // CLIENT TRACKING (tracking.go)
 			return nil
@@ -712,6 +714,7 @@ func cmdExecKV(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	watched := s.watch != nil && s.watch.Len() > 0
 	var reqs []kvReq // by queue position; nil while the queue has no counter command
 	var keys [][]byte
+	all := false // the queue holds FLUSHALL or FLUSHDB: every shard is held
 	for i, q := range tx.cmds {
 		if kvParsers[q.cmd.Name] == nil {
 			continue
@@ -726,6 +729,8 @@ func cmdExecKV(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		}
 		if reqs[i].err != "" {
 			reqs[i].keys = nil // answered with its error; it touches nothing
+		} else if reqs[i].all {
+			all = true
 		}
 		keys = append(keys, reqs[i].keys...)
 	}
@@ -741,7 +746,7 @@ func cmdExecKV(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	wt := s.watch
 	s.watch = nil
 	defer func() { s.watch = wt; s.unwatch() }()
-	_ = kv.Do(s.Workspace, keys, func(ktx *keyspace.Tx) error {
+	_ = kv.DoMaybeAll(s.Workspace, keys, all, func(ktx *keyspace.Tx) error {
 		if watched && ktx.Changed(wt) { // checked under the queue's keys' locks
 			watchFailed(s, w)
 			return nil

@@ -52,7 +52,11 @@ type luaReq struct {
 // parseKV parses the counter command name with kvParsers, binding a script without a
 // native path to d's engine and to s's ACL user.
 func (d *Dispatcher) parseKV(s *Session, name string, args [][]byte) kvReq {
-	r := kvParsers[name](args)
+	return d.bindKV(s, kvParsers[name](args))
+}
+
+// bindKV binds r, parsed by kvParsers, as parseKV does.
+func (d *Dispatcher) bindKV(s *Session, r kvReq) kvReq {
 	if r.lua != nil {
 		r.lua.ws = s.Workspace // a script's PUBLISH reaches its workspace (pubsub.go)
 		r = d.bindLua(r.lua, s.user)
@@ -101,11 +105,27 @@ func (d *Dispatcher) bindLua(q *luaReq, user *aclUser) kvReq {
 // permissions.
 func (d *Dispatcher) luaRun(q *luaReq, user *aclUser) func(tx *keyspace.Tx, base int, w *resp.Writer) {
 	return func(tx *keyspace.Tx, base int, w *resp.Writer) {
-		c := &txCaller{tx: tx, base: base, keys: q.keys, ro: q.readOnly, user: user, table: d.table,
-			publish: d.publisher(q.ws)}
+		c := callers.Get().(*txCaller)
+		*c = txCaller{tx: tx, base: base, keys: q.keys, ro: q.readOnly, user: user, table: d.table, d: d, ws: q.ws,
+			w: c.w, num: c.num[:0], out: c.out[:0]}
 		r := d.lua.Run(context.Background(), scripting.Request{Body: q.body, SHA: q.sha, Keys: q.keys, Args: q.argv}, c)
-		w.Raw(r.Append(nil, w.Proto()))
+		c.out = r.Append(c.out, w.Proto())
+		w.Raw(c.out)
+		c.release()
 	}
+}
+
+// callers are txCallers with their buffers, reused from one script to the next.
+var callers = sync.Pool{New: func() any { return new(txCaller) }}
+
+// release puts c back in callers, unless a huge reply grew its buffers.
+func (c *txCaller) release() {
+	if cap(c.out) > 64<<10 || cap(c.w.Bytes()) > 64<<10 {
+		return
+	}
+	c.w.Reset()
+	*c = txCaller{w: c.w, num: c.num[:0], out: c.out[:0]}
+	callers.Put(c)
 }
 
 // While a script runs past the time limit (Options.Scripting.TimeLimit, Redis's
@@ -158,16 +178,20 @@ type txCaller struct {
 	ro    bool
 	user  *aclUser            // the EVAL's caller; nil: no ACL file
 	table map[string]*Command // the Dispatcher's rows, bound to the ACL bits
-	w     resp.Writer         // the command's reply, parsed into a scripting.Reply
-	// publish is PUBLISH in the EVAL's workspace (pubsub.go): receivers.
-	publish func(ch, msg []byte) int64
+	d     *Dispatcher
+	ws    string      // the EVAL's workspace: where its PUBLISH goes (pubsub.go)
+	w     resp.Writer // the command's reply, parsed into a scripting.Reply
+	num   []byte      // TIME's reply digits
+	time  [2]scripting.Reply
+	out   []byte // the script's reply, as EVAL writes it
+	lower [32]byte
 }
 
 // Call runs one command as Redis's scriptCall: unknown command, arity, the caller's ACL
 // (the command and its keys, as Redis 7's scriptVerifyACL) and read-only checks first,
 // then the command on the transaction.
 func (c *txCaller) Call(args [][]byte, proto int) (scripting.Reply, bool) {
-	name := strings.ToLower(string(args[0]))
+	name := c.lowerName(args[0])
 	if name == "time" { // the script time the native paths read (tx.NowUs: microseconds)
 		if len(args) != 1 {
 			return scripting.ErrorReply(errLuaArity), false
@@ -176,9 +200,11 @@ func (c *txCaller) Call(args [][]byte, proto int) (scripting.Reply, bool) {
 			return scripting.ErrorReply(msg), false
 		}
 		us := c.tx.NowUs()
-		return scripting.Reply{Kind: scripting.Array, Elems: []scripting.Reply{
-			scripting.BulkReply(strconv.AppendInt(nil, us/1_000_000, 10)),
-			scripting.BulkReply(strconv.AppendInt(nil, us%1_000_000, 10))}}, false
+		c.num = strconv.AppendInt(c.num[:0], us/1_000_000, 10)
+		split := len(c.num)
+		c.num = strconv.AppendInt(c.num, us%1_000_000, 10)
+		c.time = [2]scripting.Reply{scripting.BulkReply(c.num[:split:split]), scripting.BulkReply(c.num[split:])}
+		return scripting.Reply{Kind: scripting.Array, Elems: c.time[:]}, false
 	}
 	if name == "publish" {
 		return c.callPublish(args), false
@@ -201,6 +227,9 @@ func (c *txCaller) Call(args [][]byte, proto int) (scripting.Reply, bool) {
 	if r.err != "" {
 		return scripting.ErrorReply(r.err), false
 	}
+	if r.all {
+		return scripting.ErrorReply(errLuaFlush), false
+	}
 	base, ok := c.declared(r.keys)
 	if !ok {
 		return scripting.ErrorReply(errLuaUndeclared), false
@@ -213,6 +242,32 @@ func (c *txCaller) Call(args [][]byte, proto int) (scripting.Reply, bool) {
 		return scripting.ErrorReply("ERR internal error: " + err.Error()), write
 	}
 	return reply, write
+}
+
+// lowerName returns a command's name in lower case: the command table's key. A name of
+// up to 32 bytes is lowered into c's buffer, and its string made only when it is not a
+// command scripts know (the map's lookup of string(bytes) makes none).
+func (c *txCaller) lowerName(b []byte) string {
+	if len(b) > len(c.lower) {
+		return strings.ToLower(string(b))
+	}
+	l := c.lower[:len(b)]
+	for i, ch := range b {
+		if 'A' <= ch && ch <= 'Z' {
+			ch += 'a' - 'A'
+		}
+		l[i] = ch
+	}
+	switch string(l) {
+	case "time":
+		return "time"
+	case "publish":
+		return "publish"
+	}
+	if cmd := luaCommands()[string(l)]; cmd != nil {
+		return cmd.Name
+	}
+	return string(l)
 }
 
 // aclDenied returns Redis's error for the script's caller running the command name with
@@ -267,5 +322,5 @@ func (c *txCaller) callPublish(args [][]byte) scripting.Reply {
 	if c.user != nil && !c.user.channelsAllowed(c.table["publish"], args) {
 		return scripting.ErrorReply("ERR The user executing the script can't publish to the channel mentioned in the command")
 	}
-	return scripting.Reply{Kind: scripting.Int, Int: c.publish(args[1], args[2])}
+	return scripting.Reply{Kind: scripting.Int, Int: c.d.publish(nil, nil, c.ws, args[1], args[2])}
 }

@@ -164,6 +164,16 @@ func (d *Dispatcher) serveInMulti(s *Session, w *resp.Writer, args [][]byte) {
 	}
 	mark := d.cmds.begin(s, w) // a queued command counts as it is queued
 	defer d.cmds.done(s, cmd, w, mark)
+	if cmd.Name == "rl.reset" {
+		s.flagTx()
+		w.Error(errResetInMulti)
+		return
+	}
+	if cmd.Name == "rl.override" { // override.go
+		s.flagTx()
+		w.Error(errOverrideInMulti)
+		return
+	}
 	if cmd.Check != nil {
 		if err := cmd.Check(args[1:]); err != nil {
 			s.flagTx()
@@ -250,6 +260,9 @@ const maxWatchedKeys = 10_000
 
 const (
 	errWatchInMulti = "ERR WATCH inside MULTI is not allowed"
+	// errResetInMulti refuses RL.RESET in a transaction: a reset reaches edges and regions
+	// through the change feed and publication, so it cannot be one isolated step of EXEC.
+	errResetInMulti = "ERR RL.RESET is not allowed inside MULTI: a reset cannot be one isolated step of a transaction; send it on its own"
 	errWatchTooMany = "ERR too many watched keys: at most 10000 per connection in Ratchet"
 	errWatchOnEdge  = "ERR WATCH is not supported on an edge: the keys live on the origin, which cannot see this connection's transaction; connect to the origin to WATCH"
 )
@@ -340,12 +353,13 @@ func (d *Dispatcher) execTransact(s *Session, w *resp.Writer, cmds []queuedCmd) 
 	for _, q := range cmds {
 		switch q.cmd.Name {
 		case "rl.limit":
-			ops = append(ops, limitTxOp(s, q.args[1:]))
+			ops = append(ops, d.limitTxOp(s, q.args[1:]))
 			statusLimits = append(statusLimits, 0)
 		case "rl.status":
 			a, _ := ParseStatus(q.args[1:])
-			ops = append(ops, engine.TxOp{Tuple: s.tuple(a.Key, a.Namespace, a.WindowMs), Read: true})
-			statusLimits = append(statusLimits, a.Limit)
+			t := s.tuple(a.Key, a.Namespace, a.WindowMs)
+			ops = append(ops, engine.TxOp{Tuple: t, Read: true})
+			statusLimits = append(statusLimits, d.limitFor(t, a.Limit))
 		}
 	}
 	out := make([]engine.TxResult, len(ops))
@@ -385,6 +399,7 @@ func (d *Dispatcher) execSequential(s *Session, w *resp.Writer, cmds []queuedCmd
 			}
 			a, _ := ParseLimit(q.args[1:])
 			t := s.tuple(a.Key, a.Namespace, a.WindowMs)
+			a.Limit = d.limitFor(t, a.Limit)
 			var dec engine.Decision
 			var err error
 			switch {
@@ -401,8 +416,9 @@ func (d *Dispatcher) execSequential(s *Session, w *resp.Writer, cmds []queuedCmd
 			writeDecision(w, &dec, err)
 		case "rl.status":
 			a, _ := ParseStatus(q.args[1:])
-			st := d.opt.Limiter.Status(s.ctx(), s.tuple(a.Key, a.Namespace, a.WindowMs))
-			writeStatus(w, &st, a.Limit)
+			t := s.tuple(a.Key, a.Namespace, a.WindowMs)
+			st := d.opt.Limiter.Status(s.ctx(), t)
+			writeStatus(w, &st, d.limitFor(t, a.Limit))
 		default:
 			q.cmd.Handler(d, s, w, q.args)
 		}

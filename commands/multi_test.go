@@ -100,6 +100,13 @@ func TestMulti(t *testing.T) {
 			same("UNWATCH", queued),
 			same("EXEC", "*1\r\n+OK\r\n"),
 		}},
+		{"reset refused inside multi", []step{
+			same("RL.LIMIT k 5 1s", allowed5+":4\r\n:0\r\n:2000\r\n"),
+			same("MULTI", "+OK\r\n"),
+			same("RL.RESET k 1s", "-ERR RL.RESET is not allowed inside MULTI: a reset cannot be one isolated step of a transaction; send it on its own\r\n"),
+			same("EXEC", "-EXECABORT Transaction discarded because of previous errors.\r\n"),
+			same("RL.LIMIT k 5 1s", allowed5+":3\r\n:0\r\n:2000\r\n"), // nothing was reset
+		}},
 		{"client list shows the queue", []step{
 			same("MULTI", "+OK\r\n"),
 			same("PING", queued),

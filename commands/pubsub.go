@@ -301,11 +301,6 @@ func deliver(from *Session, w *resp.Writer, sub *Session, cache *[2][]byte, enc 
 	sub.Push(cache[i])
 }
 
-// publisher returns PUBLISH in workspace ws for a script: the message's receivers.
-func (d *Dispatcher) publisher(ws string) func(ch, msg []byte) int64 {
-	return func(ch, msg []byte) int64 { return d.publish(nil, nil, ws, ch, msg) }
-}
-
 // appendMessage appends a pub/sub message: "message" (pattern nil) or "pmessage".
 func appendMessage(b []byte, proto int, pattern, ch, msg []byte) []byte {
 	n := 3

@@ -23,6 +23,7 @@ func cmdLimit(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 		return
 	}
 	t := engine.Tuple{Workspace: s.Workspace, Namespace: s.namespace(a.Namespace), Key: a.Key, WindowMs: a.WindowMs}
+	a.Limit = d.limitFor(t, a.Limit)
 	var dec engine.Decision
 	switch {
 	case d.waitFree != nil && s.NoWait:
@@ -71,7 +72,7 @@ func cmdStatus(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 	}
 	t := engine.Tuple{Workspace: s.Workspace, Namespace: s.namespace(a.Namespace), Key: a.Key, WindowMs: a.WindowMs}
 	st := d.opt.Limiter.Status(s.ctx(), t)
-	writeStatus(w, &st, a.Limit)
+	writeStatus(w, &st, d.limitFor(t, a.Limit))
 }
 
 // writeStatus writes RL.STATUS's reply of st, with the fields of LIMIT when limit > 0.
@@ -109,6 +110,48 @@ func boolInt(b bool) int64 {
 		return 1
 	}
 	return 0
+}
+
+// Resetter is a Limiter that resets tuples (an edge's, which hands them to their origins;
+// an origin's engine is called directly): it returns how many of them held usage.
+type Resetter interface {
+	Reset(ctx context.Context, ts []engine.Tuple) (int, error)
+}
+
+// errNoReset answers RL.RESET on a limiter that cannot reset.
+var errNoReset = errors.New("ERR RL.RESET is not supported by this node")
+
+// cmdReset serves RL.RESET key window [window ...] [NS namespace]: the number of the
+// tuples that held usage.
+func cmdReset(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
+	a, err := ParseReset(args[1:])
+	if err != nil {
+		w.Error(err.Error())
+		return
+	}
+	if d.waitFree != nil && s.NoWait {
+		s.WouldBlock = true // an edge's RL.RESET waits on its origins
+		return
+	}
+	ts := make([]engine.Tuple, len(a.Windows))
+	for i, win := range a.Windows {
+		ts[i] = s.tuple(a.Key, a.Namespace, win)
+	}
+	var n int
+	r, ok := d.opt.Limiter.(Resetter)
+	switch {
+	case ok:
+		n, err = r.Reset(s.ctx(), ts)
+	case d.opt.Origin != nil:
+		n, err = d.opt.Origin.Reset(ts)
+	default:
+		err = errNoReset
+	}
+	if err != nil {
+		w.Error(errReply(err))
+		return
+	}
+	w.Int(int64(n))
 }
 
 // ---- several limits in one call ----
@@ -150,7 +193,7 @@ func cmdLimitMulti(d *Dispatcher, s *Session, w *resp.Writer, args [][]byte) {
 func (d *Dispatcher) limitMultiOrigin(s *Session, w *resp.Writer, a *LimitsArgs) {
 	var ops [engine.MaxLimits]engine.LimitOp
 	var out [engine.MaxLimits]engine.Decision
-	n := a.ops(s, ops[:])
+	n := a.ops(d, s, ops[:])
 	now := s.lastMs.Load()
 	if d.atBatch == nil {
 		now = d.opt.Origin.Clock().NowMs()
@@ -172,7 +215,7 @@ var multiScratches = sync.Pool{New: func() any { return new(multiScratch) }}
 // server may not wait, as cmdLimit does.
 func (d *Dispatcher) limitMultiOn(ml MultiLimiter, s *Session, w *resp.Writer, a *LimitsArgs) {
 	sc := multiScratches.Get().(*multiScratch)
-	n := a.ops(s, sc.ops[:])
+	n := a.ops(d, s, sc.ops[:])
 	ops, out := sc.ops[:n], sc.out[:n]
 	defer func() {
 		clear(ops) // the tuples' keys alias the request
@@ -212,10 +255,12 @@ type LimitsArgs struct {
 	Namespace []byte // nil: the default namespace
 }
 
-// ops fills ops with a's tuples of session s and returns how many.
-func (a *LimitsArgs) ops(s *Session, ops []engine.LimitOp) int {
+// ops fills ops with a's tuples of session s, their limits overridden where d has an
+// override (RL.OVERRIDE), and returns how many.
+func (a *LimitsArgs) ops(d *Dispatcher, s *Session, ops []engine.LimitOp) int {
 	for i := 0; i < a.N; i++ {
-		ops[i] = engine.LimitOp{Tuple: s.tuple(a.Key, a.Namespace, a.WindowsMs[i]), Limit: a.Limits[i]}
+		t := s.tuple(a.Key, a.Namespace, a.WindowsMs[i])
+		ops[i] = engine.LimitOp{Tuple: t, Limit: d.limitFor(t, a.Limits[i])}
 	}
 	return a.N
 }
@@ -314,14 +359,15 @@ func checkLimit(args [][]byte) error {
 }
 
 // limitTxOp is the engine.TxOp of a queued RL.LIMIT's arguments (checked when queued).
-func limitTxOp(s *Session, args [][]byte) engine.TxOp {
+func (d *Dispatcher) limitTxOp(s *Session, args [][]byte) engine.TxOp {
 	if !isMultiLimit(args) {
 		a, _ := ParseLimit(args)
-		return engine.TxOp{Tuple: s.tuple(a.Key, a.Namespace, a.WindowMs), Limit: a.Limit, Cost: a.Cost}
+		t := s.tuple(a.Key, a.Namespace, a.WindowMs)
+		return engine.TxOp{Tuple: t, Limit: d.limitFor(t, a.Limit), Cost: a.Cost}
 	}
 	a, _ := ParseLimits(args)
 	ops := make([]engine.LimitOp, engine.MaxLimits)
-	n := a.ops(s, ops)
+	n := a.ops(d, s, ops)
 	return engine.TxOp{Tuple: ops[0].Tuple, Limit: ops[0].Limit, Cost: a.Cost, More: ops[1:n]}
 }
 
@@ -335,7 +381,7 @@ func (d *Dispatcher) execLimitMulti(s *Session, w *resp.Writer, args [][]byte, n
 		return
 	}
 	sc := multiScratches.Get().(*multiScratch)
-	n := a.ops(s, sc.ops[:])
+	n := a.ops(d, s, sc.ops[:])
 	ops, out := sc.ops[:n], sc.out[:n]
 	b, done, err := ml.TryLimitAll(ops, a.Cost, now, out)
 	if !done {

@@ -1,6 +1,7 @@
 package commands_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -155,4 +156,66 @@ func TestCommandDocsMultiLimit(t *testing.T) {
 // issue's budget: at most 1.6x a single limit's CPU).
 func BenchmarkServeRLLimitTwo(b *testing.B) {
 	benchServe(b, 2, "RL.LIMIT", "key:000000012345", "1000000000000", "60000", "1000000000000", "3600000")
+}
+
+// TestServeReset: RL.RESET on an origin zeroes the tuples of its windows (in one
+// namespace), answers how many held usage, and checks its arguments; inside MULTI it is
+// refused, and the transaction aborts.
+func TestServeReset(t *testing.T) {
+	r := newRig("")
+	for _, tt := range []struct{ cmd, want string }{
+		{"RL.LIMIT login:alice 2 1s", "*5\r\n:1\r\n:2\r\n:1\r\n:0\r\n:2000\r\n"},
+		{"RL.LIMIT login:alice 2 1s", "*5\r\n:1\r\n:2\r\n:0\r\n:0\r\n:2000\r\n"},
+		{"RL.LIMIT login:alice 2 1s", "*5\r\n:0\r\n:2\r\n:0\r\n:1500\r\n:2000\r\n"},
+		{"RL.LIMIT login:alice 5 1m NS other", "*5\r\n:1\r\n:5\r\n:4\r\n:0\r\n:80000\r\n"},
+		{"RL.RESET login:alice 1s 1m 1000ms", ":1\r\n"}, // 1m of the default namespace held nothing
+		{"RL.LIMIT login:alice 2 1s", "*5\r\n:1\r\n:2\r\n:1\r\n:0\r\n:2000\r\n"},
+		{"RL.LIMIT login:alice 5 1m NS other", "*5\r\n:1\r\n:5\r\n:3\r\n:0\r\n:80000\r\n"},
+		{"rl.reset login:alice 1m ns other", ":1\r\n"},
+		{"RL.RESET login:alice 1m NS other", ":0\r\n"},
+		{"RL.LIMIT login:alice 5 1m NS other", "*5\r\n:1\r\n:5\r\n:4\r\n:0\r\n:80000\r\n"},
+		{"MULTI", "+OK\r\n"},
+		{"RL.RESET login:alice 1s", "-ERR RL.RESET is not allowed inside MULTI: a reset cannot be one isolated step of a transaction; send it on its own\r\n"},
+		{"RL.LIMIT login:alice 2 1s", "+QUEUED\r\n"},
+		{"EXEC", "-EXECABORT Transaction discarded because of previous errors.\r\n"},
+		{"RL.LIMIT login:alice 2 1s", "*5\r\n:1\r\n:2\r\n:0\r\n:0\r\n:2000\r\n"}, // neither ran
+		{"RL.RESET login:alice", "-ERR wrong number of arguments for 'rl.reset' command\r\n"},
+		{"RL.RESET login:alice 0", "-ERR window must be from 1ms to 31d\r\n"},
+		{"RL.RESET login:alice 1s NS", "-ERR syntax error\r\n"},
+		{"RL.RESET login:alice NS x", "-ERR syntax error\r\n"},
+		{"RL.RESET login:alice 1s NS x y", "-ERR syntax error\r\n"},
+		{"RL.RESET login:alice 1s COST 1", "-ERR window must be from 1ms to 31d\r\n"},
+	} {
+		if got := r.do(tt.cmd); got != tt.want {
+			t.Errorf("%s:\n got %q\nwant %q", tt.cmd, got, tt.want)
+		}
+	}
+}
+
+// FuzzParseReset checks that no argument list makes RL.RESET's parser panic, that every
+// error is an ERR reply, and that what it accepts is within the contract's ranges (1 to 64
+// distinct windows, a key and a namespace of their lengths).
+func FuzzParseReset(f *testing.F) {
+	for _, s := range []string{"k 15m", "k 1s 1m 1h NS api", "k 1s 1000ms", "k NS x", "k 1s NS", "k 1s NS a b", "k 0", "k 31d 32d",
+		"k 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		a, err := commands.ParseReset(split(s))
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "ERR ") {
+				t.Fatalf("error without ERR prefix: %v", err)
+			}
+			return
+		}
+		if len(a.Windows) < 1 || len(a.Windows) > 64 || len(a.Key) < 1 || len(a.Key) > 1024 ||
+			(a.Namespace != nil && (len(a.Namespace) < 1 || len(a.Namespace) > 128)) {
+			t.Fatalf("accepted out-of-range arguments %+v from %q", a, s)
+		}
+		for i, w := range a.Windows {
+			if w < 1 || w > 2678400000 || slices.Contains(a.Windows[:i], w) {
+				t.Fatalf("accepted window %d (twice, or out of range) from %q", w, s)
+			}
+		}
+	})
 }

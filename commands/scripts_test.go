@@ -331,11 +331,20 @@ func FuzzScripts(f *testing.F) {
 // TestScriptWarmAllocations keeps a warm EVALSHA of each library at one allocation per
 // request: the kvReq's closure, as INCRBY's. (The scriptRun and the numbers a script
 // formats stay on the stack.) Not under -race: keyspace.KV.Do's sync.Pool then drops items.
+// Served as an event loop serves them too (NoWait), where a script for the interpreter is
+// sent aside and a known one is not: parsed once.
 func TestScriptWarmAllocations(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("allocation counts")
 	}
-	r := newScriptRig()
+	for _, noWait := range []bool{false, true} {
+		r := newScriptRig()
+		r.s.NoWait = noWait
+		scriptWarmAllocations(t, r)
+	}
+}
+
+func scriptWarmAllocations(t *testing.T, r *rig) {
 	for _, cmd := range []string{
 		"EVALSHA " + shaAllowN + " 1 rate:k 1000000 1000000 1 1",
 		"EVALSHA " + shaAllowAtMost + " 1 rate:m 1000000 1000000 1 1",
@@ -353,8 +362,9 @@ func TestScriptWarmAllocations(t *testing.T) {
 		if allocs := testing.AllocsPerRun(100, func() {
 			w.Reset()
 			r.d.Serve(r.s, &w, args)
-		}); allocs > 1 {
-			t.Errorf("%s: %v allocations per request, want at most 1", cmd, allocs)
+		}); allocs > 1 || r.s.WouldBlock {
+			t.Errorf("%s (NoWait %v): %v allocations per request, want at most 1; sent aside: %v", cmd, r.s.NoWait, allocs,
+				r.s.WouldBlock)
 		}
 	}
 }

@@ -59,6 +59,11 @@ func commandTable() []*Command {
 			Args: []ArgDoc{{Name: "key", Type: "key"}, {Name: "window", Type: "string"},
 				opt(ArgDoc{Name: "namespace", Type: "string", Token: "NS"}), opt(ArgDoc{Name: "limit", Type: "integer", Token: "LIMIT"})},
 			Handler: cmdStatus, Check: func(a [][]byte) error { _, err := ParseStatus(a); return err }},
+		{Name: "rl.reset", Arity: -3, Flags: flagWrite | flagFast, FirstKey: 1, Group: "ratchet",
+			Summary: "Zeroes a key's usage in one or several windows, everywhere; returns how many held usage.",
+			Args: []ArgDoc{{Name: "key", Type: "key"}, {Name: "window", Type: "string", Multiple: true},
+				opt(ArgDoc{Name: "namespace", Type: "string", Token: "NS"})},
+			Handler: cmdReset, Check: func(a [][]byte) error { _, err := ParseReset(a); return err }},
 		{Name: "ping", Arity: -1, Flags: flagFast, Group: "connection", Summary: "Returns the server's liveliness response.",
 			Args: []ArgDoc{opt(ArgDoc{Name: "message", Type: "string"})}, Handler: cmdPing},
 		{Name: "echo", Arity: 2, Flags: flagFast, Group: "connection", Summary: "Returns the given string.",
@@ -91,6 +96,8 @@ func commandTable() []*Command {
 		{Name: "config", Arity: -2, Group: "server", Summary: "CONFIG GET parameter [parameter ...].",
 			Args: []ArgDoc{{Name: "subcommand", Type: "string"}}, Handler: cmdConfig},
 	}
+	rows = append(rows, overrideCommands()...) // RL.OVERRIDE: override.go
+
 	rows = append(rows, scriptCommands()...) // EVAL, EVALSHA, SCRIPT: scripts.go
 	rows = append(rows, pubsubCommands()...) // SUBSCRIBE, PUBLISH, PUBSUB: pubsub.go
 	return append(rows, aclCommand())        // ACL: acl.go

@@ -230,7 +230,14 @@ type keyExpiry interface {
 // KV.Do, whose key base is the command's first; cheap while no connection tracks.
 func (d *Dispatcher) tracked(s *Session, name string, keys [][]byte, tx keyExpiry, base int) {
 	t := d.track
-	if t.clients.Load() == 0 || len(keys) == 0 {
+	if t.clients.Load() == 0 {
+		return
+	}
+	if name == "flushall" || name == "flushdb" { // every key: a null invalidation
+		t.invalidateAll(s, s.Workspace)
+		return
+	}
+	if len(keys) == 0 {
 		return
 	}
 	cmd := d.table[name]

@@ -4,6 +4,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/ratchet/ratchet/keyspace"
 	"github.com/ratchet/ratchet/resp"
@@ -82,6 +83,17 @@ func parseDouble(b []byte) (float64, bool) {
 	if len(b) == 0 || len(b) > 5*1024 {
 		return 0, false
 	}
+	plain := true // digits, signs, dots and exponents only: neither inf nor nan nor Go's syntax
+	for _, c := range b {
+		if (c < '0' || c > '9') && c != '.' && c != 'e' && c != 'E' && c != '+' && c != '-' {
+			plain = false
+			break
+		}
+	}
+	if plain { // the common case, without copying b: ParseFloat copies what its error keeps
+		f, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(b), len(b)), 64)
+		return f, err == nil
+	}
 	s := string(b)
 	switch strings.ToLower(strings.TrimLeft(s, "+-")) {
 	case "inf", "infinity":
@@ -118,7 +130,7 @@ func optDoc(name, typ, token string) ArgDoc {
 // typeCommands are the command table's rows of the data-type commands.
 func typeCommands() []*Command {
 	var rows []*Command
-	for _, t := range [][]*Command{hashCommands(), listCommands(), setCommands(), zsetCommands(), stringCommands()} {
+	for _, t := range [][]*Command{hashCommands(), listCommands(), setCommands(), zsetCommands(), stringCommands(), flushCommands()} {
 		rows = append(rows, t...)
 	}
 	return rows

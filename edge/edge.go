@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -145,11 +146,20 @@ type localEntry struct {
 	// keptBy counts the kept items (keep.go) naming the entry; owned by the flusher
 	// of link.
 	keptBy int32
+	// gen is the link's generation its views were taken in (a resync drops older ones);
+	// resetAt the change version of the last reset applied to it (changes.go).
+	gen     uint32
+	resetAt uint64
+	// vouch caps the change version a batch carrying le's pending cost may claim
+	// (ReplayBatch.Changes): MaxUint64 (the link's applied version) but for cost kept from
+	// before a resync, or re-pended for a restarted origin, which the edge accepted without
+	// knowing the changes since (changes.go).
+	vouch uint64
 }
 
 func newLocalEntry(key string, hash uint64, window int64, link *originLink) *localEntry {
 	return &localEntry{key: []byte(key), hash: hash, window: window, link: link,
-		cells: [2]edgeCell{{seq: emptySeq}, {seq: emptySeq}}}
+		cells: [2]edgeCell{{seq: emptySeq}, {seq: emptySeq}}, gen: link.gen.Load(), vouch: math.MaxUint64}
 }
 
 // leaseLeft returns what the lease still lets this edge accept at now from origin run
@@ -219,6 +229,13 @@ func (le *localEntry) counts(seq int64) engine.Counts {
 // and marks the entry fresh until freshUntil. sentMs is when the request was sent: the
 // lease lives meta.LeaseTTLMs from then.
 func (le *localEntry) merge(cc engine.CellCounts, meta engine.OriginMeta, sentMs, freshUntil int64) {
+	le.sync()
+	// A catch-up applies a reset to the entries before it raises the link's version: the
+	// entry's own last reset counts as applied already.
+	applied := max(le.link.changesApplied.Load(), le.resetAt)
+	if meta.Changes < applied {
+		return // read before a change applied here (a reset): it may hold what that cancelled
+	}
 	for _, part := range [2]struct {
 		seq      int64
 		reg, imp uint64
@@ -231,7 +248,9 @@ func (le *localEntry) merge(cc engine.CellCounts, meta engine.OriginMeta, sentMs
 			c.imported = max(c.imported, capCount(part.imp))
 		}
 	}
-	if cc.LeaseSeq > le.leaseSeq {
+	// A lease granted after a change this edge has not applied yet (a reset) waits for it:
+	// spent before, its cost would count as made before the reset (changes.go).
+	if cc.LeaseSeq > le.leaseSeq && meta.Changes <= applied {
 		// The origin's left is beyond the replays it applied: what this entry accepted
 		// and has not had applied (pending, in flight) comes out of it.
 		pending, inflight := le.unacked()
@@ -281,6 +300,7 @@ type originLink struct {
 	// pins and in the chain, so either stays findable while it holds unacknowledged cost.
 	pins    []*localEntry
 	byKey   map[uint64]*localEntry
+	byPeak  int           // the most keys byKey held since it was last made (shrinkPins)
 	cursor  int           // where the next batch starts taking pins, so all get their turn
 	batch   *pendingBatch // the batch being delivered, resent unchanged until answered
 	batchID uint64
@@ -288,6 +308,17 @@ type originLink struct {
 	kick chan struct{} // asks the flusher to send now (a batch is full)
 
 	cold atomic.Pointer[coldGrant] // the cold allowance last granted (cold.go)
+
+	// The change feed (changes.go): the version applied, when an answer last showed the
+	// edge current, the changes loop's wake-up, and the generation of views (a resync
+	// raises it).
+	changesMu        sync.Mutex // held by the catch-up that fetches and applies
+	changesApplied   atomic.Uint64
+	changesCurrentMs atomic.Int64
+	changesKick      chan struct{}
+	gen              atomic.Uint32
+
+	ovr linkOverrides // the copy of the origin's overrides (override.go)
 
 	keep    keptState     // counted cost the origin has not saved (flusher only; keep.go)
 	handed  []keptHand    // counted hand-offs for the flusher to keep (guarded by mu)
@@ -359,7 +390,16 @@ func (l *originLink) succeeded(sentMs, nowMs int64, meta engine.OriginMeta) {
 		l.offset.Store(meta.Now - sentMs)
 	}
 	l.grantCold(sentMs, meta)
+	l.sawChanges(meta, nowMs)
 	l.lastOKMs.Store(nowMs)
+	l.answered()
+}
+
+// answered records that a call was answered: the origin is reachable (and a probe's slot
+// is free again). It leaves lastOKMs, which only answers with a meta set: a change feed's
+// answer tells nothing of the origin's edges or marks, so it must not put off the idle
+// heartbeat that does.
+func (l *originLink) answered() {
 	l.backoffMs.Store(0)
 	l.slowSince.Store(0)
 	l.hardDown.Store(false)
@@ -403,6 +443,8 @@ type Edge struct {
 	// coldSeen: the tuples that used the cold allowance in their current cell (edge_cold.go).
 	coldSeen *coldSeen
 
+	overridesState // RL.OVERRIDE's copies, counted (override.go)
+
 	entries       atomic.Int64 // entries in the cache
 	pinned        atomic.Int64
 	decisions     engine.DecisionCounters
@@ -414,6 +456,10 @@ type Edge struct {
 	expired       atomic.Uint64 // pending cost of cells that died before delivery
 	refused       atomic.Uint64
 	coldAdmitted  atomic.Uint64 // requests admitted under the cold allowance
+
+	changesApplied atomic.Uint64 // changes of the origins applied (changes.go)
+	resetDropped   atomic.Uint64 // cost accepted here that a reset cancelled
+	resyncs        atomic.Uint64
 
 	unsavedDropped atomic.Uint64 // kept cost dropped by the MaxUnsavedBytes bound
 	resent         atomic.Uint64 // kept cost requeued for a restarted origin
@@ -466,7 +512,8 @@ func New(clock engine.Clock, cfg Config) (*Edge, error) {
 	}
 	e.cache = cache
 	for i, o := range cfg.Origins {
-		l := &originLink{id: cfg.OriginIDs[i], client: o, byKey: make(map[uint64]*localEntry), kick: make(chan struct{}, 1)}
+		l := &originLink{id: cfg.OriginIDs[i], client: o, byKey: make(map[uint64]*localEntry), kick: make(chan struct{}, 1),
+			changesKick: make(chan struct{}, 1)}
 		l.reachable.Store(true)
 		l.edges.Store(1)
 		e.links = append(e.links, l)
@@ -558,6 +605,7 @@ func (e *Edge) freshEntry(l *originLink, key []byte, cost uint64, now int64) *lo
 		return nil
 	}
 	le.mu.Lock()
+	le.sync()
 	if now < le.freshUntil && now >= le.strictUntil {
 		return le
 	}
@@ -844,6 +892,7 @@ func (e *Edge) pin(l *originLink, le *localEntry) error {
 	l.pins = append(l.pins, le)
 	le.sameHash = l.byKey[le.hash]
 	l.byKey[le.hash] = le
+	l.byPeak = max(l.byPeak, len(l.byKey))
 	le.pinned = true
 	full := len(l.pins) >= e.cfg.MaxBatchItems
 	l.mu.Unlock()

@@ -132,6 +132,30 @@ func (f *fakeOrigin) Decide(ctx context.Context, r engine.DecideRequest) (engine
 	return f.inner.Decide(ctx, r)
 }
 
+func (f *fakeOrigin) Changes(ctx context.Context, since uint64) (engine.ChangesReply, error) {
+	f.note()
+	if f.down.Load() {
+		return engine.ChangesReply{}, errOriginDown
+	}
+	return f.inner.(engine.ChangesOrigin).Changes(ctx, since)
+}
+
+func (f *fakeOrigin) OverrideList(ctx context.Context, after uint64) (engine.ChangesReply, error) {
+	f.note()
+	if f.down.Load() {
+		return engine.ChangesReply{}, errOriginDown
+	}
+	return f.inner.(engine.OverridesOrigin).OverrideList(ctx, after)
+}
+
+func (f *fakeOrigin) Reset(ctx context.Context, keys [][]byte) (int, error) {
+	f.note()
+	if f.down.Load() {
+		return 0, errOriginDown
+	}
+	return f.inner.(engine.ResetOrigin).Reset(ctx, keys)
+}
+
 // ---- rig: one origin Engine, n edges on it ----
 
 type edgeRig struct {

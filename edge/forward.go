@@ -26,7 +26,11 @@ var ErrNoForward = errors.New("the origin cannot run forwarded commands")
 // Nothing of it is kept at the edge: the origin decides, and its reply is the client's.
 func (e *Edge) Forward(ctx context.Context, ws string, key []byte, proto int, args [][]byte) ([]byte, error) {
 	var buf [256]byte
-	l := e.link(keyspace.AppendKVKey(buf[:0], ws, key)) // as the keyspace names it
+	return e.forwardTo(ctx, e.link(keyspace.AppendKVKey(buf[:0], ws, key)), ws, proto, args) // as the keyspace names it
+}
+
+// forwardTo has l's origin run a command for a client, as Forward.
+func (e *Edge) forwardTo(ctx context.Context, l *originLink, ws string, proto int, args [][]byte) ([]byte, error) {
 	f, ok := l.client.(Forwarder)
 	if !ok {
 		return nil, ErrNoForward

@@ -75,13 +75,13 @@ func TestEdgeEvictedEntryDoesNotStealReplayPin(t *testing.T) {
 }
 
 // newInternalEdge returns one edge over a LocalOrigin, with the origin's engine and clock.
-func newInternalEdge(t *testing.T) (*Edge, *engine.Engine, *engine.ManualClock) {
+func newInternalEdge(t testing.TB) (*Edge, *engine.Engine, *engine.ManualClock) {
 	t.Helper()
 	return newInternalEdgeOrigin(t, engine.Config{MaxMemoryBytes: 1 << 30})
 }
 
 // newInternalEdgeOrigin is newInternalEdge with an origin configured by ocfg.
-func newInternalEdgeOrigin(t *testing.T, ocfg engine.Config) (*Edge, *engine.Engine, *engine.ManualClock) {
+func newInternalEdgeOrigin(t testing.TB, ocfg engine.Config) (*Edge, *engine.Engine, *engine.ManualClock) {
 	t.Helper()
 	const t0 int64 = 1_704_067_200_000
 	clock := engine.NewManualClock(t0 + 100)

@@ -40,8 +40,9 @@ type keptItem struct {
 
 // keptBatch is the cost of one acknowledged batch that no snapshot holds yet.
 type keptBatch struct {
-	id    uint64
-	items []keptItem
+	id      uint64
+	changes uint64 // the batch's ReplayBatch.Changes: a tuple reset after it gets none of its cost back
+	items   []keptItem
 }
 
 // keptHand is the cost of one hand-off the origin counted: run boot counted it as its
@@ -49,9 +50,10 @@ type keptBatch struct {
 // origin has a larger one (unless its clock stepped back across the restart).
 type keptHand struct {
 	keptItem
-	after uint64
-	hand  uint64 // the number run boot gave it (OriginMeta.Hand)
-	boot  int64
+	after   uint64
+	hand    uint64 // the number run boot gave it (OriginMeta.Hand)
+	boot    int64
+	changes uint64 // the answer's change version: a tuple reset after it gets none of its cost back
 }
 
 // keptItemBytes is what one kept item costs, with its share of the slices' headers; the
@@ -113,7 +115,7 @@ func (e *Edge) keepHandOff(l *originLink, le *localEntry, seq int64, cost, limit
 	if cost == 0 || meta.Durable > meta.Applied {
 		return // nothing to keep (an origin without snapshots reports NoSnapshots)
 	}
-	h := keptHand{keptItem: keptItem{le: le, seq: seq, cost: cost, limit: limit}, after: meta.Applied, hand: meta.Hand, boot: meta.Boot}
+	h := keptHand{keptItem: keptItem{le: le, seq: seq, cost: cost, limit: limit}, after: meta.Applied, hand: meta.Hand, boot: meta.Boot, changes: meta.Changes}
 	l.mu.Lock()
 	kept := len(l.handed) < maxHanded
 	if kept {
@@ -156,7 +158,7 @@ func (e *Edge) keep(l *originLink, b *pendingBatch, meta engine.OriginMeta, now 
 		k.recycle(items)
 		return
 	}
-	k.kept = append(k.kept, keptBatch{id: b.ID, items: items})
+	k.kept = append(k.kept, keptBatch{id: b.ID, changes: b.Changes, items: items})
 	for _, it := range items {
 		k.hold(it)
 	}
@@ -234,7 +236,7 @@ func (e *Edge) requeue(l *originLink, meta engine.OriginMeta, now int64) {
 	for _, kb := range k.kept {
 		if kb.id > mark {
 			for _, it := range kb.items {
-				units = satAdd(units, e.repend(l, it, now))
+				units = satAdd(units, e.repend(l, it, kb.changes, now))
 			}
 		}
 	}
@@ -265,7 +267,7 @@ func (e *Edge) filterHands(l *originLink, now int64, f func(keptHand) (keep, req
 			hands = append(hands, h)
 			continue
 		case requeue:
-			e.repend(l, h.keptItem, now)
+			e.repend(l, h.keptItem, h.changes, now)
 		}
 		gone = satAdd(gone, h.cost)
 		k.release(h.keptItem)
@@ -279,13 +281,15 @@ func (e *Edge) filterHands(l *originLink, now int64, f func(keptHand) (keep, req
 }
 
 // repend puts kept cost back into its entry as pending cost (the entry is pinned, so the
-// next batches deliver it), unless its cell has died; it returns the units requeued.
-func (e *Edge) repend(l *originLink, it keptItem, now int64) uint64 {
+// next batches deliver it), unless its cell has died or a reset of the tuple newer than
+// changes (the version the cost was counted under) cancelled it (changes.go); it returns
+// the units requeued.
+func (e *Edge) repend(l *originLink, it keptItem, changes uint64, now int64) uint64 {
 	le := it.le
 	le.mu.Lock()
 	defer le.mu.Unlock()
-	if it.seq < now/le.window-1 {
-		return 0 // the cell never matters again
+	if it.seq < now/le.window-1 || le.resetAt > changes {
+		return 0 // the cell never matters again, or a reset cancelled the cost
 	}
 	if err := e.pin(l, le); err != nil {
 		e.unsavedDropped.Add(it.cost)
@@ -296,6 +300,7 @@ func (e *Edge) repend(l *originLink, it keptItem, now int64) uint64 {
 		return 0
 	}
 	c.pending = satAdd(c.pending, it.cost)
+	le.vouch = min(le.vouch, changes) // a reset since, missed by a resync, drops it at the origin
 	if c.minLimit == 0 || (it.limit > 0 && it.limit < c.minLimit) {
 		c.minLimit = it.limit
 	}

@@ -180,6 +180,7 @@ func (m *multi) stale(now int64) uint32 {
 	for i := range m.ts {
 		t := &m.ts[i]
 		le := t.le
+		le.sync()
 		covered := m.cost > 0 && le.leaseLeft(now, t.l.boot.Load()) >= m.cost
 		fresh := now < le.freshUntil && now >= le.strictUntil
 		if !covered && (!fresh || split) {

@@ -2,24 +2,29 @@ package edge
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/ratchet/ratchet/engine"
 )
 
 // Run flushes each origin's replay set every ReplayInterval (or at once when a batch is
-// full) until ctx ends; then it makes one last attempt to deliver what is pending, within
+// full), and follows each origin's change feed (changes.go), until ctx ends; then it makes one last attempt to deliver what is pending, within
 // OriginTimeout per origin. Its calls to the origins run under ctx until then, and the
 // last ones under ctx without its cancellation.
 func (e *Edge) Run(ctx context.Context) {
-	done := make(chan struct{}, len(e.links))
+	done := make(chan struct{}, 2*len(e.links))
 	for _, l := range e.links {
 		go func() {
 			e.flushLoop(ctx, l)
 			done <- struct{}{}
 		}()
+		go func() {
+			e.changesLoop(ctx, l)
+			done <- struct{}{}
+		}()
 	}
-	for range e.links {
+	for range 2 * len(e.links) {
 		<-done
 	}
 }
@@ -174,7 +179,14 @@ const errShortReply = replyError("origin answered a replay batch with the wrong 
 // buildBatch moves pending cost of up to MaxBatchItems cells into a new batch, which
 // stays l.batch until the origin answers it. Pending cost of cells that can no longer
 // matter is dropped (and counted).
+//
+// The batch's change version (ReplayBatch.Changes) is the one its cost vouches for: that of
+// the first entry taken (localEntry.claim). An entry whose cost vouches for another one
+// waits for a later batch, which starts with it: one entry's cost from before a resync
+// does not make the origin drop another tuple's cost accepted after its reset.
 func (e *Edge) buildBatch(l *originLink, now int64) *pendingBatch {
+	b := &pendingBatch{}
+	b.Changes = unclaimed
 	l.mu.Lock()
 	n := min(len(l.pins), e.cfg.MaxBatchItems)
 	entries := make([]*localEntry, 0, n)
@@ -187,19 +199,27 @@ func (e *Edge) buildBatch(l *originLink, now int64) *pendingBatch {
 	l.cursor += n
 	l.mu.Unlock()
 
-	b := &pendingBatch{}
 	b.Items = make([]engine.ReplayItem, 0, len(entries))
 	b.entries = make([]*localEntry, 0, len(entries))
+	var waiting *localEntry // the first entry left for a later batch
 	for _, le := range entries {
 		le.mu.Lock()
-		e.batchEntry(b, le, now, now/le.window, l.boot.Load())
+		if !e.batchEntry(b, le, now, now/le.window, l.boot.Load()) && waiting == nil {
+			waiting = le
+		}
 		e.unpinIfIdle(l, le)
 		le.mu.Unlock()
+	}
+	if b.Changes == unclaimed { // no cost: lease returns only, which vouch for nothing
+		b.Changes = l.changesApplied.Load()
 	}
 	if len(b.Items) == 0 {
 		return nil
 	}
 	l.mu.Lock()
+	if waiting != nil && waiting.pinned {
+		l.cursor = waiting.pinIdx // the next batch starts with it
+	}
 	l.batchID++
 	b.Node, b.ID = e.cfg.NodeRun, l.batchID
 	l.batch = b
@@ -214,9 +234,19 @@ func (e *Edge) buildBatch(l *originLink, now int64) *pendingBatch {
 // over; or giving it back when markReturn found it idle. Most items of warm tuples far
 // from their limit need neither, and cost the origin no lease work. Nothing moves while a
 // hand-off of the tuple is in flight (see localEntry.handing). cur is the current cell.
-func (e *Edge) batchEntry(b *pendingBatch, le *localEntry, now, cur, boot int64) {
+// It reports false when it left le's cost for a later batch: that cost vouches for
+// another change version than b's.
+func (e *Edge) batchEntry(b *pendingBatch, le *localEntry, now, cur, boot int64) bool {
 	if le.handing > 0 {
-		return
+		return true
+	}
+	if le.hasPending(cur) {
+		switch claim := le.claim(); {
+		case b.Changes == unclaimed:
+			b.Changes = claim
+		case claim != b.Changes:
+			return false
+		}
 	}
 	first, demand := len(b.Items), le.handed
 	for i := range le.cells {
@@ -254,6 +284,33 @@ func (e *Edge) batchEntry(b *pendingBatch, le *localEntry, now, cur, boot int64)
 		le.leaseG = min(le.leaseG, le.spent)
 	}
 	le.returnDue, le.handed = false, 0
+	if len(b.Items) > first {
+		le.vouch = math.MaxUint64 // its pending cost went: what comes next, the link's version vouches for
+	}
+	return true
+}
+
+// unclaimed is the change version of a batch no cost has claimed yet.
+const unclaimed = math.MaxUint64
+
+// hasPending reports whether le holds pending cost of a cell that still matters (le.mu
+// held); cur is the current cell.
+func (le *localEntry) hasPending(cur int64) bool {
+	for _, c := range le.cells {
+		if c.seq != emptySeq && c.pending > 0 && c.seq >= cur-1 {
+			return true
+		}
+	}
+	return false
+}
+
+// claim returns the change version le's pending cost vouches for (le.mu held): every
+// change the edge had applied when the cost was taken, read under le.mu, where a reset of
+// the tuple drops the cost before the version says it is applied; at least le's last
+// reset (its cost is all from after it); at most le.vouch (cost from before a resync or a
+// restart's requeue, accepted without the changes since).
+func (le *localEntry) claim() uint64 {
+	return min(max(le.link.changesApplied.Load(), le.resetAt), le.vouch)
 }
 
 // limitSeen returns the lowest limit accepted against le's cells here, or 0.
@@ -315,9 +372,35 @@ func (e *Edge) unpinIfIdle(l *originLink, le *localEntry) {
 		}
 	}
 	le.sameHash = nil
+	if l.byPeak >= shrinkAbove && len(l.byKey)*shrinkFactor <= l.byPeak {
+		l.shrinkPins()
+	}
 	l.mu.Unlock()
 	le.pinned = false
 	e.pinned.Add(-1)
+}
+
+// A Go map never gives back its table: after a burst pinned many entries (a warm-up, a
+// flood of new keys), byKey stayed as large as at its peak, and every pin and unpin of
+// the usual few thousand probed a table of hundreds of thousands of slots, a cache miss
+// each (with 200k entries pinned once, the edge spent a tenth of its CPU there). When
+// the replay set has shrunk shrinkFactor times below its peak, byKey and pins are made
+// anew at their size: a cost of the entries still pinned, once per such shrink.
+const (
+	shrinkAbove  = 4096
+	shrinkFactor = 8
+)
+
+// shrinkPins makes byKey and pins anew at their current size (l.mu held).
+func (l *originLink) shrinkPins() {
+	byKey := make(map[uint64]*localEntry, 2*len(l.byKey))
+	for _, p := range l.pins {
+		if _, ok := byKey[p.hash]; !ok {
+			byKey[p.hash] = l.byKey[p.hash] // the chain's head: the chain comes with it
+		}
+	}
+	l.byKey, l.byPeak = byKey, len(byKey)
+	l.pins = append(make([]*localEntry, 0, 2*len(l.pins)), l.pins...)
 }
 
 // OriginStat describes one origin as an edge sees it.
@@ -358,6 +441,13 @@ type Stats struct {
 	ReplayUnsaved        uint64
 	ReplayUnsavedDropped uint64
 	ReplayResent         uint64
+
+	// ChangesApplied counts the origins' changes applied (changes.go); ResetDropped is cost
+	// accepted here that a reset cancelled before it reached the origin; Resyncs counts the
+	// times an origin's feed no longer held what this edge missed.
+	ChangesApplied uint64
+	ResetDropped   uint64
+	Resyncs        uint64
 }
 
 // Stats returns the edge's counters.
@@ -380,6 +470,10 @@ func (e *Edge) Stats() Stats {
 
 		ReplayUnsavedDropped: e.unsavedDropped.Load(),
 		ReplayResent:         e.resent.Load(),
+
+		ChangesApplied: e.changesApplied.Load(),
+		ResetDropped:   e.resetDropped.Load(),
+		Resyncs:        e.resyncs.Load(),
 	}
 	for _, l := range e.links {
 		l.mu.Lock()

@@ -182,6 +182,9 @@ type simScenario struct {
 	// tighter of the two, so for every window, and (without lossy restarts) the origins
 	// end with equal counts in both windows: each request counted in both or neither.
 	multi bool
+	// resets: up to that many RL.RESETs of the tuple on its origin at random instants;
+	// the checks are per segment between resets (sim_reset_test.go).
+	resets int
 }
 
 var simAllFaults = simFaults{delay: 0.2, drop: 0.03, lostReply: 0.03, late: 0.03, dup: 0.03,
@@ -220,6 +223,13 @@ var simScenarios = []simScenario{
 	{name: "multi-flood-delays-only", faults: simFaults{delay: 0.2}, loadLo: 1.5, loadHi: 4, checkLimit: true, multi: true},
 	{name: "multi-flood-clean-restarts", faults: simFaults{delay: 0.2, drop: 0.03, lostReply: 0.03, late: 0.03, dup: 0.03,
 		partitions: 3, restarts: 2, kills: 2}, loadLo: 1.5, loadHi: 4, checkLimit: true, multi: true},
+	// Resets (issue 22): floods of 1.5 to 4 times the limit, with up to 3 resets; per segment
+	// admitted <= floor(1.02 limit), and after healing no usage from before the last reset
+	// in the count (sim_reset_test.go). No lossy restarts: a crash may lose a reset made
+	// since the last snapshot, as it loses counts.
+	{name: "reset-flood-delays-only", faults: simFaults{delay: 0.2}, loadLo: 1.5, loadHi: 4, checkLimit: true, resets: 3},
+	{name: "reset-flood", faults: simFaults{delay: 0.2, drop: 0.03, lostReply: 0.03, late: 0.03, dup: 0.03,
+		partitions: 3, restarts: 2, kills: 2}, loadLo: 1.5, loadHi: 4, checkLimit: true, resets: 3},
 }
 
 // simParams are one seed's draws.
@@ -262,6 +272,11 @@ func logUniform(r *rand.Rand, lo, hi float64) float64 {
 func drawParams(sc simScenario, seed uint64, r *rand.Rand) simParams {
 	p := simParams{seed: seed}
 	p.limit = min(max(uint64(logUniform(r, 1, 10_000)), 1), 10_000)
+	if sc.resets > 0 {
+		// The edges' polls of the change feed are calls too, each stretching the sim's
+		// time: tens of thousands of requests would outlast the hour's cell.
+		p.limit = min(p.limit, 1000)
+	}
 	p.edges = 1 + r.IntN(16)
 	p.origins = 1 + r.IntN(3)
 	switch {
@@ -326,6 +341,12 @@ type simRun struct {
 	failures []string
 	trace    func(format string, args ...any)
 
+	// Resets (sim_reset_test.go): the change version of each reset, the origin that owns
+	// the tuple, and admissions per segment (k: after k resets).
+	resetVersions []uint64
+	owner         int
+	segAdmitted   map[int]uint64
+
 	// Rollover: per cell (window sequence).
 	cellAdmitted map[int64]uint64 // A(s): admitted in cell s, by the instant of the decision
 	worstW       map[int64]uint64 // the largest A(s) x W + A(s-1) x (W-elapsed) at an admission in s
@@ -357,6 +378,8 @@ type simOrigin struct {
 	saved       []engine.CellRecord // the last periodic snapshot, what a crash restarts from
 	savedRuns   []engine.RunRecord  // its edge runs' replay marks
 	savedLeases []engine.LeaseRecord
+	savedResets []engine.ResetRecord // its reset records and change version
+	savedChange uint64
 }
 
 // simEdge is one edge run.
@@ -372,6 +395,7 @@ type simEdge struct {
 	admittedIn, appliedIn map[int64]uint64
 	killSeq               int64
 	decidedAt             int64
+	decidedSeg            int // resets: the segment its last hand-off was decided in
 }
 
 type simPartition struct {
@@ -554,6 +578,7 @@ func (c *simConn) Decide(_ context.Context, r engine.DecideRequest) (engine.Deci
 	err := c.s.call(c, "decide", func(e *engine.Engine) {
 		d, cc, m, serveErr = e.ServeDecide(c.from.run, r)
 		c.from.decidedAt = c.s.clock.NowMs()
+		c.from.decidedSeg = len(c.s.resetVersions)
 	})
 	if err != nil {
 		return engine.Decision{}, engine.CellCounts{}, engine.OriginMeta{}, err
@@ -771,6 +796,7 @@ func (s *simRun) schedule() {
 		slot := s.rng.IntN(len(s.slots))
 		s.push(at(), evWork, func() { s.kill(slot) })
 	}
+	s.scheduleResets(at)
 }
 
 type simRequest struct {
@@ -864,6 +890,9 @@ func (s *simRun) request(slot int) {
 	case d.Allowed:
 		se.admitted++
 		s.admitted++
+		if s.sc.resets > 0 {
+			s.segAdmit(se, se.edge.originAllowed.Load()+se.edge.originDenied.Load() != handed)
+		}
 		if s.sc.rollover {
 			s.admit(se, at)
 		}
@@ -895,6 +924,7 @@ func (s *simRun) flusher(slot, li int, at int64) {
 		if s.clock.NowMs()-l.lastOKMs.Load() >= heartbeatMs {
 			e.heartbeat(context.Background(), l)
 		}
+		s.followChanges(e, l)
 		s.flusher(slot, li, max(at+simReplayMs, s.clock.NowMs()))
 	})
 }
@@ -903,6 +933,7 @@ func (s *simRun) snapshots(at int64) {
 	s.push(at, evTimer, func() {
 		for _, o := range s.origins {
 			o.saved, o.savedRuns, o.savedLeases = o.eng.Snapshot(), slices.Collect(o.eng.Runs), simLeases(o.eng)
+			o.savedResets, o.savedChange = simResets(o.eng)
 		}
 		s.snapshots(at + s.p.snapMs)
 	})
@@ -914,13 +945,16 @@ func (s *simRun) restart(o int, lossy bool) {
 	so := s.origins[o]
 	seq, before, prevBefore := s.cells(so.eng)
 	recs, runs, leases := so.eng.Snapshot(), slices.Collect(so.eng.Runs), simLeases(so.eng)
+	resets, changes := simResets(so.eng)
 	if lossy {
-		recs, runs, leases = so.saved, so.savedRuns, so.savedLeases
+		recs, runs, leases, resets, changes = so.saved, so.savedRuns, so.savedLeases, so.savedResets, so.savedChange
 		s.stats.lossy++
 	} else {
 		s.stats.restarts++
 	}
 	eng := s.newEngine()
+	eng.RestoreResets(resets) // as cmd/ratchet does: before the cells
+	eng.RestoreChanges(changes)
 	if _, _, err := eng.Restore(recs); err != nil {
 		s.failf("restart: origin%d: Restore: %v", o, err)
 	}
@@ -995,6 +1029,10 @@ func (s *simRun) heal() {
 func (s *simRun) check() {
 	if s.sc.rollover {
 		s.checkCells()
+		return
+	}
+	if s.sc.resets > 0 {
+		s.checkResets()
 		return
 	}
 	var runs []string

@@ -42,6 +42,8 @@ type Config struct {
 	// ColdShare is the share of a limit each edge run may admit on a tuple it holds no
 	// lease for, without asking (cold.go); 0: none. At most MaxColdShare.
 	ColdShare float64
+	// MaxOverrides bounds the live overrides (override.go); 0: DefaultMaxOverrides.
+	MaxOverrides int
 }
 
 // DefaultMaxMemory is the cell store's bound when Config leaves it 0: 256 MiB.
@@ -65,7 +67,12 @@ type Engine struct {
 	refused     atomic.Uint64 // ErrFull replies
 	lastFullLog atomic.Int64  // ms of the last "store full" log line
 
+	resetsFull    atomic.Uint64 // reset records the full reset table refused (reset.go)
+	lastResetsLog atomic.Int64  // ms of the last "reset table full" log line
+
 	kv *keyspace.KV // the counter keyspace, within the same --max-memory
+
+	overrides *Overrides // RL.OVERRIDE's table (override.go)
 
 	leaseTTLMs    int64
 	leaseSeq      atomic.Uint64 // the last lease sequence handed out; starts from the boot time
@@ -75,6 +82,9 @@ type Engine struct {
 	coldPPM       int64         // Config.ColdShare in millionths
 	coldRuns      atomic.Int64  // edge runs whose cold allowance may be held, as last counted (cold.go)
 	coldCountedMs int64         // when countCold last ran (nodes.mu)
+
+	changes changeLog  // the change feed to edges (changes.go)
+	resets  resetTable // recent resets (reset.go)
 }
 
 // New returns an Engine reading time from clock.
@@ -96,8 +106,14 @@ func New(clock Clock, cfg Config) *Engine {
 		leaseTTLMs: max(cfg.LeaseTTL.Milliseconds(), 1), boot: clock.NowMs(), snapshots: cfg.Snapshots,
 		standalone: cfg.Standalone}
 	e.coldPPM = coldPPM(cfg.ColdShare)
+	e.overrides = NewOverrides(clock, cfg.Region, cfg.MaxOverrides)
+	e.overrides.onChange = func(r *override) { // in the feed (and marked dirty), in the table's order
+		c := overrideChange(r)
+		e.AddChange(c.Kind, c.Key, c.Fields)
+	}
 	// Lease sequences grow across restarts as long as fewer than 2^20 are made per ms.
 	e.leaseSeq.Store(uint64(max(e.boot, 0)) << 20)
+	e.changes.init(0, uint64(max(e.boot, 0))<<20) // change versions too
 	e.kv = keyspace.New(keyspace.Config{Clock: clock, Bytes: &e.store.bytes, MaxBytes: cfg.MaxMemoryBytes,
 		OnFull: e.refusedFull, OnWrite: e.markDirty})
 	return e
@@ -280,6 +296,7 @@ const leaseSweepEvery = 10
 func (e *Engine) sweep(leases bool) int64 {
 	e.kv.Sweep()
 	now := e.clock.NowMs()
+	e.pruneResets(now)
 	return e.store.sweep(now, leases)
 }
 
@@ -312,6 +329,7 @@ type Stats struct {
 	KVKeys         int64  // counter keyspace keys (expired ones not yet dropped included)
 	KVExpired      uint64 // counter keyspace keys dropped because their TTL passed
 	Loading        bool   // a snapshot's cells are still loading in the background (LoadLazily)
+	ResetsRefused  uint64 // resets, and peers' reset rows, the full reset table refused
 }
 
 // Stats returns a consistent-enough reading of the engine's counters (each is atomic).
@@ -331,6 +349,7 @@ func (e *Engine) Stats() Stats {
 		KVKeys:         e.kv.Keys(),
 		KVExpired:      e.kv.Expired(),
 		Loading:        e.Loading(),
+		ResetsRefused:  e.resetsFull.Load(),
 	}
 }
 

@@ -98,14 +98,16 @@ func (s *store) waitShard(i int) {
 // AdoptShardSeed.
 func (e *Engine) ShardSeed() uint64 { return e.store.seed }
 
-// ErrNotEmpty is AdoptShardSeed's error when the store already holds tuples.
+// ErrNotEmpty is AdoptShardSeed's error when the store already holds tuples or reset
+// records.
 var ErrNotEmpty = errors.New("the store already holds tuples")
 
 // AdoptShardSeed makes seed the seed of the store's hash, so that every tuple falls in the
 // shard it had in the process that saved a snapshot with that seed. It must be called
-// before the store holds anything (ErrNotEmpty otherwise) or serves anything.
+// before the store holds anything, reset records included (RestoreResets: they live in
+// their tuple's shard), or serves anything (ErrNotEmpty otherwise).
 func (e *Engine) AdoptShardSeed(seed uint64) error {
-	if e.store.tuples.Load() != 0 {
+	if e.store.tuples.Load() != 0 || e.resets.count.Load() != 0 {
 		return ErrNotEmpty
 	}
 	e.store.seed = seed
@@ -114,7 +116,10 @@ func (e *Engine) AdoptShardSeed(seed uint64) error {
 
 // LoadLazily restores a snapshot in the background: load(from, to) is to restore (with
 // Restore) the snapshot's cells of the load parts from to to-1 (TupleRecord.Part), in a
-// snapshot whose seed this engine adopted. Each part is loaded once, in the background in
+// snapshot whose seed this engine adopted. The snapshot's reset records must be restored
+// before (RestoreResets): each part's cells are taken minus what they cancelled, and a
+// reset or a peer's reset row of a tuple waits for its part (store.locate) as any keyed
+// access does. Each part is loaded once, in the background in
 // part order (loadBatch parts at a time) or earlier by the first request that needs it
 // (load(i, i+1)); LoadLazily returns at once, and the channel it returns is closed once
 // every part is loaded. It must be called before the engine serves, at most once.

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ type lazyRig struct {
 	old    *engine.Engine
 	byPart [engine.Parts][]engine.CellRecord
 	cells  int
+	resets []engine.ResetRecord // the old engine's, restored before the load (RestoreResets)
 }
 
 func newLazyRig(t *testing.T, tuples int) *lazyRig {
@@ -26,6 +28,17 @@ func newLazyRig(t *testing.T, tuples int) *lazyRig {
 	for i := range tuples {
 		mustLimit(t, r.old, tup(fmt.Sprint("k", i), 60_000), 10, 9)
 	}
+	r.capture(t)
+	if r.cells != tuples {
+		t.Fatalf("%d cells saved, want %d", r.cells, tuples)
+	}
+	return r
+}
+
+// capture saves the old engine's cells part by part, and its reset records.
+func (r *lazyRig) capture(t *testing.T) {
+	t.Helper()
+	r.byPart, r.cells, r.resets = [engine.Parts][]engine.CellRecord{}, 0, nil
 	prev := -1
 	for tr := range r.old.Tuples {
 		if tr.Part < prev {
@@ -38,10 +51,10 @@ func newLazyRig(t *testing.T, tuples int) *lazyRig {
 			r.cells++
 		}
 	}
-	if r.cells != tuples {
-		t.Fatalf("%d cells saved, want %d", r.cells, tuples)
+	for rec := range r.old.Resets {
+		rec.Cancels = slices.Clone(rec.Cancels) // lent for the call only
+		r.resets = append(r.resets, rec)
 	}
-	return r
 }
 
 // start returns a new engine with the old one's seed, loading lazily, its part held
@@ -51,6 +64,9 @@ func (r *lazyRig) start(t *testing.T, held int, release <-chan struct{}) (*engin
 	e := engine.New(r.clock, engine.Config{Standalone: true})
 	if err := e.AdoptShardSeed(r.old.ShardSeed()); err != nil {
 		t.Fatal(err)
+	}
+	if n := e.RestoreResets(r.resets); n != len(r.resets) {
+		t.Fatalf("restored %d reset records of %d", n, len(r.resets))
 	}
 	done := e.LoadLazily(func(from, to int) {
 		for part := from; part < to; part++ {
@@ -177,5 +193,60 @@ func TestWaitLoaded(t *testing.T) {
 	close(release)
 	if n := <-waited; n != int64(r.cells) {
 		t.Fatalf("after WaitLoaded: %d cells, want %d", n, r.cells)
+	}
+}
+
+// TestLoadLazilyResets: the reset records restored before a lazy load cancel what they
+// cancelled of each part's raw cells as the part loads; a reset of a tuple whose part is
+// not loaded yet waits for it, then zeroes the snapshot's count (not an empty entry that
+// the part's load would fill again).
+func TestLoadLazilyResets(t *testing.T) {
+	const tuples, reset = 2000, 200
+	r := newLazyRig(t, tuples)
+	for i := range reset {
+		if n, err := r.old.Reset([]engine.Tuple{tup(fmt.Sprint("k", i), 60_000)}); n != 1 || err != nil {
+			t.Fatalf("reset k%d: %d, %v", i, n, err)
+		}
+	}
+	r.capture(t) // the cells raw (9 each), and the records that cancel 9 of the first 200
+	if len(r.resets) != reset || r.cells != tuples {
+		t.Fatalf("saved %d reset records, %d cells", len(r.resets), r.cells)
+	}
+	// Hold the part of a tuple that was not reset.
+	late := fmt.Sprint("k", tuples-1)
+	held, _ := r.partOf(tup(late, 60_000))
+	release := make(chan struct{})
+	e, done := r.start(t, held, release)
+	resetDone := make(chan int)
+	go func() {
+		n, err := e.Reset([]engine.Tuple{tup(late, 60_000)})
+		if err != nil {
+			t.Error(err)
+		}
+		resetDone <- n
+	}()
+	select {
+	case n := <-resetDone:
+		t.Fatalf("a reset of a tuple whose part is held returned: %d held usage", n)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if n := <-resetDone; n != 1 {
+		t.Fatalf("the reset of %s after its part loaded found %d tuples with usage, want 1", late, n)
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the load did not end")
+	}
+	for i := range tuples {
+		k := fmt.Sprint("k", i)
+		want := uint64(0) // 9 of 10 used: the 10th is allowed, nothing remains
+		if i < reset || k == late {
+			want = 9 // reset: counts from zero
+		}
+		if d := mustLimit(t, e, tup(k, 60_000), 10, 1); !d.Allowed || d.Remaining != want {
+			t.Fatalf("%s after the load: %+v, want allowed with %d remaining", k, d, want)
+		}
 	}
 }

@@ -63,6 +63,9 @@ type OriginMeta struct {
 	// holds no lease for, it may admit ColdAllowance(limit, ColdPPM) units without asking,
 	// until LeaseTTLMs after it sent the request. 0: none.
 	ColdPPM int64
+	// Changes is the version of the last change the origin made to what edges cache
+	// (changes.go): an edge that has applied less asks for the changes since.
+	Changes uint64
 }
 
 // ReadItem asks for a tuple's cells Seq and Seq-1. Key is made by AppendKey. Want > 0
@@ -95,11 +98,17 @@ type ReplayItem struct {
 // (edge/keep.go): an origin of another run applies nothing of the batch and answers it as a
 // re-delivery, so that the edge learns the mark that run restored from its snapshot before
 // any batch of its lands there, and so which kept batches the snapshot holds.
+//
+// Changes is the version of the origin's changes (changes.go) the edge had applied when it
+// made the batch: every cost in it was accepted after the edge applied them, so a tuple
+// reset after that version (which the edge had not heard of) gets none of it: that cost
+// counts as made before the reset.
 type ReplayBatch struct {
-	Node  string
-	ID    uint64
-	Boot  int64
-	Items []ReplayItem
+	Node    string
+	ID      uint64
+	Boot    int64
+	Changes uint64
+	Items   []ReplayItem
 }
 
 // DecideRequest hands one decision to the origin, which decides and counts atomically.
@@ -313,7 +322,8 @@ func (e *Engine) heard(node string) (OriginMeta, *runMarks) {
 // meta is the header of a reply to edge run run (nodes.mu held), which it grants the
 // cold allowance (cold.go).
 func (e *Engine) meta(now int64, run *runMarks) OriginMeta {
-	return OriginMeta{Edges: e.nodes.active(now), LeaseTTLMs: e.leaseTTLMs, Boot: e.boot, Now: now, ColdPPM: e.grantCold(run, now)}
+	return OriginMeta{Edges: e.nodes.active(now), LeaseTTLMs: e.leaseTTLMs, Boot: e.boot, Now: now, ColdPPM: e.grantCold(run, now),
+		Changes: e.changes.version.Load()}
 }
 
 // marks sets meta's Applied and Durable from run's marks: durable first, so that it is
@@ -371,7 +381,7 @@ func (e *Engine) ServeReplay(b ReplayBatch) ([]CellCounts, OriginMeta) {
 		for j < len(b.Items) && string(b.Items[j].Key) == string(b.Items[i].Key) {
 			j++
 		}
-		e.serveItems(b.Items[i:j], out[i:j], st, fresh, !other, meta.Edges, now)
+		e.serveItems(b.Items[i:j], out[i:j], st, fresh, !other, meta.Edges, now, b.Changes)
 		i = j
 	}
 	if fresh {
@@ -385,14 +395,22 @@ func (e *Engine) ServeReplay(b ReplayBatch) ([]CellCounts, OriginMeta) {
 // serveItems applies the replay items of one tuple (when fresh: not a re-delivery) and
 // answers each with the tuple's counts after all of them, applying its lease request when
 // leases is set (lease requests are applied on every delivery: they are idempotent,
-// lease.go).
-func (e *Engine) serveItems(items []ReplayItem, out []CellCounts, run *runMarks, fresh, leases bool, edges int, now int64) {
+// lease.go). The cost is not applied when the tuple was reset after change version
+// changes, which the batch's edge had applied (reset.go).
+func (e *Engine) serveItems(items []ReplayItem, out []CellCounts, run *runMarks, fresh, leases bool, edges int, now int64, changes uint64) {
 	key := items[0].Key
 	w := windowOfKey(string(key))
 	sh, h := e.store.locate(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	ent := sh.lookup(h, key)
+	// A batch made before its edge applied a reset may carry cost the reset cancelled: its
+	// tuple is looked up in the reset table only then. A reset sets the atomics under the
+	// tuple's shard lock, held here: one that lands while the batch is served is seen by
+	// the items served after it.
+	if fresh && e.resets.count.Load() > 0 && changes < e.resets.maxVersion.Load() && e.resetAfter(key, changes) {
+		fresh = false // cost accepted before its edge heard of the reset: cancelled with it
+	}
 	if fresh && w > 0 {
 		for _, it := range items {
 			ent = e.applyReplay(sh, h, ent, it, w, run, now)

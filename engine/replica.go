@@ -12,11 +12,16 @@ import (
 // Package replication moves them between regions.
 
 // Component is one region's share of one cell: (tuple key, sequence, region) -> count.
+//
+// With Reset, the row is not a count but what a reset of the tuple cancelled of Region's
+// component of the cell (reset.go): merged with max like a count, and subtracted from the
+// component wherever it is taken.
 type Component struct {
 	Key    []byte
 	Seq    int64
 	Region string
 	Count  uint64
+	Reset  bool
 }
 
 // maxRegions bounds the region table.
@@ -85,9 +90,23 @@ func (e *Engine) Region() string { return e.region }
 // many components changed a count.
 func (e *Engine) MergeComponents(comps []Component) (changed int) {
 	now := e.clock.NowMs()
+	var refresh map[string]bool // tuples another region's reset lowered here: their edges re-read them
 	for _, c := range comps {
 		w := windowOfKey(string(c.Key))
 		if w <= 0 || c.Seq < now/w-1 || c.Seq > now/w+1 || c.Count == 0 {
+			continue
+		}
+		if c.Reset {
+			raised, lowered := e.mergeReset(c, w, now)
+			if raised {
+				changed++
+			}
+			if lowered { // only then: anti-entropy's rows must not flood the change feed
+				if refresh == nil {
+					refresh = make(map[string]bool)
+				}
+				refresh[string(c.Key)] = true
+			}
 			continue
 		}
 		var region uint16
@@ -100,6 +119,16 @@ func (e *Engine) MergeComponents(comps []Component) (changed int) {
 		}
 		sh, h := e.store.locate(c.Key)
 		sh.mu.Lock()
+		// Taken minus what a reset cancelled of it: an import from before the reset brings
+		// nothing back. Read under the shard's lock, under which a reset cancels: a reset
+		// is wholly before this merge or wholly after it.
+		if cut := e.cancelledOf(c.Key, c.Seq, c.Region); cut > 0 {
+			if c.Count <= cut {
+				sh.mu.Unlock()
+				continue
+			}
+			c.Count -= cut
+		}
 		ent := sh.lookup(h, c.Key)
 		if ent == nil {
 			// Our own row (a copy of what we published, after data loss) is restored even past
@@ -128,6 +157,9 @@ func (e *Engine) MergeComponents(comps []Component) (changed int) {
 		}
 		sh.mu.Unlock()
 	}
+	for k := range refresh {
+		e.AddChange(ChangeRefresh, []byte(k), nil)
+	}
 	e.imports.Add(uint64(changed))
 	if changed > 0 {
 		e.markDirty()
@@ -140,15 +172,24 @@ func (e *Engine) MergeComponents(comps []Component) (changed int) {
 // last published and that either reached threshold of the lowest limit seen for the cell,
 // or have a foreign count already (then every growth is published). A cell used without any
 // known limit is published at every growth.
+//
+// Components are raw: the count plus what resets cancelled of it (reset.go). The rows of
+// the resets made here since the last call come first (they are not counted in limit).
 func (e *Engine) Publishable(threshold float64, limit int) []Component {
+	now := e.clock.NowMs()
 	var out []Component
-	e.store.eachLive(e.clock.NowMs(), func(k string, ent *entry, i int) bool {
+	if e.resets.count.Load() > 0 {
+		out = e.resetRows(out, now, true)
+	}
+	limit += len(out)
+	e.store.eachLive(now, func(k string, ent *entry, i int) bool {
 		c := &ent.cells[i]
 		if c.regional <= ent.published(i) ||
 			(c.imported == 0 && c.minLimit > 0 && float64(c.regional) < threshold*float64(c.minLimit)) {
 			return true
 		}
-		out = append(out, Component{Key: []byte(k), Seq: c.seq, Region: e.region, Count: c.regional})
+		raw := satAdd(c.regional, e.cancelledOf([]byte(k), c.seq, e.region))
+		out = append(out, Component{Key: []byte(k), Seq: c.seq, Region: e.region, Count: raw})
 		e.store.setPublished(ent, i, c.regional)
 		return len(out) < limit
 	})
@@ -158,16 +199,24 @@ func (e *Engine) Publishable(threshold float64, limit int) []Component {
 
 // Components returns every component held for live cells, this region's and the others':
 // what anti-entropy sends to a peer that (re)connects.
+//
+// The reset rows come first, and components are raw (reset.go).
 func (e *Engine) Components() []Component {
+	now := e.clock.NowMs()
 	var out []Component
-	e.store.eachLive(e.clock.NowMs(), func(k string, ent *entry, i int) bool {
+	if e.resets.count.Load() > 0 {
+		out = e.resetRows(out, now, false)
+	}
+	e.store.eachLive(now, func(k string, ent *entry, i int) bool {
 		c := &ent.cells[i]
 		if c.regional > 0 {
-			out = append(out, Component{Key: []byte(k), Seq: c.seq, Region: e.region, Count: c.regional})
+			raw := satAdd(c.regional, e.cancelledOf([]byte(k), c.seq, e.region))
+			out = append(out, Component{Key: []byte(k), Seq: c.seq, Region: e.region, Count: raw})
 		}
 		for _, f := range ent.foreign(i) {
-			if name := e.regions.name(f.region); name != "" { // "": restored without a region name
-				out = append(out, Component{Key: []byte(k), Seq: c.seq, Region: name, Count: f.count})
+			if name := e.regions.name(f.region); name != "" && f.count > 0 { // "": restored without a region name
+				raw := satAdd(f.count, e.cancelledOf([]byte(k), c.seq, name))
+				out = append(out, Component{Key: []byte(k), Seq: c.seq, Region: name, Count: raw})
 			}
 		}
 		return true

@@ -5,6 +5,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strings"
 	"unsafe"
 )
 
@@ -30,21 +31,16 @@ type RegionCount struct {
 	Count  uint64
 }
 
-// Snapshot returns every live cell (sequence >= seq-1 of its window). Each shard is copied
-// under its lock, so every record is a count that was really held; records of different
-// shards may be a few microseconds apart.
+// Snapshot returns every live cell (sequence >= seq-1 of its window), raw as Tuples
+// yields them. Each shard is copied under its lock, so every record is a count that was
+// really held; records of different shards may be a few microseconds apart.
 func (e *Engine) Snapshot() []CellRecord {
 	out := make([]CellRecord, 0, e.store.cells.Load())
-	var keys keyArena
-	e.store.eachLive(e.clock.NowMs(), func(k string, ent *entry, i int) bool {
-		c := &ent.cells[i]
-		r := CellRecord{Key: keys.keep(k), Seq: c.seq, Regional: c.regional, Imported: c.imported}
-		for _, f := range ent.foreign(i) {
-			r.Foreign = append(r.Foreign, RegionCount{Region: e.regions.name(f.region), Count: f.count})
-		}
+	for r := range e.Records {
+		r.Key = strings.Clone(r.Key)
+		r.Foreign = slices.Clone(r.Foreign)
 		out = append(out, r)
-		return true
-	})
+	}
 	return out
 }
 
@@ -100,24 +96,33 @@ func (e *Engine) Tuples(yield func(TupleRecord) bool) {
 		}
 		leases = slices.Grow(leases, n)
 		named := !e.regions.empty() // read under the shard's lock
+		reset := e.resets.count.Load() > 0
 		for j := range sh.n {
 			sl := sh.at(j)
 			key := sh.keyOf(sl)
 			t := tupleAt{cells: span{len(cells), 0}, leases: span{len(leases), 0}}
 			if w := windowOfKey(key); w > 0 {
+				var r *tupleReset // the cells are saved raw: plus what resets cancelled (reset.go)
+				if reset {
+					r = sh.resets[key]
+				}
 				for k := range sl.ent.cells {
 					c := &sl.ent.cells[k]
 					if !c.live(w, now) {
 						continue
 					}
 					f0 := len(foreign)
+					imported := c.imported
 					if named {
 						for _, f := range sl.ent.foreign(k) {
-							foreign = append(foreign, RegionCount{Region: e.regions.name(f.region), Count: f.count})
+							name := e.regions.name(f.region)
+							n := satAdd(f.count, r.cancelled(c.seq, name))
+							imported = satAdd(imported, n-f.count)
+							foreign = append(foreign, RegionCount{Region: name, Count: n})
 						}
 					}
 					fAt = append(fAt, span{f0, len(foreign) - f0})
-					cells = append(cells, CellRecord{Seq: c.seq, Regional: c.regional, Imported: c.imported})
+					cells = append(cells, CellRecord{Seq: c.seq, Regional: satAdd(c.regional, r.cancelled(c.seq, e.region)), Imported: imported})
 				}
 			}
 			if sl.ent.side != nil {
@@ -192,6 +197,8 @@ func (e *Engine) Records(yield func(CellRecord) bool) {
 }
 
 // Restore merges records into the store with max, keeping only cells that are still live.
+// Records are raw (Tuples): what the resets restored before (RestoreResets) cancelled of
+// each component is taken off.
 // Live cells are loaded even beyond --max-memory (a bound must never forget a live cell);
 // new cells are then refused until the sweep frees room. It returns the number of cells
 // loaded and dropped; a record whose key does not decode is an error and stops nothing
@@ -228,16 +235,23 @@ func (e *Engine) Restore(recs []CellRecord) (loaded, dropped int, err error) {
 			continue
 		}
 		c := &ent.cells[i]
-		c.regional = max(c.regional, capCount(r.Regional))
+		var rs *tupleReset // what the resets restored before cancelled
+		if e.resets.count.Load() > 0 {
+			rs = sh.resets[r.Key]
+		}
+		eff := func(region string, n uint64) uint64 {
+			return capCount(n) - min(capCount(n), rs.cancelled(r.Seq, region))
+		}
+		c.regional = max(c.regional, eff(e.region, r.Regional))
 		foreign := r.Foreign
 		if len(foreign) == 0 && r.Imported > 0 {
 			foreign = []RegionCount{{Count: r.Imported}}
 		}
 		for _, f := range foreign {
 			if f.Region == e.region {
-				c.regional = max(c.regional, capCount(f.Count))
+				c.regional = max(c.regional, eff(e.region, f.Count))
 			} else if id, err := e.regions.id(f.Region); err == nil {
-				e.store.raise(ent, i, id, f.Count)
+				e.store.raise(ent, i, id, eff(f.Region, f.Count))
 			}
 		}
 		if !e.standalone {

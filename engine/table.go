@@ -47,9 +47,10 @@ type shard struct {
 	chunks []chunkRef // slots i*chunkSlots to (i+1)*chunkSlots-1 in chunks[i]
 	// Cold fields: the shard's first 64 bytes are what a lookup reads.
 	indexMapped bool
-	longs       []string // long keys, by the index their slots keep ("" when free)
-	freeLongs   []uint32 // free indexes in longs
-	_           [8]byte  // shards are 128 bytes: two cores on neighbouring shards share no line
+	longs       []string               // long keys, by the index their slots keep ("" when free)
+	freeLongs   []uint32               // free indexes in longs
+	resets      map[string]*tupleReset // reset records of the shard's tuples (reset.go); nil: none
+	// shards are 128 bytes: two cores on neighbouring shards share no line
 }
 
 // chunkRef is one chunk of slots, and whether it is a mapping (unmapped when freed) or a

@@ -479,15 +479,22 @@ func clientsDir(t *testing.T) string {
 func runExample(t *testing.T, interpreter, file string) {
 	t.Helper()
 	p := start(t, "--data-dir", "")
+	checkExampleReplies(t, p, exampleReplies(t, interpreter, file, p.Addr))
+}
+
+// exampleReplies runs clients/FILE with interpreter against addr and returns the integers
+// of each line it printed.
+func exampleReplies(t *testing.T, interpreter, file, addr string) [][]int64 {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, interpreter, filepath.Join(clientsDir(t), file), p.Addr)
+	cmd := exec.CommandContext(ctx, interpreter, filepath.Join(clientsDir(t), file), addr)
 	cmd.Dir = clientsDir(t)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("%s %s %s: %v\n--- stdout ---\n%s--- stderr ---\n%s", interpreter, file, p.Addr, err, out, stderr.Bytes())
+		t.Fatalf("%s %s %s: %v\n--- stdout ---\n%s--- stderr ---\n%s", interpreter, file, addr, err, out, stderr.Bytes())
 	}
 	var replies [][]int64
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
@@ -501,7 +508,38 @@ func runExample(t *testing.T, interpreter, file string) {
 		}
 		replies = append(replies, r)
 	}
-	checkExampleReplies(t, p, replies)
+	return replies
+}
+
+// TestClientExampleRedisPyTwoLimits runs the README's redis-py two-limit example: twelve
+// calls of 10 a second and 1000 an hour. The hour counts exactly the calls allowed (a
+// call the second's limit refused is counted nowhere), and a refusal names the second's
+// limit with a wait.
+func TestClientExampleRedisPyTwoLimits(t *testing.T) {
+	t.Parallel()
+	p := start(t, "--data-dir", "")
+	replies := exampleReplies(t, pythonWithRedis(t), "redis-py-two-limits.py", p.Addr)
+	if len(replies) != 12 {
+		t.Fatalf("the example printed %d replies, want 12: %v", len(replies), replies)
+	}
+	var allowed int64
+	for i, r := range replies {
+		switch {
+		case len(r) != 4:
+			t.Errorf("reply %d = %v, want allowed, limit, remaining, retry_after_ms", i+1, r)
+		case r[0] == 1 && (r[1] != 10 || r[3] != 0):
+			t.Errorf("allowed reply %d = %v, want the second's limit binding (10), no wait", i+1, r)
+		case r[0] == 0 && (r[1] != 10 || r[2] != 0 || r[3] <= 0 || r[3] > 2000):
+			t.Errorf("denied reply %d = %v, want the second's limit (10), 0 left, a wait in (0, 2000] ms (two windows at most)", i+1, r)
+		}
+		allowed += r[0]
+	}
+	if allowed < 10 {
+		t.Errorf("%d of 12 allowed, want at least the second's 10: %v", allowed, replies)
+	}
+	if n := counted(t, p.client(t, nil), "api:42", "1h"); n != allowed {
+		t.Errorf("the hour counted %d, want the %d allowed (all or nothing)", n, allowed)
+	}
 }
 
 func TestClientExampleRedisPy(t *testing.T) {

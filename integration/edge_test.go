@@ -64,6 +64,9 @@ func startEdges(t testing.TB, n int, origins []*proc, extra ...string) []*proc {
 // keep the default.
 var countsNotTimeouts = []string{"--origin-timeout", "5s"}
 
+// originTimeoutDefault is --origin-timeout's default.
+const originTimeoutDefault = 100 * time.Millisecond
+
 // clients returns one go-redis client per process.
 func clients(t testing.TB, ps []*proc, opt *redis.Options) []*redis.Client {
 	t.Helper()
@@ -448,8 +451,11 @@ func TestEdgeOriginOutage(t *testing.T) {
 			}
 			p95 := percentile(lat, 0.95)
 			t.Logf("edge %d with the origin down: p50 %v, p95 %v, max %v", e, percentile(lat, 0.5), p95, percentile(lat, 1))
-			if p95 >= 20*time.Millisecond {
-				t.Errorf("edge %d: p95 latency of RL.LIMIT with the origin down = %v, want < 20ms", e, p95)
+			// A request that waited on the origin took its --origin-timeout (100 ms) at
+			// least; a local decision takes microseconds. Not a speed bound: 5% of the
+			// requests stalled 100 ms each by the machine alone would be needed to fail.
+			if p95 >= originTimeoutDefault {
+				t.Errorf("edge %d: p95 latency of RL.LIMIT with the origin down = %v: requests waited on the origin's timeout (%v)", e, p95, originTimeoutDefault)
 			}
 		}
 	}()
@@ -604,8 +610,10 @@ func TestEdgeInternalAuth(t *testing.T) {
 	internal := [][]any{
 		{"RL.INTERNAL.READ"},
 		{"RL.INTERNAL.READ", "k", "0", "0", "0"},
-		{"RL.INTERNAL.REPLAY", "1", "0", "k", "0", "1", "0", "0", "0"},
+		{"RL.INTERNAL.REPLAY", "1", "0", "0", "k", "0", "1", "0", "0", "0"},
 		{"RL.INTERNAL.DECIDE", "k", "10", "1", "0", "0", "0", "0", "0", "0"},
+		{"RL.INTERNAL.CHANGES", "0"},
+		{"RL.INTERNAL.RESET", "k"},
 	}
 	refused := func(t *testing.T, c *redis.Client) {
 		t.Helper()
@@ -637,8 +645,8 @@ func TestEdgeInternalAuth(t *testing.T) {
 		before := time.Now().UnixMilli()
 		v, err := c.Do(ctx, "RL.INTERNAL.READ").Result()
 		after := time.Now().UnixMilli()
-		if arr, ok := v.([]any); err != nil || !ok || len(arr) != 10 {
-			t.Errorf("RL.INTERNAL.READ after HELLO = %#v, %v; want [edges, applied, lease_ttl_ms, boot, now, durable, hand, hands_durable, hands_restored, cold_ppm]", v, err)
+		if arr, ok := v.([]any); err != nil || !ok || len(arr) != 11 {
+			t.Errorf("RL.INTERNAL.READ after HELLO = %#v, %v; want [edges, applied, lease_ttl_ms, boot, now, durable, hand, hands_durable, hands_restored, cold_ppm, changes]", v, err)
 		} else if now, ok := arr[4].(int64); !ok || now < before || now > after {
 			// The origin's clock is this machine's.
 			t.Errorf("RL.INTERNAL.READ after HELLO: now = %v, want from %d to %d", arr[4], before, after)
@@ -893,8 +901,11 @@ func TestEdgeOriginHung(t *testing.T) {
 			}
 			p95 := percentile(lat, 0.95)
 			t.Logf("edge %d with the origin hung: p50 %v, p95 %v, max %v", e, percentile(lat, 0.5), p95, percentile(lat, 1))
-			if p95 >= 20*time.Millisecond {
-				t.Errorf("edge %d: p95 latency of RL.LIMIT with the origin hung = %v, want < 20ms", e, p95)
+			// A request that waited on the origin took its --origin-timeout (100 ms) at
+			// least; a local decision takes microseconds. Not a speed bound: 5% of the
+			// requests stalled 100 ms each by the machine alone would be needed to fail.
+			if p95 >= originTimeoutDefault {
+				t.Errorf("edge %d: p95 latency of RL.LIMIT with the origin hung = %v: requests waited on the origin's timeout (%v)", e, p95, originTimeoutDefault)
 			}
 		}
 	}()

@@ -111,6 +111,17 @@ var trackingConv = []convStep{
 	{conn: -1, reads: []int{0}, proto: "3"}, // b:1 expired
 	{conn: 1, args: []string{"SET", "b:2", "x"}, reads: []int{1, 0}, proto: "3"},
 	{conn: 0, args: []string{"PING"}, reads: []int{0}, proto: "3"},
+	// A flush: every tracking connection gets a null invalidation, its own after its reply.
+	{conn: 0, args: []string{"CLIENT", "TRACKING", "OFF"}, reads: []int{0}, proto: "3"},
+	{conn: 0, args: []string{"CLIENT", "TRACKING", "ON"}, reads: []int{0}, proto: "3"},
+	{conn: 0, args: []string{"GET", "f1"}, reads: []int{0}, proto: "3"},
+	{conn: 1, args: []string{"FLUSHALL"}, reads: []int{1, 0}, proto: "3"},
+	{conn: 1, args: []string{"SET", "f1", "x"}, reads: []int{1}, proto: "3"},
+	{conn: 0, args: []string{"FLUSHDB", "ASYNC"}, reads: []int{0, 0}, proto: "3"},
+	{conn: 0, args: []string{"CLIENT", "TRACKING", "OFF"}, reads: []int{0}, proto: "3"},
+	{conn: 0, args: []string{"CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "p:"}, reads: []int{0}, proto: "3"},
+	{conn: 1, args: []string{"FLUSHALL"}, reads: []int{1, 0}, proto: "3"},
+	{conn: 0, args: []string{"PING"}, reads: []int{0}, proto: "3"},
 
 	// RESP2: invalidations go to a connection subscribed to __redis__:invalidate.
 	{conn: 2, args: []string{"SUBSCRIBE", "__redis__:invalidate"}, reads: []int{2}, proto: "2"},
@@ -121,6 +132,7 @@ var trackingConv = []convStep{
 	{conn: 0, args: []string{"SET", "r1", "y"}, reads: []int{0}, proto: "2"},
 	{conn: 0, args: []string{"GET", "r1"}, reads: []int{0}, proto: "2"},
 	{conn: 0, args: []string{"SET", "r1", "z"}, reads: []int{0, 2}, proto: "2"},
+	{conn: 1, args: []string{"FLUSHALL"}, reads: []int{1, 2}, proto: "2"},
 	{conn: 0, args: []string{"CLIENT", "TRACKING", "OFF"}, reads: []int{0}, proto: "2"},
 	{conn: 0, args: []string{"CLIENT", "TRACKING", "ON", "BCAST", "REDIRECT", "$ID2"}, reads: []int{0}, proto: "2"},
 	{conn: 1, args: []string{"INCR", "r3"}, reads: []int{1, 2}, proto: "2"},

@@ -103,6 +103,12 @@ var typesCompareScript = []string{
 	"EVAL 'return redis.call(\"HINCRBYFLOAT\", KEYS[1], \"t\", 0.1)' 1 uh",
 	"EVAL 'return redis.call(\"ZINCRBY\", KEYS[1], 0.1, \"half\")' 1 us",
 	"DEL tz th sn ap m1 nom ex fl newfl fl0 flx s1 h l z zt s us uh",
+	// FLUSHALL and FLUSHDB: every type goes, alone and inside a transaction.
+	"SET f1 a EX 100", "HSET f2 x 1", "ZADD f3 1 a", "RPUSH f4 x", "SADD f5 x", "INCR f6",
+	"FLUSHALL FOO", "FLUSHALL ASYNC SYNC", "FLUSHDB x", "flushdb sync extra", "FLUSHALL",
+	"KEYS *", "EXISTS f1 f2 f3 f4 f5 f6", "SET f1 a", "FLUSHDB ASYNC", "EXISTS f1", "SET f1 a", "flushall sync",
+	"flushdb", "FLUSHDB SYNC", "FLUSHALL async", "EXISTS f1",
+	"SET f1 a", "MULTI", "SET f2 b", "FLUSHALL", "GET f1", "SET f3 c", "FLUSHDB x", "EXEC", "KEYS *", "DEL f3",
 }
 
 // TestTypesMatchRedisServer runs typesCompareScript against ratchet and a real
@@ -237,8 +243,8 @@ func TestHandWrittenLimiterScripts(t *testing.T) {
 }
 
 // TestEdgeForwardsTypes: through two edges (RESP3 and RESP2), the data-type commands,
-// a transaction of them and a script over them run on the origin, with the origin's
-// replies.
+// a transaction of them, a script over them and FLUSHALL run on the origin, with the
+// origin's replies.
 func TestEdgeForwardsTypes(t *testing.T) {
 	ctx := context.Background()
 	origin := startOrigin(t)
@@ -280,6 +286,22 @@ func TestEdgeForwardsTypes(t *testing.T) {
 	}
 	if n, err := oc.ZCard(ctx, "log").Result(); err != nil || n != 3 {
 		t.Fatalf("ZCARD on the origin after the script: %d %v", n, err)
+	}
+	// FLUSHALL through an edge empties the origin's keyspace, alone and in a transaction.
+	if err := e2.FlushAll(ctx).Err(); err != nil {
+		t.Fatalf("FLUSHALL through an edge: %v", err)
+	}
+	if keys, err := oc.Keys(ctx, "*").Result(); err != nil || len(keys) != 0 {
+		t.Fatalf("KEYS * on the origin after an edge's FLUSHALL: %v %v", keys, err)
+	}
+	var get *redis.StringCmd
+	if _, err := e1.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, "a", "1", 0)
+		p.FlushDB(ctx)
+		get = p.Get(ctx, "a")
+		return nil
+	}); err != redis.Nil || get.Err() != redis.Nil {
+		t.Fatalf("MULTI SET FLUSHDB GET EXEC through an edge: %v %v", get.Err(), err)
 	}
 }
 

@@ -95,7 +95,8 @@ func TestWatchGoRedis(t *testing.T) {
 // TestWatchMatchesRedisServer: two connections, A watching and B writing, replies
 // compared byte for byte with redis-server's in RESP2 and RESP3: each kind of change
 // (SET, INCR, EXPIRE, PERSIST, DEL, a TTL that passes), and what is no change
-// (a read, DEL of nothing, another key), and that EXEC, DISCARD and UNWATCH forget.
+// (a read, DEL of nothing, another key), FLUSHALL and FLUSHDB (a change when they remove
+// the key), and that EXEC, DISCARD and UNWATCH forget.
 func TestWatchMatchesRedisServer(t *testing.T) {
 	t.Parallel()
 	redisAddr := startRedisServer(t)
@@ -111,7 +112,8 @@ func TestWatchMatchesRedisServer(t *testing.T) {
 		}
 	}
 	tx := func() { add('A', "MULTI", "INCR k", "EXEC") }
-	for _, change := range []string{"SET k 5", "INCR k", "EXPIRE k 100", "DEL k", "PERSIST k", "INCRBY k 0"} {
+	for _, change := range []string{"SET k 5", "INCR k", "EXPIRE k 100", "DEL k", "PERSIST k", "INCRBY k 0", "FLUSHALL",
+		"FLUSHDB ASYNC"} {
 		add('B', "SET k 1 EX 100")
 		add('A', "WATCH k")
 		add('B', change)
@@ -123,6 +125,11 @@ func TestWatchMatchesRedisServer(t *testing.T) {
 		add('B', noChange)
 		tx()
 	}
+	// A flush when the watched key is missing: no change (Redis touches the keys it empties).
+	add('B', "DEL k")
+	add('A', "WATCH k")
+	add('B', "SET other 1", "FLUSHALL")
+	tx()
 	// Watched while missing, created then deleted: a change.
 	add('B', "DEL k")
 	add('A', "WATCH k")
@@ -145,7 +152,7 @@ func TestWatchMatchesRedisServer(t *testing.T) {
 	add('B', "SET k 5")
 	tx()
 	// A TTL that passes between WATCH and EXEC.
-	add('B', "SET k 1 PX 1500")
+	add('B', "SET k 1 PX 3000")
 	add('A', "WATCH k", "DEBUG-SLEEP", "MULTI", "GET k", "EXEC")
 	add('B', "DEL k a b other")
 
@@ -160,7 +167,7 @@ func TestWatchMatchesRedisServer(t *testing.T) {
 		}
 		for i, s := range script {
 			if s.line == "DEBUG-SLEEP" {
-				time.Sleep(1600 * time.Millisecond) // past the TTL (1.5 s: WATCH comes well before); any longer wait gives the same replies
+				time.Sleep(3100 * time.Millisecond) // past the TTL (3 s: WATCH comes well before, even on a loaded machine); any longer wait gives the same replies
 				continue
 			}
 			args := splitQuoted(s.line)

@@ -245,6 +245,11 @@ var txPool = sync.Pool{New: func() any { return new(Tx) }}
 // (tx.Now()). fn must not call Do itself, nor keep tx or a value it returned. Do returns
 // fn's error, or ErrKeyTooLarge without calling fn.
 func (kv *KV) Do(ws string, keys [][]byte, fn func(tx *Tx) error) error {
+	return kv.do(ws, keys, false, fn)
+}
+
+// do is Do, holding every shard with all (DoAll).
+func (kv *KV) do(ws string, keys [][]byte, all bool, fn func(tx *Tx) error) error {
 	tx := txPool.Get().(*Tx)
 	defer kv.release(tx)
 	tx.kv, tx.ws = kv, ws
@@ -266,6 +271,11 @@ func (kv *KV) Do(ws string, keys [][]byte, fn func(tx *Tx) error) error {
 		i := kv.shardIndex(r.key)
 		r.sh = &kv.shards[i]
 		tx.held[i/64] |= 1 << (i % 64)
+	}
+	if all {
+		for w := range tx.held {
+			tx.held[w] = ^uint64(0)
+		}
 	}
 	tx.lock()
 	tx.now = kv.clock.NowMs()

@@ -404,3 +404,41 @@ func BenchmarkKVMemory(b *testing.B) {
 	})
 	b.ReportMetric(est, "est-B/key")
 }
+
+// TestFlush: Flush removes every key of its workspace, of every type, with or without a
+// TTL, gives their memory back, and leaves other workspaces' keys; in a step that does
+// not hold every shard it removes nothing.
+func TestFlush(t *testing.T) {
+	_, kv, _ := newKV(1 << 30)
+	set := func(tx *keyspace.Tx) error { return tx.Set(0, []byte("v"), 0) }
+	for i := range 300 {
+		k := []byte(fmt.Sprint("k", i))
+		_ = kv.Do("default", [][]byte{k}, set)
+		_ = kv.Do("tenant", [][]byte{k}, set)
+	}
+	_ = kv.Do("default", [][]byte{[]byte("z")}, func(tx *keyspace.Tx) error {
+		_, err := tx.ZAdd(0, 0, []float64{1, 2}, [][]byte{[]byte("a"), []byte("b")})
+		return err
+	})
+	_ = kv.Do("default", [][]byte{[]byte("t")}, func(tx *keyspace.Tx) error { return tx.Set(0, []byte("v"), tx.Now()+1000) })
+	before := kv.Keys()
+	var n int64
+	_ = kv.Do("default", [][]byte{[]byte("k1")}, func(tx *keyspace.Tx) error { n = tx.Flush(); return nil })
+	if n != -1 || kv.Keys() != before {
+		t.Fatalf("Flush in a step of one key removed %d (keys %d -> %d)", n, before, kv.Keys())
+	}
+	_ = kv.DoAll("default", nil, func(tx *keyspace.Tx) error { n = tx.Flush(); return nil })
+	if n != 302 || kv.Keys() != 300 {
+		t.Fatalf("Flush removed %d keys, %d left; want 302 removed, 300 left", n, kv.Keys())
+	}
+	if _, ok := get(kv, "default", "k1"); ok {
+		t.Fatal("a flushed key is still there")
+	}
+	if v, ok := get(kv, "tenant", "k1"); !ok || v != "v" {
+		t.Fatalf("another workspace's key after the flush: %q %v", v, ok)
+	}
+	_ = kv.DoAll("tenant", nil, func(tx *keyspace.Tx) error { n = tx.Flush(); return nil })
+	if n != 300 || kv.Keys() != 0 {
+		t.Fatalf("second Flush removed %d, %d keys left", n, kv.Keys())
+	}
+}

@@ -80,6 +80,12 @@ func TestWatch(t *testing.T) {
 		{name: "other workspace", between: func(kv *keyspace.KV, _ *engine.ManualClock) {
 			_ = kv.Do("tenant", [][]byte{[]byte("w")}, set)
 		}, want: false},
+		{name: "flush", setup: func(kv *keyspace.KV, _ *engine.ManualClock) { _ = one(kv, "w", set) },
+			between: flush("default"), want: true},
+		{name: "flush without the key", setup: func(kv *keyspace.KV, _ *engine.ManualClock) { _ = one(kv, "x", set) },
+			between: flush("default"), want: false},
+		{name: "flush of another workspace", setup: func(kv *keyspace.KV, _ *engine.ManualClock) { _ = one(kv, "w", set) },
+			between: flush("tenant"), want: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, kv, clock := newKV(0)
@@ -110,6 +116,13 @@ func TestWatch(t *testing.T) {
 				t.Fatalf("after Clear: changed %v, %d keys", kv.Changed(&w), w.Len())
 			}
 		})
+	}
+}
+
+// flush is FLUSHALL in workspace ws.
+func flush(ws string) func(kv *keyspace.KV, clock *engine.ManualClock) {
+	return func(kv *keyspace.KV, _ *engine.ManualClock) {
+		_ = kv.DoAll(ws, nil, func(tx *keyspace.Tx) error { tx.Flush(); return nil })
 	}
 }
 

@@ -40,7 +40,9 @@ type ZSet struct {
 }
 
 func newZSet() *ZSet {
-	return &ZSet{dict: make(map[string]float64), head: &zNode{level: make([]zLevel, zMaxLevel)}, levels: 1}
+	// The head's levels grow with the list's (insert): most sorted sets of a sliding log are
+	// small, and 32 levels were 512 bytes for each.
+	return &ZSet{dict: make(map[string]float64), head: &zNode{level: make([]zLevel, 1, 4)}, levels: 1}
 }
 
 // ScoreBound is one end of a score range: V, excluded when Excl ("(1.5").
@@ -108,6 +110,9 @@ func (z *ZSet) insert(score float64, member string) {
 		update[i] = x
 	}
 	lvl := zRandomLevel()
+	for len(z.head.level) < lvl {
+		z.head.level = append(z.head.level, zLevel{})
+	}
 	if lvl > z.levels {
 		for i := z.levels; i < lvl; i++ {
 			rank[i] = 0

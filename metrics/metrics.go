@@ -64,6 +64,7 @@ type collector struct {
 	snapDuration, snapLastSuccess, snapCells, snapFailures                        *prometheus.Desc
 	replayPending, replayRetried, replayExpired, strict, originUp                 *prometheus.Desc
 	replayUnsaved, replayUnsavedDropped, replayResent, coldAdmitted               *prometheus.Desc
+	resetsRefused                                                                 *prometheus.Desc
 	published, imported, peerUp, peerLag, peerLastOK, peerPublished, peerImported *prometheus.Desc
 }
 
@@ -112,6 +113,8 @@ func newCollector(src Sources) *collector {
 		replayUnsaved:        d("replay_unsaved", "Edge: cost the origins acknowledged and have not saved yet, kept to re-send should one restart from its snapshot."),
 		replayUnsavedDropped: d("replay_unsaved_dropped_total", "Edge: acknowledged cost dropped from what is kept for re-sending, by its bound (a kill -9 of the origin would lose it)."),
 		replayResent:         d("replay_resent_total", "Edge: acknowledged cost re-sent to an origin restarted from a snapshot that lacked it."),
+
+		resetsRefused: d("resets_refused_total", "Origin: resets, and peers' reset rows, refused because the table of recent resets was full."),
 	}
 }
 
@@ -127,6 +130,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			cells: s.Cells, tuples: s.Tuples, memBytes: s.MemoryBytes, memMax: s.MaxMemoryBytes})
 		m(c.published, prometheus.CounterValue, float64(s.Published))
 		m(c.imported, prometheus.CounterValue, float64(s.Imported))
+		m(c.resetsRefused, prometheus.CounterValue, float64(s.ResetsRefused))
 	}
 	if c.src.Edge != nil {
 		s := c.src.Edge()

@@ -67,6 +67,7 @@ func (s *Store) open() (*Opened, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load snapshot %s: %w", path, err)
 	}
+	s.trimResets(path, o.Resets)
 	s.sizeHint.Store(info.Size())
 	return o, nil
 }
@@ -115,7 +116,8 @@ func openLazy(path string, size int64) (o *Opened, err error) {
 }
 
 // readLazy checks a file with a part table: its version, the CRC-32C of the cells'
-// chunks and the table, and reads its counter keys, runs and leases.
+// chunks and the table, and reads its counter keys, runs, leases, reset records, change
+// version and overrides (all but the cells, as readSnapshot reads them).
 func (o *Opened) readLazy(tx *bolt.Tx, meta *bolt.Bucket) error {
 	version, err := metaUint(meta, metaVersion, 8)
 	if err != nil {
@@ -164,6 +166,9 @@ func (o *Opened) readLazy(tx *bolt.Tx, meta *bolt.Bucket) error {
 	leases := chunked[engine.LeaseRecord]{bucket: leaseBucket, countName: metaLeaseCount, crcName: metaLeaseCRC, minLen: 6,
 		chunkDecoder: leaseDecoder(o.Runs, nil)} // their keys are spelled out
 	if o.Leases, err = leases.read(tx, meta, o.size); err != nil {
+		return err
+	}
+	if err := o.readResets(tx, meta, o.size); err != nil {
 		return err
 	}
 	o.parts = parts

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -209,4 +210,38 @@ func putTable(tx *bolt.Tx, table []byte) error {
 		return err
 	}
 	return m.Put([]byte(metaParts), table)
+}
+
+// TestOpenLazyResetsOverrides: a snapshot opened for a lazy load has the reset records,
+// the change version and the overrides, as LoadAll reads them: an origin restores them
+// before its first part loads.
+func TestOpenLazyResetsOverrides(t *testing.T) {
+	e, _ := lazyEngine(t, 300)
+	tp := func(i int) engine.Tuple {
+		return engine.Tuple{Workspace: "default", Namespace: "default", Key: fmt.Appendf(nil, "k%d", i), WindowMs: 60_000}
+	}
+	if n, err := e.Reset([]engine.Tuple{tp(3), tp(250)}); n != 2 || err != nil {
+		t.Fatalf("reset: %d, %v", n, err)
+	}
+	if err := e.Overrides().Set(tp(7), false, 5); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := lazyStore(t)
+	if err := s.Write(Source{Tuples: e.Tuples, Runs: e.Runs, ShardSeed: e.ShardSeed(), Resets: e.Resets,
+		Changes: e.ChangeVersion, Overrides: e.Overrides().Records}); err != nil {
+		t.Fatal(err)
+	}
+	all, err := s.LoadAll()
+	if err != nil || len(all.Resets) != 2 || all.Changes == 0 || len(all.Overrides) != 1 {
+		t.Fatalf("LoadAll: %d resets, changes %d, %d overrides, %v", len(all.Resets), all.Changes, len(all.Overrides), err)
+	}
+	o, err := s.OpenOrSetAside()
+	if err != nil || !o.Lazy() {
+		t.Fatalf("OpenOrSetAside: %v, lazy %v", err, o.Lazy())
+	}
+	defer o.Close()
+	if !reflect.DeepEqual(o.Resets, all.Resets) || o.Changes != all.Changes || !reflect.DeepEqual(o.Overrides, all.Overrides) {
+		t.Fatalf("opened lazily: resets %+v, changes %d, overrides %+v; LoadAll: %+v, %d, %+v",
+			o.Resets, o.Changes, o.Overrides, all.Resets, all.Changes, all.Overrides)
+	}
 }

@@ -35,6 +35,14 @@ type Snapshot struct {
 	// (for engine.RestoreRuns, then engine.RestoreLeases).
 	Runs   []engine.RunRecord
 	Leases []engine.LeaseRecord
+	// Resets are the reset records (for engine.RestoreResets, before engine.Restore), and
+	// Changes the origin's change version when saved (engine.RestoreChanges); none and 0
+	// in a file written before resets.
+	Resets  []engine.ResetRecord
+	Changes uint64
+	// Overrides are RL.OVERRIDE's records in file order (for engine.RestoreOverrides);
+	// none in a file written before them.
+	Overrides []engine.OverrideRecord
 }
 
 // Load returns the cells of the last snapshot (LoadAll without the counter keys).
@@ -73,6 +81,7 @@ func (s *Store) loadAll(sorted bool) (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("load snapshot %s: %w", path, err)
 	}
+	s.trimResets(path, snap.Resets)
 	s.sizeHint.Store(info.Size())
 	return snap, nil
 }
@@ -186,10 +195,77 @@ func readSnapshot(tx *bolt.Tx, size int64, sorted bool) (Snapshot, error) {
 	if snap.Leases, err = leases.read(tx, meta, size); err != nil {
 		return Snapshot{}, err
 	}
+	if err := snap.readResets(tx, meta, size); err != nil {
+		return Snapshot{}, err
+	}
 	if sorted {
 		snap.Cells = sortAndMerge(snap.Cells)
 	}
 	return snap, nil
+}
+
+// readResets reads what an origin saves beside its cells, each optional (a file written
+// before them has none): the reset records, the change version and the overrides. Both
+// loads read them, the eager (readSnapshot) and the lazy one (Opened.readLazy).
+func (snap *Snapshot) readResets(tx *bolt.Tx, meta *bolt.Bucket, size int64) error {
+	var err error
+	if tx.Bucket([]byte(resetsBucket)) != nil {
+		resets := chunked[engine.ResetRecord]{bucket: resetsBucket, countName: metaResetCount, crcName: metaResetCRC, minLen: 4, decode: decodeReset}
+		if snap.Resets, err = resets.read(tx, meta, size); err != nil {
+			return err
+		}
+	}
+	if meta.Get([]byte(metaChanges)) != nil {
+		if snap.Changes, err = metaUint(meta, metaChanges, 8); err != nil {
+			return err
+		}
+	}
+	snap.Overrides, err = readOverrides(tx, meta, size)
+	return err
+}
+
+// maxResetCancels is what one reset record can need to hold: two live cells, each of at
+// most the regions a cell can name. A record saved with more (one that kept the values of
+// dead cells) is trimmed on load (trimResets), not refused: refusing it would set the
+// whole snapshot aside.
+const maxResetCancels = 2 * 1025
+
+// decodeReset reads one reset record (save.go's appendReset). The cancelled values are
+// bounded by the chunk's bytes, each taking at least three.
+func decodeReset(d *decoder, str string, _ []byte) (engine.ResetRecord, error) {
+	r := engine.ResetRecord{Key: d.str("key", str), Version: d.uvarint(), UntilMs: d.varint()}
+	n := d.uvarint()
+	for range n {
+		if d.err != nil {
+			break
+		}
+		r.Cancels = append(r.Cancels, engine.ResetCancel{Seq: d.varint(), Region: d.str("region", str), Count: d.uvarint()})
+	}
+	return r, nil
+}
+
+// trimResets is trimResets of the records of the snapshot at path, logging what it trimmed.
+func (s *Store) trimResets(path string, recs []engine.ResetRecord) {
+	if n := trimResets(recs); n > 0 {
+		s.log.Warn("snapshot: reset records held more cancelled values than two live cells need; kept each one's latest cells'",
+			"path", path, "records", n, "kept", maxResetCancels)
+	}
+}
+
+// trimResets trims each record of recs holding more than maxResetCancels cancelled values
+// to those of its latest cells (the live ones, when the record is recent), and returns how
+// many it trimmed.
+func trimResets(recs []engine.ResetRecord) (trimmed int) {
+	for i := range recs {
+		r := &recs[i]
+		if len(r.Cancels) <= maxResetCancels {
+			continue
+		}
+		slices.SortStableFunc(r.Cancels, func(a, b engine.ResetCancel) int { return cmp.Compare(b.Seq, a.Seq) })
+		r.Cancels = slices.Clip(r.Cancels[:maxResetCancels])
+		trimmed++
+	}
+	return trimmed
 }
 
 // versionError is a snapshot of a format other than formatVersion. The product has had no

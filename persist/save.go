@@ -21,8 +21,8 @@ const (
 	fileName = "snapshot.db"
 	tmpName  = "snapshot.db.tmp"
 	// formatVersion is the format Save writes and the only one Load reads: a file of
-	// another version is refused as ErrCorrupt (LoadOrSetAside moves it aside). Five
-	// buckets:
+	// another version is refused as ErrCorrupt (LoadOrSetAside moves it aside). Six
+	// buckets (resets optional):
 	//
 	//	cells: key = chunk index (4 bytes, big endian; 0, 1, 2, ... with none missing)
 	//	       value = consecutive records, about 64 KiB of them (a record is never split):
@@ -44,9 +44,16 @@ const (
 	//	       len(run) | run follow) | uvarint g | uvarint spent | varint seq - previous seq
 	//	       | varint until_ms - previous until_ms (the previous record's in the chunk, 0 for
 	//	       its first; the differences wrap)
+	//	resets: the tuples' reset records (engine.Resets), chunked as cells, a record being:
+	//	       uvarint len(key) | tuple key | uvarint version | varint until_ms | uvarint
+	//	       number of cancelled values | per value: varint seq | uvarint len(region) |
+	//	       region | uvarint count. Optional: a file without it (written before resets)
+	//	       loads as one with no resets.
 	//	meta:  "version" = formatVersion, "saved_ms" = save time (unix ms), "count" = number
 	//	       of cell records, "kv_count", "runs_count" and "leases_count" = numbers of kv,
-	//	       run and lease records (each 8 bytes, big endian); "crc32c", "kv_crc32c",
+	//	       run and lease records, "resets_count" (optional, as the bucket) and
+	//	       "changes" = the origin's change version when saved (optional; each 8 bytes,
+	//	       big endian); "crc32c", "kv_crc32c", "resets_crc32c",
 	//	       "runs_crc32c" and "leases_crc32c" = CRC-32C of each bucket's chunk values in
 	//	       chunk order (4 bytes, big endian), so a damaged file is detected rather than
 	//	       half-loaded.
@@ -56,6 +63,8 @@ const (
 	//	       the seed loads them part by part (Store.OpenOrSetAside), and "parts_crc32c" =
 	//	       the CRC-32C of "parts". Its lease records spell out their keys (cell
 	//	       reference 0).
+	//	overrides: RL.OVERRIDE's records, chunked as cells, with "overrides_count" and
+	//	       "overrides_crc32c" in meta: see overrides.go. Optional when loading.
 	//
 	// Records are written in the order Save is given them, unsorted; Load sorts the cells
 	// and merges records of the same key and sequence. A chunk is one bbolt value, so a save
@@ -80,6 +89,10 @@ const (
 	metaShardSeed  = "shard_seed"
 	metaParts      = "parts"
 	metaPartsCRC   = "parts_crc32c"
+	resetsBucket   = "resets"
+	metaResetCount = "resets_count"
+	metaResetCRC   = "resets_crc32c"
+	metaChanges    = "changes"
 
 	// chunkSize is the size past which a chunk is closed: the records of a chunk are never
 	// split, so a chunk is up to chunkSize plus one record.
@@ -118,6 +131,13 @@ type Source struct {
 	// ShardSeed is the seed of the store's hash (engine.ShardSeed), recorded with the
 	// parts of a snapshot of Tuples.
 	ShardSeed uint64
+	// Resets are an origin's reset records (engine.Resets), and Changes, when not nil,
+	// reads its change version (engine.ChangeVersion) after every other record was
+	// captured: a restarted run resyncs the edges that applied less.
+	Resets  iter.Seq[engine.ResetRecord]
+	Changes func() uint64
+	// Overrides are RL.OVERRIDE's records, tombstones included (overrides.go).
+	Overrides iter.Seq[engine.OverrideRecord]
 	// Saved, when not nil, is called after a save of the records succeeded (the file is
 	// on disk), before Write returns and before another save starts: an origin's
 	// engine.RunsSaved, which tells its edges which replay batches are durable.
@@ -192,13 +212,15 @@ func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 	// moved from its run's lease into the cells (or, read before Tuples came to its tuple,
 	// is in neither), so the lease and the count together are what the edge may still
 	// spend and has spent.
-	sections := [4]section{
+	sections := [6]section{
 		{bucket: runsBucket, countName: metaRunsCount, crcName: metaRunsCRC},
 		{bucket: leaseBucket, countName: metaLeaseCount, crcName: metaLeaseCRC},
 		{bucket: cellsBucket, countName: metaCount, crcName: metaCRC},
 		{bucket: kvBucket, countName: metaKVCount, crcName: metaKVCRC},
+		{bucket: resetsBucket, countName: metaResetCount, crcName: metaResetCRC},
+		overridesSection(),
 	}
-	runs, leases, cells, kv := &sections[0], &sections[1], &sections[2], &sections[3]
+	runs, leases, cells, kv, resets := &sections[0], &sections[1], &sections[2], &sections[3], &sections[4]
 	buf, ends := s.buf[:0], s.ends[:0]
 	lbuf, lends := s.lbuf[:0], s.lends[:0]
 	// The lease records name their run by its index among the run records.
@@ -267,11 +289,26 @@ func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 	if buf, ends, kv.count, err = encodeRecords(buf, ends, src.KV, appendKV, nil); err != nil {
 		return 0, 0, fmt.Errorf("%s: %w", kvBucket, err)
 	}
+	resets.base, resets.first = len(buf), len(ends)
+	if buf, ends, resets.count, err = encodeRecords(buf, ends, src.Resets, appendReset, nil); err != nil {
+		return 0, 0, fmt.Errorf("%s: %w", resetsBucket, err)
+	}
+	ovr := &sections[5]
+	ovr.base, ovr.first = len(buf), len(ends)
+	if buf, ends, ovr.count, err = encodeRecords(buf, ends, src.Overrides, appendOverride, nil); err != nil {
+		return 0, 0, fmt.Errorf("%s: %w", overridesBucket, err)
+	}
+	var changes uint64
+	if src.Changes != nil {
+		changes = src.Changes()
+	}
 	runs.buf, runs.ends = buf, ends[runs.first:cells.first]
 	if !stream {
 		cells.buf, cells.ends = buf, ends[cells.first:kv.first]
 	}
-	kv.buf, kv.ends = buf, ends[kv.first:]
+	kv.buf, kv.ends = buf, ends[kv.first:resets.first]
+	resets.buf, resets.ends = buf, ends[resets.first:ovr.first]
+	ovr.buf, ovr.ends = buf, ends[ovr.first:]
 	leases.buf, leases.ends = lbuf, lends
 	// Keep the buffers for the next save, whose size is much the same, unless they are
 	// mostly unused after the store shrank.
@@ -295,6 +332,7 @@ func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 			return 0, 0, err
 		}
 	}
+	extra = append(extra, metaValue{metaChanges, binary.BigEndian.AppendUint64(nil, changes)})
 	err = writeFile(db, tmp, sections[:], now, extra)
 	if cerr := db.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("close %s: %w", tmp, cerr)
@@ -498,6 +536,23 @@ func appendKV(buf []byte, r keyspace.Record) ([]byte, error) {
 	return append(buf, r.Value...), nil
 }
 
+// appendReset appends one reset record (the resets bucket above).
+func appendReset(buf []byte, r engine.ResetRecord) ([]byte, error) {
+	if len(r.Key) > maxKeyLen {
+		return buf, fmt.Errorf("%d-byte key", len(r.Key))
+	}
+	buf = appendString(buf, r.Key)
+	buf = binary.AppendUvarint(buf, r.Version)
+	buf = binary.AppendVarint(buf, r.UntilMs)
+	buf = binary.AppendUvarint(buf, uint64(len(r.Cancels)))
+	for _, c := range r.Cancels {
+		buf = binary.AppendVarint(buf, c.Seq)
+		buf = appendString(buf, c.Region)
+		buf = binary.AppendUvarint(buf, c.Count)
+	}
+	return buf, nil
+}
+
 // runSuperseded is the flag of a run record whose run was superseded; runHands of one
 // followed by the run's hand-off count (older saves lack it: 0).
 const (
@@ -595,15 +650,15 @@ func appendString(buf []byte, s string) []byte {
 	return append(buf, s...)
 }
 
-// section is one bucket of chunks to write: chunk i of buf is buf[ends[i-1]:ends[i]], the
-// first starting at base. count records; countName and crcName are its meta values. first
-// is the index of its first chunk among every section's, while save encodes.
 // metaValue is one more value of the meta bucket.
 type metaValue struct {
 	name  string
 	value []byte
 }
 
+// section is one bucket of chunks to write: chunk i of buf is buf[ends[i-1]:ends[i]], the
+// first starting at base. count records; countName and crcName are its meta values. first
+// is the index of its first chunk among every section's, while save encodes.
 type section struct {
 	bucket             string
 	buf                []byte
@@ -625,9 +680,6 @@ func (sec *section) start(i int) int {
 	return sec.ends[i-1]
 }
 
-// writeFile writes the chunks of each section to its bucket, and the meta bucket, to a new
-// bbolt file at path and syncs it. Writes are not synced one by one: the file is useless
-// until renamed, so a single fsync at the end is enough.
 // createFile creates the bbolt file at path for a save, mapping mmap bytes of it up front
 // so that the writes do not remap as the file grows: the chunks, a page of slack for each
 // (values take whole pages), plus room for the branch, meta and freelist pages.
@@ -645,7 +697,8 @@ func createFile(path string, mmap int) (*bolt.DB, error) {
 }
 
 // writeFile writes the chunks of sections and the meta bucket (with extra) to db, the file
-// at path, and syncs it. The caller closes db.
+// at path, and syncs it. Writes are not synced one by one: the file is useless until
+// renamed, so a single fsync at the end is enough. The caller closes db.
 func writeFile(db *bolt.DB, path string, sections []section, now time.Time, extra []metaValue) error {
 	nchunks := 0
 	for _, sec := range sections {

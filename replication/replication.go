@@ -67,6 +67,8 @@ type Replicator struct {
 	store Store
 	log   *slog.Logger
 	peers []*peer
+
+	overrides *engine.Overrides // the store's RL.OVERRIDE table, when it has one (overrides.go)
 }
 
 type peer struct {
@@ -83,6 +85,8 @@ type peer struct {
 	lastFailure atomic.Pointer[string]
 	imported    atomic.Uint64 // components received from this peer
 	importedMs  atomic.Int64  // when the last batch was received
+
+	overridesSeq uint64 // the override changes delivered in this session (owned by the sender)
 }
 
 type batch struct {
@@ -117,6 +121,9 @@ func New(cfg Config, store Store) (*Replicator, error) {
 		}
 	}
 	r := &Replicator{cfg: cfg, store: store, log: cfg.Logger}
+	if o, ok := store.(overrideStore); ok {
+		r.overrides = o.Overrides()
+	}
 	seen := map[string]bool{store.Region(): true}
 	for _, p := range cfg.Peers {
 		if p.Region == "" || p.Addr == "" || seen[p.Region] {
@@ -231,6 +238,10 @@ func (r *Replicator) session(ctx context.Context, c *upstream.Client, p *peer) e
 	if err := r.deliver(c, same, p, r.store.Components(), true); err != nil {
 		return err
 	}
+	p.overridesSeq = 0 // every override too
+	if err := r.pushOverrides(c, same, p); err != nil {
+		return err
+	}
 	p.oldestMs.Store(0)
 	if !p.up.Swap(true) {
 		r.log.Info("peer connected", "peer", p.Region, "addr", p.Addr)
@@ -249,6 +260,9 @@ func (r *Replicator) session(ctx context.Context, c *upstream.Client, p *peer) e
 				return fmt.Errorf("peer %s: heartbeat: %w", p.Region, err)
 			}
 			p.lastOKMs.Store(r.cfg.Clock.NowMs())
+			if err := r.pushOverrides(c, same, p); err != nil {
+				return err
+			}
 			continue
 		case b = <-p.queue:
 		}
@@ -270,6 +284,9 @@ func (r *Replicator) session(ctx context.Context, c *upstream.Client, p *peer) e
 			}
 		}
 		if err := r.deliver(c, same, p, comps, false); err != nil {
+			return err
+		}
+		if err := r.pushOverrides(c, same, p); err != nil {
 			return err
 		}
 		if len(p.queue) == 0 {

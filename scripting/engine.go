@@ -9,8 +9,9 @@
 // each run sets KEYS, ARGV and the RESP version afresh (the PRNG, Redis's rand48, is seeded
 // once: Redis 7.0 no longer reseeds it per script), and a state a script managed to dirty
 // (a raw write into a read-only proxy), that was stopped or in which gopher-lua panicked is
-// closed rather than pooled. A run's context is the state's: cancelling it (Kill, or the caller's
-// context) stops the script between two Lua instructions.
+// closed rather than pooled. A run's context is the state's own (made once, with the state):
+// stopping it (Kill, or the caller's context ending) stops the script between two Lua
+// instructions, and the state is then closed.
 //
 // The package knows no sockets and no commands: redis.call reaches the keyspace through a
 // Caller. The commands layer plugs in with a thin adapter: its Caller looks the command up
@@ -283,7 +284,7 @@ type Request struct {
 // run is one script in execution: what Busy and Kill look at.
 type run struct {
 	start  time.Time
-	cancel context.CancelFunc
+	cancel func()
 	mu     sync.Mutex // guards wrote and killed
 	wrote  bool
 	killed bool
@@ -304,23 +305,25 @@ func (e *Engine) Run(ctx context.Context, req Request, c Caller) Reply {
 	} else if s = e.lookup(strings.ToLower(req.SHA)); s == nil {
 		return ErrorReply(ErrNoScript)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	r := &run{start: e.cfg.Now(), cancel: cancel}
+	st := e.get()
+	r := st.begin(e.cfg.Now())
+	if ctx.Done() != nil { // a caller's context that may end: it stops the script too
+		stop := context.AfterFunc(ctx, st.stop)
+		defer stop()
+	}
 	e.runMu.Lock()
 	e.running[r] = struct{}{}
 	e.setOldest()
 	e.runMu.Unlock()
-	defer func() {
-		e.runMu.Lock()
-		delete(e.running, r)
-		e.setOldest()
-		e.runMu.Unlock()
-	}()
 
-	st := e.get()
-	reply, reuse := st.exec(ctx, s, req, c, r)
-	if reuse {
+	reply, reuse := st.exec(s, req, c, r)
+	e.runMu.Lock()
+	delete(e.running, r)
+	e.setOldest()
+	e.runMu.Unlock()
+	// Out of running, no Kill reaches the state any more: one that came meanwhile has
+	// stopped its context, and it is not reused.
+	if reuse && st.ctx.Err() == nil {
 		e.put(st)
 	} else {
 		st.L.Close()

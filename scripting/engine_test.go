@@ -232,3 +232,30 @@ func TestParseReply(t *testing.T) {
 		t.Errorf("attribute then :7 = %+v, %v", got, err)
 	}
 }
+
+// TestArgTablesFresh: a state reuses the last run's KEYS and ARGV tables only when the
+// script left them as made; whatever a script did to them is gone in the next run.
+func TestArgTablesFresh(t *testing.T) {
+	e := scripting.New(scripting.Config{MaxIdle: 1}) // one state, reused by every run
+	keys, args := []string{"a"}, []string{"b", "c"}
+	steps := []struct {
+		body       string
+		keys, args []string
+		want       string
+	}{
+		{"KEYS.x = 1 ARGV[3] = 'z' return 1", keys, args, ":1\r\n"},
+		{"return {KEYS.x == nil and 1 or 0, #ARGV, KEYS[1], ARGV[2]}", keys, args, "*4\r\n:1\r\n:2\r\n$1\r\na\r\n$1\r\nc\r\n"},
+		{"setmetatable(KEYS, {__index = function() return 'm' end}) return 1", keys, args, ":1\r\n"},
+		{"return KEYS[2]", keys, args, "$-1\r\n"},
+		{"KEYS[1] = 'q' ARGV[2] = nil return 1", keys, args, ":1\r\n"},
+		{"return {KEYS[1], ARGV[2]}", keys, args, "*2\r\n$1\r\na\r\n$1\r\nc\r\n"},
+		{"return {#KEYS, #ARGV, ARGV[3]}", nil, []string{"x", "y", "z"}, "*3\r\n:0\r\n:3\r\n$1\r\nz\r\n"},
+		{"return {#KEYS, #ARGV, ARGV[1]}", keys, []string{"w"}, "*3\r\n:1\r\n:1\r\n$1\r\nw\r\n"},
+		{"return {KEYS[1], ARGV[1]}", []string{"k2"}, []string{"w"}, "*2\r\n$2\r\nk2\r\n$1\r\nw\r\n"},
+	}
+	for _, s := range steps {
+		if got := evalString(e, s.body, s.keys, s.args); got != s.want {
+			t.Errorf("%s: got %q, want %q", s.body, got, s.want)
+		}
+	}
+}

@@ -75,18 +75,22 @@ func (st *state) call(L *lua.LState, raise bool) int {
 	if n == 0 {
 		return fail(L, raise, errNoArgs)
 	}
-	args := st.callArgs[:0]
+	args, num := st.callArgs[:0], st.num[:0]
 	for i := 1; i <= n; i++ {
 		switch v := L.Get(i).(type) {
 		case lua.LString:
 			args = append(args, unsafe.Slice(unsafe.StringData(string(v)), len(v))) // read only: Caller's contract
 		case lua.LNumber:
-			args = append(args, strconv.AppendFloat(nil, float64(v), 'g', 17, 64))
+			// Formatted into the state's buffer: an argument formatted before keeps the
+			// array it was formatted into if the buffer grows.
+			start := len(num)
+			num = strconv.AppendFloat(num, float64(v), 'g', 17, 64)
+			args = append(args, num[start:len(num):len(num)])
 		default:
 			return fail(L, raise, errArgType)
 		}
 	}
-	st.callArgs = args[:0]
+	st.callArgs, st.num = args[:0], num[:0]
 	reply, wrote := st.caller.Call(args, st.proto)
 	if wrote {
 		st.run.mu.Lock()
@@ -168,7 +172,7 @@ func (st *state) log(L *lua.LState) int {
 		b.WriteString(luaString(v))
 	}
 	levels := [...]slog.Level{slog.LevelDebug, slog.LevelDebug, slog.LevelInfo, slog.LevelWarn}
-	st.cfg.Logger.Log(st.ctx, levels[level], b.String(), "script", st.sha)
+	st.cfg.Logger.Log(&st.ctx, levels[level], b.String(), "script", st.sha)
 	return 0
 }
 
@@ -210,6 +214,23 @@ func (st *state) aclCheck(L *lua.LState) int {
 	return 1
 }
 
+// smallInts are the Lua numbers -1 to 1023, made once: a command's small integer reply
+// converts without an allocation.
+var smallInts = func() (v [1025]lua.LValue) {
+	for i := range v {
+		v[i] = lua.LNumber(i - 1)
+	}
+	return v
+}()
+
+// luaInt returns n as a Lua number.
+func luaInt(n int64) lua.LValue {
+	if n >= -1 && n < int64(len(smallInts))-1 {
+		return smallInts[n+1]
+	}
+	return lua.LNumber(n)
+}
+
 // toLua converts a command's reply to Lua as Redis 7.0's redisProtocolToLuaType.
 func (st *state) toLua(r Reply) lua.LValue {
 	L := st.L
@@ -221,7 +242,7 @@ func (st *state) toLua(r Reply) lua.LValue {
 	case Error:
 		return errTable(L, string(r.Str))
 	case Int:
-		return lua.LNumber(r.Int)
+		return luaInt(r.Int)
 	case Bulk:
 		return lua.LString(r.Str)
 	case Array:

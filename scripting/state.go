@@ -5,7 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"unsafe"
+	"sync/atomic"
+	"time"
 
 	lua "github.com/yuin/gopher-lua"
 )
@@ -23,14 +24,130 @@ type state struct {
 	views    []*lua.LTable               // the keys of proxies: clean walks them after every run
 	handler  *lua.LFunction              // the error handler: Redis's __redis__err__handler
 	callArgs [][]byte                    // redis.call's arguments, reused
+	num      []byte                      // redis.call's number arguments, formatted, reused
 	rand     rand48
 
+	// ctx is the state's context, for every run: stop ends it, and the state with it.
+	ctx  stopCtx
+	r    run                                   // the run in execution, reused
+	fns  map[*lua.FunctionProto]*lua.LFunction // the scripts' main functions, bound to env
+	keys argTable                              // KEYS of the last run, reused when left as made
+	argv argTable                              // ARGV likewise
+
 	// Per run, set by exec.
-	ctx    context.Context
 	caller Caller
 	run    *run
 	sha    string
 	proto  int // redis.setresp: 2 or 3
+}
+
+// stopCtx is a state's context: Done is closed once stop is called, and stays so.
+type stopCtx struct {
+	done    chan struct{}
+	stopped atomic.Bool
+}
+
+func (c *stopCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c *stopCtx) Done() <-chan struct{}       { return c.done }
+func (c *stopCtx) Value(any) any               { return nil }
+
+// Err returns context.Canceled once the context is stopped, else nil.
+func (c *stopCtx) Err() error {
+	if c.stopped.Load() {
+		return context.Canceled
+	}
+	return nil
+}
+
+// stop ends the state's context: its script stops at the next instruction.
+func (st *state) stop() {
+	if st.ctx.stopped.CompareAndSwap(false, true) {
+		close(st.ctx.done)
+	}
+}
+
+// begin readies st.r for a run starting at now and returns it.
+func (st *state) begin(now time.Time) *run {
+	r := &st.r
+	r.mu.Lock()
+	r.start, r.wrote, r.killed = now, false, false
+	r.mu.Unlock()
+	return r
+}
+
+// maxFns bounds the main functions a state keeps: past it, they are all dropped.
+const maxFns = 64
+
+// function returns the main function of s bound to the read-only globals, made once per
+// state (a main chunk has no upvalues: the function holds nothing of a run).
+func (st *state) function(p *lua.FunctionProto) *lua.LFunction {
+	if fn := st.fns[p]; fn != nil {
+		return fn
+	}
+	if len(st.fns) >= maxFns {
+		clear(st.fns)
+	}
+	fn := st.L.NewFunctionFromProto(p)
+	fn.Env = st.env
+	st.fns[p] = fn
+	return fn
+}
+
+// argTable is KEYS or ARGV as a state made it for the last run: the table and its values.
+type argTable struct {
+	t     *lua.LTable
+	vals  []lua.LValue
+	bytes int // of vals' strings
+}
+
+// maxKeptArgs bounds the bytes of KEYS or ARGV an idle state keeps for its next run.
+const maxKeptArgs = 64 << 10
+
+// drop forgets a's table and values when they hold more than maxKeptArgs bytes: an idle
+// state does not keep a huge argument alive.
+func (a *argTable) drop() {
+	if a.bytes > maxKeptArgs {
+		*a = argTable{}
+	}
+}
+
+// set returns a Lua array of bs as strings (KEYS, ARGV): the last run's table refilled
+// when the script left it exactly as made (the same values, nothing added, no metatable),
+// else a new one; a value equal to the last run's at its place is the same Lua string.
+func (a *argTable) set(L *lua.LState, bs [][]byte) *lua.LTable {
+	reuse := a.t != nil && len(bs) == len(a.vals) && a.t.Metatable == lua.LNil && a.t.Len() == len(a.vals)
+	for i := 0; reuse && i < len(a.vals); i++ {
+		reuse = a.t.RawGetInt(i+1) == a.vals[i]
+	}
+	if reuse { // no key past the array
+		var last lua.LValue = lua.LNil
+		if len(a.vals) > 0 {
+			last = lua.LNumber(len(a.vals))
+		}
+		k, _ := a.t.Next(last)
+		reuse = k == lua.LNil
+	}
+	if len(bs) != len(a.vals) {
+		a.vals = make([]lua.LValue, len(bs))
+	}
+	a.bytes = 0
+	for i, b := range bs {
+		if v, ok := a.vals[i].(lua.LString); !ok || string(v) != string(b) {
+			a.vals[i] = lua.LString(b)
+		}
+		a.bytes += len(b)
+	}
+	if !reuse {
+		a.t = L.CreateTable(len(bs), 0)
+		for _, v := range a.vals {
+			a.t.Append(v)
+		}
+		return a.t
+	}
+	for i, v := range a.vals {
+		a.t.RawSetInt(i+1, v)
+	}
+	return a.t
 }
 
 const (
@@ -56,7 +173,10 @@ func newState(cfg Config) *state {
 		L.Push(lua.LString(lib.name))
 		L.Call(1, 0)
 	}
-	st := &state{L: L, cfg: cfg, globals: L.G.Global, proxies: map[*lua.LTable]*lua.LTable{}}
+	st := &state{L: L, cfg: cfg, globals: L.G.Global, proxies: map[*lua.LTable]*lua.LTable{},
+		fns: map[*lua.FunctionProto]*lua.LFunction{}}
+	st.ctx.done = make(chan struct{})
+	st.r.cancel = st.stop
 	st.rand.seed(0) // Redis 7.0 seeds once and no more per script (effects replication)
 	g := st.globals
 	for _, name := range []string{"dofile", "loadfile", "print", "getfenv", "setfenv", "module", "require",
@@ -153,20 +273,21 @@ func (st *state) clean() bool {
 }
 
 // exec runs one script on st and returns its reply, and whether st may be reused.
-func (st *state) exec(ctx context.Context, s *script, req Request, c Caller, r *run) (Reply, bool) {
+func (st *state) exec(s *script, req Request, c Caller, r *run) (Reply, bool) {
 	L := st.L
-	st.ctx, st.caller, st.run, st.sha, st.proto = ctx, c, r, s.sha, 2
-	st.globals.RawSetString("KEYS", stringTable(L, req.Keys))
-	st.globals.RawSetString("ARGV", stringTable(L, req.Args))
+	st.caller, st.run, st.sha, st.proto = c, r, s.sha, 2
+	st.globals.RawSetString("KEYS", st.keys.set(L, req.Keys))
+	st.globals.RawSetString("ARGV", st.argv.set(L, req.Args))
 	defer func() {
-		st.ctx, st.caller, st.run = nil, nil, nil
+		st.caller, st.run = nil, nil
 		st.globals.RawSetString("KEYS", lua.LNil)
 		st.globals.RawSetString("ARGV", lua.LNil)
+		st.keys.drop()
+		st.argv.drop()
 	}()
-	fn := L.NewFunctionFromProto(s.proto)
-	fn.Env = st.env
+	ctx := &st.ctx
 	L.SetContext(ctx)
-	L.Push(fn)
+	L.Push(st.function(s.proto))
 	err := L.PCall(0, 1, st.handler)
 	L.RemoveContext()
 	if err != nil {
@@ -353,26 +474,6 @@ func luaString(v lua.LValue) string {
 		return formatNumber(float64(v))
 	}
 	return ""
-}
-
-// stringTable returns a Lua array of bs as strings (KEYS, ARGV). The strings share one
-// copy of their bytes: one allocation for all of them, not one each.
-func stringTable(L *lua.LState, bs [][]byte) *lua.LTable {
-	t := L.CreateTable(len(bs), 0)
-	n := 0
-	for _, b := range bs {
-		n += len(b)
-	}
-	buf := make([]byte, 0, n)
-	for _, b := range bs {
-		buf = append(buf, b...)
-	}
-	all := unsafe.String(unsafe.SliceData(buf), len(buf)) // buf is never written again
-	for _, b := range bs {
-		t.Append(lua.LString(all[:len(b)]))
-		all = all[len(b):]
-	}
-	return t
 }
 
 // pcall is Redis 7.0's: an error table with an err field is caught as its message.

@@ -509,7 +509,7 @@ func (l *loop) sendAside(c *loopConn, rest []byte, fromIn bool) {
 	a.w.Raw(l.w.Bytes())
 	l.w.Reset()
 	l.s.wg.Add(1)
-	go l.serveAside(c, a)
+	l.s.goAside(func() { l.serveAside(c, a) })
 }
 
 // serveAside is the goroutine of sendAside: it serves c.in's complete requests with

@@ -87,8 +87,11 @@ type Server struct {
 	// bufs holds *connBuffers for serveConn, asides *aside for serveAside (loop_linux.go),
 	// which an edge runs for every batch that waits on its origin: without reuse, each
 	// allocated its buffers anew.
-	bufs   sync.Pool
-	asides sync.Pool
+	bufs     sync.Pool
+	asides   sync.Pool
+	work     chan func()   // to an idle worker (workers.go)
+	quit     chan struct{} // closed by Shutdown: idle workers end
+	quitOnce sync.Once
 
 	query  queryBudget // MaxQueryBuffer (batch.go)
 	closes *closeLog   // connections closed by reason (batch.go)
@@ -120,7 +123,7 @@ func New(cfg Config) *Server {
 	if cfg.PushLimit <= 0 {
 		cfg.PushLimit = defaultPushLimit
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, conns: make(map[*Conn]*conn),
+	return &Server{cfg: cfg, log: cfg.Logger, conns: make(map[*Conn]*conn), work: make(chan func()), quit: make(chan struct{}),
 		query: queryBudget{holders: make(map[*conn]struct{})}, closes: newCloseLog()}
 }
 
@@ -469,6 +472,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 	}
 	s.mu.Unlock()
+	s.quitOnce.Do(func() { close(s.quit) })
 	for _, l := range s.loops {
 		l.wake()
 	}

@@ -92,6 +92,10 @@ type ServerError struct {
 // Error returns the origin's reply.
 func (e *ServerError) Error() string { return "origin replied: " + e.Msg }
 
+// ServerMessage returns the origin's reply as it was, for a node that passes it on to its
+// client.
+func (e *ServerError) ServerMessage() string { return e.Msg }
+
 // Config configures a Client.
 type Config struct {
 	Addr    string // the origin's RESP address, host:port or tls://host:port
@@ -349,6 +353,41 @@ func (c *Client) Forward(ctx context.Context, proto int, ws string, args [][]byt
 	raw := cl.raw
 	c.putCall(cl)
 	return raw, nil
+}
+
+// Changes asks for the origin's changes after version since (RL.INTERNAL.CHANGES,
+// engine/changes.go).
+func (c *Client) Changes(ctx context.Context, since uint64) (engine.ChangesReply, error) {
+	cl := c.getCall(opChanges)
+	err := c.roundTrip(ctx, cl, func(b []byte) []byte { return wire.AppendChanges(b, since) })
+	if err != nil {
+		return engine.ChangesReply{}, c.wrap("changes", err)
+	}
+	r := cl.chg
+	cl.chg = engine.ChangesReply{}
+	c.putCall(cl)
+	return r, nil
+}
+
+// Reset has the origin reset tuples (RL.INTERNAL.RESET key ...): keys made by
+// engine.AppendKey, 1 to wire.MaxResetKeys of them. It returns how many held usage.
+func (c *Client) Reset(ctx context.Context, keys [][]byte) (int, error) {
+	if err := checkItems(len(keys), wire.MaxResetKeys); err != nil {
+		return 0, c.wrap("reset", err)
+	}
+	for _, k := range keys {
+		if len(k) > maxKeyBytes {
+			return 0, c.wrap("reset", ErrTooLarge)
+		}
+	}
+	cl := c.getCall(opReset)
+	cl.n = len(keys)
+	if err := c.roundTrip(ctx, cl, func(b []byte) []byte { return wire.AppendReset(b, keys) }); err != nil {
+		return 0, c.wrap("reset", err)
+	}
+	n := cl.n
+	c.putCall(cl)
+	return n, nil
 }
 
 // Connect dials and says HELLO unless the connection is up, or returns why it cannot.
@@ -623,4 +662,39 @@ func (c *Client) hello(nc net.Conn) (*resp.ReplyReader, error) {
 func hasCode(msg []byte, code string) bool {
 	return len(msg) >= len(code) && string(msg[:len(code)]) == code &&
 		(len(msg) == len(code) || msg[len(code)] == ' ')
+}
+
+// PushOverrides sends a peer origin override records (RL.INTERNAL.OVERRIDES) in requests
+// of at most wire.MaxOverrideItems records and maxPublishBytes, one after the other, and
+// waits for each reply.
+func (c *Client) PushOverrides(ctx context.Context, recs []engine.OverrideRecord) error {
+	for len(recs) > 0 {
+		rows, size := 0, 0
+		for rows < len(recs) && rows < wire.MaxOverrideItems && size < maxPublishBytes {
+			size += len(recs[rows].Key) + len(recs[rows].Region) + 96
+			rows++
+		}
+		part := recs[:rows]
+		recs = recs[rows:]
+		cl := c.getCall(opPublish) // its reply is PUBLISH's: [changed]
+		if err := c.roundTrip(ctx, cl, func(b []byte) []byte { return wire.AppendOverrides(b, part) }); err != nil {
+			return c.wrap("overrides", err)
+		}
+		c.putCall(cl)
+	}
+	return nil
+}
+
+// OverrideList reads the origin's overrides after sequence after (RL.INTERNAL.OVERRIDELIST,
+// engine.OverridesOrigin); its reply has the CHANGES reply's form.
+func (c *Client) OverrideList(ctx context.Context, after uint64) (engine.ChangesReply, error) {
+	cl := c.getCall(opChanges)
+	err := c.roundTrip(ctx, cl, func(b []byte) []byte { return wire.AppendOverrideList(b, after) })
+	if err != nil {
+		return engine.ChangesReply{}, c.wrap("override list", err)
+	}
+	r := cl.chg
+	cl.chg = engine.ChangesReply{}
+	c.putCall(cl)
+	return r, nil
 }

@@ -83,7 +83,7 @@ func TestEncoding(t *testing.T) {
 	k, k2 := string(testKey), string(testKey2)
 	want := [][]string{
 		{"RL.INTERNAL.READ", k, "29000001", "100", "16", k2, "0", "0", "0"},
-		{"RL.INTERNAL.REPLAY", "9223372036854775807", "1763898912000", k, "7", "3", "10", "64", "1099511627776",
+		{"RL.INTERNAL.REPLAY", "9223372036854775807", "1763898912000", "0", k, "7", "3", "10", "64", "1099511627776",
 			k2, "8", "9223372036854775807", "0", "0", "9223372036854775807"},
 		{"RL.INTERNAL.DECIDE", k, "10", "2", "5", "1", "9", "24", "77", "1763898913750"},
 		{"RL.INTERNAL.DECIDE", k2, "1", "0", "0", "0", "0", "0", "0", "9223372036854775807"},
@@ -155,10 +155,10 @@ func TestDecodingExactReplies(t *testing.T) {
 	f.setHandler(func(args []string) answer {
 		switch args[0] {
 		case "RL.INTERNAL.READ":
-			return answer{reply: "*17\r\n:0\r\n:42\r\n:10000\r\n:1763898912000\r\n:1763898913234\r\n:41\r\n:0\r\n:0\r\n:0\r\n:1000\r\n" +
+			return answer{reply: "*18\r\n:0\r\n:42\r\n:10000\r\n:1763898912000\r\n:1763898913234\r\n:41\r\n:0\r\n:0\r\n:0\r\n:1000\r\n:0\r\n" +
 				":5\r\n:4611686018427387904\r\n:1\r\n:9223372036854775807\r\n:0\r\n:30\r\n:1849598113792\r\n"}
 		default:
-			return answer{reply: "*22\r\n:1\r\n:0\r\n:2500\r\n:-3\r\n:-4\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n" +
+			return answer{reply: "*23\r\n:1\r\n:0\r\n:2500\r\n:-3\r\n:-4\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n" +
 				":0\r\n:9\r\n:0\r\n:250\r\n:999\r\n" +
 				":5\r\n:9\r\n:0\r\n:3\r\n:0\r\n:12\r\n:13\r\n"}
 		}
@@ -558,16 +558,16 @@ func TestServerClosesConnection(t *testing.T) {
 // the connection closes, and the next call reconnects.
 func TestMismatchedReplyClosesConnection(t *testing.T) {
 	// A valid reply to the two-item read below, and each changed in one place: meta (edges
-	// applied lease_ttl_ms boot now durable hand hands_durable hands_restored cold_ppm), then per item seq cur_regional cur_imported
+	// applied lease_ttl_ms boot now durable hand hands_durable hands_restored cold_ppm changes), then per item seq cur_regional cur_imported
 	// prev_regional prev_imported lease_left lease_seq. Every field's range is checked in
 	// wire's TestMalformedReplies; here one case of each kind of misfit.
-	good := []int64{1, 0, 10000, cannedBoot, cannedNow, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 16, 5, 2, 0, 0, 0, 0, 0, 0}
+	good := []int64{1, 0, 10000, cannedBoot, cannedNow, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 16, 5, 2, 0, 0, 0, 0, 0, 0}
 	set := func(i int, n int64) string { v := slices.Clone(good); v[i] = n; return ints(v...) }
 	for _, tc := range []struct{ name, reply string }{
-		{"too few groups", ints(good[:17]...)},
+		{"too few groups", ints(good[:18]...)},
 		{"old format", ints(1, 0, 1, 0, 0, 0, 0, 2, 0, 0, 0, 0)},
-		{"wrong seq", set(17, 3)},
-		{"negative lease_left", set(22, -1)},
+		{"wrong seq", set(18, 3)},
+		{"negative lease_left", set(23, -1)},
 		{"negative lease ttl", set(2, -1)},
 		{"simple string", "+OK\r\n"},
 		{"bulk string", "$2\r\nhi\r\n"},
@@ -745,11 +745,11 @@ func TestMaxInFlight(t *testing.T) {
 
 func TestRequestBounds(t *testing.T) {
 	lim := resp.DefaultLimits()
-	// READ has 1+4n arguments, REPLAY 3+6n.
+	// READ has 1+4n arguments, REPLAY 4+6n.
 	if 1+4*MaxReadItems > lim.MaxArgs || 1+4*(MaxReadItems+1) <= lim.MaxArgs {
 		t.Errorf("MaxReadItems %d does not match MaxArgs %d", MaxReadItems, lim.MaxArgs)
 	}
-	if 3+6*MaxReplayItems > lim.MaxArgs || 3+6*(MaxReplayItems+1) <= lim.MaxArgs {
+	if 4+6*MaxReplayItems > lim.MaxArgs || 4+6*(MaxReplayItems+1) <= lim.MaxArgs {
 		t.Errorf("MaxReplayItems %d does not match MaxArgs %d", MaxReplayItems, lim.MaxArgs)
 	}
 	if MaxRequestBytes > lim.MaxBuffer || maxKeyBytes > lim.MaxBulk {

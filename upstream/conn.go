@@ -34,6 +34,8 @@ const (
 	opForward
 	opPublish // a peer origin's RL.INTERNAL.PUBLISH (package replication)
 	opPing
+	opChanges // RL.INTERNAL.CHANGES: a bulk reply, decoded by the reader
+	opReset   // RL.INTERNAL.RESET
 )
 
 // call is one request in flight. See Client for who writes which field when.
@@ -49,6 +51,8 @@ type call struct {
 	cc     engine.CellCounts   // decide
 	decs   []engine.Decision   // decide multi: allocated by the caller, with counts as long
 	raw    []byte              // forward: the reply, encoded for the client
+	chg    engine.ChangesReply // changes
+	n      int                 // reset: the tuples that held usage; the request's keys before
 }
 
 // conn is one authenticated connection and its two goroutines. See Client for ownership.

@@ -27,14 +27,21 @@ func (cl *call) decode(rep resp.Reply) error {
 		cl.err = &ServerError{Msg: string(rep.Text)}
 		return nil
 	case resp.BulkReply:
-		if cl.op != opForward {
-			return errProto("unexpected bulk reply")
+		switch cl.op {
+		case opForward:
+			cl.raw = append([]byte(nil), rep.Text...)
+			return nil
+		case opChanges:
+			var err error
+			if cl.chg, err = wire.ParseChangesReply(rep.Text); err != nil {
+				return fmt.Errorf("%w: %w", errProtocol, err)
+			}
+			return nil
 		}
-		cl.raw = append([]byte(nil), rep.Text...)
-		return nil
+		return errProto("unexpected bulk reply")
 	case resp.IntsReply:
 		switch cl.op {
-		case opForward, opPing:
+		case opForward, opPing, opChanges:
 			return errProto("unexpected integers reply")
 		case opPublish:
 			return nil
@@ -53,6 +60,8 @@ func (cl *call) decode(rep resp.Reply) error {
 		cl.dec, cl.cc, cl.meta, err = wire.ParseDecideReply(rep.Ints)
 	case opDecideMulti:
 		cl.meta, err = wire.ParseDecideMultiReply(rep.Ints, cl.decs, cl.counts)
+	case opReset:
+		cl.n, err = wire.ParseResetReply(rep.Ints, cl.n)
 	}
 	if err != nil {
 		return fmt.Errorf("%w: %w", errProtocol, err)

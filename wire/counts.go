@@ -8,15 +8,15 @@ import (
 	"github.com/ratchet/ratchet/resp"
 )
 
-// RL.INTERNAL.READ [key seq limit want ...] and RL.INTERNAL.REPLAY batch-id boot key seq
-// cost limit want return [...] are both answered with [meta, counts × n]: the meta is
+// RL.INTERNAL.READ [key seq limit want ...] and RL.INTERNAL.REPLAY batch-id boot changes key
+// seq cost limit want return [...] are both answered with [meta, counts × n]: the meta is
 // edges, applied, lease_ttl_ms, boot, now, durable; a counts group is seq, cur_regional, cur_imported,
 // prev_regional, prev_imported, lease_left, lease_seq, one per item in order.
 
 // countsInts is the number of integers of one counts group; metaInts of the meta.
 const (
 	countsInts = 7
-	metaInts   = 10
+	metaInts   = 11
 )
 
 // AppendRead appends RL.INTERNAL.READ key seq limit want ... to dst. No items is a
@@ -55,13 +55,14 @@ func ParseRead(args [][]byte) ([]engine.ReadItem, error) {
 	return items, nil
 }
 
-// AppendReplay appends RL.INTERNAL.REPLAY id boot key seq cost limit want return ... to
+// AppendReplay appends RL.INTERNAL.REPLAY id boot changes key seq cost limit want return ... to
 // dst: batch b, without its Node. The caller keeps len(b.Items) from 1 to MaxReplayItems.
 func AppendReplay(dst []byte, b engine.ReplayBatch) []byte {
 	dst = resp.AppendArray(dst, replayHeadArgs+replayArgs*len(b.Items))
 	dst = resp.AppendBulkString(dst, CmdReplay)
 	dst = resp.AppendBulkUint(dst, b.ID)
 	dst = resp.AppendBulkUint(dst, uint64(max(b.Boot, 0)))
+	dst = resp.AppendBulkUint(dst, min(b.Changes, math.MaxInt64))
 	for _, it := range b.Items {
 		dst = resp.AppendBulk(dst, it.Key)
 		dst = resp.AppendBulkInt(dst, it.Seq)
@@ -87,8 +88,12 @@ func ParseReplay(args [][]byte) (engine.ReplayBatch, error) {
 	if !ok {
 		return engine.ReplayBatch{}, fmt.Errorf("%w: boot", ErrSyntax)
 	}
+	changes, ok := parseInt(args[3])
+	if !ok {
+		return engine.ReplayBatch{}, fmt.Errorf("%w: changes", ErrSyntax)
+	}
 	rest := args[replayHeadArgs:]
-	b := engine.ReplayBatch{ID: uint64(id), Boot: boot, Items: make([]engine.ReplayItem, 0, len(rest)/replayArgs)}
+	b := engine.ReplayBatch{ID: uint64(id), Boot: boot, Changes: uint64(changes), Items: make([]engine.ReplayItem, 0, len(rest)/replayArgs)}
 	for i := 0; i < len(rest); i += replayArgs {
 		if !validKey(rest[i]) {
 			return engine.ReplayBatch{}, fmt.Errorf("%w: item %d", ErrKey, i/replayArgs)
@@ -153,6 +158,7 @@ func writeMeta(w *resp.Writer, meta engine.OriginMeta) {
 	w.Int(clampInt(meta.HandsDurable))
 	w.Int(clampInt(meta.HandsRestored))
 	w.Int(meta.ColdPPM)
+	w.Int(clampInt(meta.Changes))
 }
 
 // parseMeta reads a reply's header (metaInts integers): edges (at least 1 by the
@@ -162,15 +168,16 @@ func writeMeta(w *resp.Writer, meta engine.OriginMeta) {
 // last one restored), and the cold allowance in millionths of a limit.
 func parseMeta(v []int64) (engine.OriginMeta, error) {
 	edges, applied, ttl, boot, now, durable := v[0], v[1], v[2], v[3], v[4], v[5]
-	hand, handsDurable, handsRestored, cold := v[6], v[7], v[8], v[9]
-	if edges < 0 || applied < 0 || ttl < 0 || durable < 0 || hand < 0 || handsDurable < 0 || handsRestored < 0 {
-		return engine.OriginMeta{}, fmt.Errorf("%w: negative edge count, batch id, hand-off or lease TTL", ErrReply)
+	hand, handsDurable, handsRestored, cold, changes := v[6], v[7], v[8], v[9], v[10]
+	if edges < 0 || applied < 0 || ttl < 0 || durable < 0 || hand < 0 || handsDurable < 0 || handsRestored < 0 || changes < 0 {
+		return engine.OriginMeta{}, fmt.Errorf("%w: negative edge count, batch id, hand-off, lease TTL or change version", ErrReply)
 	}
 	if cold < 0 || cold > 1e6 {
 		return engine.OriginMeta{}, fmt.Errorf("%w: cold allowance of %d millionths", ErrReply, cold)
 	}
 	return engine.OriginMeta{Edges: int(max(edges, 1)), Applied: uint64(applied), LeaseTTLMs: ttl, Boot: boot, Now: now,
-		Durable: uint64(durable), Hand: uint64(hand), HandsDurable: uint64(handsDurable), HandsRestored: uint64(handsRestored), ColdPPM: cold}, nil
+		Durable: uint64(durable), Hand: uint64(hand), HandsDurable: uint64(handsDurable), HandsRestored: uint64(handsRestored), ColdPPM: cold,
+		Changes: uint64(changes)}, nil
 }
 
 func writeCellCounts(w *resp.Writer, c engine.CellCounts) {

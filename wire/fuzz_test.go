@@ -42,6 +42,7 @@ func requestSeeds() [][]byte {
 		wire.AppendDecide(nil, engine.DecideRequest{Key: key, Limit: 10, Cost: 1, Pending: 2, Inflight: 3, InflightBatch: 4,
 			Want: 16, Return: 6, Deadline: 1763898913750}),
 		wire.AppendPublish(nil, []engine.Component{{Key: k2, Seq: 5, Region: "eu", Count: 7}}),
+		wire.AppendPublish(nil, []engine.Component{{Key: k2, Seq: 5, Region: "eu", Count: 7, Reset: true}}),
 		wire.AppendForward(nil, 2, "ws", wire.AppendForwardCmd(wire.AppendForwardCmd(nil, strs("INCR", "k")), strs("PING"))),
 		[]byte("*4\r\n$19\r\nRL.INTERNAL.FORWARD\r\n$1\r\n3\r\n$2\r\nws\r\n$1\r\n9\r\n"),
 		[]byte("*3\r\n$16\r\nRL.INTERNAL.READ\r\n$1\r\n\x00\r\n$2\r\n01\r\n"),

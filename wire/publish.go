@@ -8,7 +8,13 @@ import (
 )
 
 // RL.INTERNAL.PUBLISH key seq region count [...]: G-Counter components another region's
-// origin pushes. The reply is [changed]: how many rows raised a count.
+// origin pushes. The reply is [changed]: how many rows raised a count. A row whose region
+// is written with a leading zero byte (ResetMark; no region name has one: names come
+// from flags and the environment, which cannot hold a zero byte) is a reset row
+// (engine.Component.Reset): count is what a reset cancelled of that region's component.
+
+// ResetMark prefixes the region of a reset row.
+const ResetMark = "\x00"
 
 // AppendPublish appends RL.INTERNAL.PUBLISH of comps to dst. The caller keeps len(comps)
 // from 1 to MaxPublishItems.
@@ -18,7 +24,11 @@ func AppendPublish(dst []byte, comps []engine.Component) []byte {
 	for _, c := range comps {
 		dst = resp.AppendBulk(dst, c.Key)
 		dst = resp.AppendBulkInt(dst, c.Seq)
-		dst = resp.AppendBulkString(dst, c.Region)
+		if c.Reset {
+			dst = resp.AppendBulkString(dst, ResetMark+c.Region)
+		} else {
+			dst = resp.AppendBulkString(dst, c.Region)
+		}
 		dst = resp.AppendBulkUint(dst, c.Count)
 	}
 	return dst
@@ -39,10 +49,14 @@ func ParsePublish(args [][]byte) ([]engine.Component, error) {
 		seq, ok1 := parseInt(rest[i+1])
 		count, ok2 := parseInt(rest[i+3])
 		region := rest[i+2]
+		reset := len(region) > 0 && region[0] == ResetMark[0]
+		if reset {
+			region = region[1:]
+		}
 		if !ok1 || !ok2 || len(region) == 0 || len(region) > MaxRegionLen {
 			return nil, fmt.Errorf("%w: component %d", ErrInt, i/4)
 		}
-		comps = append(comps, engine.Component{Key: rest[i], Seq: seq, Region: string(region), Count: uint64(count)})
+		comps = append(comps, engine.Component{Key: rest[i], Seq: seq, Region: string(region), Count: uint64(count), Reset: reset})
 	}
 	return comps, nil
 }

@@ -40,7 +40,7 @@ const MaxArgs = 8192
 const (
 	// MaxReadItems is the most items of one RL.INTERNAL.READ: 1+4n arguments.
 	MaxReadItems = (MaxArgs - 1) / readArgs
-	// MaxReplayItems is the most items of one RL.INTERNAL.REPLAY: 3+6n arguments.
+	// MaxReplayItems is the most items of one RL.INTERNAL.REPLAY: 4+6n arguments.
 	MaxReplayItems = (MaxArgs - replayHeadArgs) / replayArgs
 	// MaxPublishItems is the most components of one RL.INTERNAL.PUBLISH: 1+4n arguments.
 	MaxPublishItems = (MaxArgs - 1) / 4
@@ -60,8 +60,8 @@ const (
 	readArgs   = 4
 	replayArgs = 6
 	decideArgs = 10
-	// replayHeadArgs: RL.INTERNAL.REPLAY batch-id boot, before the items.
-	replayHeadArgs = 3
+	// replayHeadArgs: RL.INTERNAL.REPLAY batch-id boot changes, before the items.
+	replayHeadArgs = 4
 )
 
 // Errors of request decoders, wrapped with the field at fault.

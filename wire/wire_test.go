@@ -59,7 +59,7 @@ func TestGolden(t *testing.T) {
 	k := "$" + strconv.Itoa(len(key)) + "\r\n" + string(key) // the key as a bulk string
 	var w resp.Writer
 	meta := engine.OriginMeta{Edges: 3, Applied: 1<<64 - 1, LeaseTTLMs: 10000, Boot: 1763898912000, Now: 1763898913234, Durable: 77,
-		Hand: 12, HandsDurable: 9, HandsRestored: 4, ColdPPM: 1000}
+		Hand: 12, HandsDurable: 9, HandsRestored: 4, ColdPPM: 1000, Changes: 31}
 	cc := engine.CellCounts{Seq: 5, CurRegional: 1, CurImported: 2, PrevRegional: 3, PrevImported: 1<<64 - 1,
 		LeaseLeft: 40, LeaseSeq: 1849598113792}
 	reply := func(f func(w *resp.Writer)) []byte { w.Reset(); f(&w); return append([]byte(nil), w.Bytes()...) }
@@ -77,11 +77,11 @@ func TestGolden(t *testing.T) {
 				"$2\r\nk2\r\n$1\r\n0\r\n$16\r\n1125899906842624\r\n$1\r\n0\r\n" +
 				"$0\r\n\r\n$2\r\n-3\r\n$1\r\n0\r\n$2\r\n16\r\n")},
 		{"heartbeat", wire.AppendRead(nil, nil), []byte("*1\r\n$16\r\nRL.INTERNAL.READ\r\n")},
-		// batch-id boot, then key seq cost limit want return per item.
-		{"replay", wire.AppendReplay(nil, engine.ReplayBatch{ID: 1<<63 + 5, Boot: 1763898912000, Items: []engine.ReplayItem{
+		// batch-id boot changes, then key seq cost limit want return per item.
+		{"replay", wire.AppendReplay(nil, engine.ReplayBatch{ID: 1<<63 + 5, Boot: 1763898912000, Changes: 31, Items: []engine.ReplayItem{
 			{Key: key, Seq: 7, Cost: 3, Limit: 10, Want: 64, Return: 1 << 40},
 			{Key: []byte("k2"), Seq: 8, Cost: 1<<64 - 1}}}),
-			[]byte("*15\r\n$18\r\nRL.INTERNAL.REPLAY\r\n$19\r\n9223372036854775813\r\n$13\r\n1763898912000\r\n" +
+			[]byte("*16\r\n$18\r\nRL.INTERNAL.REPLAY\r\n$19\r\n9223372036854775813\r\n$13\r\n1763898912000\r\n$2\r\n31\r\n" +
 				k + "\r\n$1\r\n7\r\n$1\r\n3\r\n$2\r\n10\r\n$2\r\n64\r\n$13\r\n1099511627776\r\n" +
 				"$2\r\nk2\r\n$1\r\n8\r\n$20\r\n18446744073709551615\r\n$1\r\n0\r\n$1\r\n0\r\n$1\r\n0\r\n")},
 		// key limit cost pending inflight batch-id want return deadline.
@@ -97,19 +97,19 @@ func TestGolden(t *testing.T) {
 		{"forward", wire.AppendForward(nil, 3, "ws", wire.AppendForwardCmd(wire.AppendForwardCmd(nil, strs("INCR", "k")), strs("PING"))),
 			[]byte("*8\r\n$19\r\nRL.INTERNAL.FORWARD\r\n$1\r\n3\r\n$2\r\nws\r\n$1\r\n2\r\n$4\r\nINCR\r\n$1\r\nk\r\n$1\r\n1\r\n$4\r\nPING\r\n")},
 		// meta (edges applied lease_ttl_ms boot now durable hand hands_durable
-		// hands_restored cold_ppm), then per item seq cur_regional
+		// hands_restored cold_ppm changes), then per item seq cur_regional
 		// cur_imported prev_regional prev_imported lease_left lease_seq.
 		{"counts reply", reply(func(w *resp.Writer) { wire.WriteCountsReply(w, meta, []engine.CellCounts{cc, {Seq: -1}}) }),
-			[]byte("*24\r\n:3\r\n:9223372036854775807\r\n:10000\r\n:1763898912000\r\n:1763898913234\r\n:77\r\n:12\r\n:9\r\n:4\r\n:1000\r\n" +
+			[]byte("*25\r\n:3\r\n:9223372036854775807\r\n:10000\r\n:1763898912000\r\n:1763898913234\r\n:77\r\n:12\r\n:9\r\n:4\r\n:1000\r\n:31\r\n" +
 				":5\r\n:1\r\n:2\r\n:3\r\n:9223372036854775807\r\n:40\r\n:1849598113792\r\n" +
 				":-1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n")},
 		{"saturated lease", reply(func(w *resp.Writer) {
 			wire.WriteCountsReply(w, engine.OriginMeta{Edges: 1}, []engine.CellCounts{{Seq: 2, LeaseLeft: 1<<64 - 1, LeaseSeq: 1 << 63}})
-		}), []byte("*17\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:2\r\n:0\r\n:0\r\n:0\r\n:0\r\n:9223372036854775807\r\n:9223372036854775807\r\n")},
+		}), []byte("*18\r\n:1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:2\r\n:0\r\n:0\r\n:0\r\n:0\r\n:9223372036854775807\r\n:9223372036854775807\r\n")},
 		// meta, allowed limit remaining retry_after_ms reset_after_ms, counts.
 		{"decide reply", reply(func(w *resp.Writer) {
 			wire.WriteDecideReply(w, engine.Decision{Allowed: true, Limit: 10, Remaining: 7, RetryAfterMs: -1, ResetAfterMs: 1234}, cc, meta)
-		}), []byte("*22\r\n:3\r\n:9223372036854775807\r\n:10000\r\n:1763898912000\r\n:1763898913234\r\n:77\r\n:12\r\n:9\r\n:4\r\n:1000\r\n" +
+		}), []byte("*23\r\n:3\r\n:9223372036854775807\r\n:10000\r\n:1763898912000\r\n:1763898913234\r\n:77\r\n:12\r\n:9\r\n:4\r\n:1000\r\n:31\r\n" +
 			":1\r\n:10\r\n:7\r\n:-1\r\n:1234\r\n" +
 			":5\r\n:1\r\n:2\r\n:3\r\n:9223372036854775807\r\n:40\r\n:1849598113792\r\n")},
 		{"publish reply", reply(func(w *resp.Writer) { wire.WritePublishReply(w, 42) }), []byte("*1\r\n:42\r\n")},
@@ -155,7 +155,7 @@ func TestReadRoundTrip(t *testing.T) {
 }
 
 func TestReplayRoundTrip(t *testing.T) {
-	want := engine.ReplayBatch{ID: math.MaxInt64, Boot: math.MaxInt64, Items: []engine.ReplayItem{
+	want := engine.ReplayBatch{ID: math.MaxInt64, Boot: math.MaxInt64, Changes: math.MaxInt64, Items: []engine.ReplayItem{
 		{Key: key, Seq: 7, Cost: 3, Limit: 10, Want: 64, Return: 1 << 40},
 		{Key: key, Seq: math.MaxInt64, Cost: math.MaxInt64, Limit: 0, Want: math.MaxInt64, Return: math.MaxInt64},
 		{Key: key, Seq: 8, Limit: 5, Return: 9}, // a return alone: no cost
@@ -254,7 +254,7 @@ func TestDecideReplyRoundTrip(t *testing.T) {
 // longest) are within the origin's parser, one more item is not, and the replies to them
 // are within what a sender reads.
 func TestBounds(t *testing.T) {
-	// The values docs/internal-protocol.md states: 1+4n arguments of READ, 3+6n of REPLAY.
+	// The values docs/internal-protocol.md states: 1+4n arguments of READ, 4+6n of REPLAY.
 	if wire.MaxReadItems != 2047 || wire.MaxReplayItems != 1364 || wire.MaxPublishItems != 2047 || wire.MaxForwardArgs != 8189 {
 		t.Errorf("bounds %d %d %d %d, documented 2047 1364 2047 8189",
 			wire.MaxReadItems, wire.MaxReplayItems, wire.MaxPublishItems, wire.MaxForwardArgs)
@@ -308,7 +308,7 @@ func TestBounds(t *testing.T) {
 	full := engine.CellCounts{CurRegional: math.MaxInt64, CurImported: math.MaxInt64, PrevRegional: math.MaxInt64,
 		PrevImported: math.MaxInt64, LeaseLeft: math.MaxInt64, LeaseSeq: math.MaxInt64}
 	meta := engine.OriginMeta{Edges: math.MaxInt64, Applied: math.MaxInt64, LeaseTTLMs: math.MaxInt64, Boot: math.MinInt64, Now: math.MinInt64,
-		Durable: math.MaxInt64, Hand: math.MaxInt64, HandsDurable: math.MaxInt64, HandsRestored: math.MaxInt64, ColdPPM: 1e6}
+		Durable: math.MaxInt64, Hand: math.MaxInt64, HandsDurable: math.MaxInt64, HandsRestored: math.MaxInt64, ColdPPM: 1e6, Changes: math.MaxInt64}
 	for _, n := range []int{wire.MaxReadItems, wire.MaxReplayItems} {
 		counts := make([]engine.CellCounts, n)
 		asked := make([]engine.CellCounts, n)
@@ -319,7 +319,7 @@ func TestBounds(t *testing.T) {
 		var w resp.Writer
 		wire.WriteCountsReply(&w, meta, counts)
 		v := ints(t, &w)
-		if len(v) != 10+7*n || len(v) > wire.MaxReplyInts {
+		if len(v) != 11+7*n || len(v) > wire.MaxReplyInts {
 			t.Errorf("counts reply to %d items: %d integers, MaxReplyInts %d", n, len(v), wire.MaxReplyInts)
 		}
 		if m, err := wire.ParseCountsReply(v, asked); err != nil || m != meta || !reflect.DeepEqual(asked, counts) {
@@ -363,24 +363,26 @@ func TestMalformedRequests(t *testing.T) {
 		{"read bad want in second item", read, []string{"RL.INTERNAL.READ", k, "1", "10", "16", k, "2", "10", "x"}, wire.ErrInt},
 		{"read key error first", read, []string{"RL.INTERNAL.READ", "", "x", "x", "x"}, wire.ErrKey},
 
-		{"replay valid", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", k, "1", "2", "10", "16", "7", k, "2", "0", "0", "0", "0"}, nil},
+		{"replay valid", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", "0", k, "1", "2", "10", "16", "7", k, "2", "0", "0", "0", "0"}, nil},
 		{"replay no items", replay, []string{"RL.INTERNAL.REPLAY", "1", "0"}, wire.ErrSyntax},
 		{"replay without boot", replay, []string{"RL.INTERNAL.REPLAY", "3", k, "1", "2", "10", "16", "7"}, wire.ErrSyntax},
-		{"replay bad boot", replay, []string{"RL.INTERNAL.REPLAY", "3", "-5", k, "1", "2", "10", "16", "7"}, wire.ErrSyntax},
-		{"replay old format", replay, []string{"RL.INTERNAL.REPLAY", "1", "0", k, "1", "1", "1"}, wire.ErrSyntax},
-		{"replay short item", replay, []string{"RL.INTERNAL.REPLAY", "1", "0", k, "1", "2", "10", "16"}, wire.ErrSyntax},
-		{"replay long item", replay, []string{"RL.INTERNAL.REPLAY", "1", "0", k, "1", "2", "10", "16", "7", "0"}, wire.ErrSyntax},
-		{"replay bad id", replay, []string{"RL.INTERNAL.REPLAY", "x", "0", k, "1", "2", "10", "16", "7"}, wire.ErrSyntax},
-		{"replay bad key", replay, []string{"RL.INTERNAL.REPLAY", "1", "0", "\x00", "1", "2", "10", "16", "7"}, wire.ErrKey},
-		{"replay bad seq", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", k, "-1", "2", "10", "16", "7"}, wire.ErrInt},
-		{"replay bad cost", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", k, "1000", "x", "10", "16", "7"}, wire.ErrInt},
-		{"replay bad limit", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", k, "1000", "2", "+1", "16", "7"}, wire.ErrInt},
-		{"replay bad want", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", k, "1000", "2", "10", "x", "7"}, wire.ErrInt},
-		{"replay want leading zero", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", k, "1000", "2", "10", "016", "7"}, wire.ErrInt},
-		{"replay bad return", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", k, "1000", "2", "10", "16", ""}, wire.ErrInt},
-		{"replay return overflow", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", k, "1000", "2", "10", "16", beyond}, wire.ErrInt},
-		{"replay bad return in second item", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", k, "1", "2", "10", "16", "7", k, "2", "0", "0", "0", "x"}, wire.ErrInt},
-		{"replay key error first", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", "", "x", "x", "x", "x", "x"}, wire.ErrKey},
+		{"replay bad changes", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", "x", k, "1", "2", "10", "16", "7"}, wire.ErrSyntax},
+		{"replay without changes", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", k, "1", "2", "10", "16", "7"}, wire.ErrSyntax},
+		{"replay bad boot", replay, []string{"RL.INTERNAL.REPLAY", "3", "-5", "0", k, "1", "2", "10", "16", "7"}, wire.ErrSyntax},
+		{"replay old format", replay, []string{"RL.INTERNAL.REPLAY", "1", "0", "0", k, "1", "1", "1"}, wire.ErrSyntax},
+		{"replay short item", replay, []string{"RL.INTERNAL.REPLAY", "1", "0", "0", k, "1", "2", "10", "16"}, wire.ErrSyntax},
+		{"replay long item", replay, []string{"RL.INTERNAL.REPLAY", "1", "0", "0", k, "1", "2", "10", "16", "7", "0"}, wire.ErrSyntax},
+		{"replay bad id", replay, []string{"RL.INTERNAL.REPLAY", "x", "0", "0", k, "1", "2", "10", "16", "7"}, wire.ErrSyntax},
+		{"replay bad key", replay, []string{"RL.INTERNAL.REPLAY", "1", "0", "0", "\x00", "1", "2", "10", "16", "7"}, wire.ErrKey},
+		{"replay bad seq", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", "0", k, "-1", "2", "10", "16", "7"}, wire.ErrInt},
+		{"replay bad cost", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", "0", k, "1000", "x", "10", "16", "7"}, wire.ErrInt},
+		{"replay bad limit", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", "0", k, "1000", "2", "+1", "16", "7"}, wire.ErrInt},
+		{"replay bad want", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", "0", k, "1000", "2", "10", "x", "7"}, wire.ErrInt},
+		{"replay want leading zero", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", "0", k, "1000", "2", "10", "016", "7"}, wire.ErrInt},
+		{"replay bad return", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", "0", k, "1000", "2", "10", "16", ""}, wire.ErrInt},
+		{"replay return overflow", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", "0", k, "1000", "2", "10", "16", beyond}, wire.ErrInt},
+		{"replay bad return in second item", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", "0", k, "1", "2", "10", "16", "7", k, "2", "0", "0", "0", "x"}, wire.ErrInt},
+		{"replay key error first", replay, []string{"RL.INTERNAL.REPLAY", "3", "0", "0", "", "x", "x", "x", "x", "x"}, wire.ErrKey},
 
 		{"decide valid", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0", "16", "7", "1763898913750"}, nil},
 		{"decide old format", decide, []string{"RL.INTERNAL.DECIDE", k, "10", "1", "0", "0", "0"}, wire.ErrSyntax},
@@ -442,8 +444,8 @@ func TestMalformedReplies(t *testing.T) {
 	decideReply := func(v []int64) error { _, _, _, err := wire.ParseDecideReply(v); return err }
 	publishReply := func(v ...int64) error { _, err := wire.ParsePublishReply(v); return err }
 	// Valid replies (checked below), and each changed in one place.
-	meta := []int64{1, 0, 10000, 1763898912000, 1763898913234, 0, 0, 0, 0, 0} // edges applied lease_ttl_ms boot now durable hand hands_durable hands_restored cold_ppm
-	group := []int64{7, 0, 0, 0, 0, 30, 99}                                   // seq cur_regional cur_imported prev_regional prev_imported lease_left lease_seq
+	meta := []int64{1, 0, 10000, 1763898912000, 1763898913234, 0, 0, 0, 0, 0, 5} // edges applied lease_ttl_ms boot now durable hand hands_durable hands_restored cold_ppm changes
+	group := []int64{7, 0, 0, 0, 0, 30, 99}                                      // seq cur_regional cur_imported prev_regional prev_imported lease_left lease_seq
 	cr := slices.Concat(meta, group)
 	dr := slices.Concat(meta, []int64{1, 10, 9, 0, 500}, group) // allowed limit remaining retry reset
 	set := func(v []int64, i int, n int64) []int64 { v = slices.Clone(v); v[i] = n; return v }
@@ -461,11 +463,11 @@ func TestMalformedReplies(t *testing.T) {
 		{"counts long", counts(append(slices.Clone(cr), 0))},
 		{"counts old format", counts([]int64{1, 0, 7, 0, 0, 0, 0})},
 		{"counts meta without now", counts(slices.Concat(meta[:4], meta[5:], group))},
-		{"counts other seq", counts(set(cr, 10, 8))},
-		{"counts negative cur_regional", counts(set(cr, 11, -1))},
-		{"counts negative prev_imported", counts(set(cr, 14, -1))},
-		{"counts negative lease_left", counts(set(cr, 15, -1))},
-		{"counts negative lease_seq", counts(set(cr, 16, -1))},
+		{"counts other seq", counts(set(cr, 11, 8))},
+		{"counts negative cur_regional", counts(set(cr, 12, -1))},
+		{"counts negative prev_imported", counts(set(cr, 15, -1))},
+		{"counts negative lease_left", counts(set(cr, 16, -1))},
+		{"counts negative lease_seq", counts(set(cr, 17, -1))},
 		{"counts negative edges", counts(set(cr, 0, -1))},
 		{"counts negative applied", counts(set(cr, 1, -1))},
 		{"counts negative lease ttl", counts(set(cr, 2, -1))},
@@ -475,19 +477,21 @@ func TestMalformedReplies(t *testing.T) {
 		{"counts negative hands_restored", counts(set(cr, 8, -1))},
 		{"counts negative cold_ppm", counts(set(cr, 9, -1))},
 		{"counts cold_ppm over a million", counts(set(cr, 9, 1e6+1))},
+		{"counts negative changes", counts(set(cr, 10, -1))},
+		{"counts meta without changes", counts(slices.Concat(meta[:10], group))},
 		{"counts meta without hands", counts(slices.Concat(meta[:6], group))},
 		{"counts meta without durable", counts(slices.Concat(meta[:5], group))},
 		{"decide short", decideReply(dr[:len(dr)-1])},
 		{"decide long", decideReply(append(slices.Clone(dr), 0))},
 		{"decide old format", decideReply([]int64{1, 0, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0})},
-		{"decide meta without now", decideReply(slices.Concat(meta[:4], dr[10:]))},
+		{"decide meta without now", decideReply(slices.Concat(meta[:4], dr[11:]))},
 		{"decide negative lease ttl", decideReply(set(dr, 2, -1))},
-		{"decide allowed 2", decideReply(set(dr, 10, 2))},
-		{"decide retry -2", decideReply(set(dr, 13, -2))},
-		{"decide negative reset", decideReply(set(dr, 14, -1))},
-		{"decide negative count", decideReply(set(dr, 16, -5))},
-		{"decide negative lease_left", decideReply(set(dr, 20, -1))},
-		{"decide negative lease_seq", decideReply(set(dr, 21, -1))},
+		{"decide allowed 2", decideReply(set(dr, 11, 2))},
+		{"decide retry -2", decideReply(set(dr, 14, -2))},
+		{"decide negative reset", decideReply(set(dr, 15, -1))},
+		{"decide negative count", decideReply(set(dr, 17, -5))},
+		{"decide negative lease_left", decideReply(set(dr, 21, -1))},
+		{"decide negative lease_seq", decideReply(set(dr, 22, -1))},
 		{"publish empty", publishReply()},
 		{"publish negative", publishReply(-1)},
 	}

@@ -201,6 +201,10 @@ func newOrigin(cfg Config, log *slog.Logger) (*node, error) {
 		_ = store.Close()
 		return nil, fmt.Errorf("open data dir: %w", err)
 	}
+	// The reset records before any cell (a lazy load's too): a cell is restored minus what
+	// was cancelled, and what peers send back is taken minus what was cancelled.
+	eng.RestoreResets(snap.Resets)
+	eng.RestoreChanges(snap.Changes)
 	loaded, dropped, rerr := eng.Restore(snap.Cells) // all of them: a file without a shard table
 	if rerr != nil {
 		log.Warn("snapshot had unreadable cells", "error", rerr)
@@ -219,6 +223,7 @@ func newOrigin(cfg Config, log *slog.Logger) (*node, error) {
 	log.Info("snapshot loaded", "dir", cfg.DataDir, "cells", loaded, "dropped", dropped, "cells_in_background", snap.Lazy(),
 		"counter_keys", kvLoaded, "counter_keys_dropped", kvDropped, "edge_runs", runsLoaded,
 		"edge_runs_dropped", runsDropped, "leases", leasesLoaded, "leases_dropped", leasesDropped)
+	log.Info("overrides loaded", "records", eng.RestoreOverrides(snap.Overrides)) // RL.OVERRIDE's, tombstones included
 	if snap.Lazy() {
 		loadCells(eng, snap, log) // in the background; the origin serves meanwhile
 	} else {
@@ -470,7 +475,8 @@ func run(cfg Config, log *slog.Logger) error {
 // one pass over the tuples), counter keys and edge runs' replay marks; once one is on
 // disk, edges learn which of their replay batches it holds (RunsSaved).
 func snapshotSource(e *engine.Engine) persist.Source {
-	return persist.Source{Tuples: e.Tuples, KV: e.KV().Records, Runs: e.Runs, Saved: e.RunsSaved, ShardSeed: e.ShardSeed()}
+	return persist.Source{Tuples: e.Tuples, KV: e.KV().Records, Runs: e.Runs, Saved: e.RunsSaved,
+		Overrides: e.Overrides().Records, Resets: e.Resets, Changes: e.ChangeVersion, ShardSeed: e.ShardSeed()}
 }
 
 // redisSeconds writes a duration as Redis's CONFIG GET timeout does: whole seconds, a

@@ -1,0 +1,548 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// Overrides (RL.OVERRIDE): an operator's limit for a tuple, or for every tuple whose key
+// starts with a prefix, that replaces the limit a request carries. An origin holds the
+// authoritative table of its tuples (Engine.Overrides); an edge holds a copy of each of
+// its origins' tables; both look a request's tuple up before deciding.
+//
+// A tuple's override is its exact one, else the one of the longest prefix of its key in
+// the same workspace, namespace and window. The table is bounded (MaxOverrides live ones).
+//
+// Every write carries a stamp (a Lamport clock over the wall clock's milliseconds) and the
+// region that made it: copies (snapshots, peer regions, edges) merge record by record,
+// the greater (stamp, region) winning, so a merge is idempotent and commutative and copies
+// converge. A deletion is a tombstone (limit 0) that outlives the override so that an
+// older copy of it cannot bring it back; at most MaxOverrides tombstones are kept, the
+// oldest dropped first.
+//
+// Concurrency: an RWMutex guards the maps; lookups take its read side. The count of live
+// overrides is an atomic: with none, a lookup is that one load.
+
+// DefaultMaxOverrides bounds an origin's live overrides when NewOverrides is given 0.
+const DefaultMaxOverrides = 100_000
+
+// ErrOverridesFull is returned by Overrides.Set for a new override beyond the bound.
+var ErrOverridesFull = errors.New("override table is full")
+
+// OverrideRecord is one override, or the tombstone of a deleted one, as snapshots, peer
+// regions and edges carry it.
+type OverrideRecord struct {
+	// Key is the tuple key (AppendKey); for a prefix, the key of the tuple whose key is the
+	// prefix.
+	Key    []byte
+	Prefix bool
+	Limit  uint64 // 0: a tombstone
+	Stamp  uint64
+	Region string // the region that wrote it; breaks ties of Stamp
+}
+
+// Override is one live override, as RL.OVERRIDE LIST shows it.
+type Override struct {
+	Tuple  Tuple // Key is the prefix, without its '*', when Prefix
+	Prefix bool
+	Limit  uint64
+}
+
+// override is one record of a table.
+type override struct {
+	key    string // tuple key
+	hdr    int    // length of key's window, workspace and namespace: key[hdr:] is the tuple's key
+	prefix bool
+	limit  uint64 // 0: tombstone
+	stamp  uint64
+	region string
+	seq    uint64 // the table's change sequence when it last changed
+
+	prev, next *override // change order (Overrides.first is the oldest)
+}
+
+// prefixScope counts the live prefixes of one (window, workspace, namespace).
+type prefixScope struct {
+	lens  []int // distinct prefix lengths, longest first
+	count map[int]int
+}
+
+// Overrides is a table of overrides. It is safe for concurrent use.
+type Overrides struct {
+	live atomic.Int64 // live overrides: 0 lets a lookup return at once
+
+	mu          sync.RWMutex
+	exact       map[string]*override
+	prefix      map[string]*override
+	scopes      map[string]*prefixScope // by the tuple key's header: prefixes in use
+	first, last *override               // every record, by change: oldest first
+	tombs       []*override             // tombstones in the order they were made (may hold revived ones)
+	ntombs      int
+	seq         uint64 // change sequence: the last change's
+	stamp       uint64 // the greatest stamp given or seen
+	max         int
+	region      string
+	clock       Clock
+	onChange    func(r *override) // called on every change, o.mu held (the engine's feed); nil: none
+}
+
+// NewOverrides returns an empty table of at most max live overrides (0:
+// DefaultMaxOverrides), whose writes are stamped with clock and region.
+func NewOverrides(clock Clock, region string, max int) *Overrides {
+	if max <= 0 {
+		max = DefaultMaxOverrides
+	}
+	return &Overrides{exact: map[string]*override{}, prefix: map[string]*override{}, scopes: map[string]*prefixScope{},
+		max: max, region: region, clock: clock}
+}
+
+// Len returns the number of live overrides.
+func (o *Overrides) Len() int { return int(o.live.Load()) }
+
+// Max returns the bound on live overrides.
+func (o *Overrides) Max() int { return o.max }
+
+// Limit returns the limit a request for t decides against: t's override's, else limit.
+func (o *Overrides) Limit(t Tuple, limit uint64) uint64 {
+	if o.live.Load() == 0 {
+		return limit
+	}
+	if l, ok := o.Lookup(t); ok {
+		return l
+	}
+	return limit
+}
+
+// Lookup returns the limit of t's override: its exact one, else its longest prefix's.
+func (o *Overrides) Lookup(t Tuple) (uint64, bool) {
+	if o.live.Load() == 0 {
+		return 0, false
+	}
+	var buf [256]byte
+	k := AppendKey(buf[:0], t)
+	hdr := len(k) - len(t.Key)
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	if r := o.exact[string(k)]; r != nil && r.limit > 0 {
+		return r.limit, true
+	}
+	if sc := o.scopes[string(k[:hdr])]; sc != nil {
+		for _, n := range sc.lens {
+			if n > len(t.Key) {
+				continue
+			}
+			if r := o.prefix[string(k[:hdr+n])]; r != nil && r.limit > 0 {
+				return r.limit, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// Get returns the limit of the override set for t exactly (with prefix, for the prefix
+// t.Key), not resolving prefixes.
+func (o *Overrides) Get(t Tuple, prefix bool) (uint64, bool) {
+	var buf [256]byte
+	k := AppendKey(buf[:0], t)
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	if r := o.table(prefix)[string(k)]; r != nil && r.limit > 0 {
+		return r.limit, true
+	}
+	return 0, false
+}
+
+// Set makes limit (>= 1) the override of t (with prefix, of every tuple whose key starts
+// with t.Key). A new override beyond the bound is refused with ErrOverridesFull.
+func (o *Overrides) Set(t Tuple, prefix bool, limit uint64) error {
+	if limit == 0 {
+		return errors.New("override limit must be at least 1")
+	}
+	k := AppendKey(nil, t)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r := o.table(prefix)[string(k)]
+	if (r == nil || r.limit == 0) && int(o.live.Load()) >= o.max {
+		return ErrOverridesFull
+	}
+	o.put(string(k), len(k)-len(t.Key), prefix, limit, o.nextStamp(), o.region)
+	return nil
+}
+
+// Delete removes t's override (with prefix, the prefix t.Key's) and reports whether
+// there was one.
+func (o *Overrides) Delete(t Tuple, prefix bool) bool {
+	k := AppendKey(nil, t)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r := o.table(prefix)[string(k)]
+	if r == nil || r.limit == 0 {
+		return false
+	}
+	o.put(r.key, r.hdr, prefix, 0, o.nextStamp(), o.region)
+	return true
+}
+
+// Merge takes every record of recs that is newer than this table's of its key (the greater
+// (Stamp, Region)), and returns how many it took. Records that are malformed, and new
+// live ones beyond the bound, are skipped. recs is not kept.
+func (o *Overrides) Merge(recs []OverrideRecord) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, rec := range recs {
+		t, err := ParseKey(rec.Key)
+		if err != nil || rec.Region == "" {
+			continue
+		}
+		r := o.table(rec.Prefix)[string(rec.Key)]
+		if r != nil && !newer(rec.Stamp, rec.Region, r.stamp, r.region) {
+			continue
+		}
+		if rec.Limit > 0 && (r == nil || r.limit == 0) && int(o.live.Load()) >= o.max {
+			continue
+		}
+		o.stamp = max(o.stamp, rec.Stamp)
+		o.put(string(rec.Key), len(rec.Key)-len(t.Key), rec.Prefix, rec.Limit, rec.Stamp, rec.Region)
+		n++
+	}
+	return n
+}
+
+// newer reports whether the write (stamp, region) supersedes (than, thanRegion).
+func newer(stamp uint64, region string, than uint64, thanRegion string) bool {
+	return stamp > than || (stamp == than && region > thanRegion)
+}
+
+// Seq returns the table's change sequence: it grows with every change, so a copy that
+// read Since(s) up to Seq() has every change up to then.
+func (o *Overrides) Seq() uint64 {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	return o.seq
+}
+
+// Since returns the records (tombstones included) that changed after change sequence seq,
+// oldest change first, at most limit of them (0: all), and the change sequence they
+// reach: Since(next) returns the rest.
+func (o *Overrides) Since(seq uint64, limit int) (recs []OverrideRecord, next uint64) {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	r := o.last
+	for r != nil && r.prev != nil && r.prev.seq > seq {
+		r = r.prev
+	}
+	if r == nil || r.seq <= seq {
+		return nil, o.seq
+	}
+	next = seq
+	for ; r != nil && (limit <= 0 || len(recs) < limit); r = r.next {
+		recs = append(recs, r.record())
+		next = r.seq
+	}
+	if r == nil {
+		next = o.seq
+	}
+	return recs, next
+}
+
+// Records yields every record (tombstones included), each lent for the call, in change
+// order, holding the read lock: an iter.Seq for a snapshot.
+func (o *Overrides) Records(yield func(OverrideRecord) bool) {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	for r := o.first; r != nil; r = r.next {
+		if !yield(r.record()) {
+			return
+		}
+	}
+}
+
+// Reset drops every record: a copy about to be read again in full.
+func (o *Overrides) Reset() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	clear(o.exact)
+	clear(o.prefix)
+	clear(o.scopes)
+	o.first, o.last, o.tombs, o.ntombs = nil, nil, nil, 0
+	o.live.Store(0)
+	o.seq++
+}
+
+// List returns the live overrides of workspace ws (in namespace ns; "": every namespace)
+// whose key (a prefix's with its '*') match accepts (nil: all), sorted by namespace, key
+// and window, at most count of them.
+func (o *Overrides) List(ws, ns string, match func(key []byte) bool, count int) []Override {
+	o.mu.RLock()
+	var out []Override
+	for _, m := range []map[string]*override{o.exact, o.prefix} {
+		for _, r := range m {
+			if r.limit == 0 {
+				continue
+			}
+			t, err := ParseKey([]byte(r.key))
+			if err != nil || t.Workspace != ws || (ns != "" && t.Namespace != ns) {
+				continue
+			}
+			if match != nil && !match(displayKey(t.Key, r.prefix)) {
+				continue
+			}
+			out = append(out, Override{Tuple: t, Prefix: r.prefix, Limit: r.limit})
+		}
+	}
+	o.mu.RUnlock()
+	return SortOverrides(out, count)
+}
+
+// SortOverrides sorts list by namespace, key and window, drops repeats of one override
+// (the same prefix listed by several origins: the first stays) and keeps at most count
+// (0: all).
+func SortOverrides(list []Override, count int) []Override {
+	slices.SortStableFunc(list, compareOverrides)
+	list = slices.CompactFunc(list, func(a, b Override) bool {
+		return a.Prefix == b.Prefix && compareOverrides(a, b) == 0 && a.Tuple.Workspace == b.Tuple.Workspace
+	})
+	if count > 0 && len(list) > count {
+		list = list[:count]
+	}
+	return list
+}
+
+// compareOverrides orders overrides by namespace, key (as shown: a prefix with its '*'),
+// window.
+func compareOverrides(a, b Override) int {
+	if c := bytes.Compare([]byte(a.Tuple.Namespace), []byte(b.Tuple.Namespace)); c != 0 {
+		return c
+	}
+	if c := bytes.Compare(displayKey(a.Tuple.Key, a.Prefix), displayKey(b.Tuple.Key, b.Prefix)); c != 0 {
+		return c
+	}
+	return int(a.Tuple.WindowMs - b.Tuple.WindowMs)
+}
+
+// displayKey is key as RL.OVERRIDE names it: a prefix ends with '*'.
+func displayKey(key []byte, prefix bool) []byte {
+	if !prefix {
+		return key
+	}
+	return append(key[:len(key):len(key)], '*')
+}
+
+func (o *Overrides) table(prefix bool) map[string]*override {
+	if prefix {
+		return o.prefix
+	}
+	return o.exact
+}
+
+// nextStamp returns a stamp greater than every one given or seen: the clock's ms in the
+// high bits, so that a later write anywhere usually wins, with room for 2^16 writes per ms.
+func (o *Overrides) nextStamp() uint64 {
+	o.stamp = max(o.stamp+1, uint64(max(o.clock.NowMs(), 0))<<16)
+	return o.stamp
+}
+
+// put writes the record of key (o.mu held for writing): limit 0 makes it a tombstone.
+func (o *Overrides) put(key string, hdr int, prefix bool, limit, stamp uint64, region string) {
+	m := o.table(prefix)
+	r := m[key]
+	wasLive, wasTomb := r != nil && r.limit > 0, r != nil && r.limit == 0
+	if r == nil {
+		r = &override{key: key, hdr: hdr, prefix: prefix}
+		m[key] = r
+	} else {
+		o.unlink(r)
+	}
+	r.limit, r.stamp, r.region = limit, stamp, region
+	o.seq++
+	r.seq = o.seq
+	if o.onChange != nil {
+		o.onChange(r)
+	}
+	o.append(r)
+	switch isLive := limit > 0; {
+	case isLive && !wasLive:
+		o.live.Add(1)
+		if prefix {
+			o.scopeAdd(key[:hdr], len(key)-hdr, 1)
+		}
+	case !isLive && wasLive:
+		o.live.Add(-1)
+		if prefix {
+			o.scopeAdd(key[:hdr], len(key)-hdr, -1)
+		}
+	}
+	switch {
+	case limit == 0 && !wasTomb:
+		o.tombs = append(o.tombs, r)
+		o.ntombs++
+		o.dropTombstones()
+	case limit > 0 && wasTomb:
+		o.ntombs-- // revived: its place in tombs is skipped when reached
+	}
+}
+
+// dropTombstones forgets the oldest tombstones beyond the bound (o.mu held for writing).
+func (o *Overrides) dropTombstones() {
+	for o.ntombs > o.max && len(o.tombs) > 0 {
+		r := o.tombs[0]
+		o.tombs = o.tombs[1:]
+		if r.limit != 0 || o.table(r.prefix)[r.key] != r {
+			continue // revived, or already gone
+		}
+		delete(o.table(r.prefix), r.key)
+		o.unlink(r)
+		o.ntombs--
+	}
+	if cap(o.tombs) > 2*o.max+1024 { // the slice's start moved far: copy what is left
+		o.tombs = slices.Clone(o.tombs)
+	}
+}
+
+// scopeAdd counts one more (d = 1) or one fewer (d = -1) live prefix of length n in the
+// scope hdr.
+func (o *Overrides) scopeAdd(hdr string, n, d int) {
+	sc := o.scopes[hdr]
+	if sc == nil {
+		sc = &prefixScope{count: map[int]int{}}
+		o.scopes[hdr] = sc
+	}
+	sc.count[n] += d
+	if sc.count[n] <= 0 {
+		delete(sc.count, n)
+		if len(sc.count) == 0 {
+			delete(o.scopes, hdr)
+			return
+		}
+	}
+	sc.lens = sc.lens[:0]
+	for l := range sc.count {
+		sc.lens = append(sc.lens, l)
+	}
+	slices.SortFunc(sc.lens, func(a, b int) int { return b - a })
+}
+
+func (o *Overrides) unlink(r *override) {
+	if r.prev != nil {
+		r.prev.next = r.next
+	} else if o.first == r {
+		o.first = r.next
+	}
+	if r.next != nil {
+		r.next.prev = r.prev
+	} else if o.last == r {
+		o.last = r.prev
+	}
+	r.prev, r.next = nil, nil
+}
+
+func (o *Overrides) append(r *override) {
+	r.prev = o.last
+	if o.last != nil {
+		o.last.next = r
+	} else {
+		o.first = r
+	}
+	o.last = r
+}
+
+func (r *override) record() OverrideRecord {
+	return OverrideRecord{Key: []byte(r.key), Prefix: r.prefix, Limit: r.limit, Stamp: r.stamp, Region: r.region}
+}
+
+// ChangeOverride is the change feed's kind for an override (engine/changes.go): Key is
+// the record's tuple key, Fields are [prefix (0 or 1), limit (0: deleted), sequence], the
+// sequence growing with every change of the origin's table in this run. An edge keeps, of
+// each key, the record of the greatest sequence.
+const ChangeOverride ChangeKind = 3
+
+// overrideChange is the feed's change of r (its Version unset).
+func overrideChange(r *override) Change {
+	prefix := int64(0)
+	if r.prefix {
+		prefix = 1
+	}
+	return Change{Kind: ChangeOverride, Key: []byte(r.key), Fields: []int64{prefix, int64(r.limit), int64(r.seq)}}
+}
+
+// OverrideRecordOf is the record of an override change (ChangeOverride) as an edge's copy
+// of its origin's table keeps it: the origin's sequence as its stamp. ok is false for a
+// change of another kind or a malformed one.
+func OverrideRecordOf(c Change) (r OverrideRecord, ok bool) {
+	if c.Kind != ChangeOverride || len(c.Fields) != 3 || c.Fields[0] < 0 || c.Fields[0] > 1 || c.Fields[1] < 0 ||
+		uint64(c.Fields[1]) > MaxLimit || c.Fields[2] <= 0 {
+		return r, false
+	}
+	return OverrideRecord{Key: c.Key, Prefix: c.Fields[0] == 1, Limit: uint64(c.Fields[1]), Stamp: uint64(c.Fields[2]),
+		Region: "origin"}, true
+}
+
+// OverrideList returns the records of the origin's table (tombstones included) whose
+// sequence is above after, as changes of kind ChangeOverride, at most MaxChangesPerReply
+// of them in sequence order; Version is the last one's sequence when more remain (the
+// asker asks again from it), else the table's. An edge reads its copy of the table so
+// when it starts, when the origin's run changes and when it resyncs, then follows the
+// change feed.
+func (e *Engine) OverrideList(node string, after uint64) ChangesReply {
+	if node != "" {
+		e.Heard(node)
+	}
+	o := e.overrides
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	r := o.last
+	for r != nil && r.prev != nil && r.prev.seq > after {
+		r = r.prev
+	}
+	out := ChangesReply{Version: o.seq}
+	for ; r != nil && r.seq > after; r = r.next {
+		if len(out.Changes) == MaxChangesPerReply {
+			out.Version = out.Changes[len(out.Changes)-1].Version
+			break
+		}
+		c := overrideChange(r)
+		c.Version = r.seq
+		out.Changes = append(out.Changes, c)
+	}
+	return out
+}
+
+// OverridesOrigin is an Origin that lists its overrides (upstream.Client, LocalOrigin):
+// OverrideList of the origin's engine.
+type OverridesOrigin interface {
+	OverrideList(ctx context.Context, after uint64) (ChangesReply, error)
+}
+
+// OverrideList implements OverridesOrigin.
+func (o LocalOrigin) OverrideList(_ context.Context, after uint64) (ChangesReply, error) {
+	return o.Engine.OverrideList(o.Node, after), nil
+}
+
+// Overrides returns the origin's table of overrides (RL.OVERRIDE).
+func (e *Engine) Overrides() *Overrides { return e.overrides }
+
+// OverrideLimit returns the limit a request for t decides against on this origin: t's
+// override's, else limit.
+func (e *Engine) OverrideLimit(t Tuple, limit uint64) uint64 { return e.overrides.Limit(t, limit) }
+
+// RestoreOverrides merges a snapshot's override records (persist) into the origin's table
+// and returns how many it took. They do not enter the change feed: an edge reads a
+// restarted origin's overrides in full, and thousands of them would only push the feed's
+// ring past what edges applied, making them resync.
+func (e *Engine) RestoreOverrides(recs []OverrideRecord) int {
+	o := e.overrides
+	o.mu.Lock()
+	hook := o.onChange
+	o.onChange = nil
+	o.mu.Unlock()
+	n := o.Merge(recs)
+	o.mu.Lock()
+	o.onChange = hook
+	o.mu.Unlock()
+	return n
+}
