@@ -51,6 +51,7 @@ var luaCompare = [][]string{
 	{"EVAL", "return redis.error_reply('CODE msg')", "0"},
 	{"EVAL", "return cjson.encode({a={1,2,3}, b='x/y'})", "0"},
 	{"EVAL", "return cjson.decode(ARGV[1]).n", "0", `{"n":42}`},
+	{"EVAL", "local c = cjson.new() c.encode = nil return {tostring(c == cjson), tostring(c.new() == c), cjson.encode({1})}", "0"},
 	{"EVAL", "return {bit.band(ARGV[1], 0xff), bit.tohex(ARGV[1])}", "0", "4660"},
 	{"EVAL", "return struct.unpack('>I4', struct.pack('>I4', ARGV[1]))", "0", "305419896"},
 	{"EVAL", "return redis.sha1hex(ARGV[1])", "0", "abc"},
