@@ -63,6 +63,7 @@ var luaCompare = [][]string{
 	{"EVAL", "x = 1", "0"},
 	{"EVAL", "\n\nerror('boom')", "0"},
 	{"EVAL", "return type(os) ", "0"},
+	{"EVAL", "return {type(getmetatable(_G)), type(getmetatable(getmetatable(_G))), type(getmetatable(getmetatable('')))}", "0"},
 	{"EVAL", "local t = {} t[1] = 1 t[2] = 2 t[4] = 4 return t", "0"},
 	{"EVAL_RO", "return redis.call('incr', KEYS[1])", "1", "fw"},
 	{"EVAL_RO", "return redis.call('get', KEYS[1])", "1", "fw"},

@@ -30,3 +30,28 @@ func TestCjsonNewIsFresh(t *testing.T) {
 		}
 	}
 }
+
+// TestSealedMetatableUnreachable: getmetatable of the table getmetatable answers for the
+// read-only globals (or a string) is nil, as on Redis 7, so no script can write into what
+// every run of the interpreter shares: here an __index that would hand a later run the
+// first run's KEYS and ARGV.
+func TestSealedMetatableUnreachable(t *testing.T) {
+	e := scripting.New(scripting.Config{MaxIdle: 1})
+	steps := []struct {
+		body       string
+		keys, args []string
+		want       string
+	}{
+		{"return {type(getmetatable(_G)), type(getmetatable(getmetatable(_G))), type(getmetatable(getmetatable('')))}", nil, nil,
+			"*3\r\n$5\r\ntable\r\n$3\r\nnil\r\n$3\r\nnil\r\n"},
+		{"local mt = getmetatable(getmetatable(_G)) if mt then mt.__index = {stash = KEYS, v = ARGV[1]} end return 1",
+			[]string{"secret-key"}, []string{"secret-arg"}, ":1\r\n"},
+		{"local s = getmetatable(_G) return {s.v or 'none', s.stash and s.stash[1] or 'none'}", []string{"other"}, nil,
+			"*2\r\n$4\r\nnone\r\n$4\r\nnone\r\n"},
+	}
+	for i, s := range steps {
+		if got := evalString(e, s.body, s.keys, s.args); got != s.want {
+			t.Errorf("step %d %q = %q, want %q", i, s.body, got, s.want)
+		}
+	}
+}

@@ -22,6 +22,7 @@ type state struct {
 	// tables that stay empty; one a script wrote into raw makes the state unusable.
 	proxies  map[*lua.LTable]*lua.LTable // view -> the table it shows
 	views    []*lua.LTable               // the keys of proxies: clean walks them after every run
+	sealed   *lua.LTable                 // what getmetatable answers for a view: its own is nil
 	handler  *lua.LFunction              // the error handler: Redis's __redis__err__handler
 	callArgs [][]byte                    // redis.call's arguments, reused
 	num      []byte                      // redis.call's number arguments, formatted, reused
@@ -225,6 +226,8 @@ func (st *state) sandbox(str *lua.LTable) {
 	L, g := st.L, st.globals
 	ro := L.NewFunction(func(L *lua.LState) int { L.RaiseError(errReadonly); return 0 })
 	sealed := st.proxy(L.NewTable(), ro, lua.LNil) // what getmetatable answers for a view
+	st.sealed = sealed
+	g.RawSetString("getmetatable", L.NewFunction(st.getmetatable))
 	var libs []string
 	g.ForEach(func(k, v lua.LValue) {
 		if _, ok := v.(*lua.LTable); ok && k.Type() == lua.LTString && k.String() != "_G" {
@@ -399,6 +402,19 @@ func (st *state) rawset(L *lua.LState) int {
 	}
 	t.RawSet(L.CheckAny(2), L.CheckAny(3))
 	L.Push(t)
+	return 1
+}
+
+// getmetatable is Lua's getmetatable, answering nil for sealed as Redis 7 does for the
+// metatable of a protected table: sealed's own metatable (a plain table shared by every
+// run) stays out of reach, so no script can leave in it what a later run reads.
+func (st *state) getmetatable(L *lua.LState) int {
+	v := L.CheckAny(1)
+	if t, ok := v.(*lua.LTable); ok && t == st.sealed {
+		L.Push(lua.LNil)
+		return 1
+	}
+	L.Push(L.GetMetatable(v))
 	return 1
 }
 
