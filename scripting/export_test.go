@@ -18,3 +18,13 @@ func CachedBodies(e *Engine) (byBody, bySHA int) {
 	defer e.mu.Unlock()
 	return len(e.bodies), len(e.scripts)
 }
+
+// KeptFunctions returns how many main functions e's idle states keep.
+func KeptFunctions(e *Engine) int {
+	n := 0
+	for _, st := range e.drainIdle() {
+		n += len(st.fns)
+		e.put(st)
+	}
+	return n
+}
