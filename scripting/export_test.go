@@ -1,6 +1,10 @@
 package scripting
 
-import lua "github.com/yuin/gopher-lua"
+import (
+	"unsafe"
+
+	lua "github.com/yuin/gopher-lua"
+)
 
 // BuildsArgTable reports whether a call of body's compiled main chunk builds Lua 5.0's
 // implicit `arg` table (gopher-lua's VarArgNeedsArg), compiling body into e's cache.
@@ -27,4 +31,20 @@ func KeptFunctions(e *Engine) int {
 		e.put(st)
 	}
 	return n
+}
+
+// CallBuffers returns, over e's idle states, the redis.call arguments their reused buffer
+// still points at, and the bytes of that buffer and of the number buffer.
+func CallBuffers(e *Engine) (pinned, argsBytes, numBytes int) {
+	for _, st := range e.drainIdle() {
+		for _, a := range st.callArgs[:cap(st.callArgs)] {
+			if a != nil {
+				pinned++
+			}
+		}
+		argsBytes += cap(st.callArgs) * int(unsafe.Sizeof([]byte(nil)))
+		numBytes += cap(st.num)
+		e.put(st)
+	}
+	return pinned, argsBytes, numBytes
 }
