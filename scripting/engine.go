@@ -318,9 +318,9 @@ func (e *Engine) Run(ctx context.Context, req Request, c Caller) Reply {
 	st := e.get()
 	st.syncFns(e.gen.Load())
 	r := st.begin(e.cfg.Now())
+	var stop func() bool
 	if ctx.Done() != nil { // a caller's context that may end: it stops the script too
-		stop := context.AfterFunc(ctx, st.stop)
-		defer stop()
+		stop = context.AfterFunc(ctx, st.stop)
 	}
 	e.runMu.Lock()
 	e.running[r] = struct{}{}
@@ -328,6 +328,11 @@ func (e *Engine) Run(ctx context.Context, req Request, c Caller) Reply {
 	e.runMu.Unlock()
 
 	reply, reuse := st.exec(s, req, c, r)
+	// Before the state may be pooled: a cancel that came after the script may be stopping
+	// it still (stop reports false), and would stop the next run on it.
+	if stop != nil && !stop() {
+		reuse = false
+	}
 	e.runMu.Lock()
 	delete(e.running, r)
 	e.setOldest()

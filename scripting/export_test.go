@@ -48,3 +48,12 @@ func CallBuffers(e *Engine) (pinned, argsBytes, numBytes int) {
 	}
 	return pinned, argsBytes, numBytes
 }
+
+// IdleStates returns how many interpreter states e keeps for reuse.
+func IdleStates(e *Engine) int {
+	idle := e.drainIdle()
+	for _, st := range idle {
+		e.put(st)
+	}
+	return len(idle)
+}
