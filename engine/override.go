@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -22,13 +23,33 @@ import (
 // the greater (stamp, region) winning, so a merge is idempotent and commutative and copies
 // converge. A deletion is a tombstone (limit 0) that outlives the override so that an
 // older copy of it cannot bring it back; at most MaxOverrides tombstones are kept, the
-// oldest dropped first.
+// oldest dropped first (they are a list of their own, in the order they were made). The
+// table remembers the greatest (stamp, region) of the tombstones it dropped, its horizon
+// (OverrideHorizon, kept in snapshots): Merge refuses a record of a key it does not hold
+// that is not above it, so a dropped deletion cannot be undone by an older copy of the
+// override; a write older than the horizon that this table never saw is taken as deleted.
 //
 // Concurrency: an RWMutex guards the maps; lookups take its read side. The count of live
 // overrides is an atomic: with none, a lookup is that one load.
 
 // DefaultMaxOverrides bounds an origin's live overrides when NewOverrides is given 0.
 const DefaultMaxOverrides = 100_000
+
+// MaxOverrideKeyLen bounds a record's tuple key: Merge refuses longer ones (commands make
+// keys of at most 1024 bytes; a snapshot saves keys far longer than this).
+const MaxOverrideKeyLen = 4096
+
+// MaxOverrideStamp bounds a record's stamp: Merge refuses greater ones, so that the
+// table's next stamp (one more than the greatest seen) can never wrap.
+const MaxOverrideStamp = math.MaxUint64 >> 1
+
+// OverrideHorizon is the greatest (stamp, region) of the tombstones a table dropped: a
+// record of a key the table does not hold that is not above it is refused by Merge. The
+// zero value refuses nothing.
+type OverrideHorizon struct {
+	Stamp  uint64
+	Region string
+}
 
 // ErrOverridesFull is returned by Overrides.Set for a new override beyond the bound.
 var ErrOverridesFull = errors.New("override table is full")
@@ -62,7 +83,45 @@ type override struct {
 	region string
 	seq    uint64 // the table's change sequence when it last changed
 
-	prev, next *override // change order (Overrides.first is the oldest)
+	links       // change order (Overrides.first is the oldest)
+	tomb  links // a tombstone's place among the tombstones (Overrides.tombs)
+}
+
+// links are a record's neighbours in one of a table's lists.
+type links struct{ prev, next *override }
+
+// chain is one of a table's lists of records, oldest first.
+type chain struct{ first, last *override }
+
+// byChange and byTomb give a record's links in the change order and among tombstones.
+func byChange(r *override) *links { return &r.links }
+func byTomb(r *override) *links   { return &r.tomb }
+
+// remove takes r out of c, whose links at gives.
+func (c *chain) remove(r *override, at func(*override) *links) {
+	l := at(r)
+	if l.prev != nil {
+		at(l.prev).next = l.next
+	} else if c.first == r {
+		c.first = l.next
+	}
+	if l.next != nil {
+		at(l.next).prev = l.prev
+	} else if c.last == r {
+		c.last = l.prev
+	}
+	l.prev, l.next = nil, nil
+}
+
+// push makes r the newest of c, whose links at gives.
+func (c *chain) push(r *override, at func(*override) *links) {
+	at(r).prev = c.last
+	if c.last != nil {
+		at(c.last).next = r
+	} else {
+		c.first = r
+	}
+	c.last = r
 }
 
 // prefixScope counts the live prefixes of one (window, workspace, namespace).
@@ -75,19 +134,20 @@ type prefixScope struct {
 type Overrides struct {
 	live atomic.Int64 // live overrides: 0 lets a lookup return at once
 
-	mu          sync.RWMutex
-	exact       map[string]*override
-	prefix      map[string]*override
-	scopes      map[string]*prefixScope // by the tuple key's header: prefixes in use
-	first, last *override               // every record, by change: oldest first
-	tombs       []*override             // tombstones in the order they were made (may hold revived ones)
-	ntombs      int
-	seq         uint64 // change sequence: the last change's
-	stamp       uint64 // the greatest stamp given or seen
-	max         int
-	region      string
-	clock       Clock
-	onChange    func(r *override) // called on every change, o.mu held (the engine's feed); nil: none
+	mu       sync.RWMutex
+	exact    map[string]*override
+	prefix   map[string]*override
+	scopes   map[string]*prefixScope // by the tuple key's header: prefixes in use
+	chain                            // every record, by change: oldest first
+	tombs    chain                   // the tombstones in the order they were made: oldest first
+	ntombs   int
+	forgot   OverrideHorizon // the greatest dropped tombstone's (stamp, region)
+	seq      uint64          // change sequence: the last change's
+	stamp    uint64          // the greatest stamp given or seen
+	max      int
+	region   string
+	clock    Clock
+	onChange func(r *override) // called on every change, o.mu held (the engine's feed); nil: none
 }
 
 // NewOverrides returns an empty table of at most max live overrides (0:
@@ -188,20 +248,28 @@ func (o *Overrides) Delete(t Tuple, prefix bool) bool {
 }
 
 // Merge takes every record of recs that is newer than this table's of its key (the greater
-// (Stamp, Region)), and returns how many it took. Records that are malformed, and new
-// live ones beyond the bound, are skipped. recs is not kept.
+// (Stamp, Region)), and returns how many it took. Records that are malformed (a key over
+// MaxOverrideKeyLen, a limit over MaxLimit, a stamp over MaxOverrideStamp), new live ones beyond the bound, and those of
+// a key the table does not hold that are not above its horizon (Horizon) are skipped.
+// recs is not kept.
 func (o *Overrides) Merge(recs []OverrideRecord) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	n := 0
 	for _, rec := range recs {
+		if len(rec.Key) > MaxOverrideKeyLen || rec.Limit > MaxLimit || rec.Stamp > MaxOverrideStamp || rec.Region == "" {
+			continue
+		}
 		t, err := ParseKey(rec.Key)
-		if err != nil || rec.Region == "" {
+		if err != nil {
 			continue
 		}
 		r := o.table(rec.Prefix)[string(rec.Key)]
 		if r != nil && !newer(rec.Stamp, rec.Region, r.stamp, r.region) {
 			continue
+		}
+		if r == nil && !newer(rec.Stamp, rec.Region, o.forgot.Stamp, o.forgot.Region) {
+			continue // its key's tombstone may have been dropped: taken as deleted
 		}
 		if rec.Limit > 0 && (r == nil || r.limit == 0) && int(o.live.Load()) >= o.max {
 			continue
@@ -211,6 +279,25 @@ func (o *Overrides) Merge(recs []OverrideRecord) int {
 		n++
 	}
 	return n
+}
+
+// Horizon returns the greatest (stamp, region) of the tombstones the table dropped (a
+// snapshot keeps it, read after the records).
+func (o *Overrides) Horizon() OverrideHorizon {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	return o.forgot
+}
+
+// Forget raises the table's horizon to h (a snapshot's, restored after its records): the
+// table then refuses records of keys it does not hold that are not above h.
+func (o *Overrides) Forget(h OverrideHorizon) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if newer(h.Stamp, h.Region, o.forgot.Stamp, o.forgot.Region) {
+		o.forgot = h
+	}
+	o.stamp = max(o.stamp, h.Stamp)
 }
 
 // newer reports whether the write (stamp, region) supersedes (than, thanRegion).
@@ -269,7 +356,8 @@ func (o *Overrides) Reset() {
 	clear(o.exact)
 	clear(o.prefix)
 	clear(o.scopes)
-	o.first, o.last, o.tombs, o.ntombs = nil, nil, nil, 0
+	o.chain, o.tombs, o.ntombs = chain{}, chain{}, 0
+	o.forgot = OverrideHorizon{}
 	o.live.Store(0)
 	o.seq++
 }
@@ -356,7 +444,7 @@ func (o *Overrides) put(key string, hdr int, prefix bool, limit, stamp uint64, r
 		r = &override{key: key, hdr: hdr, prefix: prefix}
 		m[key] = r
 	} else {
-		o.unlink(r)
+		o.remove(r, byChange)
 	}
 	r.limit, r.stamp, r.region = limit, stamp, region
 	o.seq++
@@ -364,7 +452,7 @@ func (o *Overrides) put(key string, hdr int, prefix bool, limit, stamp uint64, r
 	if o.onChange != nil {
 		o.onChange(r)
 	}
-	o.append(r)
+	o.push(r, byChange)
 	switch isLive := limit > 0; {
 	case isLive && !wasLive:
 		o.live.Add(1)
@@ -377,30 +465,29 @@ func (o *Overrides) put(key string, hdr int, prefix bool, limit, stamp uint64, r
 			o.scopeAdd(key[:hdr], len(key)-hdr, -1)
 		}
 	}
-	switch {
-	case limit == 0 && !wasTomb:
-		o.tombs = append(o.tombs, r)
+	if wasTomb {
+		o.tombs.remove(r, byTomb) // revived, or a newer tombstone: made again
+		o.ntombs--
+	}
+	if limit == 0 {
+		o.tombs.push(r, byTomb)
 		o.ntombs++
 		o.dropTombstones()
-	case limit > 0 && wasTomb:
-		o.ntombs-- // revived: its place in tombs is skipped when reached
 	}
 }
 
-// dropTombstones forgets the oldest tombstones beyond the bound (o.mu held for writing).
+// dropTombstones forgets the oldest tombstones beyond the bound, raising the horizon to
+// theirs (o.mu held for writing).
 func (o *Overrides) dropTombstones() {
-	for o.ntombs > o.max && len(o.tombs) > 0 {
-		r := o.tombs[0]
-		o.tombs = o.tombs[1:]
-		if r.limit != 0 || o.table(r.prefix)[r.key] != r {
-			continue // revived, or already gone
-		}
-		delete(o.table(r.prefix), r.key)
-		o.unlink(r)
+	for o.ntombs > o.max && o.tombs.first != nil {
+		r := o.tombs.first
+		o.tombs.remove(r, byTomb)
 		o.ntombs--
-	}
-	if cap(o.tombs) > 2*o.max+1024 { // the slice's start moved far: copy what is left
-		o.tombs = slices.Clone(o.tombs)
+		delete(o.table(r.prefix), r.key)
+		o.remove(r, byChange)
+		if newer(r.stamp, r.region, o.forgot.Stamp, o.forgot.Region) {
+			o.forgot = OverrideHorizon{Stamp: r.stamp, Region: r.region}
+		}
 	}
 }
 
@@ -425,30 +512,6 @@ func (o *Overrides) scopeAdd(hdr string, n, d int) {
 		sc.lens = append(sc.lens, l)
 	}
 	slices.SortFunc(sc.lens, func(a, b int) int { return b - a })
-}
-
-func (o *Overrides) unlink(r *override) {
-	if r.prev != nil {
-		r.prev.next = r.next
-	} else if o.first == r {
-		o.first = r.next
-	}
-	if r.next != nil {
-		r.next.prev = r.prev
-	} else if o.last == r {
-		o.last = r.prev
-	}
-	r.prev, r.next = nil, nil
-}
-
-func (o *Overrides) append(r *override) {
-	r.prev = o.last
-	if o.last != nil {
-		o.last.next = r
-	} else {
-		o.first = r
-	}
-	o.last = r
 }
 
 func (r *override) record() OverrideRecord {
