@@ -30,7 +30,10 @@ import (
 // override; a write older than the horizon that this table never saw is taken as deleted.
 //
 // Concurrency: an RWMutex guards the maps; lookups take its read side. The count of live
-// overrides is an atomic: with none, a lookup is that one load.
+// overrides is an atomic: with none, a lookup is that one load. The scans of the whole
+// table (List, Records, Since, OverrideList) copy at most scanChunk records at a time
+// under the read lock and do the rest without it, so a writer, and the lookups queued
+// behind it, never wait for more than one chunk.
 
 // DefaultMaxOverrides bounds an origin's live overrides when NewOverrides is given 0.
 const DefaultMaxOverrides = 100_000
@@ -315,38 +318,78 @@ func (o *Overrides) Seq() uint64 {
 
 // Since returns the records (tombstones included) that changed after change sequence seq,
 // oldest change first, at most limit of them (0: all), and the change sequence they
-// reach: Since(next) returns the rest.
+// reach: Since(next) returns the rest. A record that changes while Since reads may be
+// returned twice, the older first.
 func (o *Overrides) Since(seq uint64, limit int) (recs []OverrideRecord, next uint64) {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
+	next = o.scan(seq, limit, func(chunk []override) bool {
+		for i := range chunk {
+			recs = append(recs, chunk[i].record())
+		}
+		return true
+	})
+	return recs, next
+}
+
+// Records yields every record (tombstones included), each lent for the call, in change
+// order: an iter.Seq for a snapshot. A record that changes meanwhile may be yielded twice,
+// the older first (a restore keeps the newer).
+func (o *Overrides) Records(yield func(OverrideRecord) bool) {
+	o.scan(0, 0, func(chunk []override) bool {
+		for i := range chunk {
+			if !yield(chunk[i].record()) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// scanChunk bounds the records a scan copies under the read lock at once.
+const scanChunk = 1024
+
+// scan calls f with copies of the records that changed after seq, in change order, at
+// most limit of them (0: all), in chunks of at most scanChunk copied under the read lock,
+// f running without it. A record that changes during the scan is seen again at its new
+// place. It stops when f returns false, and returns the change sequence it reached: the
+// last copied record's, or the table's once it read to the end.
+func (o *Overrides) scan(seq uint64, limit int, f func(chunk []override) bool) uint64 {
+	chunk := make([]override, 0, scanChunk)
+	var at *override // the last record copied
+	for n := 0; ; {
+		chunk = chunk[:0]
+		o.mu.RLock()
+		r := o.after(at, seq)
+		for ; r != nil && len(chunk) < scanChunk && (limit <= 0 || n < limit); r = r.next {
+			chunk = append(chunk, override{key: r.key, hdr: r.hdr, prefix: r.prefix, limit: r.limit, stamp: r.stamp,
+				region: r.region, seq: r.seq})
+			at, seq = r, r.seq
+			n++
+		}
+		end := r == nil
+		if end {
+			seq = o.seq
+		}
+		o.mu.RUnlock()
+		if (len(chunk) > 0 && !f(chunk)) || end || (limit > 0 && n >= limit) {
+			return seq
+		}
+	}
+}
+
+// after returns the first record that changed after seq (nil: none), at being the last
+// one a scan copied, of sequence seq, when there is one (o.mu held).
+func (o *Overrides) after(at *override, seq uint64) *override {
+	if at != nil && at.seq == seq && o.table(at.prefix)[at.key] == at {
+		return at.next // still in place
+	}
 	r := o.last
 	for r != nil && r.prev != nil && r.prev.seq > seq {
 		r = r.prev
 	}
 	if r == nil || r.seq <= seq {
-		return nil, o.seq
+		return nil
 	}
-	next = seq
-	for ; r != nil && (limit <= 0 || len(recs) < limit); r = r.next {
-		recs = append(recs, r.record())
-		next = r.seq
-	}
-	if r == nil {
-		next = o.seq
-	}
-	return recs, next
-}
-
-// Records yields every record (tombstones included), each lent for the call, in change
-// order, holding the read lock: an iter.Seq for a snapshot.
-func (o *Overrides) Records(yield func(OverrideRecord) bool) {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	for r := o.first; r != nil; r = r.next {
-		if !yield(r.record()) {
-			return
-		}
-	}
+	return r
 }
 
 // Reset drops every record: a copy about to be read again in full.
@@ -364,12 +407,15 @@ func (o *Overrides) Reset() {
 
 // List returns the live overrides of workspace ws (in namespace ns; "": every namespace)
 // whose key (a prefix's with its '*') match accepts (nil: all), sorted by namespace, key
-// and window, at most count of them.
+// and window, at most count of them. It reads the table in chunks (scan): an override
+// changed meanwhile is listed as it is at the end.
 func (o *Overrides) List(ws, ns string, match func(key []byte) bool, count int) []Override {
-	o.mu.RLock()
-	var out []Override
-	for _, m := range []map[string]*override{o.exact, o.prefix} {
-		for _, r := range m {
+	found := map[listKey]Override{}
+	o.scan(0, 0, func(chunk []override) bool {
+		for i := range chunk {
+			r := &chunk[i]
+			lk := listKey{r.key, r.prefix}
+			delete(found, lk) // an older state of it, seen earlier in the scan
 			if r.limit == 0 {
 				continue
 			}
@@ -380,11 +426,21 @@ func (o *Overrides) List(ws, ns string, match func(key []byte) bool, count int) 
 			if match != nil && !match(displayKey(t.Key, r.prefix)) {
 				continue
 			}
-			out = append(out, Override{Tuple: t, Prefix: r.prefix, Limit: r.limit})
+			found[lk] = Override{Tuple: t, Prefix: r.prefix, Limit: r.limit}
 		}
+		return true
+	})
+	out := make([]Override, 0, len(found))
+	for _, ov := range found {
+		out = append(out, ov)
 	}
-	o.mu.RUnlock()
 	return SortOverrides(out, count)
+}
+
+// listKey names a record of the table: its key, and whether it is a prefix's.
+type listKey struct {
+	key    string
+	prefix bool
 }
 
 // SortOverrides sorts list by namespace, key and window, drops repeats of one override
@@ -555,23 +611,15 @@ func (e *Engine) OverrideList(node string, after uint64) ChangesReply {
 	if node != "" {
 		e.Heard(node)
 	}
-	o := e.overrides
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	r := o.last
-	for r != nil && r.prev != nil && r.prev.seq > after {
-		r = r.prev
-	}
-	out := ChangesReply{Version: o.seq}
-	for ; r != nil && r.seq > after; r = r.next {
-		if len(out.Changes) == MaxChangesPerReply {
-			out.Version = out.Changes[len(out.Changes)-1].Version
-			break
+	var out ChangesReply
+	out.Version = e.overrides.scan(after, MaxChangesPerReply, func(chunk []override) bool {
+		for i := range chunk {
+			c := overrideChange(&chunk[i])
+			c.Version = chunk[i].seq
+			out.Changes = append(out.Changes, c)
 		}
-		c := overrideChange(r)
-		c.Version = r.seq
-		out.Changes = append(out.Changes, c)
-	}
+		return true
+	})
 	return out
 }
 
