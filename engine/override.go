@@ -254,17 +254,34 @@ func (o *Overrides) Delete(t Tuple, prefix bool) bool {
 // (Stamp, Region)), and returns how many it took. Records that are malformed (a key over
 // MaxOverrideKeyLen, a limit over MaxLimit, a stamp over MaxOverrideStamp), new live ones beyond the bound, and those of
 // a key the table does not hold that are not above its horizon (Horizon) are skipped.
-// recs is not kept.
+// recs is not kept. It takes the write lock for scanChunk records at a time.
 func (o *Overrides) Merge(recs []OverrideRecord) int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
 	n := 0
-	for _, rec := range recs {
+	for len(recs) > 0 { // a chunk at a time: lookups get in between
+		part := recs[:min(len(recs), scanChunk)]
+		recs = recs[len(part):]
+		n += o.merge(part)
+	}
+	return n
+}
+
+// merge is Merge of at most scanChunk records, under the write lock.
+func (o *Overrides) merge(recs []OverrideRecord) int {
+	var keyLens [scanChunk]int // the length of each record's key within its tuple key; -1: malformed
+	for i, rec := range recs {
+		keyLens[i] = -1
 		if len(rec.Key) > MaxOverrideKeyLen || rec.Limit > MaxLimit || rec.Stamp > MaxOverrideStamp || rec.Region == "" {
 			continue
 		}
-		t, err := ParseKey(rec.Key)
-		if err != nil {
+		if t, err := ParseKey(rec.Key); err == nil {
+			keyLens[i] = len(t.Key)
+		}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for i, rec := range recs {
+		if keyLens[i] < 0 {
 			continue
 		}
 		r := o.table(rec.Prefix)[string(rec.Key)]
@@ -278,7 +295,7 @@ func (o *Overrides) Merge(recs []OverrideRecord) int {
 			continue
 		}
 		o.stamp = max(o.stamp, rec.Stamp)
-		o.put(string(rec.Key), len(rec.Key)-len(t.Key), rec.Prefix, rec.Limit, rec.Stamp, rec.Region)
+		o.put(string(rec.Key), len(rec.Key)-keyLens[i], rec.Prefix, rec.Limit, rec.Stamp, rec.Region)
 		n++
 	}
 	return n
@@ -381,6 +398,9 @@ func (o *Overrides) scan(seq uint64, limit int, f func(chunk []override) bool) u
 func (o *Overrides) after(at *override, seq uint64) *override {
 	if at != nil && at.seq == seq && o.table(at.prefix)[at.key] == at {
 		return at.next // still in place
+	}
+	if o.first != nil && o.first.seq > seq {
+		return o.first // all of them: no walk back from the newest
 	}
 	r := o.last
 	for r != nil && r.prev != nil && r.prev.seq > seq {
