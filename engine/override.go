@@ -38,9 +38,13 @@ import (
 // DefaultMaxOverrides bounds an origin's live overrides when NewOverrides is given 0.
 const DefaultMaxOverrides = 100_000
 
-// MaxOverrideKeyLen bounds a record's tuple key: Merge refuses longer ones (commands make
-// keys of at most 1024 bytes; a snapshot saves keys far longer than this).
-const MaxOverrideKeyLen = 4096
+// MaxOverrideKeyLen bounds a record's tuple key, and MaxOverrideRegionLen its region's
+// name: Merge refuses longer ones (commands make keys of at most 1024 bytes; a snapshot
+// saves keys far longer than this, and regions of up to 255 bytes, as the wire carries).
+const (
+	MaxOverrideKeyLen    = 4096
+	MaxOverrideRegionLen = 255
+)
 
 // MaxOverrideStamp bounds a record's stamp: Merge refuses greater ones, so that the
 // table's next stamp (one more than the greatest seen) can never wrap.
@@ -252,7 +256,8 @@ func (o *Overrides) Delete(t Tuple, prefix bool) bool {
 
 // Merge takes every record of recs that is newer than this table's of its key (the greater
 // (Stamp, Region)), and returns how many it took. Records that are malformed (a key over
-// MaxOverrideKeyLen, a limit over MaxLimit, a stamp over MaxOverrideStamp), new live ones beyond the bound, and those of
+// MaxOverrideKeyLen, a region over MaxOverrideRegionLen, a limit over MaxLimit, a stamp
+// over MaxOverrideStamp), new live ones beyond the bound, and those of
 // a key the table does not hold that are not above its horizon (Horizon) are skipped.
 // recs is not kept. It takes the write lock for scanChunk records at a time.
 func (o *Overrides) Merge(recs []OverrideRecord) int {
@@ -270,7 +275,8 @@ func (o *Overrides) merge(recs []OverrideRecord) int {
 	var keyLens [scanChunk]int // the length of each record's key within its tuple key; -1: malformed
 	for i, rec := range recs {
 		keyLens[i] = -1
-		if len(rec.Key) > MaxOverrideKeyLen || rec.Limit > MaxLimit || rec.Stamp > MaxOverrideStamp || rec.Region == "" {
+		if len(rec.Key) > MaxOverrideKeyLen || rec.Limit > MaxLimit || rec.Stamp > MaxOverrideStamp ||
+			rec.Region == "" || len(rec.Region) > MaxOverrideRegionLen {
 			continue
 		}
 		if t, err := ParseKey(rec.Key); err == nil {

@@ -160,8 +160,8 @@ func TestOverrideHorizonRestore(t *testing.T) {
 }
 
 // TestOverrideMergeRefusesMalformed: Merge refuses a limit over MaxLimit, a key over
-// MaxOverrideKeyLen (one a snapshot could not save) and a stamp over MaxOverrideStamp
-// (the table's next stamp would wrap).
+// MaxOverrideKeyLen or a region over MaxOverrideRegionLen (a snapshot could not save
+// them) and a stamp over MaxOverrideStamp (the table's next stamp would wrap).
 func TestOverrideMergeRefusesMalformed(t *testing.T) {
 	long := ovTuple("default", string(bytes.Repeat([]byte("k"), engine.MaxOverrideKeyLen)), 1000)
 	for _, tc := range []struct {
@@ -170,6 +170,7 @@ func TestOverrideMergeRefusesMalformed(t *testing.T) {
 	}{
 		{"limit over MaxLimit", engine.OverrideRecord{Key: engine.AppendKey(nil, ovTuple("default", "k", 1000)), Limit: engine.MaxLimit + 1, Stamp: 1, Region: "b"}},
 		{"key too long", engine.OverrideRecord{Key: engine.AppendKey(nil, long), Limit: 5, Stamp: 1, Region: "b"}},
+		{"region name too long", engine.OverrideRecord{Key: engine.AppendKey(nil, ovTuple("default", "k", 1000)), Limit: 5, Stamp: 1, Region: string(bytes.Repeat([]byte("r"), engine.MaxOverrideRegionLen+1))}},
 		{"stamp over MaxOverrideStamp", engine.OverrideRecord{Key: engine.AppendKey(nil, ovTuple("default", "k", 1000)), Limit: 5, Stamp: engine.MaxOverrideStamp + 1, Region: "b"}},
 	} {
 		o := engine.NewOverrides(engine.NewManualClock(1000), "a", 0)
