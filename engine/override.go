@@ -257,9 +257,9 @@ func (o *Overrides) Delete(t Tuple, prefix bool) bool {
 // Merge takes every record of recs that is newer than this table's of its key (the greater
 // (Stamp, Region)), and returns how many it took. Records that are malformed (a key over
 // MaxOverrideKeyLen, a region over MaxOverrideRegionLen, a limit over MaxLimit, a stamp
-// over MaxOverrideStamp), new live ones beyond the bound, and those of
-// a key the table does not hold that are not above its horizon (Horizon) are skipped.
-// recs is not kept. It takes the write lock for scanChunk records at a time.
+// over MaxOverrideStamp), new live ones beyond the bound, and those of a key the table
+// does not hold that are not above its horizon (Horizon) are skipped. recs is not kept.
+// It takes the write lock for scanChunk records at a time.
 func (o *Overrides) Merge(recs []OverrideRecord) int {
 	n := 0
 	for len(recs) > 0 { // a chunk at a time: lookups get in between
