@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"hash/maphash"
 	"math"
 	"slices"
 	"sync"
@@ -29,8 +30,10 @@ import (
 // that is not above it, so a dropped deletion cannot be undone by an older copy of the
 // override; a write older than the horizon that this table never saw is taken as deleted.
 //
-// Concurrency: an RWMutex guards the maps; lookups take its read side. The count of live
-// overrides is an atomic: with none, a lookup is that one load. The scans of the whole
+// Concurrency: an RWMutex guards the maps. Lookups take no lock: they read an immutable
+// index behind an atomic pointer, which every write replaces before releasing the lock
+// (override_index.go). The count of live overrides is an atomic: with none, a lookup is
+// that one load. The scans of the whole
 // table (List, Records, Since, OverrideList) copy at most scanChunk records at a time
 // under the read lock and do the rest without it, so a writer, and the lookups queued
 // behind it, never wait for more than one chunk.
@@ -155,6 +158,10 @@ type Overrides struct {
 	region   string
 	clock    Clock
 	onChange func(r *override) // called on every change, o.mu held (the engine's feed); nil: none
+
+	idx     atomic.Pointer[lookupIndex] // what Lookup reads (override_index.go)
+	idxSeed maphash.Seed
+	pending []*override // records changed under the write lock, not yet in idx
 }
 
 // NewOverrides returns an empty table of at most max live overrides (0:
@@ -163,8 +170,10 @@ func NewOverrides(clock Clock, region string, max int) *Overrides {
 	if max <= 0 {
 		max = DefaultMaxOverrides
 	}
-	return &Overrides{exact: map[string]*override{}, prefix: map[string]*override{}, scopes: map[string]*prefixScope{},
-		max: max, region: region, clock: clock}
+	o := &Overrides{exact: map[string]*override{}, prefix: map[string]*override{}, scopes: map[string]*prefixScope{},
+		max: max, region: region, clock: clock, idxSeed: maphash.MakeSeed()}
+	o.idx.Store(&lookupIndex{})
+	return o
 }
 
 // Len returns the number of live overrides.
@@ -184,30 +193,15 @@ func (o *Overrides) Limit(t Tuple, limit uint64) uint64 {
 	return limit
 }
 
-// Lookup returns the limit of t's override: its exact one, else its longest prefix's.
+// Lookup returns the limit of t's override: its exact one, else its longest prefix's. It
+// takes no lock: it reads the published index (override_index.go).
 func (o *Overrides) Lookup(t Tuple) (uint64, bool) {
 	if o.live.Load() == 0 {
 		return 0, false
 	}
 	var buf [256]byte
 	k := AppendKey(buf[:0], t)
-	hdr := len(k) - len(t.Key)
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	if r := o.exact[string(k)]; r != nil && r.limit > 0 {
-		return r.limit, true
-	}
-	if sc := o.scopes[string(k[:hdr])]; sc != nil {
-		for _, n := range sc.lens {
-			if n > len(t.Key) {
-				continue
-			}
-			if r := o.prefix[string(k[:hdr+n])]; r != nil && r.limit > 0 {
-				return r.limit, true
-			}
-		}
-	}
-	return 0, false
+	return o.lookupIndexed(k, len(k)-len(t.Key))
 }
 
 // Get returns the limit of the override set for t exactly (with prefix, for the prefix
@@ -231,7 +225,7 @@ func (o *Overrides) Set(t Tuple, prefix bool, limit uint64) error {
 	}
 	k := AppendKey(nil, t)
 	o.mu.Lock()
-	defer o.mu.Unlock()
+	defer o.unlock()
 	r := o.table(prefix)[string(k)]
 	if (r == nil || r.limit == 0) && int(o.live.Load()) >= o.max {
 		return ErrOverridesFull
@@ -245,7 +239,7 @@ func (o *Overrides) Set(t Tuple, prefix bool, limit uint64) error {
 func (o *Overrides) Delete(t Tuple, prefix bool) bool {
 	k := AppendKey(nil, t)
 	o.mu.Lock()
-	defer o.mu.Unlock()
+	defer o.unlock()
 	r := o.table(prefix)[string(k)]
 	if r == nil || r.limit == 0 {
 		return false
@@ -284,7 +278,7 @@ func (o *Overrides) merge(recs []OverrideRecord) int {
 		}
 	}
 	o.mu.Lock()
-	defer o.mu.Unlock()
+	defer o.unlock()
 	n := 0
 	for i, rec := range recs {
 		if keyLens[i] < 0 {
@@ -429,6 +423,9 @@ func (o *Overrides) Reset() {
 	o.forgot = OverrideHorizon{}
 	o.live.Store(0)
 	o.seq++
+	clear(o.pending)
+	o.pending = o.pending[:0]
+	o.idx.Store(&lookupIndex{})
 }
 
 // List returns the live overrides of workspace ws (in namespace ns; "": every namespace)
@@ -531,6 +528,7 @@ func (o *Overrides) put(key string, hdr int, prefix bool, limit, stamp uint64, r
 	r.limit, r.stamp, r.region = limit, stamp, region
 	o.seq++
 	r.seq = o.seq
+	o.pending = append(o.pending, r)
 	if o.onChange != nil {
 		o.onChange(r)
 	}
