@@ -40,9 +40,11 @@ type Snapshot struct {
 	// in a file written before resets.
 	Resets  []engine.ResetRecord
 	Changes uint64
-	// Overrides are RL.OVERRIDE's records in file order (for engine.RestoreOverrides);
-	// none in a file written before them.
-	Overrides []engine.OverrideRecord
+	// Overrides are RL.OVERRIDE's records in file order (for engine.RestoreOverrides),
+	// and OverridesHorizon the table's horizon (engine.Overrides.Forget, after them);
+	// none and zero in a file written before them.
+	Overrides        []engine.OverrideRecord
+	OverridesHorizon engine.OverrideHorizon
 }
 
 // Load returns the cells of the last snapshot (LoadAll without the counter keys).
@@ -193,6 +195,9 @@ func readSnapshot(tx *bolt.Tx, size int64) (Snapshot, error) {
 		}
 	}
 	if snap.Overrides, err = readOverrides(tx, meta, size); err != nil {
+		return Snapshot{}, err
+	}
+	if snap.OverridesHorizon, err = readHorizon(meta); err != nil {
 		return Snapshot{}, err
 	}
 	snap.Cells = sortAndMerge(snap.Cells)

@@ -119,8 +119,11 @@ type Source struct {
 	// captured: a restarted run resyncs the edges that applied less.
 	Resets  iter.Seq[engine.ResetRecord]
 	Changes func() uint64
-	// Overrides are RL.OVERRIDE's records, tombstones included (overrides.go).
-	Overrides iter.Seq[engine.OverrideRecord]
+	// Overrides are RL.OVERRIDE's records, tombstones included (overrides.go), and
+	// OverridesHorizon, when not nil, reads the table's horizon (engine.Overrides.Horizon)
+	// after them.
+	Overrides        iter.Seq[engine.OverrideRecord]
+	OverridesHorizon func() engine.OverrideHorizon
 	// Saved, when not nil, is called after a save of the records succeeded (the file is
 	// on disk), before Write returns and before another save starts: an origin's
 	// engine.RunsSaved, which tells its edges which replay batches are durable.
@@ -244,6 +247,10 @@ func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 	if buf, ends, ovr.count, err = encodeRecords(buf, ends, src.Overrides, appendOverride, nil); err != nil {
 		return 0, 0, fmt.Errorf("%s: %w", overridesBucket, err)
 	}
+	var horizon engine.OverrideHorizon
+	if src.OverridesHorizon != nil {
+		horizon = src.OverridesHorizon()
+	}
 	var changes uint64
 	if src.Changes != nil {
 		changes = src.Changes()
@@ -270,7 +277,7 @@ func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return 0, 0, fmt.Errorf("remove stale %s: %w", tmp, err)
 	}
-	if err := writeFile(tmp, sections[:], now, changes); err != nil {
+	if err := writeFile(tmp, sections[:], now, changes, horizonMeta(horizon)); err != nil {
 		_ = os.Remove(tmp) // best effort: the next Save removes it anyway
 		return 0, 0, err
 	}
@@ -539,7 +546,7 @@ func (sec *section) start(i int) int {
 // writeFile writes the chunks of each section to its bucket, and the meta bucket, to a new
 // bbolt file at path and syncs it. Writes are not synced one by one: the file is useless
 // until renamed, so a single fsync at the end is enough.
-func writeFile(path string, sections []section, now time.Time, changes uint64) (err error) {
+func writeFile(path string, sections []section, now time.Time, changes uint64, extra []metaValue) (err error) {
 	mmap, nchunks := 1<<20, 0
 	for _, sec := range sections {
 		mmap += sec.start(len(sec.ends)) - sec.base + len(sec.ends)*4096
@@ -585,6 +592,9 @@ func writeFile(path string, sections []section, now time.Time, changes uint64) (
 		put(metaVersion, binary.BigEndian.AppendUint64(nil, formatVersion))
 		put(metaSavedMs, binary.BigEndian.AppendUint64(nil, uint64(now.UnixMilli())))
 		put(metaChanges, binary.BigEndian.AppendUint64(nil, changes))
+		for _, m := range extra {
+			put(m.name, m.value)
+		}
 		for i, sec := range sections {
 			put(sec.countName, binary.BigEndian.AppendUint64(nil, sec.count))
 			put(sec.crcName, binary.BigEndian.AppendUint32(nil, crcs[i]))
