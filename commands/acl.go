@@ -208,28 +208,27 @@ func (u *aclUser) denies(cmd *Command, args [][]byte) (int, string) {
 // commands need a pattern granting read, write commands one granting write, others both.
 // WATCH needs only a pattern matching its keys (%R~ or %W~ will do): its key spec in
 // Redis 7 is RO without ACCESS, which asks for no permission but a match.
-// RL.LIMIT's and RL.STATUS's key in a namespace other than the default is matched as
-// "namespace:key" (with every NS given, when several are).
+// RL.LIMIT's, RL.STATUS's, RL.RESET's and RL.OVERRIDE's key in a namespace other than the
+// default is matched as "namespace:key" (with every NS given, when several are);
+// RL.OVERRIDE SET and DEL need write, GET read, LIST nothing (as KEYS).
 func (u *aclUser) keysAllowed(cmd *Command, args [][]byte) bool {
 	read, write := cmd.Flags&flagWrite == 0, cmd.Flags&flagReadonly == 0
 	switch cmd.Name {
 	case "rl.limit", "rl.status", "rl.reset":
-		named := false
-		var buf [256]byte // "ns:key" without allocating, for most
-		for i := 2; i+1 < len(args); i++ {
-			if len(args[i]) != 2 || !strings.EqualFold(string(args[i]), "NS") {
-				continue
-			}
-			named = true
-			key := args[1]
-			if ns := args[i+1]; string(ns) != DefaultNamespace {
-				key = append(append(append(buf[:0], ns...), ':'), args[1]...)
-			}
-			if !u.keyAllowed(key, read, write) {
-				return false
-			}
+		return u.nsKeyAllowed(args[1], args[2:], read, write)
+	case "rl.override":
+		if len(args) < 3 {
+			return true // the command answers the error
 		}
-		return named || u.keyAllowed(args[1], read, write)
+		switch strings.ToLower(string(args[1])) {
+		case "set", "del":
+			read, write = false, true
+		case "get":
+			read, write = true, false
+		default: // LIST filters nothing by key pattern, as KEYS (README "Overrides")
+			return true
+		}
+		return u.nsKeyAllowed(args[2], args[3:], read, write)
 	case "eval", "evalsha", "eval_ro", "evalsha_ro":
 		n, err := strconv.Atoi(string(args[2]))
 		if err != nil || n < 0 || n > len(args)-3 {
@@ -260,6 +259,28 @@ func (u *aclUser) keysAllowed(cmd *Command, args [][]byte) bool {
 		return true
 	}
 	return u.keysIn(args[cmd.FirstKey:last+1], read, write)
+}
+
+// nsKeyAllowed reports whether u may touch key of an RL command whose options are rest:
+// in a namespace other than the default, as "namespace:key" (with every NS of rest, when
+// several are). A prefix's key ("prefix*") is matched as written.
+func (u *aclUser) nsKeyAllowed(key []byte, rest [][]byte, read, write bool) bool {
+	named := false
+	var buf [256]byte // "ns:key" without allocating, for most
+	for i := 0; i+1 < len(rest); i++ {
+		if len(rest[i]) != 2 || !strings.EqualFold(string(rest[i]), "NS") {
+			continue
+		}
+		named = true
+		k := key
+		if ns := rest[i+1]; string(ns) != DefaultNamespace {
+			k = append(append(append(buf[:0], ns...), ':'), key...)
+		}
+		if !u.keyAllowed(k, read, write) {
+			return false
+		}
+	}
+	return named || u.keyAllowed(key, read, write)
 }
 
 func (u *aclUser) keysIn(keys [][]byte, read, write bool) bool {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"hash/maphash"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -22,13 +24,42 @@ import (
 // the greater (stamp, region) winning, so a merge is idempotent and commutative and copies
 // converge. A deletion is a tombstone (limit 0) that outlives the override so that an
 // older copy of it cannot bring it back; at most MaxOverrides tombstones are kept, the
-// oldest dropped first.
+// oldest dropped first (they are a list of their own, in the order they were made). The
+// table remembers the greatest (stamp, region) of the tombstones it dropped, its horizon
+// (OverrideHorizon, kept in snapshots): Merge refuses a record of a key it does not hold
+// that is not above it, so a dropped deletion cannot be undone by an older copy of the
+// override; a write older than the horizon that this table never saw is taken as deleted.
 //
-// Concurrency: an RWMutex guards the maps; lookups take its read side. The count of live
-// overrides is an atomic: with none, a lookup is that one load.
+// Concurrency: an RWMutex guards the maps. Lookups take no lock: they read an immutable
+// index behind an atomic pointer, which every write replaces before releasing the lock
+// (override_index.go). The count of live overrides is an atomic: with none, a lookup is
+// that one load. The scans of the whole
+// table (List, Records, Since, OverrideList) copy at most scanChunk records at a time
+// under the read lock and do the rest without it, so a writer, and the lookups queued
+// behind it, never wait for more than one chunk.
 
 // DefaultMaxOverrides bounds an origin's live overrides when NewOverrides is given 0.
 const DefaultMaxOverrides = 100_000
+
+// MaxOverrideKeyLen bounds a record's tuple key, and MaxOverrideRegionLen its region's
+// name: Merge refuses longer ones (commands make keys of at most 1024 bytes; a snapshot
+// saves keys far longer than this, and regions of up to 255 bytes, as the wire carries).
+const (
+	MaxOverrideKeyLen    = 4096
+	MaxOverrideRegionLen = 255
+)
+
+// MaxOverrideStamp bounds a record's stamp: Merge refuses greater ones, so that the
+// table's next stamp (one more than the greatest seen) can never wrap.
+const MaxOverrideStamp = math.MaxUint64 >> 1
+
+// OverrideHorizon is the greatest (stamp, region) of the tombstones a table dropped: a
+// record of a key the table does not hold that is not above it is refused by Merge. The
+// zero value refuses nothing.
+type OverrideHorizon struct {
+	Stamp  uint64
+	Region string
+}
 
 // ErrOverridesFull is returned by Overrides.Set for a new override beyond the bound.
 var ErrOverridesFull = errors.New("override table is full")
@@ -62,7 +93,45 @@ type override struct {
 	region string
 	seq    uint64 // the table's change sequence when it last changed
 
-	prev, next *override // change order (Overrides.first is the oldest)
+	links       // change order (Overrides.first is the oldest)
+	tomb  links // a tombstone's place among the tombstones (Overrides.tombs)
+}
+
+// links are a record's neighbours in one of a table's lists.
+type links struct{ prev, next *override }
+
+// chain is one of a table's lists of records, oldest first.
+type chain struct{ first, last *override }
+
+// byChange and byTomb give a record's links in the change order and among tombstones.
+func byChange(r *override) *links { return &r.links }
+func byTomb(r *override) *links   { return &r.tomb }
+
+// remove takes r out of c, whose links at gives.
+func (c *chain) remove(r *override, at func(*override) *links) {
+	l := at(r)
+	if l.prev != nil {
+		at(l.prev).next = l.next
+	} else if c.first == r {
+		c.first = l.next
+	}
+	if l.next != nil {
+		at(l.next).prev = l.prev
+	} else if c.last == r {
+		c.last = l.prev
+	}
+	l.prev, l.next = nil, nil
+}
+
+// push makes r the newest of c, whose links at gives.
+func (c *chain) push(r *override, at func(*override) *links) {
+	at(r).prev = c.last
+	if c.last != nil {
+		at(c.last).next = r
+	} else {
+		c.first = r
+	}
+	c.last = r
 }
 
 // prefixScope counts the live prefixes of one (window, workspace, namespace).
@@ -75,19 +144,24 @@ type prefixScope struct {
 type Overrides struct {
 	live atomic.Int64 // live overrides: 0 lets a lookup return at once
 
-	mu          sync.RWMutex
-	exact       map[string]*override
-	prefix      map[string]*override
-	scopes      map[string]*prefixScope // by the tuple key's header: prefixes in use
-	first, last *override               // every record, by change: oldest first
-	tombs       []*override             // tombstones in the order they were made (may hold revived ones)
-	ntombs      int
-	seq         uint64 // change sequence: the last change's
-	stamp       uint64 // the greatest stamp given or seen
-	max         int
-	region      string
-	clock       Clock
-	onChange    func(r *override) // called on every change, o.mu held (the engine's feed); nil: none
+	mu       sync.RWMutex
+	exact    map[string]*override
+	prefix   map[string]*override
+	scopes   map[string]*prefixScope // by the tuple key's header: prefixes in use
+	chain                            // every record, by change: oldest first
+	tombs    chain                   // the tombstones in the order they were made: oldest first
+	ntombs   int
+	forgot   OverrideHorizon // the greatest dropped tombstone's (stamp, region)
+	seq      uint64          // change sequence: the last change's
+	stamp    uint64          // the greatest stamp given or seen
+	max      int
+	region   string
+	clock    Clock
+	onChange func(r *override) // called on every change, o.mu held (the engine's feed); nil: none
+
+	idx     atomic.Pointer[lookupIndex] // what Lookup reads (override_index.go)
+	idxSeed maphash.Seed
+	pending []*override // records changed under the write lock, not yet in idx
 }
 
 // NewOverrides returns an empty table of at most max live overrides (0:
@@ -96,8 +170,10 @@ func NewOverrides(clock Clock, region string, max int) *Overrides {
 	if max <= 0 {
 		max = DefaultMaxOverrides
 	}
-	return &Overrides{exact: map[string]*override{}, prefix: map[string]*override{}, scopes: map[string]*prefixScope{},
-		max: max, region: region, clock: clock}
+	o := &Overrides{exact: map[string]*override{}, prefix: map[string]*override{}, scopes: map[string]*prefixScope{},
+		max: max, region: region, clock: clock, idxSeed: maphash.MakeSeed()}
+	o.idx.Store(&lookupIndex{})
+	return o
 }
 
 // Len returns the number of live overrides.
@@ -117,30 +193,15 @@ func (o *Overrides) Limit(t Tuple, limit uint64) uint64 {
 	return limit
 }
 
-// Lookup returns the limit of t's override: its exact one, else its longest prefix's.
+// Lookup returns the limit of t's override: its exact one, else its longest prefix's. It
+// takes no lock: it reads the published index (override_index.go).
 func (o *Overrides) Lookup(t Tuple) (uint64, bool) {
 	if o.live.Load() == 0 {
 		return 0, false
 	}
 	var buf [256]byte
 	k := AppendKey(buf[:0], t)
-	hdr := len(k) - len(t.Key)
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	if r := o.exact[string(k)]; r != nil && r.limit > 0 {
-		return r.limit, true
-	}
-	if sc := o.scopes[string(k[:hdr])]; sc != nil {
-		for _, n := range sc.lens {
-			if n > len(t.Key) {
-				continue
-			}
-			if r := o.prefix[string(k[:hdr+n])]; r != nil && r.limit > 0 {
-				return r.limit, true
-			}
-		}
-	}
-	return 0, false
+	return o.lookupIndexed(k, len(k)-len(t.Key))
 }
 
 // Get returns the limit of the override set for t exactly (with prefix, for the prefix
@@ -164,7 +225,7 @@ func (o *Overrides) Set(t Tuple, prefix bool, limit uint64) error {
 	}
 	k := AppendKey(nil, t)
 	o.mu.Lock()
-	defer o.mu.Unlock()
+	defer o.unlock()
 	r := o.table(prefix)[string(k)]
 	if (r == nil || r.limit == 0) && int(o.live.Load()) >= o.max {
 		return ErrOverridesFull
@@ -178,7 +239,7 @@ func (o *Overrides) Set(t Tuple, prefix bool, limit uint64) error {
 func (o *Overrides) Delete(t Tuple, prefix bool) bool {
 	k := AppendKey(nil, t)
 	o.mu.Lock()
-	defer o.mu.Unlock()
+	defer o.unlock()
 	r := o.table(prefix)[string(k)]
 	if r == nil || r.limit == 0 {
 		return false
@@ -188,29 +249,75 @@ func (o *Overrides) Delete(t Tuple, prefix bool) bool {
 }
 
 // Merge takes every record of recs that is newer than this table's of its key (the greater
-// (Stamp, Region)), and returns how many it took. Records that are malformed, and new
-// live ones beyond the bound, are skipped. recs is not kept.
+// (Stamp, Region)), and returns how many it took. Records that are malformed (a key over
+// MaxOverrideKeyLen, a region over MaxOverrideRegionLen, a limit over MaxLimit, a stamp
+// over MaxOverrideStamp), new live ones beyond the bound, and those of a key the table
+// does not hold that are not above its horizon (Horizon) are skipped. recs is not kept.
+// It takes the write lock for scanChunk records at a time.
 func (o *Overrides) Merge(recs []OverrideRecord) int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
 	n := 0
-	for _, rec := range recs {
-		t, err := ParseKey(rec.Key)
-		if err != nil || rec.Region == "" {
+	for len(recs) > 0 { // a chunk at a time: lookups get in between
+		part := recs[:min(len(recs), scanChunk)]
+		recs = recs[len(part):]
+		n += o.merge(part)
+	}
+	return n
+}
+
+// merge is Merge of at most scanChunk records, under the write lock.
+func (o *Overrides) merge(recs []OverrideRecord) int {
+	var keyLens [scanChunk]int // the length of each record's key within its tuple key; -1: malformed
+	for i, rec := range recs {
+		keyLens[i] = -1
+		if len(rec.Key) > MaxOverrideKeyLen || rec.Limit > MaxLimit || rec.Stamp > MaxOverrideStamp ||
+			rec.Region == "" || len(rec.Region) > MaxOverrideRegionLen {
+			continue
+		}
+		if t, err := ParseKey(rec.Key); err == nil {
+			keyLens[i] = len(t.Key)
+		}
+	}
+	o.mu.Lock()
+	defer o.unlock()
+	n := 0
+	for i, rec := range recs {
+		if keyLens[i] < 0 {
 			continue
 		}
 		r := o.table(rec.Prefix)[string(rec.Key)]
 		if r != nil && !newer(rec.Stamp, rec.Region, r.stamp, r.region) {
 			continue
 		}
+		if r == nil && !newer(rec.Stamp, rec.Region, o.forgot.Stamp, o.forgot.Region) {
+			continue // its key's tombstone may have been dropped: taken as deleted
+		}
 		if rec.Limit > 0 && (r == nil || r.limit == 0) && int(o.live.Load()) >= o.max {
 			continue
 		}
 		o.stamp = max(o.stamp, rec.Stamp)
-		o.put(string(rec.Key), len(rec.Key)-len(t.Key), rec.Prefix, rec.Limit, rec.Stamp, rec.Region)
+		o.put(string(rec.Key), len(rec.Key)-keyLens[i], rec.Prefix, rec.Limit, rec.Stamp, rec.Region)
 		n++
 	}
 	return n
+}
+
+// Horizon returns the greatest (stamp, region) of the tombstones the table dropped (a
+// snapshot keeps it, read after the records).
+func (o *Overrides) Horizon() OverrideHorizon {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	return o.forgot
+}
+
+// Forget raises the table's horizon to h (a snapshot's, restored after its records): the
+// table then refuses records of keys it does not hold that are not above h.
+func (o *Overrides) Forget(h OverrideHorizon) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if newer(h.Stamp, h.Region, o.forgot.Stamp, o.forgot.Region) {
+		o.forgot = h
+	}
+	o.stamp = max(o.stamp, h.Stamp)
 }
 
 // newer reports whether the write (stamp, region) supersedes (than, thanRegion).
@@ -228,38 +335,81 @@ func (o *Overrides) Seq() uint64 {
 
 // Since returns the records (tombstones included) that changed after change sequence seq,
 // oldest change first, at most limit of them (0: all), and the change sequence they
-// reach: Since(next) returns the rest.
+// reach: Since(next) returns the rest. A record that changes while Since reads may be
+// returned twice, the older first.
 func (o *Overrides) Since(seq uint64, limit int) (recs []OverrideRecord, next uint64) {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
+	next = o.scan(seq, limit, func(chunk []override) bool {
+		for i := range chunk {
+			recs = append(recs, chunk[i].record())
+		}
+		return true
+	})
+	return recs, next
+}
+
+// Records yields every record (tombstones included), each lent for the call, in change
+// order: an iter.Seq for a snapshot. A record that changes meanwhile may be yielded twice,
+// the older first (a restore keeps the newer).
+func (o *Overrides) Records(yield func(OverrideRecord) bool) {
+	o.scan(0, 0, func(chunk []override) bool {
+		for i := range chunk {
+			if !yield(chunk[i].record()) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// scanChunk bounds the records a scan copies under the read lock at once.
+const scanChunk = 1024
+
+// scan calls f with copies of the records that changed after seq, in change order, at
+// most limit of them (0: all), in chunks of at most scanChunk copied under the read lock,
+// f running without it. A record that changes during the scan is seen again at its new
+// place. It stops when f returns false, and returns the change sequence it reached: the
+// last copied record's, or the table's once it read to the end.
+func (o *Overrides) scan(seq uint64, limit int, f func(chunk []override) bool) uint64 {
+	chunk := make([]override, 0, scanChunk)
+	var at *override // the last record copied
+	for n := 0; ; {
+		chunk = chunk[:0]
+		o.mu.RLock()
+		r := o.after(at, seq)
+		for ; r != nil && len(chunk) < scanChunk && (limit <= 0 || n < limit); r = r.next {
+			chunk = append(chunk, override{key: r.key, hdr: r.hdr, prefix: r.prefix, limit: r.limit, stamp: r.stamp,
+				region: r.region, seq: r.seq})
+			at, seq = r, r.seq
+			n++
+		}
+		end := r == nil
+		if end {
+			seq = o.seq
+		}
+		o.mu.RUnlock()
+		if (len(chunk) > 0 && !f(chunk)) || end || (limit > 0 && n >= limit) {
+			return seq
+		}
+	}
+}
+
+// after returns the first record that changed after seq (nil: none), at being the last
+// one a scan copied, of sequence seq, when there is one (o.mu held).
+func (o *Overrides) after(at *override, seq uint64) *override {
+	if at != nil && at.seq == seq && o.table(at.prefix)[at.key] == at {
+		return at.next // still in place
+	}
+	if o.first != nil && o.first.seq > seq {
+		return o.first // all of them: no walk back from the newest
+	}
 	r := o.last
 	for r != nil && r.prev != nil && r.prev.seq > seq {
 		r = r.prev
 	}
 	if r == nil || r.seq <= seq {
-		return nil, o.seq
+		return nil
 	}
-	next = seq
-	for ; r != nil && (limit <= 0 || len(recs) < limit); r = r.next {
-		recs = append(recs, r.record())
-		next = r.seq
-	}
-	if r == nil {
-		next = o.seq
-	}
-	return recs, next
-}
-
-// Records yields every record (tombstones included), each lent for the call, in change
-// order, holding the read lock: an iter.Seq for a snapshot.
-func (o *Overrides) Records(yield func(OverrideRecord) bool) {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	for r := o.first; r != nil; r = r.next {
-		if !yield(r.record()) {
-			return
-		}
-	}
+	return r
 }
 
 // Reset drops every record: a copy about to be read again in full.
@@ -269,19 +419,26 @@ func (o *Overrides) Reset() {
 	clear(o.exact)
 	clear(o.prefix)
 	clear(o.scopes)
-	o.first, o.last, o.tombs, o.ntombs = nil, nil, nil, 0
+	o.chain, o.tombs, o.ntombs = chain{}, chain{}, 0
+	o.forgot = OverrideHorizon{}
 	o.live.Store(0)
 	o.seq++
+	clear(o.pending)
+	o.pending = o.pending[:0]
+	o.idx.Store(&lookupIndex{})
 }
 
 // List returns the live overrides of workspace ws (in namespace ns; "": every namespace)
 // whose key (a prefix's with its '*') match accepts (nil: all), sorted by namespace, key
-// and window, at most count of them.
+// and window, at most count of them. It reads the table in chunks (scan): an override
+// changed meanwhile is listed as it is at the end.
 func (o *Overrides) List(ws, ns string, match func(key []byte) bool, count int) []Override {
-	o.mu.RLock()
-	var out []Override
-	for _, m := range []map[string]*override{o.exact, o.prefix} {
-		for _, r := range m {
+	found := map[listKey]Override{}
+	o.scan(0, 0, func(chunk []override) bool {
+		for i := range chunk {
+			r := &chunk[i]
+			lk := listKey{r.key, r.prefix}
+			delete(found, lk) // an older state of it, seen earlier in the scan
 			if r.limit == 0 {
 				continue
 			}
@@ -292,11 +449,21 @@ func (o *Overrides) List(ws, ns string, match func(key []byte) bool, count int) 
 			if match != nil && !match(displayKey(t.Key, r.prefix)) {
 				continue
 			}
-			out = append(out, Override{Tuple: t, Prefix: r.prefix, Limit: r.limit})
+			found[lk] = Override{Tuple: t, Prefix: r.prefix, Limit: r.limit}
 		}
+		return true
+	})
+	out := make([]Override, 0, len(found))
+	for _, ov := range found {
+		out = append(out, ov)
 	}
-	o.mu.RUnlock()
 	return SortOverrides(out, count)
+}
+
+// listKey names a record of the table: its key, and whether it is a prefix's.
+type listKey struct {
+	key    string
+	prefix bool
 }
 
 // SortOverrides sorts list by namespace, key and window, drops repeats of one override
@@ -356,15 +523,16 @@ func (o *Overrides) put(key string, hdr int, prefix bool, limit, stamp uint64, r
 		r = &override{key: key, hdr: hdr, prefix: prefix}
 		m[key] = r
 	} else {
-		o.unlink(r)
+		o.remove(r, byChange)
 	}
 	r.limit, r.stamp, r.region = limit, stamp, region
 	o.seq++
 	r.seq = o.seq
+	o.pending = append(o.pending, r)
 	if o.onChange != nil {
 		o.onChange(r)
 	}
-	o.append(r)
+	o.push(r, byChange)
 	switch isLive := limit > 0; {
 	case isLive && !wasLive:
 		o.live.Add(1)
@@ -377,30 +545,29 @@ func (o *Overrides) put(key string, hdr int, prefix bool, limit, stamp uint64, r
 			o.scopeAdd(key[:hdr], len(key)-hdr, -1)
 		}
 	}
-	switch {
-	case limit == 0 && !wasTomb:
-		o.tombs = append(o.tombs, r)
+	if wasTomb {
+		o.tombs.remove(r, byTomb) // revived, or a newer tombstone: made again
+		o.ntombs--
+	}
+	if limit == 0 {
+		o.tombs.push(r, byTomb)
 		o.ntombs++
 		o.dropTombstones()
-	case limit > 0 && wasTomb:
-		o.ntombs-- // revived: its place in tombs is skipped when reached
 	}
 }
 
-// dropTombstones forgets the oldest tombstones beyond the bound (o.mu held for writing).
+// dropTombstones forgets the oldest tombstones beyond the bound, raising the horizon to
+// theirs (o.mu held for writing).
 func (o *Overrides) dropTombstones() {
-	for o.ntombs > o.max && len(o.tombs) > 0 {
-		r := o.tombs[0]
-		o.tombs = o.tombs[1:]
-		if r.limit != 0 || o.table(r.prefix)[r.key] != r {
-			continue // revived, or already gone
-		}
-		delete(o.table(r.prefix), r.key)
-		o.unlink(r)
+	for o.ntombs > o.max && o.tombs.first != nil {
+		r := o.tombs.first
+		o.tombs.remove(r, byTomb)
 		o.ntombs--
-	}
-	if cap(o.tombs) > 2*o.max+1024 { // the slice's start moved far: copy what is left
-		o.tombs = slices.Clone(o.tombs)
+		delete(o.table(r.prefix), r.key)
+		o.remove(r, byChange)
+		if newer(r.stamp, r.region, o.forgot.Stamp, o.forgot.Region) {
+			o.forgot = OverrideHorizon{Stamp: r.stamp, Region: r.region}
+		}
 	}
 }
 
@@ -425,30 +592,6 @@ func (o *Overrides) scopeAdd(hdr string, n, d int) {
 		sc.lens = append(sc.lens, l)
 	}
 	slices.SortFunc(sc.lens, func(a, b int) int { return b - a })
-}
-
-func (o *Overrides) unlink(r *override) {
-	if r.prev != nil {
-		r.prev.next = r.next
-	} else if o.first == r {
-		o.first = r.next
-	}
-	if r.next != nil {
-		r.next.prev = r.prev
-	} else if o.last == r {
-		o.last = r.prev
-	}
-	r.prev, r.next = nil, nil
-}
-
-func (o *Overrides) append(r *override) {
-	r.prev = o.last
-	if o.last != nil {
-		o.last.next = r
-	} else {
-		o.first = r
-	}
-	o.last = r
 }
 
 func (r *override) record() OverrideRecord {
@@ -492,23 +635,15 @@ func (e *Engine) OverrideList(node string, after uint64) ChangesReply {
 	if node != "" {
 		e.Heard(node)
 	}
-	o := e.overrides
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	r := o.last
-	for r != nil && r.prev != nil && r.prev.seq > after {
-		r = r.prev
-	}
-	out := ChangesReply{Version: o.seq}
-	for ; r != nil && r.seq > after; r = r.next {
-		if len(out.Changes) == MaxChangesPerReply {
-			out.Version = out.Changes[len(out.Changes)-1].Version
-			break
+	var out ChangesReply
+	out.Version = e.overrides.scan(after, MaxChangesPerReply, func(chunk []override) bool {
+		for i := range chunk {
+			c := overrideChange(&chunk[i])
+			c.Version = chunk[i].seq
+			out.Changes = append(out.Changes, c)
 		}
-		c := overrideChange(r)
-		c.Version = r.seq
-		out.Changes = append(out.Changes, c)
-	}
+		return true
+	})
 	return out
 }
 

@@ -228,7 +228,7 @@ func TestOpenLazyResetsOverrides(t *testing.T) {
 	}
 	s, _ := lazyStore(t)
 	if err := s.Write(Source{Tuples: e.Tuples, Runs: e.Runs, ShardSeed: e.ShardSeed(), Resets: e.Resets,
-		Changes: e.ChangeVersion, Overrides: e.Overrides().Records}); err != nil {
+		Changes: e.ChangeVersion, Overrides: e.Overrides().Records, OverridesHorizon: e.Overrides().Horizon}); err != nil {
 		t.Fatal(err)
 	}
 	all, err := s.LoadAll()
@@ -240,7 +240,8 @@ func TestOpenLazyResetsOverrides(t *testing.T) {
 		t.Fatalf("OpenOrSetAside: %v, lazy %v", err, o.Lazy())
 	}
 	defer o.Close()
-	if !reflect.DeepEqual(o.Resets, all.Resets) || o.Changes != all.Changes || !reflect.DeepEqual(o.Overrides, all.Overrides) {
+	if !reflect.DeepEqual(o.Resets, all.Resets) || o.Changes != all.Changes || !reflect.DeepEqual(o.Overrides, all.Overrides) ||
+		o.OverridesHorizon != all.OverridesHorizon {
 		t.Fatalf("opened lazily: resets %+v, changes %d, overrides %+v; LoadAll: %+v, %d, %+v",
 			o.Resets, o.Changes, o.Overrides, all.Resets, all.Changes, all.Overrides)
 	}

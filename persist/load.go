@@ -40,9 +40,11 @@ type Snapshot struct {
 	// in a file written before resets.
 	Resets  []engine.ResetRecord
 	Changes uint64
-	// Overrides are RL.OVERRIDE's records in file order (for engine.RestoreOverrides);
-	// none in a file written before them.
-	Overrides []engine.OverrideRecord
+	// Overrides are RL.OVERRIDE's records in file order (for engine.RestoreOverrides),
+	// and OverridesHorizon the table's horizon (engine.Overrides.Forget, after them);
+	// none and zero in a file written before them.
+	Overrides        []engine.OverrideRecord
+	OverridesHorizon engine.OverrideHorizon
 }
 
 // Load returns the cells of the last snapshot (LoadAll without the counter keys).
@@ -220,7 +222,10 @@ func (snap *Snapshot) readResets(tx *bolt.Tx, meta *bolt.Bucket, size int64) err
 			return err
 		}
 	}
-	snap.Overrides, err = readOverrides(tx, meta, size)
+	if snap.Overrides, err = readOverrides(tx, meta, size); err != nil {
+		return err
+	}
+	snap.OverridesHorizon, err = readHorizon(meta)
 	return err
 }
 

@@ -16,14 +16,48 @@ import (
 //	uvarint len(key) | tuple key | uvarint flags (1: prefix) | uvarint limit (0: a
 //	tombstone) | uvarint stamp | uvarint len(region) | region
 //
+// The table's horizon (engine.OverrideHorizon) is in meta: "overrides_horizon" its stamp
+// (8 bytes, big endian) and "overrides_horizon_region" its region.
+//
 // The bucket is optional: a file of format 9 written before overrides existed has none,
-// and loads with no overrides; a binary from before them ignores it.
+// and loads with no overrides; a binary from before them ignores it. A file without the
+// horizon (written before it) loads with the zero horizon.
 const (
-	overridesBucket    = "overrides"
-	metaOverridesCount = "overrides_count"
-	metaOverridesCRC   = "overrides_crc32c"
-	overridePrefixFlag = 1
+	overridesBucket      = "overrides"
+	metaOverridesCount   = "overrides_count"
+	metaOverridesCRC     = "overrides_crc32c"
+	metaOverridesHorizon = "overrides_horizon"
+	metaOverridesHRegion = "overrides_horizon_region"
+	overridePrefixFlag   = 1
 )
+
+// metaValue is one value of the meta bucket beyond those every file has.
+type metaValue struct {
+	name  string
+	value []byte
+}
+
+// horizonMeta is the meta values of the overrides' horizon.
+func horizonMeta(h engine.OverrideHorizon) []metaValue {
+	return []metaValue{{metaOverridesHorizon, binary.BigEndian.AppendUint64(nil, h.Stamp)},
+		{metaOverridesHRegion, []byte(h.Region)}}
+}
+
+// readHorizon reads the overrides' horizon from meta: zero when the file has none.
+func readHorizon(meta *bolt.Bucket) (engine.OverrideHorizon, error) {
+	if meta.Get([]byte(metaOverridesHorizon)) == nil {
+		return engine.OverrideHorizon{}, nil
+	}
+	stamp, err := metaUint(meta, metaOverridesHorizon, 8)
+	if err != nil {
+		return engine.OverrideHorizon{}, err
+	}
+	region := meta.Get([]byte(metaOverridesHRegion))
+	if len(region) > 255 || (stamp != 0 && len(region) == 0) {
+		return engine.OverrideHorizon{}, fmt.Errorf("%w: meta %q has %d bytes", ErrCorrupt, metaOverridesHRegion, len(region))
+	}
+	return engine.OverrideHorizon{Stamp: stamp, Region: string(region)}, nil
+}
 
 // overridesSection is the section the overrides are written to.
 func overridesSection() section {
@@ -59,6 +93,9 @@ func decodeOverride(d *decoder, str string, _ []byte) (engine.OverrideRecord, er
 	r.Region = d.str("region", str)
 	if d.err == nil && (len(r.Key) == 0 || r.Region == "") {
 		return r, errors.New("empty override key or region")
+	}
+	if r.Limit > engine.MaxLimit {
+		return r, fmt.Errorf("override limit %d over %d", r.Limit, engine.MaxLimit)
 	}
 	return r, nil
 }

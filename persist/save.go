@@ -136,8 +136,11 @@ type Source struct {
 	// captured: a restarted run resyncs the edges that applied less.
 	Resets  iter.Seq[engine.ResetRecord]
 	Changes func() uint64
-	// Overrides are RL.OVERRIDE's records, tombstones included (overrides.go).
-	Overrides iter.Seq[engine.OverrideRecord]
+	// Overrides are RL.OVERRIDE's records, tombstones included (overrides.go), and
+	// OverridesHorizon, when not nil, reads the table's horizon (engine.Overrides.Horizon)
+	// after them.
+	Overrides        iter.Seq[engine.OverrideRecord]
+	OverridesHorizon func() engine.OverrideHorizon
 	// Saved, when not nil, is called after a save of the records succeeded (the file is
 	// on disk), before Write returns and before another save starts: an origin's
 	// engine.RunsSaved, which tells its edges which replay batches are durable.
@@ -298,6 +301,10 @@ func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 	if buf, ends, ovr.count, err = encodeRecords(buf, ends, src.Overrides, appendOverride, nil); err != nil {
 		return 0, 0, fmt.Errorf("%s: %w", overridesBucket, err)
 	}
+	var horizon engine.OverrideHorizon
+	if src.OverridesHorizon != nil {
+		horizon = src.OverridesHorizon()
+	}
 	var changes uint64
 	if src.Changes != nil {
 		changes = src.Changes()
@@ -333,6 +340,7 @@ func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 		}
 	}
 	extra = append(extra, metaValue{metaChanges, binary.BigEndian.AppendUint64(nil, changes)})
+	extra = append(extra, horizonMeta(horizon)...)
 	err = writeFile(db, tmp, sections[:], now, extra)
 	if cerr := db.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("close %s: %w", tmp, cerr)
@@ -648,12 +656,6 @@ func (le *leaseEncoder) appendLease(buf []byte, r engine.LeaseRecord, cell uint6
 func appendString(buf []byte, s string) []byte {
 	buf = binary.AppendUvarint(buf, uint64(len(s)))
 	return append(buf, s...)
-}
-
-// metaValue is one more value of the meta bucket.
-type metaValue struct {
-	name  string
-	value []byte
 }
 
 // section is one bucket of chunks to write: chunk i of buf is buf[ends[i-1]:ends[i]], the

@@ -31,7 +31,14 @@ func openCjson(L *lua.LState) *lua.LTable {
 			return len(vals)
 		}))
 	}
-	t.RawSetString("new", L.NewFunction(func(L *lua.LState) int { L.Push(t); return 1 }))
+	// new is lua_cjson_new: a fresh table each call (the same functions and null), so a
+	// script that writes into it changes nothing another script, or a later run, reads.
+	t.RawSetString("new", L.NewFunction(func(L *lua.LState) int {
+		fresh := L.CreateTable(0, 16)
+		t.ForEach(func(k, v lua.LValue) { fresh.RawSet(k, v) })
+		L.Push(fresh)
+		return 1
+	}))
 	t.RawSetString("encode", L.NewFunction(func(L *lua.LState) int {
 		if L.GetTop() != 1 {
 			L.ArgError(1, "expected 1 argument")

@@ -104,6 +104,9 @@ type Engine struct {
 	bodies map[string]*list.Element
 	lru    *list.List // of *script, most recently used first
 	bytes  int
+	// gen moves whenever the cache drops scripts (eviction, Flush): a state drops the main
+	// functions it kept (state.fns) when it sees it moved.
+	gen atomic.Uint64
 
 	runMu   sync.Mutex // guards running
 	running map[*run]struct{}
@@ -184,14 +187,20 @@ func (e *Engine) Body(sha string) ([]byte, bool) {
 	return []byte(s.body), true
 }
 
-// Flush forgets every cached script (SCRIPT FLUSH).
+// Flush forgets every cached script (SCRIPT FLUSH), and the idle states forget them too.
 func (e *Engine) Flush() {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	e.scripts = map[string]*list.Element{}
 	e.bodies = map[string]*list.Element{}
 	e.lru.Init()
 	e.bytes = 0
+	gen := e.gen.Add(1)
+	e.mu.Unlock()
+	// A state running now forgets them when it is next used (its generation is old).
+	for _, st := range e.drainIdle() {
+		st.syncFns(gen)
+		e.put(st)
+	}
 }
 
 // lookup returns the cached script named sha, marking it recently used.
@@ -250,6 +259,7 @@ func (e *Engine) compile(body []byte) (*script, string) {
 		delete(e.scripts, old.sha)
 		delete(e.bodies, old.body)
 		e.bytes -= old.size
+		e.gen.Add(1)
 	}
 	return s, ""
 }
@@ -306,10 +316,11 @@ func (e *Engine) Run(ctx context.Context, req Request, c Caller) Reply {
 		return ErrorReply(ErrNoScript)
 	}
 	st := e.get()
+	st.syncFns(e.gen.Load())
 	r := st.begin(e.cfg.Now())
+	var stop func() bool
 	if ctx.Done() != nil { // a caller's context that may end: it stops the script too
-		stop := context.AfterFunc(ctx, st.stop)
-		defer stop()
+		stop = context.AfterFunc(ctx, st.stop)
 	}
 	e.runMu.Lock()
 	e.running[r] = struct{}{}
@@ -317,6 +328,11 @@ func (e *Engine) Run(ctx context.Context, req Request, c Caller) Reply {
 	e.runMu.Unlock()
 
 	reply, reuse := st.exec(s, req, c, r)
+	// Before the state may be pooled: a cancel that came after the script may be stopping
+	// it still (stop reports false), and would stop the next run on it.
+	if stop != nil && !stop() {
+		reuse = false
+	}
 	e.runMu.Lock()
 	delete(e.running, r)
 	e.setOldest()
@@ -388,6 +404,21 @@ func (e *Engine) get() *state {
 	default:
 		return newState(e.cfg)
 	}
+}
+
+// drainIdle takes the idle states out of the pool (at most MaxIdle; states put meanwhile
+// may stay): the caller owns them and puts them back.
+func (e *Engine) drainIdle() []*state {
+	var idle []*state
+	for len(idle) < cap(e.idle) {
+		select {
+		case st := <-e.idle:
+			idle = append(idle, st)
+		default:
+			return idle
+		}
+	}
+	return idle
 }
 
 // put keeps st for reuse, or closes it when MaxIdle states are idle.

@@ -87,11 +87,12 @@ func (st *state) call(L *lua.LState, raise bool) int {
 			num = strconv.AppendFloat(num, float64(v), 'g', 17, 64)
 			args = append(args, num[start:len(num):len(num)])
 		default:
+			st.keepCallBuffers(args, num)
 			return fail(L, raise, errArgType)
 		}
 	}
-	st.callArgs, st.num = args[:0], num[:0]
 	reply, wrote := st.caller.Call(args, st.proto)
+	st.keepCallBuffers(args, num)
 	if wrote {
 		st.run.mu.Lock()
 		st.run.wrote = true
@@ -107,6 +108,23 @@ func (st *state) call(L *lua.LState, raise bool) int {
 	}
 	L.Push(st.toLua(reply))
 	return 1
+}
+
+// maxKeptCall bounds the bytes of each buffer redis.call reuses (callArgs, num) that an
+// idle state keeps.
+const maxKeptCall = 64 << 10
+
+// keepCallBuffers keeps args and num for the next redis.call, args cleared so that an idle
+// state pins none of a script's strings, each dropped past maxKeptCall bytes.
+func (st *state) keepCallBuffers(args [][]byte, num []byte) {
+	clear(args)
+	st.callArgs, st.num = args[:0], num[:0]
+	if cap(args)*int(unsafe.Sizeof(args[:0])) > maxKeptCall {
+		st.callArgs = nil
+	}
+	if cap(num) > maxKeptCall {
+		st.num = nil
+	}
 }
 
 // singleField is redis.error_reply and redis.status_reply.

@@ -22,6 +22,7 @@ type state struct {
 	// tables that stay empty; one a script wrote into raw makes the state unusable.
 	proxies  map[*lua.LTable]*lua.LTable // view -> the table it shows
 	views    []*lua.LTable               // the keys of proxies: clean walks them after every run
+	sealed   *lua.LTable                 // what getmetatable answers for a view: its own is nil
 	handler  *lua.LFunction              // the error handler: Redis's __redis__err__handler
 	callArgs [][]byte                    // redis.call's arguments, reused
 	num      []byte                      // redis.call's number arguments, formatted, reused
@@ -33,6 +34,10 @@ type state struct {
 	fns  map[*lua.FunctionProto]*lua.LFunction // the scripts' main functions, bound to env
 	keys argTable                              // KEYS of the last run, reused when left as made
 	argv argTable                              // ARGV likewise
+	// fnsBytes is the bytes of the bodies of the scripts in fns; fnsGen the engine's
+	// generation (Engine.gen) they were made in: when it moved, the cache dropped scripts.
+	fnsBytes int
+	fnsGen   uint64
 
 	// Per run, set by exec.
 	caller Caller
@@ -75,22 +80,46 @@ func (st *state) begin(now time.Time) *run {
 	return r
 }
 
-// maxFns bounds the main functions a state keeps: past it, they are all dropped.
-const maxFns = 64
+// The main functions a state keeps (each holds its compiled script alive): at most maxFns,
+// of scripts whose bodies total at most maxFnsBytes; past either bound, they are all
+// dropped. A script longer than maxFnBody is never kept.
+const (
+	maxFns      = 64
+	maxFnsBytes = 1 << 20
+	maxFnBody   = 64 << 10
+)
 
 // function returns the main function of s bound to the read-only globals, made once per
 // state (a main chunk has no upvalues: the function holds nothing of a run).
-func (st *state) function(p *lua.FunctionProto) *lua.LFunction {
-	if fn := st.fns[p]; fn != nil {
+func (st *state) function(s *script) *lua.LFunction {
+	if fn := st.fns[s.proto]; fn != nil {
 		return fn
 	}
-	if len(st.fns) >= maxFns {
-		clear(st.fns)
-	}
-	fn := st.L.NewFunctionFromProto(p)
+	fn := st.L.NewFunctionFromProto(s.proto)
 	fn.Env = st.env
-	st.fns[p] = fn
+	if s.size > maxFnBody {
+		return fn
+	}
+	if len(st.fns) >= maxFns || st.fnsBytes+s.size > maxFnsBytes {
+		st.forgetFns()
+	}
+	st.fns[s.proto] = fn
+	st.fnsBytes += s.size
 	return fn
+}
+
+// syncFns drops the kept main functions when the engine's cache dropped scripts since they
+// were made (its generation is no longer gen): they must not outlive the cache.
+func (st *state) syncFns(gen uint64) {
+	if st.fnsGen != gen {
+		st.forgetFns()
+		st.fnsGen = gen
+	}
+}
+
+func (st *state) forgetFns() {
+	clear(st.fns)
+	st.fnsBytes = 0
 }
 
 // argTable is KEYS or ARGV as a state made it for the last run: the table and its values.
@@ -225,6 +254,8 @@ func (st *state) sandbox(str *lua.LTable) {
 	L, g := st.L, st.globals
 	ro := L.NewFunction(func(L *lua.LState) int { L.RaiseError(errReadonly); return 0 })
 	sealed := st.proxy(L.NewTable(), ro, lua.LNil) // what getmetatable answers for a view
+	st.sealed = sealed
+	g.RawSetString("getmetatable", L.NewFunction(st.getmetatable))
 	var libs []string
 	g.ForEach(func(k, v lua.LValue) {
 		if _, ok := v.(*lua.LTable); ok && k.Type() == lua.LTString && k.String() != "_G" {
@@ -287,7 +318,7 @@ func (st *state) exec(s *script, req Request, c Caller, r *run) (Reply, bool) {
 	}()
 	ctx := &st.ctx
 	L.SetContext(ctx)
-	L.Push(st.function(s.proto))
+	L.Push(st.function(s))
 	err := L.PCall(0, 1, st.handler)
 	L.RemoveContext()
 	if err != nil {
@@ -399,6 +430,19 @@ func (st *state) rawset(L *lua.LState) int {
 	}
 	t.RawSet(L.CheckAny(2), L.CheckAny(3))
 	L.Push(t)
+	return 1
+}
+
+// getmetatable is Lua's getmetatable, answering nil for sealed as Redis 7 does for the
+// metatable of a protected table: sealed's own metatable (a plain table shared by every
+// run) stays out of reach, so no script can leave in it what a later run reads.
+func (st *state) getmetatable(L *lua.LState) int {
+	v := L.CheckAny(1)
+	if t, ok := v.(*lua.LTable); ok && t == st.sealed {
+		L.Push(lua.LNil)
+		return 1
+	}
+	L.Push(L.GetMetatable(v))
 	return 1
 }
 

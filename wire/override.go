@@ -41,7 +41,8 @@ func AppendOverrides(dst []byte, recs []engine.OverrideRecord) []byte {
 }
 
 // ParseOverrides decodes an RL.INTERNAL.OVERRIDES request of at least one record. Keys
-// alias args. Region names are 1 to MaxRegionLen bytes, limits at most engine.MaxLimit.
+// alias args. Region names are 1 to MaxRegionLen bytes, limits at most engine.MaxLimit,
+// stamps at most engine.MaxOverrideStamp (a greater one would wrap the receiver's next).
 func ParseOverrides(args [][]byte) ([]engine.OverrideRecord, error) {
 	if len(args) < 1+overrideArgs || (len(args)-1)%overrideArgs != 0 {
 		return nil, fmt.Errorf("%w: %d arguments to OVERRIDES", ErrSyntax, len(args))
@@ -54,7 +55,7 @@ func ParseOverrides(args [][]byte) ([]engine.OverrideRecord, error) {
 		}
 		flags, ok1 := parseUint(rest[i+1], 1)
 		limit, ok2 := parseUint(rest[i+2], engine.MaxLimit)
-		stamp, ok3 := parseUint(rest[i+3], math.MaxUint64)
+		stamp, ok3 := parseUint(rest[i+3], engine.MaxOverrideStamp)
 		region := rest[i+4]
 		if !ok1 || !ok2 || !ok3 || len(region) == 0 || len(region) > MaxRegionLen {
 			return nil, fmt.Errorf("%w: override %d", ErrInt, i/overrideArgs)

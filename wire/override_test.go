@@ -2,7 +2,6 @@ package wire_test
 
 import (
 	"errors"
-	"math"
 	"reflect"
 	"testing"
 
@@ -17,7 +16,7 @@ import (
 func TestOverridesRoundTrip(t *testing.T) {
 	k := engine.AppendKey(nil, engine.Tuple{Workspace: "default", Namespace: "api", Key: []byte("user:"), WindowMs: 60_000})
 	recs := []engine.OverrideRecord{
-		{Key: k, Prefix: true, Limit: 10, Stamp: math.MaxUint64, Region: "eu"},
+		{Key: k, Prefix: true, Limit: 10, Stamp: engine.MaxOverrideStamp, Region: "eu"},
 		{Key: k, Limit: 0, Stamp: 1, Region: "us"},
 	}
 	got, err := wire.ParseOverrides(parse(t, wire.AppendOverrides(nil, recs)))
@@ -26,7 +25,7 @@ func TestOverridesRoundTrip(t *testing.T) {
 	}
 	many := make([]engine.OverrideRecord, wire.MaxOverrideItems+1)
 	for i := range many {
-		many[i] = engine.OverrideRecord{Key: k, Limit: engine.MaxLimit, Stamp: math.MaxUint64, Region: "eu"}
+		many[i] = engine.OverrideRecord{Key: k, Limit: engine.MaxLimit, Stamp: engine.MaxOverrideStamp, Region: "eu"}
 	}
 	lim := resp.DefaultLimits()
 	fits := func(b []byte) bool {
@@ -47,6 +46,8 @@ func TestOverridesRoundTrip(t *testing.T) {
 		{"bad flags", []string{wire.CmdOverrides, string(k), "2", "1", "1", "eu"}, wire.ErrInt},
 		{"limit beyond 2^50", []string{wire.CmdOverrides, string(k), "0", "1125899906842625", "1", "eu"}, wire.ErrInt},
 		{"empty region", []string{wire.CmdOverrides, string(k), "0", "1", "1", ""}, wire.ErrInt},
+		{"stamp 2^64-1 (the next would wrap)", []string{wire.CmdOverrides, string(k), "0", "1", "18446744073709551615", "eu"}, wire.ErrInt},
+		{"stamp beyond MaxOverrideStamp", []string{wire.CmdOverrides, string(k), "0", "1", "9223372036854775808", "eu"}, wire.ErrInt},
 	}
 	for _, b := range bad {
 		args := make([][]byte, len(b.args))

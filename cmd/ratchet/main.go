@@ -224,6 +224,7 @@ func newOrigin(cfg Config, log *slog.Logger) (*node, error) {
 		"counter_keys", kvLoaded, "counter_keys_dropped", kvDropped, "edge_runs", runsLoaded,
 		"edge_runs_dropped", runsDropped, "leases", leasesLoaded, "leases_dropped", leasesDropped)
 	log.Info("overrides loaded", "records", eng.RestoreOverrides(snap.Overrides)) // RL.OVERRIDE's, tombstones included
+	eng.Overrides().Forget(snap.OverridesHorizon)                                 // after the records: see engine.OverrideHorizon
 	if snap.Lazy() {
 		loadCells(eng, snap, log) // in the background; the origin serves meanwhile
 	} else {
@@ -476,7 +477,8 @@ func run(cfg Config, log *slog.Logger) error {
 // disk, edges learn which of their replay batches it holds (RunsSaved).
 func snapshotSource(e *engine.Engine) persist.Source {
 	return persist.Source{Tuples: e.Tuples, KV: e.KV().Records, Runs: e.Runs, Saved: e.RunsSaved,
-		Overrides: e.Overrides().Records, Resets: e.Resets, Changes: e.ChangeVersion, ShardSeed: e.ShardSeed()}
+		Overrides: e.Overrides().Records, OverridesHorizon: e.Overrides().Horizon, Resets: e.Resets, Changes: e.ChangeVersion,
+		ShardSeed: e.ShardSeed()}
 }
 
 // redisSeconds writes a duration as Redis's CONFIG GET timeout does: whole seconds, a
