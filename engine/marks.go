@@ -207,7 +207,9 @@ func (e *Engine) restoreGrant(key []byte, gr leaseGrant, now int64) bool {
 	defer sh.mu.Unlock()
 	ent := sh.lookup(h, key)
 	if ent == nil {
-		ent, _ = e.store.insert(sh, h, key, true)
+		if ent, _ = e.store.insert(sh, h, key, true); ent == nil {
+			return false // the shard holds maxSlots (store.add)
+		}
 	}
 	old := e.store.grantOf(&e.store.sideOf(ent).leases, gr.run, now, true)
 	switch {

@@ -434,7 +434,9 @@ func (e *Engine) applyReplay(sh *shard, h uint32, ent *entry, it ReplayItem, w i
 		return ent
 	}
 	if ent == nil {
-		ent, _ = e.store.insert(sh, h, it.Key, true)
+		if ent, _ = e.store.insert(sh, h, it.Key, true); ent == nil {
+			return nil // the shard holds maxSlots (store.add)
+		}
 	}
 	i := e.store.slot(ent, it.Seq, nowMs/w)
 	if i < 0 {

@@ -218,47 +218,55 @@ func (e *Engine) Restore(recs []CellRecord) (loaded, dropped int, err error) {
 			dropped++
 			continue
 		}
-		key := []byte(r.Key)
-		sh, h := e.store.locateLoaded(key) // a lazy load's own restore, or no lazy load
-		sh.mu.Lock()
-		ent := sh.lookup(h, key)
-		if ent == nil {
-			ent, _ = e.store.insert(sh, h, key, true) // nil only when the shard holds maxSlots
-		}
-		i := -1
-		if ent != nil {
-			i = e.store.slot(ent, r.Seq, now/t.WindowMs)
-		}
-		if i < 0 {
-			sh.mu.Unlock()
+		if !e.restoreRecord(r, t, now) {
 			dropped++
 			continue
 		}
-		c := &ent.cells[i]
-		var rs *tupleReset // what the resets restored before cancelled
-		if e.resets.count.Load() > 0 {
-			rs = sh.resets[r.Key]
-		}
-		eff := func(region string, n uint64) uint64 {
-			return capCount(n) - min(capCount(n), rs.cancelled(r.Seq, region))
-		}
-		c.regional = max(c.regional, eff(e.region, r.Regional))
-		foreign := r.Foreign
-		if len(foreign) == 0 && r.Imported > 0 {
-			foreign = []RegionCount{{Count: r.Imported}}
-		}
-		for _, f := range foreign {
-			if f.Region == e.region {
-				c.regional = max(c.regional, eff(e.region, f.Count))
-			} else if id, err := e.regions.id(f.Region); err == nil {
-				e.store.raise(ent, i, id, eff(f.Region, f.Count))
-			}
-		}
-		if !e.standalone {
-			e.store.setPublished(ent, i, max(ent.published(i), c.regional)) // published before, or restored from a peer
-		}
-		sh.mu.Unlock()
 		loaded++
 	}
 	return loaded, dropped, err
+}
+
+// restoreRecord merges one record of Restore (t its parsed key) into the store at now,
+// and reports whether it was kept.
+func (e *Engine) restoreRecord(r CellRecord, t Tuple, now int64) bool {
+	key := []byte(r.Key)
+	sh, h := e.store.locateLoaded(key) // a lazy load's own restore, or no lazy load
+	sh.mu.Lock()
+	defer sh.mu.Unlock() // also when a panic (a fault reading the file a lazy load aliases) is recovered above
+	ent := sh.lookup(h, key)
+	if ent == nil {
+		ent, _ = e.store.insert(sh, h, key, true) // nil only when the shard holds maxSlots
+	}
+	i := -1
+	if ent != nil {
+		i = e.store.slot(ent, r.Seq, now/t.WindowMs)
+	}
+	if i < 0 {
+		return false
+	}
+	c := &ent.cells[i]
+	var rs *tupleReset // what the resets restored before cancelled
+	if e.resets.count.Load() > 0 {
+		rs = sh.resets[string(key)] // key: a copy, not the file's bytes
+	}
+	eff := func(region string, n uint64) uint64 {
+		return capCount(n) - min(capCount(n), rs.cancelled(r.Seq, region))
+	}
+	c.regional = max(c.regional, eff(e.region, r.Regional))
+	foreign := r.Foreign
+	if len(foreign) == 0 && r.Imported > 0 {
+		foreign = []RegionCount{{Count: r.Imported}}
+	}
+	for _, f := range foreign {
+		if f.Region == e.region {
+			c.regional = max(c.regional, eff(e.region, f.Count))
+		} else if id, err := e.regions.id(f.Region); err == nil {
+			e.store.raise(ent, i, id, eff(f.Region, f.Count))
+		}
+	}
+	if !e.standalone {
+		e.store.setPublished(ent, i, max(ent.published(i), c.regional)) // published before, or restored from a peer
+	}
+	return true
 }

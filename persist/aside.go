@@ -62,8 +62,29 @@ func (s *Store) aside(loadErr error) error {
 	return nil
 }
 
+// KeepAside keeps a copy of the snapshot (a hard link under a set-aside name, as a
+// snapshot that failed to load gets) when a lazy load could not restore all of its cells
+// (loadErr): the next save replaces the file, and would otherwise destroy the only copy of
+// the cells that did not load. It logs both paths and prunes the files kept aside.
+func (s *Store) KeepAside(loadErr error) error {
+	path := filepath.Join(s.dir, fileName)
+	dst, err := s.placeAside(path, time.Now(), os.Link)
+	if err != nil {
+		return fmt.Errorf("keep %s aside: %w", path, err)
+	}
+	s.log.Error("snapshot cells not all loaded; a copy of the snapshot kept aside", "path", path, "kept_as", dst, "error", loadErr)
+	s.pruneAside()
+	return nil
+}
+
 // setAside renames path to a free corruptPrefix name of now and syncs the directory.
 func (s *Store) setAside(path string, now time.Time) (string, error) {
+	return s.placeAside(path, now, os.Rename)
+}
+
+// placeAside puts path at a free corruptPrefix name of now with place (a rename or a
+// link) and syncs the directory.
+func (s *Store) placeAside(path string, now time.Time, place func(oldpath, newpath string) error) (string, error) {
 	base := filepath.Join(s.dir, corruptPrefix+strconv.FormatInt(now.Unix(), 10))
 	for i := 0; i < 100; i++ {
 		dst := base
@@ -73,8 +94,8 @@ func (s *Store) setAside(path string, now time.Time) (string, error) {
 		if _, err := os.Lstat(dst); err == nil {
 			continue // taken: never replace a file moved aside earlier
 		}
-		if err := os.Rename(path, dst); err != nil {
-			return "", fmt.Errorf("rename %s: %w", path, err)
+		if err := place(path, dst); err != nil {
+			return "", fmt.Errorf("place %s at %s: %w", path, dst, err)
 		}
 		return dst, syncDir(s.dir)
 	}

@@ -204,3 +204,39 @@ func TestLoadOrSetAsideFileOrder(t *testing.T) {
 		t.Fatalf("restored from file order %+v, from LoadAll %+v", got, want)
 	}
 }
+
+// TestKeepAside: a snapshot whose cells a lazy load could not all restore is kept aside
+// as a copy (the file in place stays, for the parts still loading), and a save after it
+// replaces the file in place without touching the copy.
+func TestKeepAside(t *testing.T) {
+	dir := t.TempDir()
+	var logs syncBuffer
+	s, err := persist.Open(dir, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mustSave(t, s, genRecords(10, 1))
+	path := filepath.Join(dir, "snapshot.db")
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.KeepAside(errors.New("test: part 7 damaged")); err != nil {
+		t.Fatal(err)
+	}
+	kept := asideFiles(t, dir)
+	if len(kept) != 1 {
+		t.Fatalf("kept aside: %v, want one file", kept)
+	}
+	if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, before) {
+		t.Fatalf("the snapshot in place changed or went: %v", err)
+	}
+	mustSave(t, s, genRecords(3, 2))
+	if got, err := os.ReadFile(filepath.Join(dir, kept[0])); err != nil || !bytes.Equal(got, before) {
+		t.Fatalf("the copy kept aside is not the snapshot that failed to load (err %v)", err)
+	}
+	if out := logs.String(); !strings.Contains(out, "kept aside") || !strings.Contains(out, "part 7 damaged") {
+		t.Errorf("log does not say what was kept and why:\n%s", out)
+	}
+}

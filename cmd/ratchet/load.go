@@ -14,9 +14,11 @@ import (
 // loadCells restores the cells of snap, a snapshot with a part table whose seed eng
 // adopted, part by part in the background (engine.LoadLazily: a request on a part not
 // loaded yet loads it first), logs the totals once done, closes snap and gives the memory
-// of the decoded records back.
-func loadCells(eng *engine.Engine, snap *persist.Opened, log *slog.Logger) {
+// of the decoded records back. When parts fail to load, keepAside is called once, before
+// the first save can replace the file (a save waits for the parts it reads).
+func loadCells(eng *engine.Engine, snap *persist.Opened, keepAside func(error) error, log *slog.Logger) {
 	start := time.Now()
+	var kept sync.Once
 	var loaded, dropped atomic.Int64
 	var bufs sync.Pool // of *[]engine.CellRecord: parts load on several goroutines
 	done := eng.LoadLazily(func(from, to int) {
@@ -34,6 +36,11 @@ func loadCells(eng *engine.Engine, snap *persist.Opened, log *slog.Logger) {
 		})
 		if err != nil {
 			log.Error("snapshot cells not loaded", "parts_from", from, "parts_to", to, "error", err)
+			kept.Do(func() {
+				if kerr := keepAside(err); kerr != nil {
+					log.Error("snapshot cells not loaded, and no copy kept: the next save replaces the file", "error", kerr)
+				}
+			})
 		}
 		*buf = recs
 		bufs.Put(buf)

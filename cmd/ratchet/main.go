@@ -226,7 +226,7 @@ func newOrigin(cfg Config, log *slog.Logger) (*node, error) {
 	log.Info("overrides loaded", "records", eng.RestoreOverrides(snap.Overrides)) // RL.OVERRIDE's, tombstones included
 	eng.Overrides().Forget(snap.OverridesHorizon)                                 // after the records: see engine.OverrideHorizon
 	if snap.Lazy() {
-		loadCells(eng, snap, log) // in the background; the origin serves meanwhile
+		loadCells(eng, snap, store.KeepAside, log) // in the background; the origin serves meanwhile
 	} else {
 		// The decoded snapshot (not used past here) is garbage now: give its memory back
 		// at once rather than as the scavenger gets to it, so that RSS after a restart is
