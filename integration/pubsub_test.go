@@ -222,7 +222,7 @@ func TestPubSubRedisCLI(t *testing.T) {
 		}
 		pub := redis.NewClient(&redis.Options{Addr: addr})
 		defer pub.Close()
-		testwait.UntilTrue(t, 10*time.Second, "redis-cli to subscribe", func() bool {
+		testwait.UntilTrue(t, 30*time.Second, "redis-cli to subscribe", func() bool {
 			n, err := pub.PubSubNumSub(ctx, "cli-chan").Result()
 			return err == nil && n["cli-chan"] == 1
 		})
@@ -231,7 +231,7 @@ func TestPubSubRedisCLI(t *testing.T) {
 				t.Fatalf("PUBLISH: %v", err)
 			}
 		}
-		testwait.UntilTrue(t, 10*time.Second, "redis-cli to print both messages", func() bool {
+		testwait.UntilTrue(t, 30*time.Second, "redis-cli to print both messages", func() bool {
 			return strings.Count(out.String(), "world") == 1
 		})
 		_ = cmd.Process.Kill()
