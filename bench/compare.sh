@@ -189,29 +189,23 @@ if [ -n "${rps[origin2,rand,1]:-}${rps[edge2,rand,1]:-}" ]; then
     done
   done
 fi
-if [ -n "$base" ] && [ -n "${rps[originbase,rand,1]:-}" ]; then
+# newbase NEW BASE NAME: NEW's requests/s, p99 and CPU per request over BASE's, when BASE ran.
+newbase() {
+  [ -n "${rps[$2,rand,1]:-}" ] || return 0
   echo
-  echo "this tree's origin against ${base}'s: requests/s, p99 and server CPU per request (new/base)"
+  echo "this tree's $3 against ${base}'s: requests/s, p99 and server CPU per request (new/base)"
   for space in rand hot; do
     for pipe in 1 16; do
       printf '%-6s %-4s rps %s  p99 %s  cpu %s\n' "$space" "$pipe" \
-        "$(ratio "${rps[origin,$space,$pipe]:-}" "${rps[originbase,$space,$pipe]:-}")" \
-        "$(ratio "${p99[origin,$space,$pipe]:-}" "${p99[originbase,$space,$pipe]:-}")" \
-        "$(ratio "${cpu[origin,$space,$pipe]:-}" "${cpu[originbase,$space,$pipe]:-}")"
+        "$(ratio "${rps[$1,$space,$pipe]:-}" "${rps[$2,$space,$pipe]:-}")" \
+        "$(ratio "${p99[$1,$space,$pipe]:-}" "${p99[$2,$space,$pipe]:-}")" \
+        "$(ratio "${cpu[$1,$space,$pipe]:-}" "${cpu[$2,$space,$pipe]:-}")"
     done
   done
-fi
-if [ -n "$base" ] && [ -n "${rps[edgebase,rand,1]:-}" ]; then
-  echo
-  echo "this tree's edge against ${base}'s: requests/s, p99 and server CPU per request (new/base)"
-  for space in rand hot; do
-    for pipe in 1 16; do
-      printf '%-6s %-4s rps %s  p99 %s  cpu %s\n' "$space" "$pipe" \
-        "$(ratio "${rps[edge,$space,$pipe]:-}" "${rps[edgebase,$space,$pipe]:-}")" \
-        "$(ratio "${p99[edge,$space,$pipe]:-}" "${p99[edgebase,$space,$pipe]:-}")" \
-        "$(ratio "${cpu[edge,$space,$pipe]:-}" "${cpu[edgebase,$space,$pipe]:-}")"
-    done
-  done
+}
+if [ -n "$base" ]; then
+  newbase origin originbase origin
+  newbase edge edgebase edge
 fi
 echo
 for p in $P_EDGE $P_EDGE1 ${base:+$P_BASE}; do

@@ -68,8 +68,15 @@ func cmdCommand(d *Dispatcher, _ *Session, w *resp.Writer, args [][]byte) {
 	}
 }
 
-func cmdDBSize(d *Dispatcher, _ *Session, w *resp.Writer, _ [][]byte) {
-	if l, ok := d.opt.Limiter.(interface{ WaitLoaded() }); ok {
+func cmdDBSize(d *Dispatcher, s *Session, w *resp.Writer, _ [][]byte) {
+	if l, ok := d.opt.Limiter.(interface {
+		Loading() bool
+		WaitLoaded()
+	}); ok {
+		if s.NoWait && l.Loading() {
+			s.WouldBlock = true // waiting for the load would stall the event loop's connections
+			return
+		}
 		l.WaitLoaded() // an origin that restarted counts the cells of its snapshot too
 	}
 	w.Int(d.limiterStats().cells)

@@ -172,11 +172,12 @@ func (e *Engine) decideAllLocked(at []located, limits []uint64, cost uint64, ext
 	// instant read before another request's), decide all at the clock's reading instead,
 	// as decideLocked does for one.
 	var ents [MaxLimits]*entry
+	ahead := false
 	for i := range at {
 		ents[i] = at[i].sh.lookup(at[i].h, at[i].key)
-		if ents[i] != nil {
+		if ents[i] != nil && !ahead {
 			if seq, _ := position(nowMs, at[i].w); ents[i].newest() > seq {
-				nowMs = max(nowMs, e.clock.NowMs())
+				nowMs, ahead = max(nowMs, e.clock.NowMs()), true
 			}
 		}
 	}

@@ -235,7 +235,7 @@ func (e *Engine) resetKey(key []byte, w int64) (bool, error) {
 	// The version is handed out under the shard's lock: a reply whose meta shows it holds
 	// counts read after the reset, and a replay that does not know it finds the record.
 	r.version = e.changes.add(ChangeReset, key, nil)
-	e.resets.maxVersion.Store(max(e.resets.maxVersion.Load(), r.version))
+	e.resets.raiseMaxVersion(r.version)
 	r.untilMs = max(r.untilMs, (now/w+2)*w)
 	r.unpublished = true
 	e.markDirty()
@@ -500,7 +500,7 @@ func (e *Engine) RestoreResets(recs []ResetRecord) int {
 				r.raise(c.Seq, c.Region, capCount(c.Count))
 			}
 		}
-		e.resets.maxVersion.Store(max(e.resets.maxVersion.Load(), r.version))
+		e.resets.raiseMaxVersion(r.version)
 		sh.mu.Unlock()
 		n++
 	}
@@ -510,3 +510,15 @@ func (e *Engine) RestoreResets(recs []ResetRecord) int {
 // RestoreChanges starts this run's change feed after version v, the one its snapshot
 // saved (ChangeVersion at the save): edges that applied less resync.
 func (e *Engine) RestoreChanges(v uint64) { e.changes.init(v, 0) }
+
+// raiseMaxVersion raises maxVersion to v. Resets on different shards run at once: a load
+// then a store could put back a lower version over a higher one, and a replay batch from
+// before the higher reset would then skip its check (origin.go).
+func (t *resetTable) raiseMaxVersion(v uint64) {
+	for {
+		cur := t.maxVersion.Load()
+		if cur >= v || t.maxVersion.CompareAndSwap(cur, v) {
+			return
+		}
+	}
+}

@@ -4,10 +4,8 @@ import (
 	"errors"
 	"math"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/ratchet/ratchet/internal/shardlock"
 )
@@ -394,7 +392,7 @@ func (s *store) insert(sh *shard, h uint32, key []byte, force bool) (*entry, err
 
 // eachLive calls fn for every live cell (sequence >= seq-1 of its window at nowMs): slot i
 // of ent, with its shard locked; fn may change the cell but must not keep ent, nor key:
-// key may alias the slot's bytes, so fn copies what it keeps (keyArena does it cheaply).
+// key may alias the slot's bytes, so fn copies what it keeps.
 // It stops when fn returns false.
 func (s *store) eachLive(nowMs int64, fn func(key string, ent *entry, i int) bool) {
 	for i := range s.shards {
@@ -433,27 +431,6 @@ func (s *store) liveIn(sh *shard, nowMs int64, fn func(key string, ent *entry, i
 
 // lockYielding takes a shard's lock for a background pass (shardlock.LockYielding).
 func lockYielding(mu *sync.Mutex) { shardlock.LockYielding(mu) }
-
-// keyArena copies keys out of their slots into chunks shared by many keys, so that a pass
-// that keeps every key (a snapshot) makes few allocations. Bytes handed out are never
-// written again.
-type keyArena struct{ buf []byte }
-
-// keep returns a copy of k that outlives the slot it came from.
-func (a *keyArena) keep(k string) string {
-	if len(k) == 0 {
-		return ""
-	}
-	if len(k) > 1024 {
-		return strings.Clone(k)
-	}
-	if cap(a.buf)-len(a.buf) < len(k) {
-		a.buf = make([]byte, 0, 4096)
-	}
-	off := len(a.buf)
-	a.buf = append(a.buf, k...)
-	return unsafe.String(&a.buf[off], len(k))
-}
 
 // sweep drops every cell older than seq-1 at nowMs and, with leases, every dead lease, and
 // the tuples left with neither. It returns the number of cells dropped.

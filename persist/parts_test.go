@@ -54,8 +54,11 @@ func TestSmallSnapshotSmall(t *testing.T) {
 		t.Fatal(err)
 	}
 	fi, err := os.Stat(filepath.Join(dir, fileName))
-	if err != nil || fi.Size() > 64<<10 {
-		t.Fatalf("snapshot of 3 tuples: %v, %d bytes", err, fi.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() > 64<<10 {
+		t.Fatalf("snapshot of 3 tuples: %d bytes", fi.Size())
 	}
 	if o, err := s.OpenOrSetAside(); err != nil || !o.Lazy() {
 		t.Fatalf("OpenOrSetAside: %v, lazy %v", err, o.Lazy())

@@ -234,9 +234,6 @@ func TestHandshakeTimeout(t *testing.T) {
 		s := srv.ConnStats()
 		return s.HandshakeTimeouts == 3 && s.Connected == 0
 	})
-	if took := time.Since(began); took > 5*time.Second {
-		t.Fatalf("slots freed after %v", took)
-	}
 	// A real client's handshake may itself take longer than 200 ms on a loaded machine: the
 	// server then closes it as it did the stalled ones, and the client tries again. Any other
 	// failure (a refusal) fails the test.
