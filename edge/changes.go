@@ -205,6 +205,13 @@ func (le *localEntry) dropViews() {
 }
 
 // sync drops le's views when l resynced since they were taken (le.mu held).
+// lock takes le's lock and drops its views when a resync outdated them (sync): every
+// place that reads or changes the views takes the lock through it.
+func (le *localEntry) lock() {
+	le.mu.Lock()
+	le.sync()
+}
+
 func (le *localEntry) sync() {
 	if g := le.link.gen.Load(); le.gen != g {
 		le.dropViews()

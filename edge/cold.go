@@ -116,8 +116,7 @@ func (e *Edge) coldEntry(l *originLink, key []byte, window, seq, now int64, limi
 	if le == nil {
 		le = e.create(l, string(key), window)
 	}
-	le.mu.Lock()
-	le.sync()
+	le.lock()
 	pending, inflight := le.unacked()
 	_, elapsed := engine.Position(now, window)
 	if pending > 0 || inflight > 0 || le.handing > 0 || now < le.strictUntil ||

@@ -604,8 +604,7 @@ func (e *Edge) freshEntry(l *originLink, key []byte, cost uint64, now int64) *lo
 	if le == nil {
 		return nil
 	}
-	le.mu.Lock()
-	le.sync()
+	le.lock()
 	if now < le.freshUntil && now >= le.strictUntil {
 		return le
 	}
@@ -648,7 +647,7 @@ func (e *Edge) refresh(ctx context.Context, l *originLink, key string, window, s
 			return le, err
 		}
 		l.succeeded(sent, now, meta)
-		le.mu.Lock()
+		le.lock()
 		e.mergeAnswer(l, le, counts[0], meta, sent, now)
 		le.mu.Unlock()
 		return le, nil
@@ -741,7 +740,7 @@ func (e *Edge) limit(ctx context.Context, t engine.Tuple, limit, cost uint64, ma
 		seq, _ := engine.Position(now, t.WindowMs)
 		le, _ = e.refresh(ctx, l, string(key), t.WindowMs, seq, now, limit, leaseWant(cost))
 		now = e.clock.NowMs()
-		le.mu.Lock()
+		le.lock()
 	}
 	seq, elapsed := engine.Position(now, t.WindowMs)
 
@@ -770,7 +769,7 @@ func (e *Edge) limit(ctx context.Context, t engine.Tuple, limit, cost uint64, ma
 			req := e.handOffRequest(l, le, limit, cost, now)
 			le.mu.Unlock()
 			hd, ok := e.handOff(ctx, l, le, req)
-			le.mu.Lock()
+			le.lock()
 			le.handing--
 			if ok {
 				le.mu.Unlock()
@@ -926,7 +925,7 @@ func (e *Edge) handOff(ctx context.Context, l *originLink, le *localEntry, req e
 	} else {
 		e.originDenied.Add(1)
 	}
-	le.mu.Lock()
+	le.lock()
 	e.mergeAnswer(l, le, cc, meta, sent, now)
 	if !d.Allowed && d.RetryAfterMs >= 0 { // cost > limit changes nothing, not even strict mode
 		e.enterStrict(le, cc.Seq, le.window)
@@ -965,7 +964,7 @@ func (e *Edge) Status(ctx context.Context, t engine.Tuple) engine.Status {
 	if fromOrigin {
 		st.Source = "origin"
 	}
-	le.mu.Lock()
+	le.lock()
 	defer le.mu.Unlock()
 	if c := le.cell(seq); c != nil {
 		st.CurrentRegional = satAdd(c.regional, satAdd(c.pending, c.inflight))

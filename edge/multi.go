@@ -161,7 +161,7 @@ func (e *Edge) entryOf(ctx context.Context, l *originLink, key []byte, window in
 
 func (m *multi) lock() {
 	for _, i := range m.order {
-		m.ts[i].le.mu.Lock()
+		m.ts[i].le.lock()
 	}
 }
 
@@ -179,8 +179,7 @@ func (m *multi) stale(now int64) uint32 {
 	split := m.split()
 	for i := range m.ts {
 		t := &m.ts[i]
-		le := t.le
-		le.sync()
+		le := t.le // synced by m.lock
 		covered := m.cost > 0 && le.leaseLeft(now, t.l.boot.Load()) >= m.cost
 		fresh := now < le.freshUntil && now >= le.strictUntil
 		if !covered && (!fresh || split) {
@@ -268,7 +267,7 @@ func (m *multi) readGroup(ctx context.Context, l *originLink, group uint32, now 
 	}
 	l.succeeded(sent, now, meta)
 	for k, le := range of[:n] {
-		le.mu.Lock()
+		le.lock()
 		e.mergeAnswer(l, le, counts[k], meta, sent, now)
 		le.mu.Unlock()
 	}
@@ -436,7 +435,7 @@ func (m *multi) handOff(ctx context.Context, mo engine.MultiOrigin, now int64, o
 	}
 	for i := range m.ts {
 		t := &m.ts[i]
-		t.le.mu.Lock()
+		t.le.lock()
 		t.le.handing--
 		e.mergeAnswer(l, t.le, ccs[i], meta, sent, now)
 		if !out[i].Allowed && out[i].RetryAfterMs >= 0 {
