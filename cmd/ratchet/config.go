@@ -188,12 +188,26 @@ func (s sizeFlag) Set(v string) error {
 }
 
 func parseSize(v string) (int64, error) {
-	units := []struct {
-		suffix string
-		mult   int64
-	}{{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"b", 1}}
-	lower := strings.ToLower(strings.TrimSpace(v))
-	mult := int64(1)
+	n, err := scaled(strings.TrimSpace(v), sizeUnits, 1<<62)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("invalid size %q (want e.g. 268435456, 256MiB, 1GiB)", v)
+	}
+	return n, nil
+}
+
+// sizeUnits are --max-memory's units: SI (kb = 1000) and binary (kib = 1024).
+var sizeUnits = []sizeUnit{{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"b", 1}}
+
+// sizeUnit is a suffix of a size and what it multiplies by.
+type sizeUnit struct {
+	suffix string
+	mult   int64
+}
+
+// scaled reads a non-negative integer followed by at most one of units (case-insensitive,
+// the first matching suffix wins), refusing results above limit.
+func scaled(v string, units []sizeUnit, limit int64) (int64, error) {
+	lower, mult := strings.ToLower(v), int64(1)
 	for _, u := range units {
 		if strings.HasSuffix(lower, u.suffix) {
 			lower, mult = strings.TrimSuffix(lower, u.suffix), u.mult
@@ -201,8 +215,8 @@ func parseSize(v string) (int64, error) {
 		}
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(lower), 10, 64)
-	if err != nil || n <= 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("invalid size %q (want e.g. 268435456, 256MiB, 1GiB)", v)
+	if err != nil || n < 0 || n > limit/mult {
+		return 0, fmt.Errorf("invalid size %q", v)
 	}
 	return n * mult, nil
 }

@@ -46,21 +46,7 @@ func (p *pushLimit) Set(v string) error {
 }
 
 // redisMemory reads a size as Redis's memtoll: b, k/kb, m/mb, g/gb (k = 1000, kb = 1024).
-func redisMemory(s string) (int64, error) {
-	units := []struct {
-		suffix string
-		mult   int64
-	}{{"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30}, {"k", 1e3}, {"m", 1e6}, {"g", 1e9}, {"b", 1}}
-	lower, mult := strings.ToLower(s), int64(1)
-	for _, u := range units {
-		if strings.HasSuffix(lower, u.suffix) {
-			lower, mult = strings.TrimSuffix(lower, u.suffix), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(lower, 10, 64)
-	if err != nil || n < 0 || n > (1<<50)/mult {
-		return 0, fmt.Errorf("invalid memory size %q", s)
-	}
-	return n * mult, nil
-}
+func redisMemory(s string) (int64, error) { return scaled(s, redisUnits, 1<<50) }
+
+// redisUnits are Redis's memory units (memtoll), unlike --max-memory's.
+var redisUnits = []sizeUnit{{"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30}, {"k", 1e3}, {"m", 1e6}, {"g", 1e9}, {"b", 1}}
