@@ -164,14 +164,9 @@ func (d *Dispatcher) serveInMulti(s *Session, w *resp.Writer, args [][]byte) {
 	}
 	mark := d.cmds.begin(s, w) // a queued command counts as it is queued
 	defer d.cmds.done(s, cmd, w, mark)
-	if cmd.Name == "rl.reset" {
+	if cmd.NotInTx != "" {
 		s.flagTx()
-		w.Error(errResetInMulti)
-		return
-	}
-	if cmd.Name == "rl.override" { // override.go
-		s.flagTx()
-		w.Error(errOverrideInMulti)
+		w.Error(cmd.NotInTx)
 		return
 	}
 	if cmd.Check != nil {

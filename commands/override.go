@@ -60,7 +60,7 @@ const defaultListCount = 1000
 
 func overrideCommands() []*Command {
 	opt := func(a ArgDoc) ArgDoc { a.Optional = true; return a }
-	return []*Command{{Name: "rl.override", Arity: -2, Group: "ratchet",
+	return []*Command{{Name: "rl.override", Arity: -2, Group: "ratchet", NotInTx: errOverrideInMulti,
 		Summary: "RL.OVERRIDE SET key window limit [NS ns] | GET key window [NS ns] | DEL key window [NS ns] | LIST [NS ns] [MATCH pattern] [COUNT n]: an operator's limit for a key or a prefix*, replacing RL.LIMIT's.",
 		Args: []ArgDoc{{Name: "subcommand", Type: "oneof", Args: []ArgDoc{
 			{Name: "set", Type: "block", Token: "SET", Args: []ArgDoc{{Name: "key", Type: "key"}, {Name: "window", Type: "string"},

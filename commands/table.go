@@ -29,6 +29,9 @@ type Command struct {
 	// Check, when set, validates the arguments (after the name) when the command is
 	// queued in a transaction, so that an error aborts the transaction at EXEC.
 	Check func(args [][]byte) error
+	// NotInTx, when set, is the error that refuses the command inside MULTI (the
+	// transaction then aborts at EXEC): a command that cannot be one isolated step of it.
+	NotInTx string
 
 	aclBit  int            // the command's bit in an ACL user's set; -1: never checked (acl.go)
 	aclSubs map[string]int // a container's subcommands' bits (CLIENT LIST: "list")
@@ -59,7 +62,7 @@ func commandTable() []*Command {
 			Args: []ArgDoc{{Name: "key", Type: "key"}, {Name: "window", Type: "string"},
 				opt(ArgDoc{Name: "namespace", Type: "string", Token: "NS"}), opt(ArgDoc{Name: "limit", Type: "integer", Token: "LIMIT"})},
 			Handler: cmdStatus, Check: func(a [][]byte) error { _, err := ParseStatus(a); return err }},
-		{Name: "rl.reset", Arity: -3, Flags: flagWrite | flagFast, FirstKey: 1, Group: "ratchet",
+		{Name: "rl.reset", Arity: -3, Flags: flagWrite | flagFast, FirstKey: 1, Group: "ratchet", NotInTx: errResetInMulti,
 			Summary: "Zeroes a key's usage in one or several windows, everywhere; returns how many held usage.",
 			Args: []ArgDoc{{Name: "key", Type: "key"}, {Name: "window", Type: "string", Multiple: true},
 				opt(ArgDoc{Name: "namespace", Type: "string", Token: "NS"})},
