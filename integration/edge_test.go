@@ -147,13 +147,23 @@ func waitCellStart(windowMs, maxElapsedMs int64) {
 func liveWindow(t testing.TB, left time.Duration, windows ...string) (string, int64) {
 	t.Helper()
 	units := map[string]int64{"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": dayMs}
-	for _, w := range windows {
-		i := strings.IndexFunc(w, func(r rune) bool { return r < '0' || r > '9' })
-		n, _ := strconv.ParseInt(w[:i], 10, 64)
-		ms := n * units[w[i:]]
-		if now := time.Now().UnixMilli(); ms-now%ms >= left.Milliseconds() {
-			return w, ms
+	// Windows that end together (1m, 2m and 3m every 6 minutes) may all be near their
+	// end: then the first one's next cell, begun within left, has it.
+	for try := 0; try < 2; try++ {
+		first := int64(0) // ms until the first window's cell ends
+		for _, w := range windows {
+			i := strings.IndexFunc(w, func(r rune) bool { return r < '0' || r > '9' })
+			n, _ := strconv.ParseInt(w[:i], 10, 64)
+			ms := n * units[w[i:]]
+			rest := ms - time.Now().UnixMilli()%ms
+			if rest >= left.Milliseconds() {
+				return w, ms
+			}
+			if first == 0 {
+				first = rest
+			}
 		}
+		time.Sleep(time.Duration(first+50) * time.Millisecond)
 	}
 	t.Fatalf("no window of %v has %v left in its current cell", windows, left)
 	return "", 0
