@@ -119,6 +119,9 @@ type localEntry struct {
 	hash   uint64 // maphash of key with the edge's seed: its cache key
 	window int64
 	link   *originLink
+	// inline holds key when it fits: a lookup's check of the key then reads the entry's
+	// own memory, which the decision reads next, instead of a cache miss of its own.
+	inline [inlineKey]byte
 
 	mu          sync.Mutex // guards the fields below
 	cells       [2]edgeCell
@@ -155,12 +158,30 @@ type localEntry struct {
 	// before a resync, or re-pended for a restarted origin, which the edge accepted without
 	// knowing the changes since (changes.go).
 	vouch uint64
+
+	// gone is set when the cache lets go of the entry (evicted, rejected, replaced), and
+	// cleared before it is offered to the cache again (remember): while it is clear, a
+	// lookup of the tuple finds this entry. siblings are the entries of the same key's
+	// other windows that multi-limit requests found beside this one (multi.go), so that
+	// such a request looks up one window and reaches the others from it.
+	gone     atomic.Bool
+	siblings atomic.Pointer[siblingSet]
 }
 
 func newLocalEntry(key string, hash uint64, window int64, link *originLink) *localEntry {
-	return &localEntry{key: []byte(key), hash: hash, window: window, link: link,
+	le := &localEntry{hash: hash, window: window, link: link,
 		cells: [2]edgeCell{{seq: emptySeq}, {seq: emptySeq}}, gen: link.gen.Load(), vouch: math.MaxUint64}
+	if len(key) <= len(le.inline) {
+		le.key = le.inline[:copy(le.inline[:], key):len(key)]
+	} else {
+		le.key = []byte(key)
+	}
+	return le
 }
+
+// inlineKey is the longest tuple key an entry holds in itself (the common ones: a
+// window, two default names and a key of up to 29 bytes).
+const inlineKey = 32
 
 // leaseLeft returns what the lease still lets this edge accept at now from origin run
 // boot.
@@ -506,6 +527,11 @@ func New(clock engine.Clock, cfg Config) (*Edge, error) {
 		BufferItems: 1024, // Gets reported to the admission policy per batch: fewer wake-ups of its goroutine
 		OnEvict:     func(*ristretto.Item[*localEntry]) { e.entries.Add(-1) },
 		OnReject:    func(*ristretto.Item[*localEntry]) { e.entries.Add(-1) },
+		OnExit: func(le *localEntry) {
+			if le != nil { // a Del of nothing exits nil
+				le.leftCache()
+			}
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("edge: local cache: %w", err)
@@ -587,7 +613,9 @@ func (e *Edge) lookup(l *originLink, key []byte) *localEntry {
 
 func (e *Edge) remember(le *localEntry) {
 	e.entries.Add(1)
+	le.gone.Store(false) // before: a rejection of this Set sets it again (OnExit)
 	if !e.cache.Set(le.hash, le, entryBytes(le)) {
+		le.gone.Store(true)
 		e.entries.Add(-1)
 	}
 }
