@@ -166,7 +166,7 @@ const siblingTouch = 8
 type siblingSet [engine.MaxLimits - 1]*localEntry
 
 // sibling returns le's sibling of window on l when the cache holds it still (then a
-// lookup of its tuple would find it: see localEntry.gone), else nil.
+// lookup of its tuple would find it: see localEntry.cached), else nil.
 func (le *localEntry) sibling(window int64, l *originLink) *localEntry {
 	set := le.siblings.Load()
 	if set == nil {
@@ -177,7 +177,7 @@ func (le *localEntry) sibling(window int64, l *originLink) *localEntry {
 			break
 		}
 		if s.window == window {
-			if s.link != l || s.gone.Load() {
+			if s.link != l || !s.cached.Load() {
 				return nil
 			}
 			return s
@@ -188,9 +188,9 @@ func (le *localEntry) sibling(window int64, l *originLink) *localEntry {
 
 // addSibling makes s le's sibling of its window, in place of one le had, when it is
 // another window of le's key and le is still cached. Concurrent calls may lose one's
-// update: that costs a lookup later, never a wrong entry (sibling checks gone).
+// update: that costs a lookup later, never a wrong entry (sibling checks cached).
 func (le *localEntry) addSibling(s *localEntry) {
-	if s == le || s.window == le.window || le.gone.Load() || !sameKey(le, s) {
+	if s == le || s.window == le.window || !le.cached.Load() || !sameKey(le, s) {
 		return
 	}
 	var set siblingSet
@@ -200,7 +200,7 @@ func (le *localEntry) addSibling(s *localEntry) {
 			return
 		}
 		for _, o := range old {
-			if o != nil && o.window != s.window && !o.gone.Load() && n < len(set)-1 {
+			if o != nil && o.window != s.window && o.cached.Load() && n < len(set)-1 {
 				set[n] = o
 				n++
 			}
@@ -223,14 +223,6 @@ func uvarintLen(v int64) int {
 		n++
 	}
 	return n
-}
-
-// leftCache records that the cache let go of le (its OnExit): le is nobody's sibling any
-// more, and lets its own go (else a chain of evicted entries, each one's siblings
-// another's, could outlive them all).
-func (le *localEntry) leftCache() {
-	le.gone.Store(true)
-	le.siblings.Store(nil)
 }
 
 // entryOf returns the entry of key, making it when there is none, in the key's flight

@@ -102,3 +102,46 @@ func TestBoundKeptDropsDeadCostFirst(t *testing.T) {
 		t.Fatalf("kept bytes %d, want %d", l.keep.bytes, live)
 	}
 }
+
+// TestPinnedEntryIndexedOnlyOnceEvicted: a pinned entry the cache holds is not in the
+// replay set's index (byKey: a map insert and delete per replayed entry, cache misses
+// with the replay set large); once the cache lets it go, it is, and a lookup finds it
+// with its unacknowledged cost; delivered, it leaves the index.
+func TestPinnedEntryIndexedOnlyOnceEvicted(t *testing.T) {
+	e, origin, clock := newInternalEdge(t)
+	tp, key, _, l := internalTuple(e, clock, "indexed")
+	for range 2 {
+		if d, err := e.Limit(context.Background(), tp, 1000, 1); err != nil || !d.Allowed {
+			t.Fatalf("Limit: %+v, %v", d, err)
+		}
+	}
+	le := e.lookup(l, key)
+	l.mu.Lock()
+	indexed, pinned, n := le.indexed, le.pinned, len(l.byKey)
+	l.mu.Unlock()
+	if !pinned || indexed || n != 0 {
+		t.Fatalf("cached and pinned: pinned %v, indexed %v, byKey holds %d; want pinned only", pinned, indexed, n)
+	}
+	e.cache.Del(maphash.Bytes(e.seed, key))
+	e.cache.Wait()
+	l.mu.Lock()
+	indexed = le.indexed
+	l.mu.Unlock()
+	if !indexed {
+		t.Fatal("the cache let the pinned entry go and the index does not hold it")
+	}
+	if got := e.lookup(l, key); got != le {
+		t.Fatalf("lookup after the eviction found %p, want the pinned entry %p", got, le)
+	}
+	for i := 0; i < 10 && e.FlushOnce(); i++ {
+	}
+	l.mu.Lock()
+	indexed, n = le.indexed, len(l.byKey)
+	l.mu.Unlock()
+	if indexed || n != 0 {
+		t.Fatalf("delivered: indexed %v, byKey holds %d", indexed, n)
+	}
+	if got := origin.Status(tp).CurrentRegional; got != 2 {
+		t.Fatalf("origin counts %d, want 2", got)
+	}
+}
