@@ -28,6 +28,10 @@ import (
 // entry locks, so multi-limit requests cannot deadlock among themselves or with others.
 // No cold allowance is spent on a multi-limit request: a tuple without lease or fresh
 // counts is read first.
+//
+// A request looks its first tuple's entry up in the cache and reaches the others from it
+// (siblingSet): each lookup is a few cache misses (ristretto's map, its admission
+// counters, the entry), and on many keys they were most of the cost of a second window.
 
 // multiTuple is one tuple of a multi-limit request at the edge.
 type multiTuple struct {
