@@ -21,9 +21,9 @@
 #        RATCHET_BENCH_EXTRA="--flag value ..."  extra flags for every ratchet process
 #        BENCH_PIN=1       pin every server to CPU 1 and redis-benchmark to CPU 0 (taskset)
 #        BENCH_TARGETS="origin edge"  run only these of: incr lua origin edge edge1s edgebase
-#                          originbase origin2 edge2 (origin2/edge2: RL.LIMIT with two
-#                          limits, the same one and a second of 1h on the same key, each
-#                          all-or-nothing)
+#                          originbase origin2 edge2 edgebase2 (origin2/edge2: RL.LIMIT with
+#                          two limits, the same one and a second of 1h on the same key,
+#                          each all-or-nothing; edgebase2: the same on BENCH_BASE's edge)
 #        BENCH_ROUNDS=N    run the targets N times in turn (default 1) and print, for every
 #                          column, the median of the N runs: on a shared, noisy machine the
 #                          rounds interleave so that a disturbance falls on all targets
@@ -116,7 +116,7 @@ warm() {
 # runs (a read of the origin each: with BENCH_BASE=HEAD, 1,221 reads against 56, and
 # 0.82x the requests/s of the same binary warmed last at -P 1).
 warm2="" # the second window too, when a two-limit target runs
-case " ${BENCH_TARGETS:-} " in *" edge2 "*) warm2=$window2 ;; esac
+case " ${BENCH_TARGETS:-} " in *" edge2 "* | *" edgebase2 "*) warm2=$window2 ;; esac
 warming=()
 warm $P_EDGE & warming+=($!)
 warm $P_EDGE1 & warming+=($!)
@@ -143,6 +143,7 @@ for space in rand hot; do
       originbase) out=$(run $pid_base_plain $P_BASE_PLAIN $pipe $space RL.LIMIT "$k" $limit $window) ;;
       origin2) out=$(run $pid_origin $P_ORIGIN $pipe $space RL.LIMIT "$k" $limit $window $limit $window2) ;;
       edge2) out=$(run "$pid_edge $pid_edge_origin" $P_EDGE $pipe $space RL.LIMIT "$k" $limit $window $limit $window2) ;;
+      edgebase2) out=$(run "$pid_base $pid_base_origin" $P_BASE $pipe $space RL.LIMIT "$k" $limit $window $limit $window2) ;;
       esac
       all[$t,$space,$pipe]+="$out;"
     done
@@ -157,7 +158,8 @@ echo "server us/req: server CPU (user+sys) per request, the edge rows adding the
 echo "client us/req: redis-benchmark's CPU per request (near 1e6/rps: the load generator is the limit)"
 printf '%-6s %-4s %-15s %12s %8s %8s %10s %10s\n' keys -P target "requests/s" "p50 ms" "p99 ms" "server us" "client us"
 declare -A names=([incr]="redis INCR" [lua]="redis Lua" [origin]="ratchet origin" [edge]="ratchet edge" [edge1s]="edge fresh 1s"
-  [edgebase]="edge ${base:0:9}" [originbase]="origin ${base:0:9}" [origin2]="origin 2 limits" [edge2]="edge 2 limits")
+  [edgebase]="edge ${base:0:9}" [originbase]="origin ${base:0:9}" [origin2]="origin 2 limits" [edge2]="edge 2 limits"
+  [edgebase2]="edge ${base:0:7} 2")
 for space in rand hot; do
   for pipe in 1 16; do
     for t in "${targets[@]}"; do
@@ -185,7 +187,9 @@ if [ -n "${rps[origin2,rand,1]:-}${rps[edge2,rand,1]:-}" ]; then
     for pipe in 1 16; do
       printf '%-6s %-4s origin %s  edge %s\n' "$space" "$pipe" \
         "$(ratio "${cpu[origin2,$space,$pipe]:-}" "${cpu[origin,$space,$pipe]:-}")" \
-        "$(ratio "${cpu[edge2,$space,$pipe]:-}" "${cpu[edge,$space,$pipe]:-}")"
+        "$(ratio "${cpu[edge2,$space,$pipe]:-}" "${cpu[edge,$space,$pipe]:-}")$(
+          [ -z "${cpu[edgebase2,$space,$pipe]:-}" ] ||
+            echo "  edge ${base:0:7} $(ratio "${cpu[edgebase2,$space,$pipe]:-}" "${cpu[edgebase,$space,$pipe]:-}")")"
     done
   done
 fi
@@ -206,6 +210,7 @@ newbase() {
 if [ -n "$base" ]; then
   newbase origin originbase origin
   newbase edge edgebase edge
+  newbase edge2 edgebase2 "two-limit edge"
 fi
 echo
 for p in $P_EDGE $P_EDGE1 ${base:+$P_BASE}; do

@@ -155,8 +155,10 @@ func (e *Edge) applyChange(l *originLink, c engine.Change) {
 }
 
 // forEachEntry calls fn for every entry of key this edge holds for l: the cached one and
-// the pinned ones (an evicted entry may still hold cost).
+// the pinned ones (an evicted entry may still hold cost), after waiting for the cache: a
+// pinned entry it was letting go is in byKey then (see originLink.pins).
 func (e *Edge) forEachEntry(l *originLink, key []byte, fn func(*localEntry)) {
+	e.cache.Wait()
 	var seen []*localEntry
 	if le := e.lookup(l, key); le != nil {
 		seen = append(seen, le)

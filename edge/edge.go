@@ -33,7 +33,9 @@ import (
 // they hold cost the origin has not acknowledged, also in their origin's replay set
 // (originLink.pins), which nothing evicts: so accepted cost is never lost by the cache.
 // Lock order: entry mutex, then originLink.mu; the flusher copies the pin set under
-// originLink.mu and then locks entries one by one.
+// originLink.mu and then locks entries one by one. The cache's goroutine takes
+// originLink.mu when it lets an entry go (leftCache), so nothing waits on the cache
+// (Wait) holding originLink.mu.
 //
 // Leases (engine/lease.go has the origin's side): an edge accepts a request locally only
 // within the lease its origin granted it on the tuple, so that the region never admits
@@ -119,6 +121,9 @@ type localEntry struct {
 	hash   uint64 // maphash of key with the edge's seed: its cache key
 	window int64
 	link   *originLink
+	// inline holds key when it fits: a lookup's check of the key then reads the entry's
+	// own memory, which the decision reads next, instead of a cache miss of its own.
+	inline [inlineKey]byte
 
 	mu          sync.Mutex // guards the fields below
 	cells       [2]edgeCell
@@ -126,7 +131,8 @@ type localEntry struct {
 	strictUntil int64       // ms; set by a denial, to the end of the next window
 	pinned      bool        // in link.pins (guarded by link.mu, read under mu)
 	pinIdx      int         // index in link.pins while pinned (guarded by link.mu)
-	sameHash    *localEntry // next pinned entry in link.byKey's chain of hash (guarded by link.mu)
+	indexed     bool        // in link.byKey (guarded by link.mu)
+	sameHash    *localEntry // next entry in link.byKey's chain of hash (guarded by link.mu)
 
 	// The lease is the tuple's, not a cell's (engine/lease.go): what is left of it at a
 	// window's end is spent in the next window, so a busy key crosses window boundaries
@@ -155,12 +161,30 @@ type localEntry struct {
 	// before a resync, or re-pended for a restarted origin, which the edge accepted without
 	// knowing the changes since (changes.go).
 	vouch uint64
+
+	// cached is set before the entry is offered to the cache (remember) and cleared when
+	// the cache lets go of it (evicted, rejected, replaced: leftCache): while it is set, a
+	// lookup of the tuple finds this entry. siblings are the entries of the same key's
+	// other windows that multi-limit requests found beside this one (multi.go), so that
+	// such a request looks up one window and reaches the others from it.
+	cached   atomic.Bool
+	siblings atomic.Pointer[siblingSet]
 }
 
 func newLocalEntry(key string, hash uint64, window int64, link *originLink) *localEntry {
-	return &localEntry{key: []byte(key), hash: hash, window: window, link: link,
+	le := &localEntry{hash: hash, window: window, link: link,
 		cells: [2]edgeCell{{seq: emptySeq}, {seq: emptySeq}}, gen: link.gen.Load(), vouch: math.MaxUint64}
+	if len(key) <= len(le.inline) {
+		le.key = le.inline[:copy(le.inline[:], key):len(key)]
+	} else {
+		le.key = []byte(key)
+	}
+	return le
 }
+
+// inlineKey is the longest tuple key an entry holds in itself (the common ones: a
+// window, two default names and a key of up to 29 bytes).
+const inlineKey = 32
 
 // leaseLeft returns what the lease still lets this edge accept at now from origin run
 // boot.
@@ -293,11 +317,17 @@ type originLink struct {
 
 	mu sync.Mutex // guards pins, byKey, cursor, batch, batchID, handed
 	// pins holds every entry with unacknowledged cost: the replay set (each entry knows
-	// its index, so removal is a swap). byKey finds them by the hash of their tuple key,
-	// for a lookup after the cache lost an entry: it holds a chain (through sameHash) of
-	// every pinned entry with that hash, and the lookup checks the key. Two entries of one
-	// key can exist (the cache evicted one while a request still held it); both stay in
-	// pins and in the chain, so either stays findable while it holds unacknowledged cost.
+	// its index, so removal is a swap). byKey finds those the cache does not hold (it let
+	// them go while pinned, or before they were) by the hash of their tuple key, for a
+	// lookup after the cache lost an entry: it holds a chain (through sameHash) of every
+	// such entry with that hash, and the lookup checks the key. A pinned entry is in the
+	// cache or in byKey, but for the moment between the cache's removal of it and its
+	// OnExit (leftCache): a caller that would make a new entry, or act on every entry of
+	// a tuple, waits for the cache first (create, forEachEntry). Two entries of one key
+	// can exist (the cache evicted one while a request still held it); both stay in pins,
+	// and the one the cache does not hold in the chain, so either stays findable while it
+	// holds unacknowledged cost. (Every pinned entry was in byKey before: a map insert and
+	// delete per replayed entry, two cache misses each with the replay set large.)
 	pins    []*localEntry
 	byKey   map[uint64]*localEntry
 	byPeak  int           // the most keys byKey held since it was last made (shrinkPins)
@@ -506,6 +536,11 @@ func New(clock engine.Clock, cfg Config) (*Edge, error) {
 		BufferItems: 1024, // Gets reported to the admission policy per batch: fewer wake-ups of its goroutine
 		OnEvict:     func(*ristretto.Item[*localEntry]) { e.entries.Add(-1) },
 		OnReject:    func(*ristretto.Item[*localEntry]) { e.entries.Add(-1) },
+		OnExit: func(le *localEntry) {
+			if le != nil { // a Del of nothing exits nil
+				e.leftCache(le)
+			}
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("edge: local cache: %w", err)
@@ -587,7 +622,9 @@ func (e *Edge) lookup(l *originLink, key []byte) *localEntry {
 
 func (e *Edge) remember(le *localEntry) {
 	e.entries.Add(1)
+	le.cached.Store(true) // before: a rejection of this Set clears it again (OnExit)
 	if !e.cache.Set(le.hash, le, entryBytes(le)) {
+		e.leftCache(le)
 		e.entries.Add(-1)
 	}
 }
@@ -665,6 +702,13 @@ func (e *Edge) refresh(ctx context.Context, l *originLink, key string, window, s
 // request reads the origin again, which loses nothing: an entry with unacknowledged cost
 // is pinned).
 func (e *Edge) create(l *originLink, key string, window int64) *localEntry {
+	// A pinned entry the cache is letting go this moment is in neither the cache nor
+	// byKey until its OnExit has run, which the cache's goroutine does before it takes
+	// anything queued after now.
+	e.cache.Wait()
+	if le := e.lookup(l, []byte(key)); le != nil {
+		return le
+	}
 	le := newLocalEntry(key, maphash.String(e.seed, key), window, l)
 	e.remember(le)
 	e.cache.Wait()
@@ -889,9 +933,9 @@ func (e *Edge) pin(l *originLink, le *localEntry) error {
 	}
 	le.pinIdx = len(l.pins)
 	l.pins = append(l.pins, le)
-	le.sameHash = l.byKey[le.hash]
-	l.byKey[le.hash] = le
-	l.byPeak = max(l.byPeak, len(l.byKey))
+	if !le.cached.Load() { // else leftCache indexes it, should the cache let it go
+		l.index(le)
+	}
 	le.pinned = true
 	full := len(l.pins) >= e.cfg.MaxBatchItems
 	l.mu.Unlock()

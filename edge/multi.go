@@ -28,6 +28,10 @@ import (
 // entry locks, so multi-limit requests cannot deadlock among themselves or with others.
 // No cold allowance is spent on a multi-limit request: a tuple without lease or fresh
 // counts is read first.
+//
+// A request looks its first tuple's entry up in the cache and reaches the others from it
+// (siblingSet): each lookup is a few cache misses (ristretto's map, its admission
+// counters, the entry), and on many keys they were most of the cost of a second window.
 
 // multiTuple is one tuple of a multi-limit request at the edge.
 type multiTuple struct {
@@ -104,6 +108,7 @@ type multi struct {
 	ts    []multiTuple // tsBuf[:n]
 	order []int        // lock order (by key): orderBuf[:n]
 	cost  uint64
+	uses  uint32 // requests this pooled value decided: siblingTouch's count
 
 	tsBuf    [engine.MaxLimits]multiTuple
 	orderBuf [engine.MaxLimits]int
@@ -123,11 +128,21 @@ func (m *multi) release() {
 // theirs, as Limit decides on the entry its read returned); without mayWait, a missing
 // one ends the request (false). With it, a missing one is made (cold: stale, so it is
 // read next), in the key's flight (entryOf); err is ctx's when it ended meanwhile.
+//
+// The first tuple's entry is looked up in the cache; the others are its siblings when
+// it knows them (siblingSet), and looked up and made its siblings otherwise.
 func (m *multi) entries(ctx context.Context, mayWait bool) (ok bool, err error) {
+	m.uses++
 	for i := range m.ts {
 		t := &m.ts[i]
 		if t.le != nil {
 			continue
+		}
+		first := m.ts[0].le
+		if i > 0 && first != nil && m.uses%siblingTouch != 0 {
+			if t.le = first.sibling(t.w, t.l); t.le != nil {
+				continue
+			}
 		}
 		if t.le = m.e.lookup(t.l, t.key); t.le == nil {
 			if !mayWait {
@@ -137,8 +152,81 @@ func (m *multi) entries(ctx context.Context, mayWait bool) (ok bool, err error) 
 				return false, err
 			}
 		}
+		if i > 0 && first != nil {
+			first.addSibling(t.le)
+		}
 	}
 	return true, nil
+}
+
+// siblingTouch: one multi-limit request in siblingTouch looks every window up in the
+// cache, siblings too, so that the cache's admission policy, which counts lookups, sees
+// the other windows of a busy key used (a fraction as often as its first): else it
+// would take them for unused, and evict them first.
+const siblingTouch = 8
+
+// siblingSet holds the entries of one key's other windows, at most one per window, from
+// its start; the rest are nil. A set is never changed: addSibling stores a new one.
+type siblingSet [engine.MaxLimits - 1]*localEntry
+
+// sibling returns le's sibling of window on l when the cache holds it still (then a
+// lookup of its tuple would find it: see localEntry.cached), else nil.
+func (le *localEntry) sibling(window int64, l *originLink) *localEntry {
+	set := le.siblings.Load()
+	if set == nil {
+		return nil
+	}
+	for _, s := range set {
+		if s == nil {
+			break
+		}
+		if s.window == window {
+			if s.link != l || !s.cached.Load() {
+				return nil
+			}
+			return s
+		}
+	}
+	return nil
+}
+
+// addSibling makes s le's sibling of its window, in place of one le had, when it is
+// another window of le's key and le is still cached. Concurrent calls may lose one's
+// update: that costs a lookup later, never a wrong entry (sibling checks cached).
+func (le *localEntry) addSibling(s *localEntry) {
+	if s == le || s.window == le.window || !le.cached.Load() || !sameKey(le, s) {
+		return
+	}
+	var set siblingSet
+	n := 0
+	if old := le.siblings.Load(); old != nil {
+		if le.sibling(s.window, s.link) == s {
+			return
+		}
+		for _, o := range old {
+			if o != nil && o.window != s.window && o.cached.Load() && n < len(set)-1 {
+				set[n] = o
+				n++
+			}
+		}
+	}
+	set[n] = s
+	le.siblings.Store(&set)
+}
+
+// sameKey reports whether a and b are tuples of one key (workspace, namespace, key) in
+// two windows: their tuple keys past the window (engine.AppendKey) are equal.
+func sameKey(a, b *localEntry) bool {
+	return bytes.Equal(a.key[uvarintLen(a.window):], b.key[uvarintLen(b.window):])
+}
+
+// uvarintLen is the length of v's uvarint encoding.
+func uvarintLen(v int64) int {
+	n := 1
+	for u := uint64(v); u >= 0x80; u >>= 7 {
+		n++
+	}
+	return n
 }
 
 // entryOf returns the entry of key, making it when there is none, in the key's flight

@@ -356,6 +356,25 @@ func (e *Edge) unpinIfIdle(l *originLink, le *localEntry) {
 	l.pins[le.pinIdx], last.pinIdx = last, le.pinIdx
 	l.pins[len(l.pins)-1] = nil
 	l.pins = l.pins[:len(l.pins)-1]
+	le.pinned = false
+	if le.indexed {
+		l.unindex(le)
+	}
+	l.mu.Unlock()
+	e.pinned.Add(-1)
+}
+
+// index puts le in byKey's chain of its hash (l.mu held).
+func (l *originLink) index(le *localEntry) {
+	le.sameHash = l.byKey[le.hash]
+	l.byKey[le.hash] = le
+	l.byPeak = max(l.byPeak, len(l.byKey))
+	le.indexed = true
+}
+
+// unindex takes le out of byKey (l.mu held), and makes byKey anew when it has shrunk
+// enough.
+func (l *originLink) unindex(le *localEntry) {
 	if head := l.byKey[le.hash]; head == le {
 		if le.sameHash != nil {
 			l.byKey[le.hash] = le.sameHash
@@ -371,13 +390,25 @@ func (e *Edge) unpinIfIdle(l *originLink, le *localEntry) {
 			}
 		}
 	}
-	le.sameHash = nil
+	le.sameHash, le.indexed = nil, false
 	if l.byPeak >= shrinkAbove && len(l.byKey)*shrinkFactor <= l.byPeak {
 		l.shrinkPins()
 	}
+}
+
+// leftCache records that the cache let go of le (its OnExit, run by the cache's
+// goroutine, or remember's when the cache dropped the Set): le is nobody's sibling any
+// more, and lets its own go (else a chain of evicted entries, each one's siblings
+// another's, could outlive them all); pinned, it goes into byKey.
+func (e *Edge) leftCache(le *localEntry) {
+	le.cached.Store(false)
+	le.siblings.Store(nil)
+	l := le.link
+	l.mu.Lock()
+	if le.pinned && !le.indexed {
+		l.index(le)
+	}
 	l.mu.Unlock()
-	le.pinned = false
-	e.pinned.Add(-1)
 }
 
 // A Go map never gives back its table: after a burst pinned many entries (a warm-up, a
@@ -394,10 +425,8 @@ const (
 // shrinkPins makes byKey and pins anew at their current size (l.mu held).
 func (l *originLink) shrinkPins() {
 	byKey := make(map[uint64]*localEntry, 2*len(l.byKey))
-	for _, p := range l.pins {
-		if _, ok := byKey[p.hash]; !ok {
-			byKey[p.hash] = l.byKey[p.hash] // the chain's head: the chain comes with it
-		}
+	for h, head := range l.byKey { // the chain comes with its head
+		byKey[h] = head
 	}
 	l.byKey, l.byPeak = byKey, len(byKey)
 	l.pins = append(make([]*localEntry, 0, 2*len(l.pins)), l.pins...)

@@ -865,7 +865,11 @@ func (s *simRun) request(slot int) {
 	se := s.slots[slot]
 	handed := se.edge.originAllowed.Load() + se.edge.originDenied.Load()
 	if s.p.evict > 0 && s.rng.Float64() < s.p.evict {
-		se.edge.cache.Del(maphash.Bytes(se.edge.seed, engine.AppendKey(nil, s.tuple)))
+		evicted := s.tuple
+		if s.sc.multi && s.rng.IntN(2) == 1 {
+			evicted = s.tuple2 // the sibling a multi-limit request reaches from the first window
+		}
+		se.edge.cache.Del(maphash.Bytes(se.edge.seed, engine.AppendKey(nil, evicted)))
 		se.edge.cache.Wait()
 	}
 	var d engine.Decision

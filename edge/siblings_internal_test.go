@@ -1,0 +1,147 @@
+package edge
+
+import (
+	"context"
+	"hash/maphash"
+	"testing"
+
+	"github.com/ratchet/ratchet/engine"
+)
+
+// TestEdgeSiblingAfterEviction: a multi-limit request reaches its key's other windows
+// through the first window's entry (siblings). Once the cache has let a sibling go and a
+// single-limit request has made the tuple a new entry, multi-limit requests must count in
+// the new entry, the one every lookup finds, and not in the old one the sibling set still
+// names: two entries of one tuple would each spend its lease.
+func TestEdgeSiblingAfterEviction(t *testing.T) {
+	e, origin, clock := newInternalEdge(t)
+	minute := engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte("k"), WindowMs: 60_000}
+	hour := minute
+	hour.WindowMs = 3_600_000
+	hourKey := engine.AppendKey(nil, hour)
+	l := e.link(hourKey)
+	ops := []engine.LimitOp{{Tuple: minute, Limit: 1000}, {Tuple: hour, Limit: 1000}}
+	out := make([]engine.Decision, len(ops))
+	both := func() {
+		t.Helper()
+		if b, err := e.LimitAll(context.Background(), ops, 1, out); err != nil || !out[b].Allowed {
+			t.Fatalf("LimitAll: %+v, %v", out, err)
+		}
+	}
+	both()
+	both()
+	first, old := e.lookup(l, engine.AppendKey(nil, minute)), e.lookup(l, hourKey)
+	if first == nil || old == nil || first.sibling(hour.WindowMs, l) != old {
+		t.Fatalf("the minute's entry does not know the hour's as its sibling (%p, %p)", first, old)
+	}
+
+	e.cache.Del(maphash.Bytes(e.seed, hourKey)) // the cache lets the hour's entry go...
+	e.cache.Wait()
+	for e.FlushOnce() { // ... and it holds nothing unacknowledged: no lookup finds it
+	}
+	if d, err := e.Limit(context.Background(), hour, 1000, 1); err != nil || !d.Allowed { // a new entry
+		t.Fatalf("Limit: %+v, %v", d, err)
+	}
+	cur := e.lookup(l, hourKey)
+	if cur == nil || cur == old {
+		t.Fatalf("the single-limit request did not make a new entry (%p, old %p)", cur, old)
+	}
+	const more = 3 // past any multiple of siblingTouch, so that the sibling set is asked
+	for range more {
+		both()
+	}
+	seq := clock.NowMs() / hour.WindowMs
+	cur.mu.Lock()
+	got := cur.cells[0].pending + cur.cells[1].pending
+	cur.mu.Unlock()
+	if got != 1+more {
+		t.Errorf("the hour's entry holds %d pending, want %d: multi-limit requests counted elsewhere", got, 1+more)
+	}
+	for i := 0; i < 10 && e.FlushOnce(); i++ {
+	}
+	if c := origin.Status(hour); c.CurrentRegional != 2+1+more || c.Sequence != seq {
+		t.Fatalf("origin counts %d in the hour, want %d", c.CurrentRegional, 2+1+more)
+	}
+}
+
+// TestBoundKeptDropsDeadCostFirst: past the unsaved bound, the kept cost of dead cells is
+// dropped before any live cost, also when the batch holding it holds live cost of a
+// longer window too (boundKept skips a batch until its first cell dies).
+func TestBoundKeptDropsDeadCostFirst(t *testing.T) {
+	e, _, clock := newInternalEdge(t)
+	l := e.links[0]
+	entry := func(name string, window int64) *localEntry {
+		key := engine.AppendKey(nil, engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte(name), WindowMs: window})
+		return newLocalEntry(string(key), maphash.Bytes(e.seed, key), window, l)
+	}
+	bytesOf := func(le *localEntry) int64 { return keptItemBytes + entryBytes(le) }
+	batch := func(id uint64, les ...*localEntry) *pendingBatch {
+		b := &pendingBatch{entries: les}
+		b.ID = id
+		for _, le := range les {
+			b.Items = append(b.Items, engine.ReplayItem{Key: le.key, Seq: clock.NowMs() / le.window, Cost: 1})
+		}
+		return b
+	}
+	meta := engine.OriginMeta{Boot: 7} // an origin that saved nothing yet
+	hourA, second, hourB := entry("a", 3_600_000), entry("b", 1000), entry("c", 3_600_000)
+	// The bound holds the first batch, not the second on top; without the dead second's
+	// cost both fit under the 7/8 that boundKept drops down to.
+	live := bytesOf(hourA) + bytesOf(hourB)
+	e.cfg.MaxUnsavedBytes = live + bytesOf(second) - 1
+	if live > e.cfg.MaxUnsavedBytes-e.cfg.MaxUnsavedBytes/8 {
+		t.Fatalf("bound %d too tight for the live cost's %d bytes", e.cfg.MaxUnsavedBytes, live)
+	}
+	e.keep(l, batch(1, hourA, second), meta, clock.NowMs()) // the live item first
+	clock.Advance(3000)                                     // the second's cell dies
+	e.keep(l, batch(2, hourB), meta, clock.NowMs())
+	if got, dropped := l.unsaved.Load(), e.unsavedDropped.Load(); got != 2 || dropped != 0 {
+		t.Fatalf("unsaved %d, dropped live %d; want the two live units kept and the dead one gone", got, dropped)
+	}
+	if l.keep.bytes != live {
+		t.Fatalf("kept bytes %d, want %d", l.keep.bytes, live)
+	}
+}
+
+// TestPinnedEntryIndexedOnlyOnceEvicted: a pinned entry the cache holds is not in the
+// replay set's index (byKey: a map insert and delete per replayed entry, cache misses
+// with the replay set large); once the cache lets it go, it is, and a lookup finds it
+// with its unacknowledged cost; delivered, it leaves the index.
+func TestPinnedEntryIndexedOnlyOnceEvicted(t *testing.T) {
+	e, origin, clock := newInternalEdge(t)
+	tp, key, _, l := internalTuple(e, clock, "indexed")
+	for range 2 {
+		if d, err := e.Limit(context.Background(), tp, 1000, 1); err != nil || !d.Allowed {
+			t.Fatalf("Limit: %+v, %v", d, err)
+		}
+	}
+	le := e.lookup(l, key)
+	l.mu.Lock()
+	indexed, pinned, n := le.indexed, le.pinned, len(l.byKey)
+	l.mu.Unlock()
+	if !pinned || indexed || n != 0 {
+		t.Fatalf("cached and pinned: pinned %v, indexed %v, byKey holds %d; want pinned only", pinned, indexed, n)
+	}
+	e.cache.Del(maphash.Bytes(e.seed, key))
+	e.cache.Wait()
+	l.mu.Lock()
+	indexed = le.indexed
+	l.mu.Unlock()
+	if !indexed {
+		t.Fatal("the cache let the pinned entry go and the index does not hold it")
+	}
+	if got := e.lookup(l, key); got != le {
+		t.Fatalf("lookup after the eviction found %p, want the pinned entry %p", got, le)
+	}
+	for i := 0; i < 10 && e.FlushOnce(); i++ {
+	}
+	l.mu.Lock()
+	indexed, n = le.indexed, len(l.byKey)
+	l.mu.Unlock()
+	if indexed || n != 0 {
+		t.Fatalf("delivered: indexed %v, byKey holds %d", indexed, n)
+	}
+	if got := origin.Status(tp).CurrentRegional; got != 2 {
+		t.Fatalf("origin counts %d, want 2", got)
+	}
+}
