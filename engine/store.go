@@ -332,6 +332,9 @@ type store struct {
 	sides   map[*entrySide]struct{}
 	// loader is a lazy load's (load.go) until every part is loaded; nil otherwise.
 	loader atomic.Pointer[loader]
+	// tracking says that changed tuples are marked in dirty (dirty.go), set at New.
+	tracking bool
+	dirty    [shardCount]dirtySet
 }
 
 func newStore(maxBytes int64) *store {
@@ -454,6 +457,7 @@ func (s *store) sweep(nowMs int64, leases bool) int64 {
 			if sl.ent.held() == 0 && sl.ent.side == nil {
 				s.bytes.Add(-tupleBytes(sl.keyLen())) // its side went with its cells and leases
 				s.tuples.Add(-1)
+				s.movedSlot(sh, j, sh.n-1)
 				sh.remove(s.hash, j)
 			}
 		}
