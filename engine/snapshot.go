@@ -32,8 +32,9 @@ type RegionCount struct {
 }
 
 // Snapshot returns every live cell (sequence >= seq-1 of its window), raw as Tuples
-// yields them. Each shard is copied under its lock, so every record is a count that was
-// really held; records of different shards may be a few microseconds apart.
+// yields them. Each tuple is copied under its shard's lock (a span of the shard's tuples
+// at a time), so every record is a count that was really held; records of different
+// spans may be a few microseconds apart.
 func (e *Engine) Snapshot() []CellRecord {
 	out := make([]CellRecord, 0, e.store.cells.Load())
 	for r := range e.Records {
@@ -61,38 +62,60 @@ type TupleRecord struct {
 // without copying the store: a shard's tuples are gathered into buffers reused from shard
 // to shard, and yielded after its lock is released, so a periodic save of a million cells
 // makes no garbage. A record (its key, cells, grants and their Foreign) is valid only
-// during the call. Shards are visited in turn, giving way between them. A snapshot reads
+// during the call. Shards are visited in turn, giving way between them, and a shard is
+// read tupleSpan tuples under each hold of its lock (the sweep removes no tuple while a
+// pass runs, so none is missed or read twice). A snapshot reads
 // the cells and the grants in this one pass: each tuple's side struct is read once, and
 // a grant's record can refer to its tuple's cell record for the key (persist).
 func (e *Engine) Tuples(yield func(TupleRecord) bool) {
 	var c tupleCapture
 	now := e.clock.NowMs()
+	e.store.passes.Add(1)
+	defer e.store.passes.Add(-1)
 	for i := range e.store.shards {
 		e.store.waitShard(i)
 		c.reset()
 		sh := &e.store.shards[i]
-		lockYielding(&sh.mu)
-		// Count the shard's grants first, to size the buffer: a loop of loads that do not
-		// depend on each other, so the CPU fetches many side structs at once, where the
-		// pass below would wait for each in turn (most are not in cache).
-		n := 0
-		for j := range sh.n {
-			if sd := sh.at(j).ent.side; sd != nil {
-				n += len(sd.leases.grants)
+		// A shard is read tupleSpan slots at a time, each under one hold of its lock: a
+		// request waits for a span, not the shard (40,000 tuples at 10M). Between two
+		// spans the sweep removes nothing (passes), so no slot moves; a tuple inserted
+		// meanwhile is read if it comes before the end, and is marked changed (Dirty).
+		for j := 0; ; {
+			lockYielding(&sh.mu)
+			end := min(sh.n, j+tupleSpan)
+			if j == 0 {
+				// Count the span's grants first, to size the buffer: a loop of loads that
+				// do not depend on each other, so the CPU fetches many side structs at
+				// once, where the pass below would wait for each in turn.
+				n := 0
+				for k := j; k < end; k++ {
+					if sd := sh.at(k).ent.side; sd != nil {
+						n += len(sd.leases.grants)
+					}
+				}
+				c.leases = slices.Grow(c.leases, n)
+			}
+			c.begin(e) // under this hold: a reset may have come since the last
+
+			for ; j < end; j++ {
+				c.add(e, sh, j, now, false)
+			}
+			more := j < sh.n
+			sh.mu.Unlock()
+			if !more {
+				break
 			}
 		}
-		c.leases = slices.Grow(c.leases, n)
-		c.begin(e)
-		for j := range sh.n {
-			c.add(e, sh, j, now, false)
-		}
-		sh.mu.Unlock()
 		if !c.yield(e, yield) {
 			return
 		}
 		runtime.Gosched()
 	}
 }
+
+// tupleSpan is the number of slots Tuples reads under one hold of a shard's lock (about
+// 100 µs).
+const tupleSpan = 1024
 
 // tupleCapture gathers the records of one shard's tuples under its lock, into buffers
 // reused from shard to shard (Tuples, Dirty), and yields them once the lock is released.

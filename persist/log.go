@@ -283,6 +283,7 @@ type logSet struct {
 	partAt  []int  // part p's records are offs[partAt[p]:partAt[p+1]]
 	last    []byte // the last frame's body
 	lastTup [2]int // where the last frame's tuple section lies in last
+	leased  []int  // the offsets of the records with grants
 }
 
 // readLogs reads the logs of dir whose gen is at least base, logging what it ignores.
@@ -383,14 +384,17 @@ func (ls *logSet) scanFrame(body []byte, order []int, parts []int32) ([2]int, []
 			err = td.err
 		}
 		if err != nil {
-			ls.tuples = ls.tuples[:base]
+			ls.drop(base)
 			return [2]int{}, order[:len(order)-int(k)], parts[:len(parts)-int(k)], fmt.Errorf("tuple %d: %w", k, err)
 		}
 		order = append(order, at)
 		parts = append(parts, int32(t.Part))
+		if len(t.Leases) > 0 {
+			ls.leased = append(ls.leased, at)
+		}
 	}
 	if k != n {
-		ls.tuples = ls.tuples[:base]
+		ls.drop(base)
 		return [2]int{}, order[:len(order)-int(k)], parts[:len(parts)-int(k)], fmt.Errorf("%d tuples, the frame says %d", k, n)
 	}
 	for _, c := range []struct {
@@ -402,7 +406,7 @@ func (ls *logSet) scanFrame(body []byte, order []int, parts []int32) ([2]int, []
 		{overridesBucket, func() error { _, _, err := readSection(&r, overridesBucket, decodeOverride); return err }},
 	} {
 		if err := c.fn(); err != nil {
-			ls.tuples = ls.tuples[:base]
+			ls.drop(base)
 			return [2]int{}, order[:len(order)-int(k)], parts[:len(parts)-int(k)], err
 		}
 	}
@@ -413,7 +417,7 @@ func (ls *logSet) scanFrame(body []byte, order []int, parts []int32) ([2]int, []
 		r.d.err = fmt.Errorf("%d bytes after the frame", len(body)-r.d.p)
 	}
 	if r.d.err != nil {
-		ls.tuples = ls.tuples[:base]
+		ls.drop(base)
 		return [2]int{}, order[:len(order)-int(k)], parts[:len(parts)-int(k)], r.d.err
 	}
 	return [2]int{lo, hi}, order, parts, nil
@@ -484,6 +488,14 @@ func decodeTuple(d *decoder, str string, cells []engine.CellRecord) (engine.Tupl
 	return t, d.err
 }
 
+// drop drops the records from offset base on (a frame found bad).
+func (ls *logSet) drop(base int) {
+	ls.tuples = ls.tuples[:base]
+	for len(ls.leased) > 0 && ls.leased[len(ls.leased)-1] >= base {
+		ls.leased = ls.leased[:len(ls.leased)-1]
+	}
+}
+
 // sortByPart orders the records' offsets by part (a counting sort: log order within a
 // part).
 func (ls *logSet) sortByPart(order []int, parts []int32) {
@@ -503,8 +515,8 @@ func (ls *logSet) sortByPart(order []int, parts []int32) {
 	}
 }
 
-// each calls fn with every tuple record of the logs, in log order when ordered, else in
-// part order. Its keys alias the logs' bytes.
+// each calls fn with every tuple record of the logs, in log order. Its keys alias the
+// logs' bytes.
 func (ls *logSet) each(fn func(engine.TupleRecord)) {
 	str := unsafe.String(unsafe.SliceData(ls.tuples), len(ls.tuples))
 	var cells []engine.CellRecord
@@ -576,6 +588,11 @@ func (ls *logSet) apply(snap *Snapshot, cells bool) error {
 		leased[l.Key] = true
 	}
 	latest := make(map[string][]engine.LeaseRecord)
+	// Every record when the cells are wanted or there are grants (a record without grants
+	// drops its tuple's earlier ones); else none.
+	if !cells && len(snap.Leases) == 0 && len(ls.leased) == 0 {
+		return nil
+	}
 	ls.each(func(t engine.TupleRecord) {
 		if cells {
 			for _, c := range t.Cells {
