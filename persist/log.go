@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"iter"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,7 +31,7 @@ import (
 // before the save returns, so a kill -9 loses at most the saves' interval, as with whole
 // files; the save's time follows the write rate, not the store's size.
 //
-// Files: the base records its generation G (meta "gen"); the logs are snapshot.log.<gen>.
+// Files: the base records its generation G (meta "gen"); the logs are snapshot.db.log.<gen>.
 // A load reads the base and then the frames of every log whose gen is at least G, in gen
 // order: a tuple's cells merge with max (a cell's counts only grow, saved raw: reset
 // records cancel, engine.Tuples), its lease grants are those of its last record, and the
@@ -66,8 +67,8 @@ import (
 //	varint saved_ms | runs | tuples | kv | resets | overrides | uvarint horizon stamp |
 //	uvarint len(horizon region) | horizon region | uvarint change version
 //
-// where each of runs, tuples, kv, resets and overrides is uvarint count | uvarint bytes |
-// its records, encoded as in the base's buckets (save.go) but for a tuple:
+// where each of runs, tuples, kv, resets and overrides is uint32 count | uint32 bytes
+// (big endian: written in place once the records are) | its records, encoded as in the base's buckets (save.go) but for a tuple:
 //
 //	uvarint part | uvarint len(key) | key | uvarint cells | per cell: a cell record
 //	(appendCell) with an empty key | uvarint grants | per grant: uvarint len(run) | run |
@@ -188,26 +189,28 @@ func (w *logWriter) close() error {
 
 // frameEncoder encodes one frame's body after the frame header.
 type frameEncoder struct {
-	buf, sec []byte
-	n        uint64 // tuple records
+	buf []byte
 }
 
-// section appends a section of the records recs yields, each encoded by enc.
+// frameSection appends a section of the records recs yields, each encoded by enc.
 func frameSection[T any](f *frameEncoder, recs iter.Seq[T], enc func([]byte, T) ([]byte, error)) (uint64, error) {
-	f.sec = f.sec[:0]
+	at := len(f.buf)
+	f.buf = append(f.buf, make([]byte, 8)...)
 	var n uint64
 	if recs != nil {
 		for r := range recs {
 			var err error
-			if f.sec, err = enc(f.sec, r); err != nil {
+			if f.buf, err = enc(f.buf, r); err != nil {
 				return 0, fmt.Errorf("record %d: %w", n, err)
 			}
 			n++
 		}
 	}
-	f.buf = binary.AppendUvarint(f.buf, n)
-	f.buf = binary.AppendUvarint(f.buf, uint64(len(f.sec)))
-	f.buf = append(f.buf, f.sec...)
+	if n > math.MaxUint32 || len(f.buf)-at-8 > maxFrameLen {
+		return 0, fmt.Errorf("%d records of %d bytes", n, len(f.buf)-at-8)
+	}
+	binary.BigEndian.PutUint32(f.buf[at:], uint32(n))
+	binary.BigEndian.PutUint32(f.buf[at+4:], uint32(len(f.buf)-at-8))
 	return n, nil
 }
 
@@ -357,9 +360,19 @@ type frameReader struct {
 
 // section returns the next section's record count and bytes.
 func (r *frameReader) section() (uint64, []byte) {
-	n := r.d.uvarint()
-	lo, hi := r.d.span("section")
-	return n, r.d.b[lo:hi]
+	d := &r.d
+	if d.err != nil || len(d.b)-d.p < 8 {
+		d.err = cmp.Or(d.err, errors.New("torn section header"))
+		return 0, nil
+	}
+	n, size := binary.BigEndian.Uint32(d.b[d.p:]), int(binary.BigEndian.Uint32(d.b[d.p+4:]))
+	d.p += 8
+	if size > len(d.b)-d.p {
+		d.err = fmt.Errorf("section of %d bytes, %d left", size, len(d.b)-d.p)
+		return 0, nil
+	}
+	d.p += size
+	return uint64(n), d.b[d.p-size : d.p]
 }
 
 // scanFrame checks a frame's body and appends its tuple records to ls.tuples (their
@@ -370,11 +383,12 @@ func (ls *logSet) scanFrame(body []byte, order []int, parts []int32) ([2]int, []
 	if _, _, err := readSection(&r, runsBucket, decodeRun); err != nil {
 		return [2]int{}, order, parts, err
 	}
-	n := r.d.uvarint()
-	lo, hi := r.d.span("tuples")
+	n, sec := r.section()
+	hi := r.d.p
+	lo := hi - len(sec)
 	base := len(ls.tuples)
-	ls.tuples = append(ls.tuples, body[lo:hi]...)
-	td := decoder{b: ls.tuples[:base+hi-lo], p: base}
+	ls.tuples = append(ls.tuples, sec...)
+	td := decoder{b: ls.tuples[:base+len(sec)], p: base}
 	str := unsafe.String(unsafe.SliceData(ls.tuples), len(ls.tuples))
 	var k uint64
 	for ; td.p < len(td.b); k++ {

@@ -66,6 +66,10 @@ const (
 	//	       reference 0).
 	//	overrides: RL.OVERRIDE's records, chunked as cells, with "overrides_count" and
 	//	       "overrides_crc32c" in meta: see overrides.go. Optional when loading.
+	//	       meta "gen" (8 bytes, big endian; optional, 0 without) is the file's
+	//	       generation: the delta logs beside it named snapshot.db.log.<gen> with a gen
+	//	       at least its own hold the changes since (log.go: incremental saves, their
+	//	       frame format and their compaction), applied by every load.
 	//
 	// Records are written in the order Save is given them, unsorted; Load sorts the cells
 	// and merges records of the same key and sequence. A chunk is one bbolt value, so a save

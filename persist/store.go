@@ -2,7 +2,10 @@
 // live cells, its counter keyspace, its edge runs' replay marks and its lease grants.
 //
 // Save writes a fresh file and renames it over the old one only once it is complete and
-// on disk, so a crash leaves the last good snapshot in place; Run saves periodically.
+// on disk, so a crash leaves the last good snapshot in place; Run saves periodically. An
+// origin's saves are incremental (log.go): after the first, each appends the tuples
+// changed since the last one to a delta log beside the file, which a compaction folds
+// into a new file in the background.
 // Load reads the current format only (formatVersion, whose comment gives the layout);
 // LoadOrSetAside moves a file that does not load aside, so no save overwrites it and the
 // process starts empty. Open locks the directory (a flock on its LOCK file), so two
@@ -95,7 +98,8 @@ type Stats struct {
 	// LastDuration is how long the last successful save took.
 	LastDuration time.Duration
 	// LastCells is the number of records the last successful save wrote (one per cell:
-	// the engine's snapshot holds no duplicates).
+	// the engine's snapshot holds no duplicates); for a frame of the delta log (log.go),
+	// the number of tuples it holds.
 	LastCells uint64
 	// LastKV is the number of counter keys the last successful save wrote.
 	LastKV uint64
