@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unsafe"
 
 	"github.com/ratchet/ratchet/engine"
@@ -675,4 +676,31 @@ func (s *Store) applyLogs(snap *Snapshot, size int64, o *Opened, adopt bool) err
 		s.saveMu.Unlock()
 	}
 	return nil
+}
+
+// pacer keeps a compaction to a share of a thread: it runs for compactSlice, then pauses
+// (compactShareOf-1) times as long, so that the requests keep the CPU of a small
+// machine. A compaction is in no hurry: frames hold what it has not written.
+type pacer struct {
+	start time.Time
+	n     int
+}
+
+const (
+	compactSlice   = 4 * time.Millisecond
+	compactShareOf = 3 // a third of a thread
+)
+
+// step is called for each tuple written; every 256th it checks the time.
+func (p *pacer) step() {
+	if p == nil {
+		return
+	}
+	if p.n++; p.n&255 != 0 {
+		return
+	}
+	if busy := time.Since(p.start); busy >= compactSlice {
+		time.Sleep(busy * (compactShareOf - 1))
+		p.start = time.Now()
+	}
 }

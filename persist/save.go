@@ -421,6 +421,9 @@ func (s *Store) save(src Source, now time.Time, gen uint64, stop *atomic.Bool) (
 	var extra []metaValue
 	if src.Tuples != nil {
 		t := tupleEncoder{lease: &enc, cbuf: buf, cends: ends, lbuf: lbuf, lends: lends, ncells: cells.count, nleases: leases.count, stop: stop}
+		if stop != nil { // a compaction: in the background, it takes a share of a thread
+			t.pace = &pacer{start: time.Now()}
+		}
 		if stream { // the cells in a buffer of their own, written as they come
 			t.cbuf, t.cends, t.db, t.parts = s.cbuf[:0], s.cends[:0], db, make([]uint64, engine.Parts+1)
 		}
@@ -564,6 +567,7 @@ type tupleEncoder struct {
 	db              *bolt.DB
 	spilled, crc    uint32
 	stop            *atomic.Bool // set: stop with errClosed (nil: never)
+	pace            *pacer       // a compaction's (nil: none)
 }
 
 // spill writes the complete chunks of cbuf to db, when they are spillBytes or more, and
@@ -619,6 +623,7 @@ func (t *tupleEncoder) encode(tuples iter.Seq[engine.TupleRecord]) (err error) {
 		if t.stop != nil && t.stop.Load() {
 			return errClosed
 		}
+		t.pace.step()
 		if t.parts != nil && r.Part != part {
 			if r.Part < part || r.Part >= engine.Parts {
 				return fmt.Errorf("tuple of part %d after part %d", r.Part, part)
