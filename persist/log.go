@@ -288,6 +288,7 @@ type logSet struct {
 	last    []byte // the last frame's body
 	lastTup [2]int // where the last frame's tuple section lies in last
 	leased  []int  // the offsets of the records with grants
+	scratch []engine.CellRecord // scanFrame's, reused from record to record
 }
 
 // readLogs reads the logs of dir whose gen is at least base, logging what it ignores.
@@ -394,7 +395,8 @@ func (ls *logSet) scanFrame(body []byte, order []int, parts []int32) ([2]int, []
 	var k uint64
 	for ; td.p < len(td.b); k++ {
 		at := td.p
-		t, err := decodeTuple(&td, str, nil)
+		t, err := decodeTuple(&td, str, ls.scratch[:0])
+		ls.scratch = t.Cells
 		if err == nil {
 			err = td.err
 		}
