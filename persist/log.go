@@ -280,14 +280,14 @@ func encodeFrame(buf []byte, src Source, savedMs int64) (_ []byte, n, nkv uint64
 // every frame, by part, and the small sections of the last frame.
 type logSet struct {
 	frames  int
-	bytes   int64  // of the log files read
-	maxGen  uint64 // the highest gen of a log in the directory
-	tuples  []byte // every frame's tuple records, one after the other
-	offs    []int  // the records' offsets in tuples, in part order (log order within a part)
-	partAt  []int  // part p's records are offs[partAt[p]:partAt[p+1]]
-	last    []byte // the last frame's body
-	lastTup [2]int // where the last frame's tuple section lies in last
-	leased  []int  // the offsets of the records with grants
+	bytes   int64               // of the log files read
+	maxGen  uint64              // the highest gen of a log in the directory
+	tuples  []byte              // every frame's tuple records, one after the other
+	offs    []int               // the records' offsets in tuples, in part order (log order within a part)
+	partAt  []int               // part p's records are offs[partAt[p]:partAt[p+1]]
+	last    []byte              // the last frame's body
+	lastTup [2]int              // where the last frame's tuple section lies in last
+	leased  []int               // the offsets of the records with grants
 	scratch []engine.CellRecord // scanFrame's, reused from record to record
 }
 
