@@ -673,6 +673,8 @@ func (s *Store) applyLogs(snap *Snapshot, size int64, o *Opened, adopt bool) err
 	if adopt {
 		s.saveMu.Lock()
 		s.baseGen, s.baseBytes, s.logBytes = snap.gen, size, ls.bytes
+		s.logSize.Store(s.logBytes)
+		s.baseSize.Store(s.baseBytes)
 		s.logGen = max(s.logGen, snap.gen, ls.maxGen) + 1
 		s.incremental = true
 		s.saveMu.Unlock()
@@ -682,10 +684,14 @@ func (s *Store) applyLogs(snap *Snapshot, size int64, o *Opened, adopt bool) err
 
 // pacer keeps a compaction to a share of a thread: it runs for compactSlice, then pauses
 // (compactShareOf-1) times as long, so that the requests keep the CPU of a small
-// machine. A compaction is in no hurry: frames hold what it has not written.
+// machine, unless the logs grew past half the base meanwhile (a fast write rate at a
+// large store): then it runs at full speed.
 type pacer struct {
 	start time.Time
 	n     int
+	// behind reports that the logs have grown past half the base meanwhile: the
+	// compaction then runs at full speed, so that the logs a restart reads stay bounded.
+	behind func() bool
 }
 
 const (
@@ -702,7 +708,9 @@ func (p *pacer) step() {
 		return
 	}
 	if busy := time.Since(p.start); busy >= compactSlice {
-		time.Sleep(busy * (compactShareOf - 1))
+		if !p.behind() {
+			time.Sleep(busy * (compactShareOf - 1))
+		}
 		p.start = time.Now()
 	}
 }

@@ -241,6 +241,7 @@ func (s *Store) frame(src Source, now time.Time) (n, nkv uint64, err error) {
 		return 0, 0, err
 	}
 	s.logBytes += s.logw.size - before
+	s.logSize.Store(s.logBytes)
 	if cap(s.fbuf) > 2*len(s.fbuf)+1<<20 {
 		s.fbuf = nil // the store's writes slowed down: give the memory back
 	}
@@ -288,6 +289,8 @@ func (s *Store) based(gen uint64) {
 	if fi, err := os.Stat(filepath.Join(s.dir, fileName)); err == nil {
 		s.baseBytes = fi.Size()
 	}
+	s.logSize.Store(s.logBytes)
+	s.baseSize.Store(s.baseBytes)
 	gens, err := logGens(s.dir)
 	if err != nil {
 		s.log.Warn("cannot list the snapshot logs to delete those the new base holds", "error", err)
@@ -422,7 +425,7 @@ func (s *Store) save(src Source, now time.Time, gen uint64, stop *atomic.Bool) (
 	if src.Tuples != nil {
 		t := tupleEncoder{lease: &enc, cbuf: buf, cends: ends, lbuf: lbuf, lends: lends, ncells: cells.count, nleases: leases.count, stop: stop}
 		if stop != nil { // a compaction: in the background, it takes a share of a thread
-			t.pace = &pacer{start: time.Now()}
+			t.pace = &pacer{start: time.Now(), behind: func() bool { return s.logSize.Load() > s.baseSize.Load()/2 }}
 		}
 		if stream { // the cells in a buffer of their own, written as they come
 			t.cbuf, t.cends, t.db, t.parts = s.cbuf[:0], s.cends[:0], db, make([]uint64, engine.Parts+1)

@@ -70,6 +70,9 @@ type Store struct {
 	compactions sync.WaitGroup
 	closing     atomic.Bool // Close stops a compaction
 	lastFull    atomic.Bool // the last save wrote the whole file
+	// logSize and baseSize are logBytes and baseBytes, for a compaction to read without
+	// saveMu.
+	logSize, baseSize atomic.Int64
 	// sizeHint is the size of the last snapshot loaded: the first save after a restart
 	// allocates its buffer once at that size rather than growing it by doubling (848 ms
 	// instead of ~200 ms at 1M cells, most of it GC assists of the growing allocations).
