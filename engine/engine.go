@@ -105,6 +105,7 @@ func New(clock Clock, cfg Config) *Engine {
 	e := &Engine{clock: clock, store: newStore(cfg.MaxMemoryBytes), log: log, region: cfg.Region,
 		leaseTTLMs: max(cfg.LeaseTTL.Milliseconds(), 1), boot: clock.NowMs(), snapshots: cfg.Snapshots,
 		standalone: cfg.Standalone}
+	e.store.tracking = cfg.Snapshots // persist saves the tuples changed since its last save
 	e.coldPPM = coldPPM(cfg.ColdShare)
 	e.overrides = NewOverrides(clock, cfg.Region, cfg.MaxOverrides)
 	e.overrides.onChange = func(r *override) { // in the feed (and marked dirty), in the table's order
@@ -192,6 +193,7 @@ func (e *Engine) decideLocked(sh *shard, h uint32, key []byte, windowMs int64, l
 			c.regional = satAdd(c.regional, cost)
 			c.seeLimit(limit)
 			e.markDirty()
+			e.store.markTuple(sh, h, key)
 		}
 	}
 	*dOut = d

@@ -214,6 +214,7 @@ func (e *Engine) lease(sh *shard, h uint32, key []byte, ent *entry, run *runMark
 		// The edge accepts no more under this lease: what it spent is all it holds.
 		gr.g, gr.seq = gr.spent, e.nextLeaseSeq()
 		e.markDirty() // leases are saved too
+		e.store.markTuple(sh, h, key)
 	}
 	if want {
 		var cur, prev cell
@@ -235,6 +236,7 @@ func (e *Engine) lease(sh *shard, h uint32, key []byte, ent *entry, run *runMark
 			gr.seq = e.nextLeaseSeq()
 			gr.until = now + e.leaseTTLMs + leaseGraceMs
 			e.markDirty()
+			e.store.markTuple(sh, h, key)
 		}
 	}
 	return gr.held(now), gr.seq

@@ -2,8 +2,10 @@ package engine
 
 import (
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Loading a snapshot in the background (LoadLazily): an origin that restarts serves at once,
@@ -33,6 +35,10 @@ func partOf(h uint64) int { return int(h%shardCount)*loadParts + int(h>>8)%loadP
 // locked): 1/16384 of the snapshot, so that a request rarely waits for more than its own
 // part, and the reads of the snapshot are few.
 const loadBatch = 16
+
+// loadSliceMs is how long the background load runs before it pauses as long: it takes
+// half a thread, so that on a small machine the requests keep most of the CPU.
+const loadSliceMs = 2
 
 // loader is a lazy load's state (3 MiB), the store's until every part is loaded.
 type loader struct {
@@ -129,8 +135,20 @@ func (e *Engine) LoadLazily(load func(from, to int)) <-chan struct{} {
 	s.loader.Store(l)
 	done := make(chan struct{})
 	go func() {
+		slice := e.clock.NowMs()
 		for i := 0; i < Parts; i += loadBatch {
 			l.ensureBatch(i, i+loadBatch)
+			// Give way after each batch (a few hundred microseconds at 10M cells): with
+			// few threads a request ready to run would otherwise wait for the loader's
+			// preemption (10 ms) for a thread. And take half a thread at most: after
+			// each loadSliceMs of loading, pause as long (the requests that need a part
+			// not loaded yet load it themselves meanwhile).
+			if now := e.clock.NowMs(); now-slice >= loadSliceMs {
+				time.Sleep(time.Duration(now-slice) * time.Millisecond)
+				slice = e.clock.NowMs()
+			} else {
+				runtime.Gosched()
+			}
 		}
 		s.loader.Store(nil) // a goroutine that still holds l finds every part loaded
 		close(done)

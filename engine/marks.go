@@ -45,7 +45,15 @@ const MaxRunLen = 1024
 // applied again: counted twice), never lack one they claim (it would be lost). Each mark
 // read is remembered as the run's capture: RunsSaved, once the save is on disk, makes it
 // the run's durable mark, which replay answers report to the edge.
-func (e *Engine) Runs(yield func(RunRecord) bool) {
+func (e *Engine) Runs(yield func(RunRecord) bool) { e.runs(true, yield) }
+
+// RunMarks is Runs without remembering the marks as captured: for a save whose records
+// are not what RunsSaved is told of (a compaction of persist's log, made beside the
+// saves that tell it).
+func (e *Engine) RunMarks(yield func(RunRecord) bool) { e.runs(false, yield) }
+
+// runs is Runs, remembering the marks read as captured when capture is set.
+func (e *Engine) runs(capture bool, yield func(RunRecord) bool) {
 	e.nodes.mu.Lock()
 	out := make([]RunRecord, 0, len(e.nodes.runs))
 	marks := make([]*runMarks, 0, len(e.nodes.runs))
@@ -58,8 +66,10 @@ func (e *Engine) Runs(yield func(RunRecord) bool) {
 		m.apply.Lock()
 		out[i].Applied, out[i].Hands = m.lastBatch.Load(), m.hands.Load()
 		m.apply.Unlock()
-		m.captured.Store(out[i].Applied)
-		m.capturedHands.Store(out[i].Hands)
+		if capture {
+			m.captured.Store(out[i].Applied)
+			m.capturedHands.Store(out[i].Hands)
+		}
 	}
 	for _, r := range out {
 		if !yield(r) {

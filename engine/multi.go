@@ -218,6 +218,7 @@ func (e *Engine) decideAllLocked(at []located, limits []uint64, cost uint64, ext
 			c := &ent.cells[j]
 			c.regional = satAdd(c.regional, cost)
 			c.seeLimit(limits[i])
+			e.store.markTuple(at[i].sh, at[i].h, at[i].key)
 		}
 	}
 	e.markDirty()

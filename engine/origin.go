@@ -445,6 +445,7 @@ func (e *Engine) applyReplay(sh *shard, h uint32, ent *entry, it ReplayItem, w i
 	c := &ent.cells[i]
 	c.regional = satAdd(c.regional, it.Cost)
 	e.markDirty()
+	e.store.markTuple(sh, h, it.Key)
 	c.seeLimit(it.Limit)
 	if ent.side != nil && run != nil {
 		// The run's cost is counted now: its lease no longer reserves it. The grant hears
@@ -523,6 +524,7 @@ func (e *Engine) handedReserve(sh *shard, h uint32, key []byte, run *runMarks, r
 		// What the edge gave back: it holds only what it accepted and has not replayed.
 		gr.g = max(gr.spent, min(gr.g, satAdd(gr.spent, extra)))
 		e.markDirty() // leases are saved too
+		e.store.markTuple(sh, h, key)
 	}
 	others, own := ls.reserved(run, now)
 	return satAdd(satAdd(others, e.coldReserve(limit)), max(own, extra))

@@ -151,9 +151,11 @@ func (e *Engine) MergeComponents(comps []Component) (changed int) {
 				cl.regional = capCount(c.Count)
 				e.store.setPublished(ent, i, max(ent.published(i), cl.regional)) // the peers have it already
 				changed++
+				e.store.markTuple(sh, h, c.Key)
 			}
 		} else if e.store.raise(ent, i, region, c.Count) {
 			changed++
+			e.store.markTuple(sh, h, c.Key)
 		}
 		sh.mu.Unlock()
 	}

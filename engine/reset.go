@@ -239,6 +239,7 @@ func (e *Engine) resetKey(key []byte, w int64) (bool, error) {
 	r.untilMs = max(r.untilMs, (now/w+2)*w)
 	r.unpublished = true
 	e.markDirty()
+	e.store.markTuple(sh, h, key)
 	return held, nil
 }
 
@@ -337,6 +338,7 @@ func (e *Engine) mergeReset(c Component, w, now int64) (raised, lowered bool) {
 		return true, false
 	}
 	cl := &ent.cells[i]
+	e.store.markTuple(sh, h, c.Key) // what a save holds of it is raw, but may grow: see Tuples
 	if c.Region == e.region {
 		d := min(cl.regional, delta)
 		cl.regional -= d

@@ -32,8 +32,9 @@ type RegionCount struct {
 }
 
 // Snapshot returns every live cell (sequence >= seq-1 of its window), raw as Tuples
-// yields them. Each shard is copied under its lock, so every record is a count that was
-// really held; records of different shards may be a few microseconds apart.
+// yields them. Each tuple is copied under its shard's lock (a span of the shard's tuples
+// at a time), so every record is a count that was really held; records of different
+// spans may be a few microseconds apart.
 func (e *Engine) Snapshot() []CellRecord {
 	out := make([]CellRecord, 0, e.store.cells.Load())
 	for r := range e.Records {
@@ -61,126 +62,180 @@ type TupleRecord struct {
 // without copying the store: a shard's tuples are gathered into buffers reused from shard
 // to shard, and yielded after its lock is released, so a periodic save of a million cells
 // makes no garbage. A record (its key, cells, grants and their Foreign) is valid only
-// during the call. Shards are visited in turn, giving way between them. A snapshot reads
+// during the call. Shards are visited in turn, giving way between them, and a shard is
+// read tupleSpan tuples under each hold of its lock (the sweep removes no tuple while a
+// pass runs, so none is missed or read twice). A snapshot reads
 // the cells and the grants in this one pass: each tuple's side struct is read once, and
 // a grant's record can refer to its tuple's cell record for the key (persist).
 func (e *Engine) Tuples(yield func(TupleRecord) bool) {
-	type span struct{ off, n int }
-	type tupleAt struct {
-		key, cells, leases span
-		part               int
-	}
-	var (
-		tuples  []tupleAt
-		order   []int // tuples' indexes in part order
-		keys    []byte
-		cells   []CellRecord
-		fAt     []span // per cell, its foreign components in foreign
-		foreign []RegionCount
-		leases  []LeaseRecord
-	)
+	var c tupleCapture
 	now := e.clock.NowMs()
+	e.store.passes.Add(1)
+	defer e.store.passes.Add(-1)
 	for i := range e.store.shards {
 		e.store.waitShard(i)
-		tuples, keys, cells, fAt, foreign, leases = tuples[:0], keys[:0], cells[:0], fAt[:0], foreign[:0], leases[:0]
+		c.reset()
 		sh := &e.store.shards[i]
-		lockYielding(&sh.mu)
-		// Count the shard's grants first, to size the buffer: a loop of loads that do not
-		// depend on each other, so the CPU fetches many side structs at once, where the
-		// pass below would wait for each in turn (most are not in cache).
-		n := 0
-		for j := range sh.n {
-			if sd := sh.at(j).ent.side; sd != nil {
-				n += len(sd.leases.grants)
-			}
-		}
-		leases = slices.Grow(leases, n)
-		named := !e.regions.empty() // read under the shard's lock
-		reset := e.resets.count.Load() > 0
-		for j := range sh.n {
-			sl := sh.at(j)
-			key := sh.keyOf(sl)
-			t := tupleAt{cells: span{len(cells), 0}, leases: span{len(leases), 0}}
-			if w := windowOfKey(key); w > 0 {
-				var r *tupleReset // the cells are saved raw: plus what resets cancelled (reset.go)
-				if reset {
-					r = sh.resets[key]
-				}
-				for k := range sl.ent.cells {
-					c := &sl.ent.cells[k]
-					if !c.live(w, now) {
-						continue
+		// A shard is read tupleSpan slots at a time, each under one hold of its lock: a
+		// request waits for a span, not the shard (40,000 tuples at 10M). Between two
+		// spans the sweep removes nothing (passes), so no slot moves; a tuple inserted
+		// meanwhile is read if it comes before the end, and is marked changed (Dirty).
+		for j := 0; ; {
+			lockYielding(&sh.mu)
+			end := min(sh.n, j+tupleSpan)
+			if j == 0 {
+				// Count the span's grants first, to size the buffer: a loop of loads that
+				// do not depend on each other, so the CPU fetches many side structs at
+				// once, where the pass below would wait for each in turn.
+				n := 0
+				for k := j; k < end; k++ {
+					if sd := sh.at(k).ent.side; sd != nil {
+						n += len(sd.leases.grants)
 					}
-					f0 := len(foreign)
-					imported := c.imported
-					if named {
-						for _, f := range sl.ent.foreign(k) {
-							name := e.regions.name(f.region)
-							n := satAdd(f.count, r.cancelled(c.seq, name))
-							imported = satAdd(imported, n-f.count)
-							foreign = append(foreign, RegionCount{Region: name, Count: n})
-						}
-					}
-					fAt = append(fAt, span{f0, len(foreign) - f0})
-					cells = append(cells, CellRecord{Seq: c.seq, Regional: satAdd(c.regional, r.cancelled(c.seq, e.region)), Imported: imported})
 				}
+				c.leases = slices.Grow(c.leases, n)
 			}
-			if sl.ent.side != nil {
-				sl.ent.settle()
-				for _, g := range sl.ent.side.leases.grants {
-					if g.held(now) == 0 {
-						continue // it reserves nothing, and never will again without a new grant
-					}
-					leases = append(leases, LeaseRecord{Run: g.run.name, G: g.g, Spent: g.spent, Seq: g.seq, UntilMs: g.until})
-				}
+			c.begin(e) // under this hold: a reset may have come since the last
+
+			for ; j < end; j++ {
+				c.add(e, sh, j, now, false)
 			}
-			t.cells.n, t.leases.n = len(cells)-t.cells.off, len(leases)-t.leases.off
-			if t.cells.n == 0 && t.leases.n == 0 {
-				continue
-			}
-			t.key = span{len(keys), len(key)}
-			keys = append(keys, key...)
-			tuples = append(tuples, t)
-		}
-		sh.mu.Unlock()
-		for k, fs := range fAt {
-			if fs.n > 0 {
-				cells[k].Foreign = foreign[fs.off : fs.off+fs.n : fs.off+fs.n]
+			more := j < sh.n
+			sh.mu.Unlock()
+			if !more {
+				break
 			}
 		}
-		// In part order (a counting sort: the part is the next bits of the hash that picked
-		// the shard).
-		var at [loadParts + 1]int
-		for k := range tuples {
-			t := &tuples[k]
-			t.part = partOf(hashKey(e.store.seed, keys[t.key.off:t.key.off+t.key.n]))
-			at[t.part%loadParts+1]++
-		}
-		for p := 1; p <= loadParts; p++ {
-			at[p] += at[p-1]
-		}
-		order = slices.Grow(order[:0], len(tuples))[:len(tuples)]
-		for k := range tuples {
-			p := tuples[k].part % loadParts
-			order[at[p]] = k
-			at[p]++
-		}
-		for _, k := range order {
-			t := &tuples[k]
-			r := TupleRecord{
-				Part:   t.part,
-				Cells:  cells[t.cells.off : t.cells.off+t.cells.n : t.cells.off+t.cells.n],
-				Leases: leases[t.leases.off : t.leases.off+t.leases.n : t.leases.off+t.leases.n],
-			}
-			if t.key.n > 0 {
-				r.Key = unsafe.String(&keys[t.key.off], t.key.n)
-			}
-			if !yield(r) {
-				return
-			}
+		if !c.yield(e, yield) {
+			return
 		}
 		runtime.Gosched()
 	}
+}
+
+// tupleSpan is the number of slots Tuples reads under one hold of a shard's lock (about
+// 100 µs).
+const tupleSpan = 1024
+
+// tupleCapture gathers the records of one shard's tuples under its lock, into buffers
+// reused from shard to shard (Tuples, Dirty), and yields them once the lock is released.
+type tupleCapture struct {
+	tuples  []tupleAt
+	order   []int // tuples' indexes in part order
+	keys    []byte
+	cells   []CellRecord
+	fAt     []span // per cell, its foreign components in foreign
+	foreign []RegionCount
+	leases  []LeaseRecord
+	named   bool // foreign regions have names (read under the shard's lock)
+	resets  bool // some tuple has a reset record
+}
+
+type span struct{ off, n int }
+
+type tupleAt struct {
+	key, cells, leases span
+	part               int
+}
+
+// reset empties the buffers for the next shard.
+func (c *tupleCapture) reset() {
+	c.tuples, c.keys, c.cells, c.fAt, c.foreign, c.leases = c.tuples[:0], c.keys[:0], c.cells[:0], c.fAt[:0], c.foreign[:0], c.leases[:0]
+}
+
+// begin reads what add needs of the engine, the shard's lock held.
+func (c *tupleCapture) begin(e *Engine) {
+	c.named = !e.regions.empty()
+	c.resets = e.resets.count.Load() > 0
+}
+
+// add captures slot j of sh (locked) at now: its live cells and its grants that have not
+// ended; a tuple with neither is kept only with empty set.
+func (c *tupleCapture) add(e *Engine, sh *shard, j int, now int64, empty bool) {
+	sl := sh.at(j)
+	key := sh.keyOf(sl)
+	t := tupleAt{cells: span{len(c.cells), 0}, leases: span{len(c.leases), 0}}
+	if w := windowOfKey(key); w > 0 {
+		var r *tupleReset // the cells are saved raw: plus what resets cancelled (reset.go)
+		if c.resets {
+			r = sh.resets[key]
+		}
+		for k := range sl.ent.cells {
+			cl := &sl.ent.cells[k]
+			if !cl.live(w, now) {
+				continue
+			}
+			f0 := len(c.foreign)
+			imported := cl.imported
+			if c.named {
+				for _, f := range sl.ent.foreign(k) {
+					name := e.regions.name(f.region)
+					n := satAdd(f.count, r.cancelled(cl.seq, name))
+					imported = satAdd(imported, n-f.count)
+					c.foreign = append(c.foreign, RegionCount{Region: name, Count: n})
+				}
+			}
+			c.fAt = append(c.fAt, span{f0, len(c.foreign) - f0})
+			c.cells = append(c.cells, CellRecord{Seq: cl.seq, Regional: satAdd(cl.regional, r.cancelled(cl.seq, e.region)), Imported: imported})
+		}
+	}
+	if sl.ent.side != nil {
+		sl.ent.settle()
+		for _, g := range sl.ent.side.leases.grants {
+			if g.held(now) == 0 {
+				continue // it reserves nothing, and never will again without a new grant
+			}
+			c.leases = append(c.leases, LeaseRecord{Run: g.run.name, G: g.g, Spent: g.spent, Seq: g.seq, UntilMs: g.until})
+		}
+	}
+	t.cells.n, t.leases.n = len(c.cells)-t.cells.off, len(c.leases)-t.leases.off
+	if t.cells.n == 0 && t.leases.n == 0 && !empty {
+		return
+	}
+	t.key = span{len(c.keys), len(key)}
+	c.keys = append(c.keys, key...)
+	c.tuples = append(c.tuples, t)
+}
+
+// yield yields the captured tuples in part order, and reports false when yield stopped.
+func (c *tupleCapture) yield(e *Engine, yield func(TupleRecord) bool) bool {
+	for k, fs := range c.fAt {
+		if fs.n > 0 {
+			c.cells[k].Foreign = c.foreign[fs.off : fs.off+fs.n : fs.off+fs.n]
+		}
+	}
+	// In part order (a counting sort: the part is the next bits of the hash that picked
+	// the shard).
+	var at [loadParts + 1]int
+	for k := range c.tuples {
+		t := &c.tuples[k]
+		t.part = partOf(hashKey(e.store.seed, c.keys[t.key.off:t.key.off+t.key.n]))
+		at[t.part%loadParts+1]++
+	}
+	for p := 1; p <= loadParts; p++ {
+		at[p] += at[p-1]
+	}
+	c.order = slices.Grow(c.order[:0], len(c.tuples))[:len(c.tuples)]
+	for k := range c.tuples {
+		p := c.tuples[k].part % loadParts
+		c.order[at[p]] = k
+		at[p]++
+	}
+	for _, k := range c.order {
+		t := &c.tuples[k]
+		r := TupleRecord{
+			Part:   t.part,
+			Cells:  c.cells[t.cells.off : t.cells.off+t.cells.n : t.cells.off+t.cells.n],
+			Leases: c.leases[t.leases.off : t.leases.off+t.leases.n : t.leases.off+t.leases.n],
+		}
+		if t.key.n > 0 {
+			r.Key = unsafe.String(&c.keys[t.key.off], t.key.n)
+		}
+		if !yield(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // Records yields every live cell, as Snapshot returns them, from Tuples: a record (its key

@@ -332,6 +332,12 @@ type store struct {
 	sides   map[*entrySide]struct{}
 	// loader is a lazy load's (load.go) until every part is loaded; nil otherwise.
 	loader atomic.Pointer[loader]
+	// tracking says that changed tuples are marked in dirty (dirty.go), set at New.
+	tracking bool
+	dirty    [shardCount]dirtySet
+	// passes counts the passes of Tuples under way: while one is, the sweep removes no
+	// tuple, so slots stay where they are while a pass lets go of a shard's lock.
+	passes atomic.Int32
 }
 
 func newStore(maxBytes int64) *store {
@@ -451,9 +457,10 @@ func (s *store) sweep(nowMs int64, leases bool) int64 {
 				s.pruneLeases(&sl.ent, nowMs)
 			}
 			dropped += s.dropBefore(&sl.ent, live)
-			if sl.ent.held() == 0 && sl.ent.side == nil {
+			if sl.ent.held() == 0 && sl.ent.side == nil && s.passes.Load() == 0 {
 				s.bytes.Add(-tupleBytes(sl.keyLen())) // its side went with its cells and leases
 				s.tuples.Add(-1)
+				s.movedSlot(sh, j, sh.n-1)
 				sh.remove(s.hash, j)
 			}
 		}

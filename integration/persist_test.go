@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -93,6 +94,50 @@ func TestRestartKeepsCounts(t *testing.T) {
 		c = p.client(t, nil)
 		if n, _ := regional(t, c, "crash", "31d"); n != 5 {
 			t.Errorf("regional count after kill -9 and restart = %d, want 5", n)
+		}
+	})
+
+	t.Run("kill -9 after incremental saves keeps every saved count", func(t *testing.T) {
+		t.Parallel()
+		p := start(t, "--snapshot-interval", "100ms")
+		c := p.client(t, nil)
+		counted := map[string]int64{}
+		countAndSave := func(keys ...string) {
+			t.Helper()
+			for _, k := range keys {
+				limitReply(t, c, k, 100, "31d")
+				counted[k]++
+			}
+			waitSnapshotAfter(t, c, time.Now().UnixMilli())
+		}
+		check := func(when string) {
+			t.Helper()
+			for k, n := range counted {
+				if got, _ := regional(t, c, k, "31d"); got != n {
+					t.Errorf("%s: %s = %d, want %d", when, k, got, n)
+				}
+			}
+		}
+		countAndSave("inc-a", "inc-a", "inc-a") // the base (or frames over it)
+		countAndSave("inc-b", "inc-a")          // a frame of the changed tuples
+		logs, _ := filepath.Glob(filepath.Join(p.DataDir, "snapshot.db.log.*"))
+		if len(logs) == 0 {
+			t.Fatalf("no delta log in %s after the second save", p.DataDir)
+		}
+		_ = c.Close()
+		p.Kill()
+		p.Restart()
+		c = p.client(t, nil)
+		check("after the first kill -9")
+		// The restarted origin appends to a log of its own over the same base.
+		countAndSave("inc-c", "inc-c", "inc-a")
+		_ = c.Close()
+		p.Kill()
+		p.Restart()
+		c = p.client(t, nil)
+		check("after the second kill -9")
+		if logs2, _ := filepath.Glob(filepath.Join(p.DataDir, "snapshot.db.log.*")); len(logs2) < 2 {
+			t.Errorf("logs %v after a restart's saves, want a second one", logs2)
 		}
 	})
 

@@ -155,6 +155,11 @@ func TestFullDiskSIGTERM(t *testing.T) {
 			filler := filepath.Join(dir, "filler")
 			fillDisk(t, filler)
 			limitReply(t, c, "disk:probe", 100, "31d")
+			// Saves are incremental: a frame of a few changed tuples may still fit in the
+			// delta log's last page. Enough changed tuples that the next frame does not.
+			for i := range 300 {
+				limitReply(t, c, fmt.Sprintf("disk:spread:%d", i), 100, "31d")
+			}
 
 			p.send(t, syscall.SIGTERM)
 			waitReadyz(t, p, http.StatusServiceUnavailable, "shutting down")

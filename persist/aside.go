@@ -36,7 +36,7 @@ var ErrNotSetAside = errors.New("snapshot neither loaded nor moved aside")
 // merged: engine.Restore merges them (with max, as LoadAll does), and sorting them was
 // most of a load (1M cells: 520 of 840 ms).
 func (s *Store) LoadOrSetAside() (Snapshot, error) {
-	snap, loadErr := s.loadAll(false)
+	snap, loadErr := s.loadAll(false, true)
 	if loadErr == nil {
 		return snap, nil
 	}

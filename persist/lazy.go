@@ -29,6 +29,7 @@ type Opened struct {
 	db    *bolt.DB
 	parts []uint64 // the part table: part i is from position parts[i] to parts[i+1] (chunk<<32 | offset)
 	size  int64
+	log   *logSet // the delta log's frames (log.go), whose cells Parts adds to the file's
 }
 
 // Lazy reports whether the cells are to be read with Parts, part by part.
@@ -64,6 +65,11 @@ func (s *Store) open() (*Opened, error) {
 		return nil, fmt.Errorf("load snapshot %s: %w: empty file", path, ErrCorrupt)
 	}
 	o, err := openLazy(path, info.Size())
+	if err == nil {
+		if err = s.applyLogs(&o.Snapshot, info.Size(), o, true); err != nil {
+			_ = o.Close()
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("load snapshot %s: %w", path, err)
 	}
@@ -194,6 +200,7 @@ func (o *Opened) Parts(from, to int, recs []engine.CellRecord, use func([]engine
 	recs = recs[:0]
 	first, last := o.parts[from], o.parts[to]
 	if first == last {
+		recs = o.log.appendParts(from, to, recs)
 		use(recs)
 		return recs, nil
 	}
@@ -230,6 +237,7 @@ func (o *Opened) Parts(from, to int, recs []engine.CellRecord, use func([]engine
 			}
 			n++
 		}
+		recs = o.log.appendParts(from, to, recs)
 		use(recs)
 		return nil
 	})
@@ -238,6 +246,7 @@ func (o *Opened) Parts(from, to int, recs []engine.CellRecord, use func([]engine
 
 // Close releases the file of a Lazy snapshot.
 func (o *Opened) Close() error {
+	o.log = nil
 	if o.db == nil {
 		return nil
 	}

@@ -45,6 +45,8 @@ type Snapshot struct {
 	// none and zero in a file written before them.
 	Overrides        []engine.OverrideRecord
 	OverridesHorizon engine.OverrideHorizon
+
+	gen uint64 // the base's gen (log.go); 0 in a file without one
 }
 
 // Load returns the cells of the last snapshot (LoadAll without the counter keys).
@@ -59,11 +61,15 @@ func (s *Store) Load() ([]engine.CellRecord, error) {
 // is an error wrapping ErrCorrupt, never a panic; damage is caught by a CRC-32C of the cells and one of the keys, so LoadAll
 // returns every record Save wrote or none. A file locked by another process is an error
 // after a short wait.
-func (s *Store) LoadAll() (Snapshot, error) { return s.loadAll(true) }
+//
+// The frames of the delta log beside the file (log.go) are applied: their cells are among
+// the cells, merged as the file's are.
+func (s *Store) LoadAll() (Snapshot, error) { return s.loadAll(true, false) }
 
 // loadAll is LoadAll; with sorted false the cells are left in file order, records of one key
-// and sequence not merged.
-func (s *Store) loadAll(sorted bool) (Snapshot, error) {
+// and sequence not merged. With adopt, the Store's saves continue the delta log from what
+// it loaded (a process that starts).
+func (s *Store) loadAll(sorted, adopt bool) (Snapshot, error) {
 	path := filepath.Join(s.dir, fileName)
 	info, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -79,9 +85,15 @@ func (s *Store) loadAll(sorted bool) (Snapshot, error) {
 		// bbolt would try to initialise an empty file, which fails read-only.
 		return Snapshot{}, fmt.Errorf("load snapshot %s: %w: empty file", path, ErrCorrupt)
 	}
-	snap, err := load(path, info.Size(), sorted)
+	snap, err := load(path, info.Size(), false)
+	if err == nil {
+		err = s.applyLogs(&snap, info.Size(), nil, adopt)
+	}
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("load snapshot %s: %w", path, err)
+	}
+	if sorted {
+		snap.Cells = sortAndMerge(snap.Cells)
 	}
 	s.trimResets(path, snap.Resets)
 	s.sizeHint.Store(info.Size())
@@ -219,6 +231,11 @@ func (snap *Snapshot) readResets(tx *bolt.Tx, meta *bolt.Bucket, size int64) err
 	}
 	if meta.Get([]byte(metaChanges)) != nil {
 		if snap.Changes, err = metaUint(meta, metaChanges, 8); err != nil {
+			return err
+		}
+	}
+	if meta.Get([]byte(metaGen)) != nil {
+		if snap.gen, err = metaUint(meta, metaGen, 8); err != nil {
 			return err
 		}
 	}

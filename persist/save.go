@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratchet/ratchet/engine"
@@ -65,6 +66,10 @@ const (
 	//	       reference 0).
 	//	overrides: RL.OVERRIDE's records, chunked as cells, with "overrides_count" and
 	//	       "overrides_crc32c" in meta: see overrides.go. Optional when loading.
+	//	       meta "gen" (8 bytes, big endian; optional, 0 without) is the file's
+	//	       generation: the delta logs beside it named snapshot.db.log.<gen> with a gen
+	//	       at least its own hold the changes since (log.go: incremental saves, their
+	//	       frame format and their compaction), applied by every load.
 	//
 	// Records are written in the order Save is given them, unsorted; Load sorts the cells
 	// and merges records of the same key and sequence. A chunk is one bbolt value, so a save
@@ -145,6 +150,14 @@ type Source struct {
 	// on disk), before Write returns and before another save starts: an origin's
 	// engine.RunsSaved, which tells its edges which replay batches are durable.
 	Saved func()
+	// Dirty, when not nil, yields the tuples changed since its last pass (engine.Dirty),
+	// and makes saves incremental (log.go): a save appends them to the delta log beside
+	// the file, with Runs, KV, Resets and Overrides whole, instead of writing the file;
+	// the file is rewritten (from Tuples) in the background once the log holds a share
+	// of it, with RunMarks (engine.RunMarks) for its runs: Runs tells the engine what
+	// Saved makes durable. Tuples and RunMarks must be set with it.
+	Dirty    iter.Seq[engine.TupleRecord]
+	RunMarks iter.Seq[engine.RunRecord]
 }
 
 // Save writes recs as the new snapshot, replacing the previous one only once the new file
@@ -175,30 +188,171 @@ func (s *Store) SaveAll(cells iter.Seq[engine.CellRecord], kv iter.Seq[keyspace.
 // marks and lease grants that an origin keeps across a clean restart. The runs and leases
 // are written as they are given (engine.RestoreRuns and engine.RestoreLeases merge
 // duplicates).
+//
+// With src.Dirty, a save after the first appends a frame to the delta log instead (log.go),
+// and the file is rewritten in the background once the log holds a share of it.
 func (s *Store) Write(src Source) error {
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
 	start := time.Now()
-	n, nkv, err := s.save(src, start)
+	var n, nkv uint64
+	var err error
+	frame := src.Dirty != nil && s.incremental
+	if frame {
+		n, nkv, err = s.frame(src, start)
+	} else {
+		n, nkv, err = s.whole(src, start)
+	}
 	if err != nil {
 		s.failures.Add(1)
 		s.consecutive.Add(1)
 		return fmt.Errorf("save snapshot %s: %w", filepath.Join(s.dir, fileName), err)
 	}
+	s.lastFull.Store(!frame)
 	s.consecutive.Store(0)
-	if src.Saved != nil {
-		src.Saved()
-	}
 	s.lastDuration.Store(int64(time.Since(start)))
 	s.lastCells.Store(n)
 	s.lastKV.Store(nkv)
 	s.lastSuccessMs.Store(uint64(time.Now().UnixMilli()))
+	if src.Dirty != nil {
+		s.compact(src)
+	}
 	return nil
+}
+
+// frame appends the frame of src to the delta log (saveMu held). On failure the next save
+// writes the whole file: the tuples Dirty yielded are no longer marked.
+func (s *Store) frame(src Source, now time.Time) (n, nkv uint64, err error) {
+	defer func() {
+		if err != nil {
+			s.incremental = false
+		}
+	}()
+	if s.fbuf, n, nkv, err = encodeFrame(s.fbuf, src, now.UnixMilli()); err != nil {
+		return 0, 0, fmt.Errorf("frame: %w", err)
+	}
+	if s.logw == nil {
+		if s.logw, err = createLog(s.dir, s.logGen); err != nil {
+			return 0, 0, err
+		}
+	}
+	before := s.logw.size
+	if err = s.logw.append(s.fbuf); err != nil {
+		return 0, 0, err
+	}
+	s.logBytes += s.logw.size - before
+	s.logSize.Store(s.logBytes)
+	if cap(s.fbuf) > 2*len(s.fbuf)+1<<20 {
+		s.fbuf = nil // the store's writes slowed down: give the memory back
+	}
+	if src.Saved != nil {
+		src.Saved()
+	}
+	return n, nkv, nil
+}
+
+// whole writes the whole file from src, as the base of a new gen (saveMu held).
+func (s *Store) whole(src Source, now time.Time) (n, nkv uint64, err error) {
+	s.fullMu.Lock()
+	defer s.fullMu.Unlock()
+	gen := s.logGen + 1
+	if src.Dirty != nil {
+		// What is marked changed is in this file: the next frame need not repeat it. (A
+		// change after this pass is marked again, and is in this file too, or not yet.)
+		for range src.Dirty {
+		}
+	}
+	if n, nkv, err = s.save(src, now, gen, nil); err != nil {
+		return 0, 0, err
+	}
+	s.based(gen)
+	s.incremental = src.Dirty != nil
+	if src.Saved != nil {
+		src.Saved()
+	}
+	return n, nkv, nil
+}
+
+// based records that the base of gen is on disk (saveMu held): the logs of lower gens are
+// deleted, and frames go to the log of gen or a later one.
+func (s *Store) based(gen uint64) {
+	if s.logw != nil && s.logw.gen < gen {
+		if err := s.logw.close(); err != nil {
+			s.log.Warn("close snapshot log", "error", err)
+		}
+		s.logw = nil
+	}
+	s.logGen, s.baseGen, s.logBytes = max(s.logGen, gen), gen, 0
+	if s.logw != nil {
+		s.logBytes = s.logw.size
+	}
+	if fi, err := os.Stat(filepath.Join(s.dir, fileName)); err == nil {
+		s.baseBytes = fi.Size()
+	}
+	s.logSize.Store(s.logBytes)
+	s.baseSize.Store(s.baseBytes)
+	gens, err := logGens(s.dir)
+	if err != nil {
+		s.log.Warn("cannot list the snapshot logs to delete those the new base holds", "error", err)
+		return
+	}
+	for _, g := range gens {
+		if g >= gen {
+			continue
+		}
+		if err := os.Remove(filepath.Join(s.dir, logName(g))); err != nil {
+			s.log.Warn("cannot delete a snapshot log the new base holds; it is ignored", "gen", g, "error", err)
+		}
+	}
+}
+
+// compact starts a compaction when the logs hold more than a share of the base and none
+// runs (saveMu held): from now on frames go to the log of a new gen, and the base of that
+// gen is written in the background from src (its Tuples and RunMarks), after which the
+// logs before it are deleted (log.go gives the crash points).
+func (s *Store) compact(src Source) {
+	if s.compacting || s.closing.Load() || !compactDue(s.logBytes, s.baseBytes) {
+		return
+	}
+	gen := s.logGen + 1
+	if s.logw != nil {
+		if err := s.logw.close(); err != nil {
+			s.log.Warn("close snapshot log", "error", err)
+		}
+		s.logw = nil
+	}
+	s.logGen, s.compacting = gen, true
+	whole := src
+	whole.Dirty, whole.Saved, whole.Runs = nil, nil, src.RunMarks
+	s.compactions.Add(1)
+	go func() {
+		defer s.compactions.Done()
+		compactHook(compactStarts)
+		start := time.Now()
+		s.fullMu.Lock()
+		_, _, err := s.save(whole, start, gen, &s.closing)
+		s.fullMu.Unlock()
+		if err == nil {
+			compactHook(compactRenamed)
+		}
+		s.saveMu.Lock()
+		defer s.saveMu.Unlock()
+		defer compactHook(compactDone)
+		s.compacting = false
+		switch {
+		case errors.Is(err, errClosed):
+		case err != nil:
+			s.log.Error("snapshot compaction failed; the log keeps growing until the next one", "gen", gen, "error", err)
+		case s.baseGen < gen: // not overtaken by a whole save of Write
+			s.based(gen)
+			s.log.Debug("snapshot compacted", "gen", gen, "duration", time.Since(start), "bytes", s.baseBytes)
+		}
+	}()
 }
 
 // save encodes src, writes it to the temporary file, then renames it over the snapshot and
 // syncs the directory. It returns the number of cells and of counter keys written.
-func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
+func (s *Store) save(src Source, now time.Time, gen uint64, stop *atomic.Bool) (n, nkv uint64, err error) {
 	if hint := s.sizeHint.Swap(0); hint > int64(cap(s.buf)) && hint < 1<<40 {
 		// The file holds the chunks and some bbolt pages: room for the records it had.
 		s.buf = make([]byte, 0, hint)
@@ -269,7 +423,10 @@ func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 	}
 	var extra []metaValue
 	if src.Tuples != nil {
-		t := tupleEncoder{lease: &enc, cbuf: buf, cends: ends, lbuf: lbuf, lends: lends, ncells: cells.count, nleases: leases.count}
+		t := tupleEncoder{lease: &enc, cbuf: buf, cends: ends, lbuf: lbuf, lends: lends, ncells: cells.count, nleases: leases.count, stop: stop}
+		if stop != nil { // a compaction: in the background, it takes a share of a thread
+			t.pace = &pacer{start: time.Now(), behind: func() bool { return s.logSize.Load() > s.baseSize.Load()/2 }}
+		}
 		if stream { // the cells in a buffer of their own, written as they come
 			t.cbuf, t.cends, t.db, t.parts = s.cbuf[:0], s.cends[:0], db, make([]uint64, engine.Parts+1)
 		}
@@ -339,7 +496,8 @@ func (s *Store) save(src Source, now time.Time) (n, nkv uint64, err error) {
 			return 0, 0, err
 		}
 	}
-	extra = append(extra, metaValue{metaChanges, binary.BigEndian.AppendUint64(nil, changes)})
+	extra = append(extra, metaValue{metaChanges, binary.BigEndian.AppendUint64(nil, changes)},
+		metaValue{metaGen, binary.BigEndian.AppendUint64(nil, gen)})
 	extra = append(extra, horizonMeta(horizon)...)
 	err = writeFile(db, tmp, sections[:], now, extra)
 	if cerr := db.Close(); cerr != nil && err == nil {
@@ -411,6 +569,8 @@ type tupleEncoder struct {
 	parts           []uint64
 	db              *bolt.DB
 	spilled, crc    uint32
+	stop            *atomic.Bool // set: stop with errClosed (nil: never)
+	pace            *pacer       // a compaction's (nil: none)
 }
 
 // spill writes the complete chunks of cbuf to db, when they are spillBytes or more, and
@@ -463,6 +623,10 @@ func (t *tupleEncoder) encode(tuples iter.Seq[engine.TupleRecord]) (err error) {
 		}
 	}
 	for r := range tuples {
+		if t.stop != nil && t.stop.Load() {
+			return errClosed
+		}
+		t.pace.step()
 		if t.parts != nil && r.Part != part {
 			if r.Part < part || r.Part >= engine.Parts {
 				return fmt.Errorf("tuple of part %d after part %d", r.Part, part)

@@ -2,7 +2,10 @@
 // live cells, its counter keyspace, its edge runs' replay marks and its lease grants.
 //
 // Save writes a fresh file and renames it over the old one only once it is complete and
-// on disk, so a crash leaves the last good snapshot in place; Run saves periodically.
+// on disk, so a crash leaves the last good snapshot in place; Run saves periodically. An
+// origin's saves are incremental (log.go): after the first, each appends the tuples
+// changed since the last one to a delta log beside the file, which a compaction folds
+// into a new file in the background.
 // Load reads the current format only (formatVersion, whose comment gives the layout);
 // LoadOrSetAside moves a file that does not load aside, so no save overwrites it and the
 // process starts empty. Open locks the directory (a flock on its LOCK file), so two
@@ -31,9 +34,13 @@ type Store struct {
 	log  *slog.Logger
 	lock *os.File // holds the directory's flock until Close; nil where there is no flock
 
-	// saveMu is held for the whole of a Save: there is one temporary file per directory.
+	// saveMu is held for the whole of a Save.
 	saveMu sync.Mutex
-	// buf and ends are the encoded chunks of the last save, reused by the next (saveMu).
+	// fullMu is held by a save of the whole file (save), Write's or a compaction's: there
+	// is one temporary file per directory. It guards the buffers below (to runIndex),
+	// which no frame uses. Lock order: saveMu, then fullMu.
+	fullMu sync.Mutex
+	// buf and ends are the encoded chunks of the last save, reused by the next (fullMu).
 	buf  []byte
 	ends []int
 	// lbuf and lends are the lease chunks of the last save, reused by the next (saveMu).
@@ -44,8 +51,28 @@ type Store struct {
 	cbuf  []byte
 	cends []int
 	// runIndex numbers the runs of a save for its lease records, reused by the next
-	// (saveMu).
+	// (fullMu).
 	runIndex map[string]uint64
+
+	// The delta log (log.go), guarded by saveMu. incremental says that a save of a Source
+	// with Dirty may append a frame: the base and its logs on disk hold everything up to
+	// the last pass of Dirty. logGen is the gen of the log frames go to (and that of the
+	// last base written or loaded, or above), logw its writer once open, logBytes the
+	// bytes of the logs a load would apply to the base (baseGen, of baseBytes).
+	incremental bool
+	logGen      uint64
+	logw        *logWriter
+	logBytes    int64
+	baseGen     uint64
+	baseBytes   int64
+	fbuf        []byte // the last frame, reused
+	compacting  bool   // a compaction runs
+	compactions sync.WaitGroup
+	closing     atomic.Bool // Close stops a compaction
+	lastFull    atomic.Bool // the last save wrote the whole file
+	// logSize and baseSize are logBytes and baseBytes, for a compaction to read without
+	// saveMu.
+	logSize, baseSize atomic.Int64
 	// sizeHint is the size of the last snapshot loaded: the first save after a restart
 	// allocates its buffer once at that size rather than growing it by doubling (848 ms
 	// instead of ~200 ms at 1M cells, most of it GC assists of the growing allocations).
@@ -74,7 +101,8 @@ type Stats struct {
 	// LastDuration is how long the last successful save took.
 	LastDuration time.Duration
 	// LastCells is the number of records the last successful save wrote (one per cell:
-	// the engine's snapshot holds no duplicates).
+	// the engine's snapshot holds no duplicates); for a frame of the delta log (log.go),
+	// the number of tuples it holds.
 	LastCells uint64
 	// LastKV is the number of counter keys the last successful save wrote.
 	LastKV uint64
@@ -105,6 +133,14 @@ func Open(dir string, logger *slog.Logger) (*Store, error) {
 	}
 	s := &Store{dir: dir, log: logger, lock: lock}
 	s.removeLeftover()
+	gens, err := logGens(dir)
+	if err != nil {
+		_ = lock.Close()
+		return nil, fmt.Errorf("open snapshot store: %w", err)
+	}
+	if len(gens) > 0 {
+		s.logGen = gens[len(gens)-1] // a base written next is of a gen above every log's
+	}
 	return s, nil
 }
 
@@ -127,9 +163,21 @@ func (s *Store) removeLeftover() {
 	s.log.Warn("removed the temporary file of an interrupted snapshot", "path", tmp, "bytes", info.Size())
 }
 
-// Close releases the directory's lock. Saves after Close still work but are no longer
-// protected from another process.
+// Close stops a compaction of the delta log (log.go) that runs, waiting for it, closes the
+// log and releases the directory's lock. Saves after Close still work (each writes the
+// whole file) but are no longer protected from another process.
 func (s *Store) Close() error {
+	s.closing.Store(true)
+	s.compactions.Wait()
+	s.saveMu.Lock()
+	if s.logw != nil {
+		if err := s.logw.close(); err != nil {
+			s.log.Warn("close snapshot log", "error", err)
+		}
+		s.logw = nil
+	}
+	s.incremental = false // a save after Close writes the whole file
+	s.saveMu.Unlock()
 	if s.lock == nil {
 		return nil
 	}

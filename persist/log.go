@@ -1,0 +1,716 @@
+package persist
+
+import (
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"iter"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/ratchet/ratchet/engine"
+)
+
+// The delta log: incremental saves.
+//
+// A save of every cell costs a pass over the store (0.4 s at 1M cells, seconds at 10M), so
+// an origin whose Source has Dirty (engine.Dirty: the tuples changed since the last save)
+// writes the whole file only now and then (the base, snapshot.db) and, at every other
+// save, appends one frame to a log beside it: the tuples changed since the previous save,
+// each with its live cells and lease grants, and the sections that are small and must be
+// current (the runs' replay marks, the counter keyspace, the reset records, the overrides
+// and their horizon, the change version), written whole in every frame. A frame is synced
+// before the save returns, so a kill -9 loses at most the saves' interval, as with whole
+// files; the save's time follows the write rate, not the store's size.
+//
+// Files: the base records its generation G (meta "gen"); the logs are snapshot.db.log.<gen>.
+// A load reads the base and then the frames of every log whose gen is at least G, in gen
+// order: a tuple's cells merge with max (a cell's counts only grow, saved raw: reset
+// records cancel, engine.Tuples), its lease grants are those of its last record, and the
+// small sections are the last frame's. A log's frames end at the first frame that is torn
+// (a crash while it was written) or damaged: what follows is ignored, logged.
+//
+// Once the logs since the base hold more than a share of it (compactShare), a compaction
+// rewrites the base in the background: the frames go to a new log of gen G' (G' greater
+// than every gen in the directory) from then on, the base of gen G' is written as a save
+// of the whole store (to the temporary file, renamed over snapshot.db, the directory
+// synced) and then the logs of gen below G' are deleted. Crash points:
+//
+//   - before the rename: snapshot.db is the base G, the logs G.. and G' are all there and
+//     all apply (the frames of G' follow those of G: no change is missed between them);
+//   - after the rename: the base G' is every tuple at some instant after the frames moved
+//     to log G', and log G' holds every change since; logs below G' are ignored, then
+//     deleted (only once the rename is synced);
+//   - during a frame's write: the torn frame is ignored; the frames before it hold every
+//     save that returned.
+//
+// A frame that fails to be written (a full disk) makes the next save a whole one: the
+// tuples it read are no longer marked. A process that starts from a base and its logs
+// appends to a new log, of a gen above every one found, so it never writes after a torn
+// frame. Without a base (none, or set aside) the first save writes one.
+//
+// A log file is:
+//
+//	"RCHTLOG1" | gen (8 bytes, big endian) | frames
+//
+// and a frame: uint32 length of its body | uint32 CRC-32C of its body (both big endian) |
+// body:
+//
+//	varint saved_ms | runs | tuples | kv | resets | overrides | uvarint horizon stamp |
+//	uvarint len(horizon region) | horizon region | uvarint change version
+//
+// where each of runs, tuples, kv, resets and overrides is uint32 count | uint32 bytes
+// (big endian: written in place once the records are) | its records, encoded as in the base's buckets (save.go) but for a tuple:
+//
+//	uvarint part | uvarint len(key) | key | uvarint cells | per cell: a cell record
+//	(appendCell) with an empty key | uvarint grants | per grant: uvarint len(run) | run |
+//	uvarint g | uvarint spent | uvarint seq | varint until_ms
+const (
+	logPrefix      = fileName + ".log."
+	logMagic       = "RCHTLOG1"
+	logHeaderLen   = len(logMagic) + 8
+	frameHeaderLen = 8
+	maxFrameLen    = 1<<31 - 1
+	metaGen        = "gen"
+	// compactShare: a compaction starts once the logs since the base hold more than
+	// 1/compactShare of its bytes (and at least minCompactBytes): a load then reads at
+	// most that much more than the base, and keeps it in memory until loaded.
+	compactShare    = 4
+	minCompactBytes = 4 << 20
+)
+
+// compactDue says whether logs of logBytes make a base of baseBytes due for a compaction.
+// A variable for tests.
+var compactDue = func(logBytes, baseBytes int64) bool {
+	return logBytes > max(baseBytes/compactShare, minCompactBytes)
+}
+
+// compactHook is called by a compaction at each of its stages: before it writes the base,
+// once the base is renamed in place, and once it is done (the old logs deleted). A
+// variable for tests, which stop it there to see the crash points.
+var compactHook = func(stage int) {}
+
+const (
+	compactStarts = iota
+	compactRenamed
+	compactDone
+)
+
+// logName returns the name of the log of gen.
+func logName(gen uint64) string { return logPrefix + strconv.FormatUint(gen, 10) }
+
+// logGens returns the gens of the logs in dir, in order.
+func logGens(dir string) ([]uint64, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("list logs: %w", err)
+	}
+	var gens []uint64
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), logPrefix)
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		if g, err := strconv.ParseUint(rest, 10, 64); err == nil && logName(g) == e.Name() {
+			gens = append(gens, g)
+		}
+	}
+	slices.Sort(gens)
+	return gens, nil
+}
+
+// logWriter appends frames to one log.
+type logWriter struct {
+	f    *os.File
+	gen  uint64
+	size int64
+}
+
+// createLog creates the log of gen in dir with its header, synced with the directory.
+func createLog(dir string, gen uint64) (*logWriter, error) {
+	path := filepath.Join(dir, logName(gen))
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create log: %w", err)
+	}
+	hdr := binary.BigEndian.AppendUint64([]byte(logMagic), gen)
+	if _, err = f.Write(hdr); err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		_ = f.Close()
+		_ = os.Remove(path)
+		return nil, fmt.Errorf("create log %s: %w", path, err)
+	}
+	return &logWriter{f: f, gen: gen, size: int64(len(hdr))}, nil
+}
+
+// append writes frame (its header's 8 bytes reserved at its start, filled here) and syncs
+// it. On error it cuts the file back to where the frame began, if it can.
+func (w *logWriter) append(frame []byte) error {
+	body := frame[frameHeaderLen:]
+	if len(body) > maxFrameLen {
+		return fmt.Errorf("frame of %d bytes, the most is %d", len(body), maxFrameLen)
+	}
+	binary.BigEndian.PutUint32(frame[0:4], uint32(len(body)))
+	binary.BigEndian.PutUint32(frame[4:8], crc32.Checksum(body, castagnoli))
+	_, err := w.f.Write(frame)
+	if err == nil {
+		err = w.f.Sync()
+	}
+	if err != nil {
+		if terr := w.f.Truncate(w.size); terr == nil {
+			_, _ = w.f.Seek(w.size, 0)
+		}
+		return fmt.Errorf("append to %s: %w", w.f.Name(), err)
+	}
+	w.size += int64(len(frame))
+	return nil
+}
+
+// close closes the log.
+func (w *logWriter) close() error {
+	if err := w.f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", w.f.Name(), err)
+	}
+	return nil
+}
+
+// frameEncoder encodes one frame's body after the frame header.
+type frameEncoder struct {
+	buf []byte
+}
+
+// frameSection appends a section of the records recs yields, each encoded by enc.
+func frameSection[T any](f *frameEncoder, recs iter.Seq[T], enc func([]byte, T) ([]byte, error)) (uint64, error) {
+	at := len(f.buf)
+	f.buf = append(f.buf, make([]byte, 8)...)
+	var n uint64
+	if recs != nil {
+		for r := range recs {
+			var err error
+			if f.buf, err = enc(f.buf, r); err != nil {
+				return 0, fmt.Errorf("record %d: %w", n, err)
+			}
+			n++
+		}
+	}
+	if n > math.MaxUint32 || len(f.buf)-at-8 > maxFrameLen {
+		return 0, fmt.Errorf("%d records of %d bytes", n, len(f.buf)-at-8)
+	}
+	binary.BigEndian.PutUint32(f.buf[at:], uint32(n))
+	binary.BigEndian.PutUint32(f.buf[at+4:], uint32(len(f.buf)-at-8))
+	return n, nil
+}
+
+// appendTuple appends one tuple record of a frame.
+func appendTuple(buf []byte, t engine.TupleRecord) ([]byte, error) {
+	if len(t.Key) > maxKeyLen {
+		return buf, fmt.Errorf("%d-byte key, the most is %d", len(t.Key), maxKeyLen)
+	}
+	buf = binary.AppendUvarint(buf, uint64(t.Part))
+	buf = appendString(buf, t.Key)
+	buf = binary.AppendUvarint(buf, uint64(len(t.Cells)))
+	for _, c := range t.Cells {
+		c.Key = ""
+		buf, _ = appendCell(buf, c)
+	}
+	buf = binary.AppendUvarint(buf, uint64(len(t.Leases)))
+	for _, l := range t.Leases {
+		if len(l.Run) > engine.MaxRunLen {
+			return buf, fmt.Errorf("%d-byte run name, the most is %d", len(l.Run), engine.MaxRunLen)
+		}
+		buf = appendString(buf, l.Run)
+		buf = binary.AppendUvarint(buf, l.G)
+		buf = binary.AppendUvarint(buf, l.Spent)
+		buf = binary.AppendUvarint(buf, l.Seq)
+		buf = binary.AppendVarint(buf, l.UntilMs)
+	}
+	return buf, nil
+}
+
+// encodeFrame encodes the frame of src into buf (reused) and returns it with the number
+// of tuples it holds: the runs first, then the changed tuples, as a whole save captures
+// them (save), and the change version last.
+func encodeFrame(buf []byte, src Source, savedMs int64) (_ []byte, n, nkv uint64, err error) {
+	f := frameEncoder{buf: append(buf[:0], make([]byte, frameHeaderLen)...)}
+	f.buf = binary.AppendVarint(f.buf, savedMs)
+	if _, err = frameSection(&f, src.Runs, appendRun); err != nil {
+		return f.buf, 0, 0, fmt.Errorf("%s: %w", runsBucket, err)
+	}
+	if n, err = frameSection(&f, src.Dirty, appendTuple); err != nil {
+		return f.buf, 0, 0, fmt.Errorf("tuples: %w", err)
+	}
+	if nkv, err = frameSection(&f, src.KV, appendKV); err != nil {
+		return f.buf, 0, 0, fmt.Errorf("%s: %w", kvBucket, err)
+	}
+	if _, err = frameSection(&f, src.Resets, appendReset); err != nil {
+		return f.buf, 0, 0, fmt.Errorf("%s: %w", resetsBucket, err)
+	}
+	if _, err = frameSection(&f, src.Overrides, appendOverride); err != nil {
+		return f.buf, 0, 0, fmt.Errorf("%s: %w", overridesBucket, err)
+	}
+	var horizon engine.OverrideHorizon
+	if src.OverridesHorizon != nil {
+		horizon = src.OverridesHorizon()
+	}
+	f.buf = binary.AppendUvarint(f.buf, horizon.Stamp)
+	f.buf = appendString(f.buf, horizon.Region)
+	var changes uint64
+	if src.Changes != nil {
+		changes = src.Changes()
+	}
+	f.buf = binary.AppendUvarint(f.buf, changes)
+	return f.buf, n, nkv, nil
+}
+
+// logSet is what a load found in the logs that apply to its base: the tuple records of
+// every frame, by part, and the small sections of the last frame.
+type logSet struct {
+	frames  int
+	bytes   int64               // of the log files read
+	maxGen  uint64              // the highest gen of a log in the directory
+	tuples  []byte              // every frame's tuple records, one after the other
+	offs    []int               // the records' offsets in tuples, in part order (log order within a part)
+	partAt  []int               // part p's records are offs[partAt[p]:partAt[p+1]]
+	last    []byte              // the last frame's body
+	lastTup [2]int              // where the last frame's tuple section lies in last
+	leased  []int               // the offsets of the records with grants
+	scratch []engine.CellRecord // scanFrame's, reused from record to record
+}
+
+// readLogs reads the logs of dir whose gen is at least base, logging what it ignores.
+func readLogs(dir string, base uint64, log *slog.Logger) (*logSet, error) {
+	gens, err := logGens(dir)
+	if err != nil {
+		return nil, err
+	}
+	ls := &logSet{}
+	var order []int // records' offsets, in log order
+	var parts []int32
+	for _, g := range gens {
+		ls.maxGen = max(ls.maxGen, g)
+		if g < base {
+			continue
+		}
+		path := filepath.Join(dir, logName(g))
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("read log %s: %w", path, err)
+		}
+		ls.bytes += int64(len(data))
+		if len(data) < logHeaderLen || string(data[:len(logMagic)]) != logMagic || binary.BigEndian.Uint64(data[len(logMagic):logHeaderLen]) != g {
+			log.Warn("snapshot log without a valid header ignored (a crash while it was created)", "path", path, "bytes", len(data))
+			continue
+		}
+		for p := logHeaderLen; p < len(data); {
+			body, why := nextFrame(data[p:])
+			if why == "" {
+				var tup [2]int
+				var err error
+				if tup, order, parts, err = ls.scanFrame(body, order, parts); err != nil {
+					why = err.Error()
+				} else {
+					ls.frames++
+					ls.last, ls.lastTup = body, tup
+				}
+			}
+			if why != "" {
+				log.Warn("snapshot log: frame ignored, and what follows it", "path", path, "offset", p,
+					"bytes_ignored", len(data)-p, "reason", why)
+				break
+			}
+			p += frameHeaderLen + len(body)
+		}
+	}
+	ls.sortByPart(order, parts)
+	return ls, nil
+}
+
+// nextFrame returns the body of the frame at the start of data, or why there is none.
+func nextFrame(data []byte) (body []byte, why string) {
+	if len(data) < frameHeaderLen {
+		return nil, "torn header"
+	}
+	n := binary.BigEndian.Uint32(data[0:4])
+	if uint64(n) > uint64(len(data)-frameHeaderLen) {
+		return nil, "torn frame"
+	}
+	body = data[frameHeaderLen : frameHeaderLen+int(n)]
+	if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(data[4:8]) {
+		return nil, "checksum"
+	}
+	return body, ""
+}
+
+// frameReader walks a frame's body.
+type frameReader struct {
+	d decoder
+}
+
+// section returns the next section's record count and bytes.
+func (r *frameReader) section() (uint64, []byte) {
+	d := &r.d
+	if d.err != nil || len(d.b)-d.p < 8 {
+		d.err = cmp.Or(d.err, errors.New("torn section header"))
+		return 0, nil
+	}
+	n, size := binary.BigEndian.Uint32(d.b[d.p:]), int(binary.BigEndian.Uint32(d.b[d.p+4:]))
+	d.p += 8
+	if size > len(d.b)-d.p {
+		d.err = fmt.Errorf("section of %d bytes, %d left", size, len(d.b)-d.p)
+		return 0, nil
+	}
+	d.p += size
+	return uint64(n), d.b[d.p-size : d.p]
+}
+
+// scanFrame checks a frame's body and appends its tuple records to ls.tuples (their
+// offsets to order, their parts to parts). It returns where its tuple section lies in body.
+func (ls *logSet) scanFrame(body []byte, order []int, parts []int32) ([2]int, []int, []int32, error) {
+	r := frameReader{d: decoder{b: body}}
+	r.d.varint()
+	if _, _, err := readSection(&r, runsBucket, decodeRun); err != nil {
+		return [2]int{}, order, parts, err
+	}
+	n, sec := r.section()
+	hi := r.d.p
+	lo := hi - len(sec)
+	base := len(ls.tuples)
+	ls.tuples = append(ls.tuples, sec...)
+	td := decoder{b: ls.tuples[:base+len(sec)], p: base}
+	str := unsafe.String(unsafe.SliceData(ls.tuples), len(ls.tuples))
+	var k uint64
+	for ; td.p < len(td.b); k++ {
+		at := td.p
+		t, err := decodeTuple(&td, str, ls.scratch[:0])
+		ls.scratch = t.Cells
+		if err == nil {
+			err = td.err
+		}
+		if err != nil {
+			ls.drop(base)
+			return [2]int{}, order[:len(order)-int(k)], parts[:len(parts)-int(k)], fmt.Errorf("tuple %d: %w", k, err)
+		}
+		order = append(order, at)
+		parts = append(parts, int32(t.Part))
+		if len(t.Leases) > 0 {
+			ls.leased = append(ls.leased, at)
+		}
+	}
+	if k != n {
+		ls.drop(base)
+		return [2]int{}, order[:len(order)-int(k)], parts[:len(parts)-int(k)], fmt.Errorf("%d tuples, the frame says %d", k, n)
+	}
+	for _, c := range []struct {
+		name string
+		fn   func() error
+	}{
+		{kvBucket, func() error { _, _, err := readSection(&r, kvBucket, decodeKV); return err }},
+		{resetsBucket, func() error { _, _, err := readSection(&r, resetsBucket, decodeReset); return err }},
+		{overridesBucket, func() error { _, _, err := readSection(&r, overridesBucket, decodeOverride); return err }},
+	} {
+		if err := c.fn(); err != nil {
+			ls.drop(base)
+			return [2]int{}, order[:len(order)-int(k)], parts[:len(parts)-int(k)], err
+		}
+	}
+	r.d.uvarint()
+	r.d.span("horizon region")
+	r.d.uvarint()
+	if r.d.err == nil && r.d.p != len(body) {
+		r.d.err = fmt.Errorf("%d bytes after the frame", len(body)-r.d.p)
+	}
+	if r.d.err != nil {
+		ls.drop(base)
+		return [2]int{}, order[:len(order)-int(k)], parts[:len(parts)-int(k)], r.d.err
+	}
+	return [2]int{lo, hi}, order, parts, nil
+}
+
+// readSection decodes the next section of r with decode: its records, and their count.
+func readSection[T any](r *frameReader, name string, decode func(d *decoder, str string, vals []byte) (T, error)) ([]T, uint64, error) {
+	n, b := r.section()
+	if r.d.err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", name, r.d.err)
+	}
+	if n > uint64(len(b)) {
+		return nil, 0, fmt.Errorf("%s: %d records in %d bytes", name, n, len(b))
+	}
+	c := chunked[T]{decode: decode, byteValues: true}
+	if len(b) == 0 {
+		if n != 0 {
+			return nil, 0, fmt.Errorf("%s: %d records in no bytes", name, n)
+		}
+		return nil, 0, nil
+	}
+	recs, err := c.decodeChunk(make([]T, 0, n), b, n)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", name, err)
+	}
+	if uint64(len(recs)) != n {
+		return nil, 0, fmt.Errorf("%s: %d records, the frame says %d", name, len(recs), n)
+	}
+	return recs, n, nil
+}
+
+// decodeTuple reads one tuple record of a frame (appendTuple), its cells' keys set to its
+// key; their foreign regions' names alias str.
+func decodeTuple(d *decoder, str string, cells []engine.CellRecord) (engine.TupleRecord, error) {
+	t := engine.TupleRecord{Part: int(d.uvarint())}
+	lo, hi := d.span("key")
+	if hi-lo > maxKeyLen {
+		return t, fmt.Errorf("bad key length %d", hi-lo)
+	}
+	t.Key = str[lo:hi]
+	if t.Part < 0 || t.Part >= engine.Parts {
+		return t, fmt.Errorf("part %d", t.Part)
+	}
+	nc := d.uvarint()
+	if nc > uint64(len(d.b)-d.p)/minRecordLen {
+		return t, fmt.Errorf("%d cells", nc)
+	}
+	for range nc {
+		c, err := decodeCell(d, str, nil)
+		if err != nil {
+			return t, err
+		}
+		c.Key = t.Key
+		cells = append(cells, c)
+	}
+	t.Cells = cells
+	nl := d.uvarint()
+	if nl > uint64(len(d.b)-d.p)/6 {
+		return t, fmt.Errorf("%d grants", nl)
+	}
+	for range nl {
+		l := engine.LeaseRecord{Key: t.Key, Run: d.str("run", str), G: d.uvarint(), Spent: d.uvarint(), Seq: d.uvarint(), UntilMs: d.varint()}
+		if err := checkLease(l); err != nil {
+			return t, err
+		}
+		t.Leases = append(t.Leases, l)
+	}
+	return t, d.err
+}
+
+// drop drops the records from offset base on (a frame found bad).
+func (ls *logSet) drop(base int) {
+	ls.tuples = ls.tuples[:base]
+	for len(ls.leased) > 0 && ls.leased[len(ls.leased)-1] >= base {
+		ls.leased = ls.leased[:len(ls.leased)-1]
+	}
+}
+
+// sortByPart orders the records' offsets by part (a counting sort: log order within a
+// part).
+func (ls *logSet) sortByPart(order []int, parts []int32) {
+	ls.partAt = make([]int, engine.Parts+1)
+	for _, p := range parts {
+		ls.partAt[p+1]++
+	}
+	for p := 1; p <= engine.Parts; p++ {
+		ls.partAt[p] += ls.partAt[p-1]
+	}
+	ls.offs = make([]int, len(order))
+	next := slices.Clone(ls.partAt[:engine.Parts])
+	for i, at := range order {
+		p := parts[i]
+		ls.offs[next[p]] = at
+		next[p]++
+	}
+}
+
+// each calls fn with every tuple record of the logs, in log order. Its keys alias the
+// logs' bytes.
+func (ls *logSet) each(fn func(engine.TupleRecord)) {
+	str := unsafe.String(unsafe.SliceData(ls.tuples), len(ls.tuples))
+	var cells []engine.CellRecord
+	offs := slices.Clone(ls.offs)
+	slices.Sort(offs) // log order
+	for _, at := range offs {
+		d := decoder{b: ls.tuples, p: at}
+		t, _ := decodeTuple(&d, str, cells[:0]) // checked by scanFrame
+		cells = t.Cells
+		fn(t)
+	}
+}
+
+// appendParts appends the cells of the logs' tuples of parts from to to-1 to recs, keys
+// aliasing the logs' bytes and foreign regions' names copied.
+func (ls *logSet) appendParts(from, to int, recs []engine.CellRecord) []engine.CellRecord {
+	if ls == nil || ls.frames == 0 {
+		return recs
+	}
+	str := unsafe.String(unsafe.SliceData(ls.tuples), len(ls.tuples))
+	for _, at := range ls.offs[ls.partAt[from]:ls.partAt[to]] {
+		d := decoder{b: ls.tuples, p: at}
+		n := len(recs)
+		t, _ := decodeTuple(&d, str, recs) // checked by scanFrame
+		recs = t.Cells
+		for i := n; i < len(recs); i++ {
+			for j := range recs[i].Foreign {
+				recs[i].Foreign[j].Region = strings.Clone(recs[i].Foreign[j].Region)
+			}
+		}
+	}
+	return recs
+}
+
+// apply applies the logs to snap, a base's: the last frame's small sections replace the
+// base's, each tuple's grants are those of its last record, and with cells set every
+// tuple's cells are appended to snap.Cells (a base without a part table; with one, they
+// are read by part, appendParts).
+func (ls *logSet) apply(snap *Snapshot, cells bool) error {
+	if ls.frames == 0 {
+		return nil
+	}
+	r := frameReader{d: decoder{b: ls.last}}
+	r.d.varint()
+	var err error
+	if snap.Runs, _, err = readSection(&r, runsBucket, decodeRun); err != nil {
+		return err
+	}
+	r.section() // the tuples: below
+	if snap.KV, _, err = readSection(&r, kvBucket, decodeKV); err != nil {
+		return err
+	}
+	if snap.Resets, _, err = readSection(&r, resetsBucket, decodeReset); err != nil {
+		return err
+	}
+	if snap.Overrides, _, err = readSection(&r, overridesBucket, decodeOverride); err != nil {
+		return err
+	}
+	snap.OverridesHorizon.Stamp = r.d.uvarint()
+	lo, hi := r.d.span("horizon region")
+	snap.OverridesHorizon.Region = string(ls.last[lo:hi])
+	snap.Changes = r.d.uvarint()
+	if r.d.err != nil {
+		return r.d.err
+	}
+	// Grants: a tuple's last record has them all.
+	leased := make(map[string]bool, len(snap.Leases))
+	for _, l := range snap.Leases {
+		leased[l.Key] = true
+	}
+	latest := make(map[string][]engine.LeaseRecord)
+	// Every record when the cells are wanted or there are grants (a record without grants
+	// drops its tuple's earlier ones); else none.
+	if !cells && len(snap.Leases) == 0 && len(ls.leased) == 0 {
+		return nil
+	}
+	ls.each(func(t engine.TupleRecord) {
+		if cells {
+			for _, c := range t.Cells {
+				c.Key = strings.Clone(c.Key)
+				c.Foreign = slices.Clone(c.Foreign)
+				for j := range c.Foreign {
+					c.Foreign[j].Region = strings.Clone(c.Foreign[j].Region)
+				}
+				snap.Cells = append(snap.Cells, c)
+			}
+		}
+		if len(t.Leases) > 0 || leased[t.Key] || latest[t.Key] != nil {
+			key := strings.Clone(t.Key)
+			grants := make([]engine.LeaseRecord, 0, len(t.Leases))
+			for _, l := range t.Leases {
+				l.Key, l.Run = key, strings.Clone(l.Run)
+				grants = append(grants, l)
+			}
+			latest[key] = grants
+		}
+	})
+	kept := snap.Leases[:0]
+	for _, l := range snap.Leases {
+		if _, ok := latest[l.Key]; !ok {
+			kept = append(kept, l)
+		}
+	}
+	keys := make([]string, 0, len(latest))
+	for k := range latest {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, cmp.Compare[string]) // a stable order
+	for _, k := range keys {
+		kept = append(kept, latest[k]...)
+	}
+	snap.Leases = kept
+	return nil
+}
+
+// errClosed stops a compaction when the Store closes.
+var errClosed = errors.New("store closed")
+
+// applyLogs applies the logs of the base snap (of size bytes; a lazy one's o, nil when
+// its cells are all in snap) to it. With adopt, the Store's next saves continue from them:
+// frames go to a new log, of a gen above every one found.
+func (s *Store) applyLogs(snap *Snapshot, size int64, o *Opened, adopt bool) error {
+	ls, err := readLogs(s.dir, snap.gen, s.log)
+	if err != nil {
+		return err
+	}
+	lazy := o != nil && o.Lazy()
+	if err := ls.apply(snap, !lazy); err != nil {
+		return fmt.Errorf("%w: delta log: %w", ErrCorrupt, err)
+	}
+	if lazy {
+		o.log = ls
+	}
+	if ls.frames > 0 {
+		s.log.Info("snapshot log applied", "frames", ls.frames, "tuples", len(ls.offs), "bytes", ls.bytes, "base_gen", snap.gen)
+	}
+	if adopt {
+		s.saveMu.Lock()
+		s.baseGen, s.baseBytes, s.logBytes = snap.gen, size, ls.bytes
+		s.logSize.Store(s.logBytes)
+		s.baseSize.Store(s.baseBytes)
+		s.logGen = max(s.logGen, snap.gen, ls.maxGen) + 1
+		s.incremental = true
+		s.saveMu.Unlock()
+	}
+	return nil
+}
+
+// pacer keeps a compaction to a share of a thread: it runs for compactSlice, then pauses
+// (compactShareOf-1) times as long, so that the requests keep the CPU of a small
+// machine, unless the logs grew past half the base meanwhile (a fast write rate at a
+// large store): then it runs at full speed.
+type pacer struct {
+	start time.Time
+	n     int
+	// behind reports that the logs have grown past half the base meanwhile: the
+	// compaction then runs at full speed, so that the logs a restart reads stay bounded.
+	behind func() bool
+}
+
+const (
+	compactSlice   = 4 * time.Millisecond
+	compactShareOf = 3 // a third of a thread
+)
+
+// step is called for each tuple written; every 256th it checks the time.
+func (p *pacer) step() {
+	if p == nil {
+		return
+	}
+	if p.n++; p.n&255 != 0 {
+		return
+	}
+	if busy := time.Since(p.start); busy >= compactSlice {
+		if !p.behind() {
+			time.Sleep(busy * (compactShareOf - 1))
+		}
+		p.start = time.Now()
+	}
+}
