@@ -578,10 +578,19 @@ func (ls *logSet) apply(snap *Snapshot, cells bool) error {
 	}
 	r := frameReader{d: decoder{b: ls.last}}
 	r.d.varint()
+	// The last frame's sections replace the base's, but for the runs' marks and the reset
+	// records, which are kept beside the base's (restoring them merges each with max): a
+	// compaction's base is captured while frames go on into its own log, so after a crash
+	// between its rename and the next frame the last frame may be older than the base, and
+	// its sections alone would take back a reset the base holds (its cells' counts, merged
+	// with max, are the base's) or marks the base's counts already hold.
+	baseRuns, baseResets := snap.Runs, snap.Resets
+	baseChanges := snap.Changes
 	var err error
 	if snap.Runs, _, err = readSection(&r, runsBucket, decodeRun); err != nil {
 		return err
 	}
+	snap.Runs = append(snap.Runs, baseRuns...)
 	r.section() // the tuples: below
 	if snap.KV, _, err = readSection(&r, kvBucket, decodeKV); err != nil {
 		return err
@@ -589,13 +598,14 @@ func (ls *logSet) apply(snap *Snapshot, cells bool) error {
 	if snap.Resets, _, err = readSection(&r, resetsBucket, decodeReset); err != nil {
 		return err
 	}
+	snap.Resets = append(snap.Resets, baseResets...)
 	if snap.Overrides, _, err = readSection(&r, overridesBucket, decodeOverride); err != nil {
 		return err
 	}
 	snap.OverridesHorizon.Stamp = r.d.uvarint()
 	lo, hi := r.d.span("horizon region")
 	snap.OverridesHorizon.Region = string(ls.last[lo:hi])
-	snap.Changes = r.d.uvarint()
+	snap.Changes = max(r.d.uvarint(), baseChanges)
 	if r.d.err != nil {
 		return r.d.err
 	}

@@ -311,7 +311,7 @@ func (s *Store) based(gen uint64) {
 // gen is written in the background from src (its Tuples and RunMarks), after which the
 // logs before it are deleted (log.go gives the crash points).
 func (s *Store) compact(src Source) {
-	if s.compacting || s.closing.Load() || !compactDue(s.logBytes, s.baseBytes) {
+	if s.compacting || s.closing.Load() || !compactDue(s.logBytes, s.baseBytes) || time.Now().Before(s.compactAfter) {
 		return
 	}
 	gen := s.logGen + 1
@@ -342,8 +342,11 @@ func (s *Store) compact(src Source) {
 		switch {
 		case errors.Is(err, errClosed):
 		case err != nil:
-			s.log.Error("snapshot compaction failed; the log keeps growing until the next one", "gen", gen, "error", err)
+			s.compactWait = min(max(2*s.compactWait, time.Second), time.Minute)
+			s.compactAfter = time.Now().Add(s.compactWait)
+			s.log.Error("snapshot compaction failed; the log keeps growing until the next one", "gen", gen, "error", err, "retry_in", s.compactWait)
 		case s.baseGen < gen: // not overtaken by a whole save of Write
+			s.compactWait = 0
 			s.based(gen)
 			s.log.Debug("snapshot compacted", "gen", gen, "duration", time.Since(start), "bytes", s.baseBytes)
 		}

@@ -67,9 +67,14 @@ type Store struct {
 	baseBytes   int64
 	fbuf        []byte // the last frame, reused
 	compacting  bool   // a compaction runs
-	compactions sync.WaitGroup
-	closing     atomic.Bool // Close stops a compaction
-	lastFull    atomic.Bool // the last save wrote the whole file
+	// compactAfter is when a compaction may start again after failures (a full disk):
+	// each failure doubles compactWait (from a second, to a minute), so that a failing
+	// disk does not get a full pass and a new log every interval.
+	compactAfter time.Time
+	compactWait  time.Duration
+	compactions  sync.WaitGroup
+	closing      atomic.Bool // Close stops a compaction
+	lastFull     atomic.Bool // the last save wrote the whole file
 	// logSize and baseSize are logBytes and baseBytes, for a compaction to read without
 	// saveMu.
 	logSize, baseSize atomic.Int64
