@@ -188,9 +188,7 @@ func (e *Engine) decideLocked(sh *shard, h uint32, key []byte, windowMs int64, l
 			}
 		}
 		if i := e.store.slot(ent, seq, seq); i >= 0 {
-			c := &ent.cells[i]
-			c.regional = satAdd(c.regional, cost)
-			c.seeLimit(limit)
+			ent.add(i, cost, limit)
 			e.markDirty()
 		}
 	}

@@ -215,9 +215,7 @@ func (e *Engine) decideAllLocked(at []located, limits []uint64, cost uint64, ext
 		}
 		seq, _ := position(nowMs, at[i].w)
 		if j := e.store.slot(ent, seq, seq); j >= 0 {
-			c := &ent.cells[j]
-			c.regional = satAdd(c.regional, cost)
-			c.seeLimit(limits[i])
+			ent.add(j, cost, limits[i])
 		}
 	}
 	e.markDirty()

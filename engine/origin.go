@@ -442,10 +442,8 @@ func (e *Engine) applyReplay(sh *shard, h uint32, ent *entry, it ReplayItem, w i
 	if i < 0 {
 		return ent
 	}
-	c := &ent.cells[i]
-	c.regional = satAdd(c.regional, it.Cost)
+	ent.add(i, it.Cost, it.Limit)
 	e.markDirty()
-	c.seeLimit(it.Limit)
 	if ent.side != nil && run != nil {
 		// The run's cost is counted now: its lease no longer reserves it. The grant hears
 		// of it when it is next read (settle), so this item touches only the slot.

@@ -147,9 +147,9 @@ func (e *Engine) MergeComponents(comps []Component) (changed int) {
 			continue
 		}
 		if own {
-			if cl := &ent.cells[i]; capCount(c.Count) > cl.regional {
-				cl.regional = capCount(c.Count)
-				e.store.setPublished(ent, i, max(ent.published(i), cl.regional)) // the peers have it already
+			if capCount(c.Count) > ent.regional[i] {
+				ent.regional[i] = capCount(c.Count)
+				e.store.setPublished(ent, i, max(ent.published(i), ent.regional[i])) // the peers have it already
 				changed++
 			}
 		} else if e.store.raise(ent, i, region, c.Count) {
@@ -183,7 +183,7 @@ func (e *Engine) Publishable(threshold float64, limit int) []Component {
 	}
 	limit += len(out)
 	e.store.eachLive(now, func(k string, ent *entry, i int) bool {
-		c := &ent.cells[i]
+		c := ent.cell(i)
 		if c.regional <= ent.published(i) ||
 			(c.imported == 0 && c.minLimit > 0 && float64(c.regional) < threshold*float64(c.minLimit)) {
 			return true
@@ -208,7 +208,7 @@ func (e *Engine) Components() []Component {
 		out = e.resetRows(out, now, false)
 	}
 	e.store.eachLive(now, func(k string, ent *entry, i int) bool {
-		c := &ent.cells[i]
+		c := ent.cell(i)
 		if c.regional > 0 {
 			raw := satAdd(c.regional, e.cancelledOf([]byte(k), c.seq, e.region))
 			out = append(out, Component{Key: []byte(k), Seq: c.seq, Region: e.region, Count: raw})

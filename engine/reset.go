@@ -251,8 +251,8 @@ func inUse(ent *entry, w, now int64) bool {
 	if ent == nil {
 		return false
 	}
-	for i := range ent.cells {
-		if c := &ent.cells[i]; c.live(w, now) && c.total() > 0 {
+	for i := range entryCells {
+		if ent.live(i, w, now) && ent.cell(i).total() > 0 {
 			return true
 		}
 	}
@@ -285,14 +285,14 @@ func (e *Engine) resetsRefused(n uint64) {
 // and reports whether any held a count.
 func (e *Engine) cancelCells(ent *entry, r *tupleReset, w, now int64) bool {
 	held := false
-	for i := range ent.cells {
-		c := &ent.cells[i]
-		if !c.live(w, now) {
+	for i := range entryCells {
+		if !ent.live(i, w, now) {
 			continue
 		}
+		c := ent.cell(i)
 		held = held || c.total() > 0
 		r.raise(c.seq, e.region, satAdd(r.cancelled(c.seq, e.region), c.regional))
-		c.regional, c.imported = 0, 0
+		ent.regional[i] = 0 // and the foreign components below: imported is their sum
 		if ent.side == nil {
 			continue
 		}
@@ -336,10 +336,9 @@ func (e *Engine) mergeReset(c Component, w, now int64) (raised, lowered bool) {
 	if i < 0 {
 		return true, false
 	}
-	cl := &ent.cells[i]
 	if c.Region == e.region {
-		d := min(cl.regional, delta)
-		cl.regional -= d
+		d := min(ent.regional[i], delta)
+		ent.regional[i] -= d
 		if ent.side != nil {
 			ent.side.cells[i].published -= min(ent.side.cells[i].published, delta)
 		}
@@ -352,8 +351,7 @@ func (e *Engine) mergeReset(c Component, w, now int64) (raised, lowered bool) {
 	for j := range ent.side.cells[i].foreign {
 		if f := &ent.side.cells[i].foreign[j]; f.region == id {
 			d := min(f.count, delta)
-			f.count -= d
-			cl.imported -= min(cl.imported, d)
+			f.count -= d // imported, their sum, with it
 			lowered = lowered || d > 0
 		}
 	}

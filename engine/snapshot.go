@@ -106,11 +106,11 @@ func (e *Engine) Tuples(yield func(TupleRecord) bool) {
 				if reset {
 					r = sh.resets[key]
 				}
-				for k := range sl.ent.cells {
-					c := &sl.ent.cells[k]
-					if !c.live(w, now) {
+				for k := range entryCells {
+					if !sl.ent.live(k, w, now) {
 						continue
 					}
+					c := sl.ent.cell(k)
 					f0 := len(foreign)
 					imported := c.imported
 					if named {
@@ -245,7 +245,6 @@ func (e *Engine) restoreRecord(r CellRecord, t Tuple, now int64) bool {
 	if i < 0 {
 		return false
 	}
-	c := &ent.cells[i]
 	var rs *tupleReset // what the resets restored before cancelled
 	if e.resets.count.Load() > 0 {
 		rs = sh.resets[string(key)] // key: a copy, not the file's bytes
@@ -253,20 +252,20 @@ func (e *Engine) restoreRecord(r CellRecord, t Tuple, now int64) bool {
 	eff := func(region string, n uint64) uint64 {
 		return capCount(n) - min(capCount(n), rs.cancelled(r.Seq, region))
 	}
-	c.regional = max(c.regional, eff(e.region, r.Regional))
+	ent.regional[i] = max(ent.regional[i], eff(e.region, r.Regional))
 	foreign := r.Foreign
 	if len(foreign) == 0 && r.Imported > 0 {
 		foreign = []RegionCount{{Count: r.Imported}}
 	}
 	for _, f := range foreign {
 		if f.Region == e.region {
-			c.regional = max(c.regional, eff(e.region, f.Count))
+			ent.regional[i] = max(ent.regional[i], eff(e.region, f.Count))
 		} else if id, err := e.regions.id(f.Region); err == nil {
 			e.store.raise(ent, i, id, eff(f.Region, f.Count))
 		}
 	}
 	if !e.standalone {
-		e.store.setPublished(ent, i, max(ent.published(i), c.regional)) // published before, or restored from a peer
+		e.store.setPublished(ent, i, max(ent.published(i), ent.regional[i])) // published before, or restored from a peer
 	}
 	return true
 }

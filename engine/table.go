@@ -60,7 +60,7 @@ type chunkRef struct {
 	mapped bool
 }
 
-// A chunk is chunkSlots slots (448 KiB): few mappings even at tens of millions of tuples,
+// A chunk is chunkSlots slots (352 KiB): few mappings even at tens of millions of tuples,
 // and, being mapped, its pages cost memory only once touched, so a shard's last chunk
 // costs no more than the slots it holds.
 const (
@@ -71,9 +71,10 @@ const (
 
 type chunk [chunkSlots]slot
 
-// keyInline is the longest key a slot holds in its own bytes. With it a slot is 112 bytes:
-// the side pointer, the owed lease cost, the cells, the key length and bytes. A lookup of
-// a key of n <= keyInline bytes reads bytes 16 to 81+n of the slot (cells, length, key).
+// keyInline is the longest key a slot holds in its own bytes. With it a slot is 88 bytes:
+// the side pointer, the owed lease cost, the packed cells (store.go: entry), the key length
+// and bytes. A lookup of a key of n <= keyInline bytes reads bytes 16 to 57+n of the slot
+// (cells, length, key).
 const keyInline = 31
 
 // longKey is slot.klen for a key longer than keyInline.

@@ -34,7 +34,7 @@ func checkShard(t *testing.T, sh *shard, hash func(string) uint32, ref map[strin
 	}
 	for k, v := range ref {
 		i := sh.find(hash(k), []byte(k))
-		if i < 0 || sh.keyOf(sh.at(i)) != k || sh.at(i).ent.cells[0].regional != uint64(v) {
+		if i < 0 || sh.keyOf(sh.at(i)) != k || sh.at(i).ent.regional[0] != uint64(v) {
 			t.Fatalf("key %q: slot %d", k, i)
 		}
 	}
@@ -83,7 +83,7 @@ func TestTableAgainstMap(t *testing.T) {
 						i = sh.add(hash, h, []byte(k))
 						sh.at(i).ent.reset()
 					}
-					sh.at(i).ent.cells[0].regional = uint64(step)
+					sh.at(i).ent.regional[0] = uint64(step)
 					ref[k] = int64(step)
 				case op < 8: // delete
 					i := sh.find(hash(k), []byte(k))
@@ -137,15 +137,16 @@ func TestSideLayout(t *testing.T) {
 	}
 }
 
-// TestSlotLayout: a slot is 112 bytes, its cells and its inline key adjacent, and keys
-// of every length round-trip through it, a long one through the shard's longs.
+// TestSlotLayout: a slot is 88 bytes, its cells (sequence to meta) and its inline key
+// adjacent, and keys of every length round-trip through it, a long one through the
+// shard's longs.
 func TestSlotLayout(t *testing.T) {
 	var sl slot
-	if n := unsafe.Sizeof(sl); n != 112 {
+	if n := unsafe.Sizeof(sl); n != 88 {
 		t.Fatalf("slot is %d bytes", n)
 	}
-	if c, k := unsafe.Offsetof(sl.ent)+unsafe.Offsetof(sl.ent.cells), unsafe.Offsetof(sl.klen); k != c+unsafe.Sizeof(sl.ent.cells) {
-		t.Fatalf("cells at %d, key length at %d", c, k)
+	if c, k := unsafe.Offsetof(sl.ent)+unsafe.Offsetof(sl.ent.meta)+unsafe.Sizeof(sl.ent.meta), unsafe.Offsetof(sl.klen); k > c+4 || unsafe.Offsetof(sl.ent.seq) != 16 {
+		t.Fatalf("cells at %d to %d, key length at %d", unsafe.Offsetof(sl.ent.seq), c, k)
 	}
 	if n := unsafe.Sizeof(shard{}); n != 128 {
 		t.Fatalf("shard is %d bytes", n)
@@ -188,7 +189,7 @@ func TestTableCases(t *testing.T) {
 			ref := map[string]int64{}
 			for n, k := range tc.insert {
 				i := sh.add(hash, hash(k), []byte(k))
-				sh.at(i).ent.cells[0].regional = uint64(n)
+				sh.at(i).ent.regional[0] = uint64(n)
 				ref[k] = int64(n)
 			}
 			checkShard(t, &sh, hash, ref)
