@@ -90,7 +90,7 @@ func TestSlotFarApart(t *testing.T) {
 			e.setSeq(0, tc.other)
 			e.regional[0] = 5
 			s.cells.Store(1)
-			got := s.slot(&e, tc.seq, now)
+			got := s.slot(&s.shards[0], &e, tc.seq, now)
 			if got != tc.want {
 				t.Fatalf("slot(%d) = %d, want %d", tc.seq, got, tc.want)
 			}
@@ -121,12 +121,13 @@ func TestCountsOlderCellDead(t *testing.T) {
 			e.regional[oldAt] = 50
 			e.setSeq(1-oldAt, seq)
 			e.regional[1-oldAt] = 3
-			cur, prev := e.counts(seq)
+			var sh shard
+			cur, prev := sh.counts(&e, seq)
 			if cur.total() != 3 || prev.total() != 0 || prev.seq != seq-1 {
 				t.Fatalf("older %d in cell %d: counts = %+v, %+v", older, oldAt, cur, prev)
 			}
 			s := newStore(1 << 30)
-			if i := s.slot(&e, seq-1, seq); i != oldAt || e.regional[i] != 0 {
+			if i := s.slot(&s.shards[0], &e, seq-1, seq); i != oldAt || e.regional[i] != 0 {
 				t.Fatalf("older %d in cell %d: slot(seq-1) = %d holding %d", older, oldAt, i, e.regional[max(i, 0)])
 			}
 		}
@@ -135,43 +136,55 @@ func TestCountsOlderCellDead(t *testing.T) {
 
 // TestImported: a cell's imported count is the sum of its foreign components, read from
 // the side struct only when the cell has some; an entry with a side struct for its leases
-// alone imports nothing, and clearing a cell drops its imports.
+// alone imports nothing, and clearing a cell drops its imports. Side structs are the
+// shard's, their indexes reused once freed.
 func TestImported(t *testing.T) {
 	s := newStore(1 << 30)
+	sh := &s.shards[0]
 	var e entry
 	e.reset()
 	e.setSeqs(10, 11)
-	if e.imported(0) != 0 || e.imported(1) != 0 || e.side != nil {
+	if sh.imported(&e, 0) != 0 || sh.imported(&e, 1) != 0 || e.side != 0 {
 		t.Fatal("a new entry imports")
 	}
-	s.sideOf(&e).leases.grants = []leaseGrant{{g: 1}} // a side struct for a lease only
-	if e.imported(0) != 0 || e.imported(1) != 0 || e.meta&(importsBit|importsBit<<1) != 0 {
-		t.Fatalf("leases only: imported %d, %d (meta %#x)", e.imported(0), e.imported(1), e.meta)
+	s.sideOf(sh, &e).leases.grants = []leaseGrant{{g: 1}} // a side struct for a lease only
+	if sh.imported(&e, 0) != 0 || sh.imported(&e, 1) != 0 || e.meta&(importsBit|importsBit<<1) != 0 {
+		t.Fatalf("leases only: imported %d, %d (meta %#x)", sh.imported(&e, 0), sh.imported(&e, 1), e.meta)
 	}
-	s.raise(&e, 1, 1, 40)
-	s.raise(&e, 1, 2, 2)
-	s.raise(&e, 1, 1, 30) // lower: ignored
-	if e.imported(0) != 0 || e.imported(1) != 42 || e.cell(1).total() != 42 {
-		t.Fatalf("imported %d, %d, want 0, 42", e.imported(0), e.imported(1))
+	s.raise(sh, &e, 1, 1, 40)
+	s.raise(sh, &e, 1, 2, 2)
+	s.raise(sh, &e, 1, 1, 30) // lower: ignored
+	if sh.imported(&e, 0) != 0 || sh.imported(&e, 1) != 42 || sh.cell(&e, 1).total() != 42 {
+		t.Fatalf("imported %d, %d, want 0, 42", sh.imported(&e, 0), sh.imported(&e, 1))
 	}
-	s.raise(&e, 1, 3, MaxCount) // saturates
-	if e.imported(1) != MaxCount {
-		t.Fatalf("imported %d, want MaxCount", e.imported(1))
+	s.raise(sh, &e, 1, 3, MaxCount) // saturates
+	if sh.imported(&e, 1) != MaxCount {
+		t.Fatalf("imported %d, want MaxCount", sh.imported(&e, 1))
 	}
-	s.clearCell(&e, 1)
-	if e.imported(1) != 0 || e.meta&(importsBit<<1) != 0 || e.side == nil {
-		t.Fatalf("after clearCell: imported %d meta %#x side %v", e.imported(1), e.meta, e.side)
+	s.clearCell(sh, &e, 1)
+	if sh.imported(&e, 1) != 0 || e.meta&(importsBit<<1) != 0 || e.side != 1 {
+		t.Fatalf("after clearCell: imported %d meta %#x side %d", sh.imported(&e, 1), e.meta, e.side)
 	}
 	// Without a lease the side struct goes with the last imports.
 	var f entry
 	f.setSeq(0, 10)
-	s.raise(&f, 0, 1, 7)
-	if f.side == nil || f.imported(0) != 7 {
-		t.Fatalf("imported %d, side %v", f.imported(0), f.side)
+	s.raise(sh, &f, 0, 1, 7)
+	if f.side != 2 || sh.imported(&f, 0) != 7 {
+		t.Fatalf("imported %d, side %d", sh.imported(&f, 0), f.side)
 	}
-	s.clearCell(&f, 0)
-	if f.side != nil || f.imported(0) != 0 || f.meta != 0 {
-		t.Fatalf("after clearCell: side %v, imported %d, meta %#x", f.side, f.imported(0), f.meta)
+	s.clearCell(sh, &f, 0)
+	if f.side != 0 || sh.imported(&f, 0) != 0 || f.meta != 0 || sh.sides[1] != nil || len(sh.freeSides) != 1 {
+		t.Fatalf("after clearCell: side %d, imported %d, meta %#x, sides %v free %v", f.side, sh.imported(&f, 0), f.meta, sh.sides, sh.freeSides)
+	}
+	s.raise(sh, &f, 0, 1, 7) // takes the free index
+	if f.side != 2 || len(sh.freeSides) != 0 {
+		t.Fatalf("side %d, free %v", f.side, sh.freeSides)
+	}
+	s.clearCell(sh, &f, 0)
+	sh.side(&e).leases.grants = nil
+	s.freeSideIfEmpty(sh, &e) // the last: the shard keeps no table
+	if e.side != 0 || sh.sides != nil || sh.freeSides != nil || s.bytes.Load() != 0 {
+		t.Fatalf("side %d, sides %v, free %v, bytes %d", e.side, sh.sides, sh.freeSides, s.bytes.Load())
 	}
 }
 
@@ -203,12 +216,13 @@ func TestPackLimit(t *testing.T) {
 // limit is kept (rounded down).
 func TestAddLarge(t *testing.T) {
 	var e entry
+	var sh shard
 	e.setSeq(0, 1)
 	e.add(0, MaxLimit, MaxLimit)
 	e.add(0, MaxLimit, 3)
 	e.add(0, MaxLimit, 0) // no limit: keeps the lowest
-	if e.regional[0] != 3*MaxLimit || e.cell(0).minLimit != 3 {
-		t.Fatalf("regional %d minLimit %d", e.regional[0], e.cell(0).minLimit)
+	if e.regional[0] != 3*MaxLimit || sh.cell(&e, 0).minLimit != 3 {
+		t.Fatalf("regional %d minLimit %d", e.regional[0], sh.cell(&e, 0).minLimit)
 	}
 	for range 1 << 13 {
 		e.add(0, MaxLimit, MaxLimit)
@@ -217,7 +231,7 @@ func TestAddLarge(t *testing.T) {
 		t.Fatalf("regional %d, want MaxCount", e.regional[0])
 	}
 	e.add(1, 1, 5<<40+3)
-	if c := e.cell(1); c.minLimit > 5<<40+3 || c.minLimit < 5<<40 || c.regional != 1 {
+	if c := sh.cell(&e, 1); c.minLimit > 5<<40+3 || c.minLimit < 5<<40 || c.regional != 1 {
 		t.Fatalf("cell 1: %+v", c)
 	}
 }

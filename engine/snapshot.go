@@ -89,8 +89,8 @@ func (e *Engine) Tuples(yield func(TupleRecord) bool) {
 		// depend on each other, so the CPU fetches many side structs at once, where the
 		// pass below would wait for each in turn (most are not in cache).
 		n := 0
-		for j := range sh.n {
-			if sd := sh.at(j).ent.side; sd != nil {
+		for _, sd := range sh.sides {
+			if sd != nil {
 				n += len(sd.leases.grants)
 			}
 		}
@@ -110,11 +110,11 @@ func (e *Engine) Tuples(yield func(TupleRecord) bool) {
 					if !sl.ent.live(k, w, now) {
 						continue
 					}
-					c := sl.ent.cell(k)
+					c := sh.cell(&sl.ent, k)
 					f0 := len(foreign)
 					imported := c.imported
 					if named {
-						for _, f := range sl.ent.foreign(k) {
+						for _, f := range sh.foreign(&sl.ent, k) {
 							name := e.regions.name(f.region)
 							n := satAdd(f.count, r.cancelled(c.seq, name))
 							imported = satAdd(imported, n-f.count)
@@ -125,9 +125,9 @@ func (e *Engine) Tuples(yield func(TupleRecord) bool) {
 					cells = append(cells, CellRecord{Seq: c.seq, Regional: satAdd(c.regional, r.cancelled(c.seq, e.region)), Imported: imported})
 				}
 			}
-			if sl.ent.side != nil {
-				sl.ent.settle()
-				for _, g := range sl.ent.side.leases.grants {
+			if sd := sh.side(&sl.ent); sd != nil {
+				sh.settle(&sl.ent)
+				for _, g := range sd.leases.grants {
 					if g.held(now) == 0 {
 						continue // it reserves nothing, and never will again without a new grant
 					}
@@ -240,7 +240,7 @@ func (e *Engine) restoreRecord(r CellRecord, t Tuple, now int64) bool {
 	}
 	i := -1
 	if ent != nil {
-		i = e.store.slot(ent, r.Seq, now/t.WindowMs)
+		i = e.store.slot(sh, ent, r.Seq, now/t.WindowMs)
 	}
 	if i < 0 {
 		return false
@@ -261,11 +261,11 @@ func (e *Engine) restoreRecord(r CellRecord, t Tuple, now int64) bool {
 		if f.Region == e.region {
 			ent.regional[i] = max(ent.regional[i], eff(e.region, f.Count))
 		} else if id, err := e.regions.id(f.Region); err == nil {
-			e.store.raise(ent, i, id, eff(f.Region, f.Count))
+			e.store.raise(sh, ent, i, id, eff(f.Region, f.Count))
 		}
 	}
 	if !e.standalone {
-		e.store.setPublished(ent, i, max(ent.published(i), ent.regional[i])) // published before, or restored from a peer
+		e.store.setPublished(sh, ent, i, max(sh.published(ent, i), ent.regional[i])) // published before, or restored from a peer
 	}
 	return true
 }

@@ -42,13 +42,13 @@ import (
 
 const shardCount = 256
 
-// entryOverhead estimates the bytes one tuple costs: its 88-byte slot (key included up to
+// entryOverhead estimates the bytes one tuple costs: its 80-byte slot (key included up to
 // keyInline bytes), its share of the index (4-byte buckets at a load between 0.4 and 0.8:
 // at most 10 bytes) and of the last, partly touched page of its chunk. The chunks and the
 // index are outside the Go heap, so this is what the process's memory grows by (no
 // collector headroom on top). tupleBytes adds a long key's heap bytes. They only feed the
 // --max-memory bound; BenchmarkMemory measures the real figure.
-const entryOverhead = 100
+const entryOverhead = 92
 
 // tupleBytes estimates the bytes a tuple whose key has n bytes costs.
 func tupleBytes(n int) int64 {
@@ -130,8 +130,11 @@ const entryCells = 2
 // have any: a decision on a tuple that has no imports (every tuple of an origin without
 // peers) reads only the slot. minLimit is packed in 32 bits, rounded down (packLimit):
 // it only sets the publication threshold, which rounding down can only lower.
+//
+// The side struct is held by the shard (shard.side): side is its index there, plus one
+// (0: none until replication, an import or a lease needs one).
 type entry struct {
-	side *entrySide // nil until replication, an import or a lease needs it
+	side uint32
 	// owed is cost that the replays of the run whose id is owedRun applied to the cells
 	// and that its lease grant (in side) has not been told of yet: a replay item adds to
 	// it here, in the slot it has read already, instead of reaching into the side struct
@@ -139,10 +142,10 @@ type entry struct {
 	// that reads the grants settles first (lease.go).
 	owedRun  uint32
 	owed     uint32
+	meta     uint32             // heldBit<<i, importsBit<<i, and cell 1's delta (see above)
 	seq      int64              // see above
 	regional [entryCells]uint64 // this region's count of each cell
 	minLimit [entryCells]uint32 // packLimit of the lowest limit seen for each cell; 0 when none was
-	meta     uint32             // heldBit<<i, importsBit<<i, and cell 1's delta (see above)
 }
 
 // The bits of entry.meta.
@@ -198,21 +201,22 @@ func (e *entry) setSeq(i int, seq int64) bool {
 	return e.setSeqs(e.seqOf(0), seq)
 }
 
-// imported returns the imported count of cell i: the sum of its foreign components.
-func (e *entry) imported(i int) uint64 {
-	if e.meta>>i&importsBit == 0 {
+// imported returns the imported count of ent's cell i: the sum of its foreign
+// components.
+func (sh *shard) imported(ent *entry, i int) uint64 {
+	if ent.meta>>i&importsBit == 0 {
 		return 0
 	}
 	var n uint64
-	for _, f := range e.side.cells[i].foreign {
+	for _, f := range sh.side(ent).cells[i].foreign {
 		n = satAdd(n, f.count)
 	}
 	return n
 }
 
-// cell returns a copy of cell i.
-func (e *entry) cell(i int) cell {
-	return cell{seq: e.seqOf(i), regional: e.regional[i], imported: e.imported(i), minLimit: unpackLimit(e.minLimit[i])}
+// cell returns a copy of ent's cell i.
+func (sh *shard) cell(ent *entry, i int) cell {
+	return cell{seq: ent.seqOf(i), regional: ent.regional[i], imported: sh.imported(ent, i), minLimit: unpackLimit(ent.minLimit[i])}
 }
 
 // add adds cost to cell i's regional count, and records limit (0: none) as used against it.
@@ -263,108 +267,122 @@ func (e *entry) find(seq int64) int {
 // newest returns the latest sequence held (emptySeq when none).
 func (e *entry) newest() int64 { return max(e.seqOf(0), e.seqOf(1)) }
 
-// counts returns the cells seq and seq-1 (zero cells when not held).
-func (e *entry) counts(seq int64) (cur, prev cell) {
+// counts returns ent's cells seq and seq-1 (zero cells when not held).
+func (sh *shard) counts(ent *entry, seq int64) (cur, prev cell) {
 	cur, prev = cell{seq: seq}, cell{seq: seq - 1}
 	for i := range entryCells {
-		switch e.seqOf(i) {
+		switch ent.seqOf(i) {
 		case seq:
-			cur = e.cell(i)
+			cur = sh.cell(ent, i)
 		case seq - 1:
-			prev = e.cell(i)
+			prev = sh.cell(ent, i)
 		}
 	}
 	return cur, prev
 }
 
-// published returns the count of cell slot i last handed to the publisher.
-func (e *entry) published(i int) uint64 {
-	if e.side == nil {
-		return 0
+// published returns the count of ent's cell slot i last handed to the publisher.
+func (sh *shard) published(ent *entry, i int) uint64 {
+	if sd := sh.side(ent); sd != nil {
+		return sd.cells[i].published
 	}
-	return e.side.cells[i].published
+	return 0
 }
 
-// foreign returns the foreign components of cell slot i.
-func (e *entry) foreign(i int) []component {
-	if e.side == nil {
-		return nil
+// foreign returns the foreign components of ent's cell slot i.
+func (sh *shard) foreign(ent *entry, i int) []component {
+	if sd := sh.side(ent); sd != nil {
+		return sd.cells[i].foreign
 	}
-	return e.side.cells[i].foreign
+	return nil
 }
 
 // held returns the number of cells held.
 func (e *entry) held() int64 { return int64(e.meta&heldBit + e.meta>>1&heldBit) }
 
-// sideOf returns ent's side struct, allocating it. The slot holding ent is outside the Go
-// heap: the store's sides set keeps the struct alive (table.go).
-func (s *store) sideOf(ent *entry) *entrySide {
-	if ent.side == nil {
-		sd := new(entrySide)
-		s.sidesMu.Lock()
-		if s.sides == nil {
-			s.sides = make(map[*entrySide]struct{})
-		}
-		s.sides[sd] = struct{}{}
-		s.sidesMu.Unlock()
-		ent.side = sd
-		s.bytes.Add(sideBytes)
+// side returns ent's side struct (ent in sh), nil when it has none.
+func (sh *shard) side(ent *entry) *entrySide {
+	if ent.side == 0 {
+		return nil
 	}
-	return ent.side
+	return sh.sides[ent.side-1]
+}
+
+// sideOf returns ent's side struct (ent in sh), allocating it.
+func (s *store) sideOf(sh *shard, ent *entry) *entrySide {
+	if ent.side == 0 {
+		sd := new(entrySide)
+		if n := len(sh.freeSides); n > 0 {
+			ent.side = sh.freeSides[n-1] + 1
+			sh.freeSides = sh.freeSides[:n-1]
+			sh.sides[ent.side-1] = sd
+		} else {
+			sh.sides = append(sh.sides, sd)
+			ent.side = uint32(len(sh.sides))
+		}
+		s.bytes.Add(sideBytes)
+		return sd
+	}
+	return sh.sides[ent.side-1]
 }
 
 // clearCell empties cell i: its sequence (emptySeq), counts and limit, and its
 // replication state, freeing the side struct when nothing is left in it. The caller counts
 // the cell out of the store's.
-func (s *store) clearCell(ent *entry, i int) {
+func (s *store) clearCell(sh *shard, ent *entry, i int) {
 	ent.regional[i], ent.minLimit[i] = 0, 0
 	ent.meta &^= importsBit << i
 	ent.setSeq(i, emptySeq) // one cell held at most: it fits
-	sd := ent.side
+	sd := sh.side(ent)
 	if sd == nil {
 		return
 	}
 	s.bytes.Add(-int64(cap(sd.cells[i].foreign)) * componentBytes)
 	sd.cells[i] = cellSide{}
-	s.freeSideIfEmpty(ent)
+	s.freeSideIfEmpty(sh, ent)
 }
 
 // freeSideIfEmpty frees ent's side struct when nothing is left in it.
-func (s *store) freeSideIfEmpty(ent *entry) {
-	if ent.side != nil && ent.side.empty() {
+func (s *store) freeSideIfEmpty(sh *shard, ent *entry) {
+	if sd := sh.side(ent); sd != nil && sd.empty() {
 		s.bytes.Add(-sideBytes)
-		s.sidesMu.Lock()
-		delete(s.sides, ent.side)
-		s.sidesMu.Unlock()
-		ent.side = nil
+		at := ent.side - 1
+		sh.sides[at] = nil
+		ent.side = 0
+		if len(sh.freeSides)+1 == len(sh.sides) {
+			sh.sides, sh.freeSides = nil, nil
+			return
+		}
+		sh.freeSides = append(sh.freeSides, at)
 	}
 }
 
-// setPublished records that cell slot i was handed to the publisher at count n.
-func (s *store) setPublished(ent *entry, i int, n uint64) {
-	if n == ent.published(i) {
+// setPublished records that ent's cell slot i was handed to the publisher at count n.
+func (s *store) setPublished(sh *shard, ent *entry, i int, n uint64) {
+	if n == sh.published(ent, i) {
 		return
 	}
-	s.sideOf(ent).cells[i].published = n
+	s.sideOf(sh, ent).cells[i].published = n
 }
 
-// raise merges a foreign region's count into cell slot i with max (the cell's imported
-// count is the sum of its components). It reports whether the count changed.
-func (s *store) raise(ent *entry, i int, region uint16, count uint64) bool {
+// raise merges a foreign region's count into ent's cell slot i with max (the cell's
+// imported count is the sum of its components). It reports whether the count changed.
+func (s *store) raise(sh *shard, ent *entry, i int, region uint16, count uint64) bool {
 	count = capCount(count)
-	for j, f := range ent.foreign(i) {
-		if f.region == region {
-			if count <= f.count {
+	fs := sh.foreign(ent, i)
+	for j := range fs {
+		if fs[j].region == region {
+			if count <= fs[j].count {
 				return false
 			}
-			ent.side.cells[i].foreign[j].count = count
+			fs[j].count = count
 			return true
 		}
 	}
 	if count == 0 {
 		return false
 	}
-	cs := &s.sideOf(ent).cells[i]
+	cs := &s.sideOf(sh, ent).cells[i]
 	before := cap(cs.foreign)
 	cs.foreign = append(cs.foreign, component{region: region, count: count})
 	s.bytes.Add(int64(cap(cs.foreign)-before) * componentBytes)
@@ -382,7 +400,7 @@ func (s *store) raise(ent *entry, i int, region uint16, count uint64) bool {
 // The two cells of an entry are at most 2^27 windows apart (entry): when seq is further
 // from the other cell, that cell gives way if it is dead or from the future (and seq is
 // not), else seq is refused.
-func (s *store) slot(ent *entry, seq, now int64) int {
+func (s *store) slot(sh *shard, ent *entry, seq, now int64) int {
 	if i := ent.find(seq); i >= 0 {
 		return i
 	}
@@ -411,13 +429,13 @@ func (s *store) slot(ent *entry, seq, now int64) int {
 		if o := ent.seqOf(other); o >= now-1 && (o <= now || seq > now) {
 			return -1
 		}
-		s.clearCell(ent, other)
+		s.clearCell(sh, ent, other)
 		s.cells.Add(-1)
 	}
 	if ent.seqOf(victim) == emptySeq {
 		s.cells.Add(1)
 	}
-	s.clearCell(ent, victim)
+	s.clearCell(sh, ent, victim)
 	ent.setSeq(victim, seq) // it fits (above)
 	return victim
 }
@@ -430,11 +448,11 @@ func (e *entry) fits(i int, seq int64) bool {
 }
 
 // dropBefore empties ent's slots older than seq and returns how many it emptied.
-func (s *store) dropBefore(ent *entry, seq int64) int64 {
+func (s *store) dropBefore(sh *shard, ent *entry, seq int64) int64 {
 	var n int64
 	for i := range entryCells {
 		if sq := ent.seqOf(i); sq != emptySeq && sq < seq {
-			s.clearCell(ent, i)
+			s.clearCell(sh, ent, i)
 			n++
 		}
 	}
@@ -449,10 +467,6 @@ type store struct {
 	bytes    atomic.Int64 // estimated bytes of all entries
 	cells    atomic.Int64 // occupied cell slots
 	tuples   atomic.Int64
-	// sides holds every side struct an entry points to: the collector does not see the
-	// pointers in the slots (table.go).
-	sidesMu sync.Mutex
-	sides   map[*entrySide]struct{}
 	// loader is a lazy load's (load.go) until every part is loaded; nil otherwise.
 	loader atomic.Pointer[loader]
 }
@@ -514,10 +528,10 @@ func (s *store) insert(sh *shard, h uint32, key []byte, force bool) (*entry, err
 }
 
 // eachLive calls fn for every live cell (sequence >= seq-1 of its window at nowMs): slot i
-// of ent, with its shard locked; fn may change the cell but must not keep ent, nor key:
+// of ent, with its shard sh locked; fn may change the cell but must not keep ent, nor key:
 // key may alias the slot's bytes, so fn copies what it keeps.
 // It stops when fn returns false.
-func (s *store) eachLive(nowMs int64, fn func(key string, ent *entry, i int) bool) {
+func (s *store) eachLive(nowMs int64, fn func(sh *shard, key string, ent *entry, i int) bool) {
 	for i := range s.shards {
 		s.waitShard(i)
 		if !s.liveIn(&s.shards[i], nowMs, fn) {
@@ -530,7 +544,7 @@ func (s *store) eachLive(nowMs int64, fn func(key string, ent *entry, i int) boo
 }
 
 // liveIn is eachLive over one shard. It reports false when fn stopped it.
-func (s *store) liveIn(sh *shard, nowMs int64, fn func(key string, ent *entry, i int) bool) bool {
+func (s *store) liveIn(sh *shard, nowMs int64, fn func(sh *shard, key string, ent *entry, i int) bool) bool {
 	lockYielding(&sh.mu)
 	defer sh.mu.Unlock()
 	for j := range sh.n {
@@ -544,7 +558,7 @@ func (s *store) liveIn(sh *shard, nowMs int64, fn func(key string, ent *entry, i
 			if !sl.ent.live(k, w, nowMs) {
 				continue
 			}
-			if !fn(key, &sl.ent, k) {
+			if !fn(sh, key, &sl.ent, k) {
 				return false
 			}
 		}
@@ -571,10 +585,10 @@ func (s *store) sweep(nowMs int64, leases bool) int64 {
 				live = nowMs/w - 1
 			}
 			if leases {
-				s.pruneLeases(&sl.ent, nowMs)
+				s.pruneLeases(sh, &sl.ent, nowMs)
 			}
-			dropped += s.dropBefore(&sl.ent, live)
-			if sl.ent.held() == 0 && sl.ent.side == nil {
+			dropped += s.dropBefore(sh, &sl.ent, live)
+			if sl.ent.held() == 0 && sl.ent.side == 0 {
 				s.bytes.Add(-tupleBytes(sl.keyLen())) // its side went with its cells and leases
 				s.tuples.Add(-1)
 				sh.remove(s.hash, j)

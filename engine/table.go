@@ -21,10 +21,10 @@ import (
 // heap it paces on: a store of a million tuples costs its bytes, not twice them at
 // GOGC 100. Growing never copies the slots (a new chunk is added), only the index.
 //
-// Only one field of a slot points into the Go heap: entry.side. As the collector does not
-// see a pointer kept outside its heap, every side struct is also kept in the store's
-// sides set (store.sideOf, store.freeSideIfEmpty), for as long as an entry points to it:
-// nothing else may set entry.side.
+// No slot points into the Go heap (the collector would not see the pointer): an entry's
+// side struct is in the shard's sides, and entry.side is its index there (store.sideOf,
+// store.freeSideIfEmpty: nothing else may set entry.side). A slot that moves keeps its
+// side struct.
 //
 // index is a power-of-two array of 4-byte buckets, probed linearly; a bucket is
 // tag<<24 | (slot index + 1), 0 when empty. The key's hash h in the shard is the high 32
@@ -50,7 +50,9 @@ type shard struct {
 	longs       []string               // long keys, by the index their slots keep ("" when free)
 	freeLongs   []uint32               // free indexes in longs
 	resets      map[string]*tupleReset // reset records of the shard's tuples (reset.go); nil: none
-	// shards are 128 bytes: two cores on neighbouring shards share no line
+	sides       []*entrySide           // side structs of the shard's entries, by entry.side-1 (nil when free)
+	freeSides   []uint32               // free indexes in sides
+	_           [16]byte               // shards are 192 bytes: two cores on neighbouring shards share no line
 }
 
 // chunkRef is one chunk of slots, and whether it is a mapping (unmapped when freed) or a
@@ -60,7 +62,7 @@ type chunkRef struct {
 	mapped bool
 }
 
-// A chunk is chunkSlots slots (352 KiB): few mappings even at tens of millions of tuples,
+// A chunk is chunkSlots slots (320 KiB): few mappings even at tens of millions of tuples,
 // and, being mapped, its pages cost memory only once touched, so a shard's last chunk
 // costs no more than the slots it holds.
 const (
@@ -71,10 +73,10 @@ const (
 
 type chunk [chunkSlots]slot
 
-// keyInline is the longest key a slot holds in its own bytes. With it a slot is 88 bytes:
-// the side pointer, the owed lease cost, the packed cells (store.go: entry), the key length
-// and bytes. A lookup of a key of n <= keyInline bytes reads bytes 16 to 57+n of the slot
-// (cells, length, key).
+// keyInline is the longest key a slot holds in its own bytes. With it a slot is 80 bytes:
+// the side struct's index, the owed lease cost, the packed cells (store.go: entry), the key
+// length and bytes. A lookup of a key of n <= keyInline bytes reads bytes 12 to 49+n of the
+// slot (cells, length, key).
 const keyInline = 31
 
 // longKey is slot.klen for a key longer than keyInline.

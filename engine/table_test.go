@@ -137,18 +137,18 @@ func TestSideLayout(t *testing.T) {
 	}
 }
 
-// TestSlotLayout: a slot is 88 bytes, its cells (sequence to meta) and its inline key
+// TestSlotLayout: a slot is 80 bytes, its cells (meta to minLimit) and its inline key
 // adjacent, and keys of every length round-trip through it, a long one through the
 // shard's longs.
 func TestSlotLayout(t *testing.T) {
 	var sl slot
-	if n := unsafe.Sizeof(sl); n != 88 {
+	if n := unsafe.Sizeof(sl); n != 80 {
 		t.Fatalf("slot is %d bytes", n)
 	}
-	if c, k := unsafe.Offsetof(sl.ent)+unsafe.Offsetof(sl.ent.meta)+unsafe.Sizeof(sl.ent.meta), unsafe.Offsetof(sl.klen); k > c+4 || unsafe.Offsetof(sl.ent.seq) != 16 {
-		t.Fatalf("cells at %d to %d, key length at %d", unsafe.Offsetof(sl.ent.seq), c, k)
+	if c, k := unsafe.Offsetof(sl.ent)+unsafe.Offsetof(sl.ent.minLimit)+unsafe.Sizeof(sl.ent.minLimit), unsafe.Offsetof(sl.klen); k != c || unsafe.Offsetof(sl.ent.meta) != 12 || unsafe.Offsetof(sl.ent.seq) != 16 {
+		t.Fatalf("cells at %d to %d, key length at %d", unsafe.Offsetof(sl.ent.meta), c, k)
 	}
-	if n := unsafe.Sizeof(shard{}); n != 128 {
+	if n := unsafe.Sizeof(shard{}); n != 192 {
 		t.Fatalf("shard is %d bytes", n)
 	}
 	var sh shard
@@ -216,7 +216,7 @@ func TestStoreSideStruct(t *testing.T) {
 		sh, h := e.store.locate(key)
 		sh.mu.Lock()
 		defer sh.mu.Unlock()
-		return sh.lookup(h, key).side
+		return sh.side(sh.lookup(h, key))
 	}
 	if sideOf() != nil {
 		t.Fatalf("a standalone decision allocated a side struct")
@@ -268,17 +268,18 @@ func TestRestoreStandaloneNoSide(t *testing.T) {
 		if loaded, _, err := e.Restore(recs); err != nil || loaded != len(recs) {
 			t.Fatalf("standalone %v: loaded %d: %v", standalone, loaded, err)
 		}
-		sides := 0
+		sides, held := 0, 0
 		for i := range e.store.shards {
 			sh := &e.store.shards[i]
 			for j := range sh.n {
-				if sh.at(j).ent.side != nil {
+				if sh.side(&sh.at(j).ent) != nil {
 					sides++
 				}
 			}
+			held += len(sh.sides) - len(sh.freeSides)
 		}
-		if want := map[bool]int{true: 0, false: len(recs)}[standalone]; sides != want || len(e.store.sides) != want {
-			t.Fatalf("standalone %v: %d side structs (%d in the set), want %d", standalone, sides, len(e.store.sides), want)
+		if want := map[bool]int{true: 0, false: len(recs)}[standalone]; sides != want || held != want {
+			t.Fatalf("standalone %v: %d side structs (%d in the shards), want %d", standalone, sides, held, want)
 		}
 		if got := e.Status(Tuple{Workspace: "default", Namespace: "default", Key: []byte("k7"), WindowMs: 60_000}); got.CurrentRegional != 5 {
 			t.Fatalf("standalone %v: status %+v", standalone, got)
