@@ -181,6 +181,8 @@ func TestTableCases(t *testing.T) {
 		{"wrap around the end", []string{"\x0f1", "\x0f2", "\x0f3", "\x001"}, []string{"\x0f1"}},
 		{"remove the last slot", []string{"a1", "b1", "c1"}, []string{"c1"}},
 		{"remove all in order", []string{"a1", "a2", "b1", "b2"}, []string{"a1", "a2", "b1", "b2"}},
+		{"wrap around a non-power-of-two end", []string{"/a", "/b", "/c", "/d", "/e", "/f", "/g", "/h", "/i", "/j", "/k", "/l", "/m", "/n", "/o",
+			"/p", "/q", "/r", "/s", "/t", "/u", "/v", "/w", "/x", "/y", "/z", "/0", "/1", "/2", "/3", ".0"}, []string{"/a", "/z", ".0", "/3", "/b"}}, // '/' is 47: home 47 of 48 buckets
 		{"grow past 16", []string{"a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8", "a9", "b1", "b2", "b3", "b4", "b5", "b6", "c1", "c2", "c3"}, []string{"a5", "b1"}},
 	}
 	for _, tc := range cases {
@@ -283,6 +285,28 @@ func TestRestoreStandaloneNoSide(t *testing.T) {
 		}
 		if got := e.Status(Tuple{Workspace: "default", Namespace: "default", Key: []byte("k7"), WindowMs: 60_000}); got.CurrentRegional != 5 {
 			t.Fatalf("standalone %v: status %+v", standalone, got)
+		}
+	}
+}
+
+// TestHomeOf: homeOf is h modulo the index's size, for sizes of the growth sequence and
+// others, and hashes at the edges.
+func TestHomeOf(t *testing.T) {
+	rng := rand.New(rand.NewPCG(24, 1))
+	sizes := []int{minIndex, 17, 1000, 1 << 20, 1<<25 + 1}
+	for size := minIndex; size < 1<<25; size = grownIndex(size) {
+		sizes = append(sizes, size)
+	}
+	for _, size := range sizes {
+		sh := shard{index: make([]uint32, size), indexM: ^uint64(0)/uint64(size) + 1}
+		hs := []uint32{0, 1, uint32(size - 1), uint32(size), uint32(size + 1), 1<<32 - 1, 1<<32 - 2}
+		for range 1000 {
+			hs = append(hs, rng.Uint32())
+		}
+		for _, h := range hs {
+			if got := sh.homeOf(h); got != h%uint32(size) {
+				t.Fatalf("size %d: homeOf(%d) = %d, want %d", size, h, got, h%uint32(size))
+			}
 		}
 	}
 }
