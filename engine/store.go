@@ -160,15 +160,13 @@ const (
 
 func (e *entry) reset() { *e = entry{} }
 
-// seqOf returns the sequence of cell i, emptySeq when it is not held.
+// seqOf returns the sequence of cell i, emptySeq when it is not held. The delta is 0
+// unless both cells are held (setSeqs), so a held cell is seq plus the delta for cell 1.
 func (e *entry) seqOf(i int) int64 {
 	if e.meta>>i&heldBit == 0 {
 		return emptySeq
 	}
-	if i == 0 || e.meta&heldBit == 0 {
-		return e.seq
-	}
-	return e.seq + int64(int32(e.meta)>>deltaShift)
+	return e.seq + int64(int32(e.meta)>>deltaShift)&-int64(i)
 }
 
 // setSeqs sets the sequences of the two cells (emptySeq: not held) and reports whether it
@@ -268,18 +266,40 @@ func (e *entry) find(seq int64) int {
 // newest returns the latest sequence held (emptySeq when none).
 func (e *entry) newest() int64 { return max(e.seqOf(0), e.seqOf(1)) }
 
-// counts returns ent's cells seq and seq-1 (zero cells when not held).
+// counts returns ent's cells seq and seq-1 (zero cells when not held), without their
+// limits (decisions do not read them).
 func (sh *shard) counts(ent *entry, seq int64) (cur, prev cell) {
+	cur, prev = ent.regionalCounts(seq)
+	if ent.meta&(importsBit|importsBit<<1) != 0 {
+		sh.importedOf(ent, &cur, &prev)
+	}
+	return cur, prev
+}
+
+// regionalCounts is counts without the imported counts: what a tuple without imports
+// holds, from the slot alone (and small enough to be inlined).
+func (e *entry) regionalCounts(seq int64) (cur, prev cell) {
 	cur, prev = cell{seq: seq}, cell{seq: seq - 1}
-	for i := range entryCells {
-		switch ent.seqOf(i) {
-		case seq:
-			cur = sh.cell(ent, i)
-		case seq - 1:
-			prev = sh.cell(ent, i)
+	for i, r := range e.regional {
+		if s := e.seqOf(i); s == seq {
+			cur.regional = r
+		} else if s == seq-1 {
+			prev.regional = r
 		}
 	}
 	return cur, prev
+}
+
+// importedOf sets the imported counts of cur and prev, cells of ent (counts).
+func (sh *shard) importedOf(ent *entry, cur, prev *cell) {
+	for i := range entryCells {
+		switch ent.seqOf(i) {
+		case cur.seq:
+			cur.imported = sh.imported(ent, i)
+		case prev.seq:
+			prev.imported = sh.imported(ent, i)
+		}
+	}
 }
 
 // published returns the count of ent's cell slot i last handed to the publisher.
