@@ -218,19 +218,24 @@ func TestAddLarge(t *testing.T) {
 	var e entry
 	var sh shard
 	e.setSeq(0, 1)
-	e.add(0, MaxLimit, MaxLimit)
-	e.add(0, MaxLimit, 3)
-	e.add(0, MaxLimit, 0) // no limit: keeps the lowest
+	e.add(0, MaxLimit)
+	e.seeLimit(0, MaxLimit)
+	e.add(0, MaxLimit)
+	e.seeLimit(0, 3)
+	e.add(0, MaxLimit)
+	e.seeLimit(0, 0) // no limit: keeps the lowest
 	if e.regional[0] != 3*MaxLimit || sh.cell(&e, 0).minLimit != 3 {
 		t.Fatalf("regional %d minLimit %d", e.regional[0], sh.cell(&e, 0).minLimit)
 	}
 	for range 1 << 13 {
-		e.add(0, MaxLimit, MaxLimit)
+		e.add(0, MaxLimit)
+		e.seeLimit(0, MaxLimit)
 	}
-	if e.regional[0] != MaxCount {
-		t.Fatalf("regional %d, want MaxCount", e.regional[0])
+	if e.regional[0] != MaxCount || sh.cell(&e, 0).minLimit != 3 {
+		t.Fatalf("regional %d, want MaxCount; minLimit %d, want 3", e.regional[0], sh.cell(&e, 0).minLimit)
 	}
-	e.add(1, 1, 5<<40+3)
+	e.add(1, 1)
+	e.seeLimit(1, 5<<40+3)
 	if c := sh.cell(&e, 1); c.minLimit > 5<<40+3 || c.minLimit < 5<<40 || c.regional != 1 {
 		t.Fatalf("cell 1: %+v", c)
 	}

@@ -188,7 +188,8 @@ func (e *Engine) decideLocked(sh *shard, h uint32, key []byte, windowMs int64, l
 			}
 		}
 		if i := e.store.slot(sh, ent, seq, seq); i >= 0 {
-			ent.add(i, cost, limit)
+			ent.add(i, cost)
+			ent.seeLimit(i, limit)
 			e.markDirty()
 		}
 	}

@@ -215,7 +215,8 @@ func (e *Engine) decideAllLocked(at []located, limits []uint64, cost uint64, ext
 		}
 		seq, _ := position(nowMs, at[i].w)
 		if j := e.store.slot(at[i].sh, ent, seq, seq); j >= 0 {
-			ent.add(j, cost, limits[i])
+			ent.add(j, cost)
+			ent.seeLimit(j, limits[i])
 		}
 	}
 	e.markDirty()

@@ -442,7 +442,8 @@ func (e *Engine) applyReplay(sh *shard, h uint32, ent *entry, it ReplayItem, w i
 	if i < 0 {
 		return ent
 	}
-	ent.add(i, it.Cost, it.Limit)
+	ent.add(i, it.Cost)
+	ent.seeLimit(i, it.Limit)
 	e.markDirty()
 	if ent.side != 0 && run != nil {
 		// The run's cost is counted now: its lease no longer reserves it. The grant hears

@@ -218,10 +218,13 @@ func (sh *shard) cell(ent *entry, i int) cell {
 	return cell{seq: ent.seqOf(i), regional: ent.regional[i], imported: sh.imported(ent, i), minLimit: unpackLimit(ent.minLimit[i])}
 }
 
-// add adds cost to cell i's regional count, and records limit (0: none) as used against it.
-func (e *entry) add(i int, cost, limit uint64) {
-	e.regional[i] = satAdd(e.regional[i], cost)
-	if p := packLimit(limit); p > 0 && (e.minLimit[i] == 0 || p < e.minLimit[i]) {
+// add adds cost to cell i's regional count. With seeLimit, what a decision does to a cell
+// (two functions: each is inlined).
+func (e *entry) add(i int, cost uint64) { e.regional[i] = satAdd(e.regional[i], cost) }
+
+// seeLimit records limit (0: none) as used against cell i.
+func (e *entry) seeLimit(i int, limit uint64) {
+	if p := packLimit(limit); p-1 < e.minLimit[i]-1 { // p > 0, and below the limit kept or none was (0)
 		e.minLimit[i] = p
 	}
 }
@@ -241,10 +244,7 @@ const limitMantissa = 26
 // keeps the order (a < b implies packLimit(a) <= packLimit(b)), 0 packs to 0 and nothing
 // else does.
 func packLimit(limit uint64) uint32 {
-	if limit < 1<<limitMantissa {
-		return uint32(limit)
-	}
-	sh := bits.Len64(limit) - limitMantissa
+	sh := max(bits.Len64(limit), limitMantissa) - limitMantissa // 0 below 2^26: the limit itself
 	return uint32(sh)<<limitMantissa | uint32(limit>>sh)
 }
 
