@@ -178,7 +178,7 @@ func (e *Engine) decideLocked(sh *shard, h uint32, key []byte, windowMs int64, l
 	}
 	var cur, prev cell
 	if ent != nil {
-		cur, prev = ent.counts(seq)
+		cur, prev = sh.counts(ent, seq)
 	}
 	d := Decide(Counts{Current: satAdd(cur.total(), extra), Previous: prev.total()}, limit, cost, windowMs, elapsed)
 	if d.Allowed && cost > 0 {
@@ -188,17 +188,16 @@ func (e *Engine) decideLocked(sh *shard, h uint32, key []byte, windowMs int64, l
 				return err
 			}
 		}
-		if i := e.store.slot(ent, seq, seq); i >= 0 {
-			c := &ent.cells[i]
-			c.regional = satAdd(c.regional, cost)
-			c.seeLimit(limit)
+		if i := e.store.slot(sh, ent, seq, seq); i >= 0 {
+			ent.add(i, cost)
+			ent.seeLimit(i, limit)
 			e.markDirty()
 			e.store.markTuple(sh, h, key)
 		}
 	}
 	*dOut = d
 	if ent != nil {
-		*ccOut = ent.cellCounts(seq)
+		*ccOut = sh.cellCounts(ent, seq)
 	} else {
 		*ccOut = CellCounts{Seq: seq}
 	}
@@ -253,7 +252,7 @@ func (e *Engine) Status(t Tuple) Status {
 	st := originStatus(e.clock.NowMs(), t.WindowMs)
 	sh, h := e.store.locate(key)
 	sh.mu.Lock()
-	st.read(sh.lookup(h, key))
+	st.read(sh, sh.lookup(h, key))
 	sh.mu.Unlock()
 	return st
 }
@@ -265,10 +264,10 @@ func originStatus(nowMs, windowMs int64) Status {
 	return Status{Sequence: seq, ElapsedMs: elapsed, WindowMs: windowMs, Source: "origin", Fresh: true}
 }
 
-// read fills st with ent's cells (nil: none held), its shard locked by the caller.
-func (st *Status) read(ent *entry) {
+// read fills st with ent's cells (nil: none held), its shard sh locked by the caller.
+func (st *Status) read(sh *shard, ent *entry) {
 	if ent != nil {
-		cur, prev := ent.counts(st.Sequence)
+		cur, prev := sh.counts(ent, st.Sequence)
 		st.CurrentRegional, st.CurrentImported = cur.regional, cur.imported
 		st.PreviousRegional, st.PreviousImported = prev.regional, prev.imported
 	}
@@ -412,7 +411,7 @@ func (e *Engine) Transact(ops []TxOp, out []TxResult) {
 		a := at[i]
 		if op.Read {
 			out[i] = TxResult{Status: originStatus(now, op.Tuple.WindowMs)}
-			out[i].Status.read(a.sh.lookup(a.h, a.key))
+			out[i].Status.read(a.sh, a.sh.lookup(a.h, a.key))
 			continue
 		}
 		out[i] = TxResult{}

@@ -130,8 +130,8 @@ type LeaseRequest struct {
 // for key when there is none and --max-memory allows. The set lives in the entry's side
 // struct, which stays put when the shard's slots move, so the result survives an insert.
 func (e *Engine) leases(sh *shard, h uint32, key []byte, ent *entry, create bool) *leaseSet {
-	if ent != nil && ent.side != nil {
-		return &ent.side.leases
+	if ent != nil && ent.side != 0 {
+		return &sh.side(ent).leases
 	}
 	if !create {
 		return nil
@@ -142,7 +142,7 @@ func (e *Engine) leases(sh *shard, h uint32, key []byte, ent *entry, create bool
 			return nil // full: no lease, the edge hands its requests over
 		}
 	}
-	return &e.store.sideOf(ent).leases
+	return &e.store.sideOf(sh, ent).leases
 }
 
 // reserved returns what the leases of ls hold at now: the other runs' and run's own.
@@ -202,7 +202,7 @@ func (ls *leaseSet) grantOf(run *runMarks, now int64, create bool) *leaseGrant {
 func (e *Engine) lease(sh *shard, h uint32, key []byte, ent *entry, run *runMarks, r LeaseRequest, windowMs, now int64, edges int) (left, seq uint64) {
 	cellSeq, elapsed := position(now, windowMs)
 	if ent != nil {
-		ent.settle() // before any grant is read, made or reset
+		sh.settle(ent) // before any grant is read, made or reset
 	}
 	want := r.Want > 0 && r.Limit > 0 && run != nil
 	ls := e.leases(sh, h, key, ent, want)
@@ -219,7 +219,7 @@ func (e *Engine) lease(sh *shard, h uint32, key []byte, ent *entry, run *runMark
 	if want {
 		var cur, prev cell
 		if ent != nil {
-			cur, prev = ent.counts(cellSeq)
+			cur, prev = sh.counts(ent, cellSeq)
 		}
 		// The room is what a peek would find remaining with the other runs' leases counted
 		// as used: the units that fit beside all of them.
@@ -253,15 +253,15 @@ func (s *store) grantOf(ls *leaseSet, run *runMarks, now int64, create bool) *le
 	return gr
 }
 
-// settle moves the cost ent owes its owedRun's grant into that grant (its shard locked):
+// settle moves the cost ent owes its owedRun's grant into that grant (ent in sh, locked):
 // the grant's spent then counts every replay of the run applied to the tuple. Cost owed to
 // a run without a grant is dropped: it was applied before the grant began. Owed cost only
 // makes a grant look fuller than it is (more reserved, less room for the others) until it
 // is settled, and every reader of the grants settles first.
-func (ent *entry) settle() {
-	if ent.owed > 0 && ent.side != nil {
-		for i := range ent.side.leases.grants {
-			if gr := &ent.side.leases.grants[i]; gr.run.id == ent.owedRun {
+func (sh *shard) settle(ent *entry) {
+	if sd := sh.side(ent); ent.owed > 0 && sd != nil {
+		for i := range sd.leases.grants {
+			if gr := &sd.leases.grants[i]; gr.run.id == ent.owedRun {
 				gr.spent = satAdd(gr.spent, uint64(ent.owed))
 				break
 			}
@@ -273,15 +273,16 @@ func (ent *entry) settle() {
 // nextLeaseSeq returns a new lease sequence number.
 func (e *Engine) nextLeaseSeq() uint64 { return e.leaseSeq.Add(1) }
 
-// pruneLeases drops ent's dead grants (its shard locked), and frees its side struct when
+// pruneLeases drops ent's dead grants (ent in sh, locked), and frees its side struct when
 // that leaves it empty; the store's sweep calls it on every tuple before deciding whether
 // the tuple still holds anything.
-func (s *store) pruneLeases(ent *entry, now int64) {
-	ent.settle()
-	if ent.side == nil || len(ent.side.leases.grants) == 0 {
+func (s *store) pruneLeases(sh *shard, ent *entry, now int64) {
+	sh.settle(ent)
+	sd := sh.side(ent)
+	if sd == nil || len(sd.leases.grants) == 0 {
 		return
 	}
-	ls := &ent.side.leases
+	ls := &sd.leases
 	kept := ls.grants[:0]
 	for _, g := range ls.grants {
 		if !g.dead(now) {
@@ -293,6 +294,6 @@ func (s *store) pruneLeases(ent *entry, now int64) {
 	if len(kept) == 0 {
 		s.bytes.Add(-ls.heapBytes())
 		ls.grants = nil
-		s.freeSideIfEmpty(ent)
+		s.freeSideIfEmpty(sh, ent)
 	}
 }

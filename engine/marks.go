@@ -221,10 +221,10 @@ func (e *Engine) restoreGrant(key []byte, gr leaseGrant, now int64) bool {
 			return false // the shard holds maxSlots (store.add)
 		}
 	}
-	old := e.store.grantOf(&e.store.sideOf(ent).leases, gr.run, now, true)
+	old := e.store.grantOf(&e.store.sideOf(sh, ent).leases, gr.run, now, true)
 	switch {
 	case old == nil:
-		e.store.freeSideIfEmpty(ent) // the tuple was full: the sweep drops an entry left empty
+		e.store.freeSideIfEmpty(sh, ent) // the tuple was full: the sweep drops an entry left empty
 		return false
 	case old.seq < gr.seq: // a new grant has seq 0; otherwise the later grant of the run wins
 		*old = gr

@@ -186,7 +186,7 @@ func (e *Engine) decideAllLocked(at []located, limits []uint64, cost uint64, ext
 		seq, elapsed := position(nowMs, w)
 		var c Counts
 		if ent := ents[i]; ent != nil {
-			cur, prev := ent.counts(seq)
+			cur, prev := at[i].sh.counts(ent, seq)
 			c = Counts{Current: cur.total(), Previous: prev.total()}
 		}
 		if extra != nil {
@@ -214,10 +214,9 @@ func (e *Engine) decideAllLocked(at []located, limits []uint64, cost uint64, ext
 			ent = at[i].sh.lookup(at[i].h, at[i].key)
 		}
 		seq, _ := position(nowMs, at[i].w)
-		if j := e.store.slot(ent, seq, seq); j >= 0 {
-			c := &ent.cells[j]
-			c.regional = satAdd(c.regional, cost)
-			c.seeLimit(limits[i])
+		if j := e.store.slot(at[i].sh, ent, seq, seq); j >= 0 {
+			ent.add(j, cost)
+			ent.seeLimit(j, limits[i])
 			e.store.markTuple(at[i].sh, at[i].h, at[i].key)
 		}
 	}
@@ -317,7 +316,7 @@ func (e *Engine) ServeDecideMulti(node string, r DecideMultiRequest) ([]Decision
 			seq, _ := position(at2, a.w)
 			ccs[i] = CellCounts{Seq: seq}
 			if ent := a.sh.lookup(a.h, a.key); ent != nil {
-				ccs[i] = ent.cellCounts(seq)
+				ccs[i] = a.sh.cellCounts(ent, seq)
 			}
 			if at2 == now {
 				ccs[i].LeaseLeft, ccs[i].LeaseSeq = e.lease(a.sh, a.h, a.key, a.sh.lookup(a.h, a.key), run,

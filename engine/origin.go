@@ -268,8 +268,8 @@ func (t *nodeTable) active(nowMs int64) int {
 }
 
 // counts returns the CellCounts of key around seq; the shard is locked by the caller.
-func (ent *entry) cellCounts(seq int64) CellCounts {
-	cur, prev := ent.counts(seq)
+func (sh *shard) cellCounts(ent *entry, seq int64) CellCounts {
+	cur, prev := sh.counts(ent, seq)
 	return CellCounts{Seq: seq, CurRegional: cur.regional, CurImported: cur.imported,
 		PrevRegional: prev.regional, PrevImported: prev.imported}
 }
@@ -282,7 +282,7 @@ func (ent *entry) cellCounts(seq int64) CellCounts {
 func (e *Engine) answer(sh *shard, h uint32, key []byte, ent *entry, w, seq int64, run *runMarks, lr LeaseRequest, edges int, now int64) (CellCounts, *entry) {
 	cc := CellCounts{Seq: seq}
 	if ent != nil {
-		cc = ent.cellCounts(seq)
+		cc = sh.cellCounts(ent, seq)
 	}
 	if w > 0 && (lr.Want > 0 || lr.Return > 0) {
 		cc.LeaseLeft, cc.LeaseSeq = e.lease(sh, h, key, ent, run, lr, w, now, edges)
@@ -438,22 +438,21 @@ func (e *Engine) applyReplay(sh *shard, h uint32, ent *entry, it ReplayItem, w i
 			return nil // the shard holds maxSlots (store.add)
 		}
 	}
-	i := e.store.slot(ent, it.Seq, nowMs/w)
+	i := e.store.slot(sh, ent, it.Seq, nowMs/w)
 	if i < 0 {
 		return ent
 	}
-	c := &ent.cells[i]
-	c.regional = satAdd(c.regional, it.Cost)
+	ent.add(i, it.Cost)
+	ent.seeLimit(i, it.Limit)
 	e.markDirty()
 	e.store.markTuple(sh, h, it.Key)
-	c.seeLimit(it.Limit)
-	if ent.side != nil && run != nil {
+	if ent.side != 0 && run != nil {
 		// The run's cost is counted now: its lease no longer reserves it. The grant hears
 		// of it when it is next read (settle), so this item touches only the slot.
 		if ent.owedRun != run.id || it.Cost > math.MaxUint32-uint64(ent.owed) {
-			ent.settle()
+			sh.settle(ent)
 			if it.Cost > math.MaxUint32 { // too large to owe: the grant hears of it now
-				if gr := ent.side.leases.grantOf(run, nowMs, false); gr != nil {
+				if gr := sh.side(ent).leases.grantOf(run, nowMs, false); gr != nil {
 					gr.spent = satAdd(gr.spent, it.Cost)
 				}
 				return ent
@@ -517,7 +516,7 @@ func (e *Engine) ServeDecide(node string, r DecideRequest) (Decision, CellCounts
 func (e *Engine) handedReserve(sh *shard, h uint32, key []byte, run *runMarks, ret, limit, extra uint64, now int64) uint64 {
 	ent := sh.lookup(h, key)
 	if ent != nil {
-		ent.settle()
+		sh.settle(ent)
 	}
 	ls := e.leases(sh, h, key, ent, false)
 	if gr := ls.grantOf(run, now, false); gr != nil && ret != 0 && ret == gr.seq {

@@ -141,19 +141,19 @@ func (e *Engine) MergeComponents(comps []Component) (changed int) {
 				continue
 			}
 		}
-		i := e.store.slot(ent, c.Seq, now/w)
+		i := e.store.slot(sh, ent, c.Seq, now/w)
 		if i < 0 {
 			sh.mu.Unlock()
 			continue
 		}
 		if own {
-			if cl := &ent.cells[i]; capCount(c.Count) > cl.regional {
-				cl.regional = capCount(c.Count)
-				e.store.setPublished(ent, i, max(ent.published(i), cl.regional)) // the peers have it already
+			if capCount(c.Count) > ent.regional[i] {
+				ent.regional[i] = capCount(c.Count)
+				e.store.setPublished(sh, ent, i, max(sh.published(ent, i), ent.regional[i])) // the peers have it already
 				changed++
 				e.store.markTuple(sh, h, c.Key)
 			}
-		} else if e.store.raise(ent, i, region, c.Count) {
+		} else if e.store.raise(sh, ent, i, region, c.Count) {
 			changed++
 			e.store.markTuple(sh, h, c.Key)
 		}
@@ -184,15 +184,15 @@ func (e *Engine) Publishable(threshold float64, limit int) []Component {
 		out = e.resetRows(out, now, true)
 	}
 	limit += len(out)
-	e.store.eachLive(now, func(k string, ent *entry, i int) bool {
-		c := &ent.cells[i]
-		if c.regional <= ent.published(i) ||
+	e.store.eachLive(now, func(sh *shard, k string, ent *entry, i int) bool {
+		c := sh.cell(ent, i)
+		if c.regional <= sh.published(ent, i) ||
 			(c.imported == 0 && c.minLimit > 0 && float64(c.regional) < threshold*float64(c.minLimit)) {
 			return true
 		}
 		raw := satAdd(c.regional, e.cancelledOf([]byte(k), c.seq, e.region))
 		out = append(out, Component{Key: []byte(k), Seq: c.seq, Region: e.region, Count: raw})
-		e.store.setPublished(ent, i, c.regional)
+		e.store.setPublished(sh, ent, i, c.regional)
 		return len(out) < limit
 	})
 	e.published.Add(uint64(len(out)))
@@ -209,13 +209,13 @@ func (e *Engine) Components() []Component {
 	if e.resets.count.Load() > 0 {
 		out = e.resetRows(out, now, false)
 	}
-	e.store.eachLive(now, func(k string, ent *entry, i int) bool {
-		c := &ent.cells[i]
+	e.store.eachLive(now, func(sh *shard, k string, ent *entry, i int) bool {
+		c := sh.cell(ent, i)
 		if c.regional > 0 {
 			raw := satAdd(c.regional, e.cancelledOf([]byte(k), c.seq, e.region))
 			out = append(out, Component{Key: []byte(k), Seq: c.seq, Region: e.region, Count: raw})
 		}
-		for _, f := range ent.foreign(i) {
+		for _, f := range sh.foreign(ent, i) {
 			if name := e.regions.name(f.region); name != "" && f.count > 0 { // "": restored without a region name
 				raw := satAdd(f.count, e.cancelledOf([]byte(k), c.seq, name))
 				out = append(out, Component{Key: []byte(k), Seq: c.seq, Region: name, Count: raw})

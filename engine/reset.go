@@ -209,7 +209,7 @@ func (e *Engine) resetKey(key []byte, w int64) (bool, error) {
 	defer sh.mu.Unlock()
 	now := e.clock.NowMs()
 	ent := sh.lookup(h, key)
-	if !inUse(ent, w, now) {
+	if !inUse(sh, ent, w, now) {
 		// Nothing to zero: no record, no change. A caller allowed RL.LIMIT cannot fill the
 		// table or the feed with resets of tuples never used.
 		return false, nil
@@ -221,13 +221,13 @@ func (e *Engine) resetKey(key []byte, w int64) (bool, error) {
 	r.prune(now, w)
 	held := false
 	if ent != nil {
-		held = e.cancelCells(ent, r, w, now)
-		ent.settle()
-		if ent.side != nil {
+		held = e.cancelCells(sh, ent, r, w, now)
+		sh.settle(ent)
+		if sd := sh.side(ent); sd != nil {
 			// The leases reserved budget of the usage cancelled: they hold nothing more
 			// (the edges drop them when they apply the reset).
-			for i := range ent.side.leases.grants {
-				g := &ent.side.leases.grants[i]
+			for i := range sd.leases.grants {
+				g := &sd.leases.grants[i]
 				g.g = min(g.g, g.spent)
 			}
 		}
@@ -243,26 +243,27 @@ func (e *Engine) resetKey(key []byte, w int64) (bool, error) {
 	return held, nil
 }
 
-// inUse reports whether ent (sh.mu held; nil: none) holds something a reset zeroes: a
+// inUse reports whether ent (in sh, locked; nil: none) holds something a reset zeroes: a
 // live cell with a count, or a lease that reserves budget (an edge may hold cost under
 // it). A tuple without either may still have cost on its way from an edge (a cold
 // allowance, an edge that could not reach the origin): not cancelled, it counts when it
 // arrives, which errs on the strict side.
-func inUse(ent *entry, w, now int64) bool {
+func inUse(sh *shard, ent *entry, w, now int64) bool {
 	if ent == nil {
 		return false
 	}
-	for i := range ent.cells {
-		if c := &ent.cells[i]; c.live(w, now) && c.total() > 0 {
+	for i := range entryCells {
+		if ent.live(i, w, now) && sh.cell(ent, i).total() > 0 {
 			return true
 		}
 	}
-	if ent.side == nil {
+	if ent.side == 0 {
 		return false
 	}
-	ent.settle()
-	for i := range ent.side.leases.grants {
-		if ent.side.leases.grants[i].held(now) > 0 {
+	sh.settle(ent)
+	sd := sh.side(ent)
+	for i := range sd.leases.grants {
+		if sd.leases.grants[i].held(now) > 0 {
 			return true
 		}
 	}
@@ -281,23 +282,23 @@ func (e *Engine) resetsRefused(n uint64) {
 	}
 }
 
-// cancelCells zeroes ent's live cells (sh.mu held), recording in r what
+// cancelCells zeroes ent's live cells (in sh, locked), recording in r what
 // each region's component held (raw: its effective count plus what was cancelled before),
 // and reports whether any held a count.
-func (e *Engine) cancelCells(ent *entry, r *tupleReset, w, now int64) bool {
+func (e *Engine) cancelCells(sh *shard, ent *entry, r *tupleReset, w, now int64) bool {
 	held := false
-	for i := range ent.cells {
-		c := &ent.cells[i]
-		if !c.live(w, now) {
+	for i := range entryCells {
+		if !ent.live(i, w, now) {
 			continue
 		}
+		c := sh.cell(ent, i)
 		held = held || c.total() > 0
 		r.raise(c.seq, e.region, satAdd(r.cancelled(c.seq, e.region), c.regional))
-		c.regional, c.imported = 0, 0
-		if ent.side == nil {
+		ent.regional[i] = 0 // and the foreign components below: imported is their sum
+		if ent.side == 0 {
 			continue
 		}
-		cs := &ent.side.cells[i]
+		cs := &sh.side(ent).cells[i]
 		cs.published = 0
 		for j := range cs.foreign {
 			f := &cs.foreign[j]
@@ -337,25 +338,23 @@ func (e *Engine) mergeReset(c Component, w, now int64) (raised, lowered bool) {
 	if i < 0 {
 		return true, false
 	}
-	cl := &ent.cells[i]
 	e.store.markTuple(sh, h, c.Key) // what a save holds of it is raw, but may grow: see Tuples
 	if c.Region == e.region {
-		d := min(cl.regional, delta)
-		cl.regional -= d
-		if ent.side != nil {
-			ent.side.cells[i].published -= min(ent.side.cells[i].published, delta)
+		d := min(ent.regional[i], delta)
+		ent.regional[i] -= d
+		if sd := sh.side(ent); sd != nil {
+			sd.cells[i].published -= min(sd.cells[i].published, delta)
 		}
 		return true, d > 0
 	}
 	id, err := e.regions.id(c.Region)
-	if err != nil || ent.side == nil {
+	if err != nil || ent.side == 0 {
 		return true, false
 	}
-	for j := range ent.side.cells[i].foreign {
-		if f := &ent.side.cells[i].foreign[j]; f.region == id {
+	for j := range sh.side(ent).cells[i].foreign {
+		if f := &sh.side(ent).cells[i].foreign[j]; f.region == id {
 			d := min(f.count, delta)
-			f.count -= d
-			cl.imported -= min(cl.imported, d)
+			f.count -= d // imported, their sum, with it
 			lowered = lowered || d > 0
 		}
 	}

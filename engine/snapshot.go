@@ -84,19 +84,18 @@ func (e *Engine) Tuples(yield func(TupleRecord) bool) {
 			lockYielding(&sh.mu)
 			end := min(sh.n, j+tupleSpan)
 			if j == 0 {
-				// Count the span's grants first, to size the buffer: a loop of loads that
+				// Count the shard's grants first, to size the buffer: a loop of loads that
 				// do not depend on each other, so the CPU fetches many side structs at
 				// once, where the pass below would wait for each in turn.
 				n := 0
-				for k := j; k < end; k++ {
-					if sd := sh.at(k).ent.side; sd != nil {
+				for _, sd := range sh.sides {
+					if sd != nil {
 						n += len(sd.leases.grants)
 					}
 				}
 				c.leases = slices.Grow(c.leases, n)
 			}
 			c.begin(e) // under this hold: a reset may have come since the last
-
 			for ; j < end; j++ {
 				c.add(e, sh, j, now, false)
 			}
@@ -160,15 +159,15 @@ func (c *tupleCapture) add(e *Engine, sh *shard, j int, now int64, empty bool) {
 		if c.resets {
 			r = sh.resets[key]
 		}
-		for k := range sl.ent.cells {
-			cl := &sl.ent.cells[k]
-			if !cl.live(w, now) {
+		for k := range entryCells {
+			if !sl.ent.live(k, w, now) {
 				continue
 			}
+			cl := sh.cell(&sl.ent, k)
 			f0 := len(c.foreign)
 			imported := cl.imported
 			if c.named {
-				for _, f := range sl.ent.foreign(k) {
+				for _, f := range sh.foreign(&sl.ent, k) {
 					name := e.regions.name(f.region)
 					n := satAdd(f.count, r.cancelled(cl.seq, name))
 					imported = satAdd(imported, n-f.count)
@@ -179,9 +178,9 @@ func (c *tupleCapture) add(e *Engine, sh *shard, j int, now int64, empty bool) {
 			c.cells = append(c.cells, CellRecord{Seq: cl.seq, Regional: satAdd(cl.regional, r.cancelled(cl.seq, e.region)), Imported: imported})
 		}
 	}
-	if sl.ent.side != nil {
-		sl.ent.settle()
-		for _, g := range sl.ent.side.leases.grants {
+	if sd := sh.side(&sl.ent); sd != nil {
+		sh.settle(&sl.ent)
+		for _, g := range sd.leases.grants {
 			if g.held(now) == 0 {
 				continue // it reserves nothing, and never will again without a new grant
 			}
@@ -295,12 +294,11 @@ func (e *Engine) restoreRecord(r CellRecord, t Tuple, now int64) bool {
 	}
 	i := -1
 	if ent != nil {
-		i = e.store.slot(ent, r.Seq, now/t.WindowMs)
+		i = e.store.slot(sh, ent, r.Seq, now/t.WindowMs)
 	}
 	if i < 0 {
 		return false
 	}
-	c := &ent.cells[i]
 	var rs *tupleReset // what the resets restored before cancelled
 	if e.resets.count.Load() > 0 {
 		rs = sh.resets[string(key)] // key: a copy, not the file's bytes
@@ -308,20 +306,20 @@ func (e *Engine) restoreRecord(r CellRecord, t Tuple, now int64) bool {
 	eff := func(region string, n uint64) uint64 {
 		return capCount(n) - min(capCount(n), rs.cancelled(r.Seq, region))
 	}
-	c.regional = max(c.regional, eff(e.region, r.Regional))
+	ent.regional[i] = max(ent.regional[i], eff(e.region, r.Regional))
 	foreign := r.Foreign
 	if len(foreign) == 0 && r.Imported > 0 {
 		foreign = []RegionCount{{Count: r.Imported}}
 	}
 	for _, f := range foreign {
 		if f.Region == e.region {
-			c.regional = max(c.regional, eff(e.region, f.Count))
+			ent.regional[i] = max(ent.regional[i], eff(e.region, f.Count))
 		} else if id, err := e.regions.id(f.Region); err == nil {
-			e.store.raise(ent, i, id, eff(f.Region, f.Count))
+			e.store.raise(sh, ent, i, id, eff(f.Region, f.Count))
 		}
 	}
 	if !e.standalone {
-		e.store.setPublished(ent, i, max(ent.published(i), c.regional)) // published before, or restored from a peer
+		e.store.setPublished(sh, ent, i, max(sh.published(ent, i), ent.regional[i])) // published before, or restored from a peer
 	}
 	return true
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"math"
+	"math/bits"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -27,9 +28,10 @@ import (
 // lookup touches the index bucket and one slot (the key and the cells side by side), an
 // entry with a short key costs no allocation of its own, and the garbage collector neither
 // scans the store nor doubles its memory. A cell keeps inline only what decisions read
-// (sequence, regional, imported) and the lowest limit seen (the publication threshold);
-// what only replication uses (the count last published, the foreign components) lives in
-// a side struct that an entry allocates when replication or imports first touch it.
+// (sequence, regional count, whether it has imports) and the lowest limit seen (the
+// publication threshold), packed (entry); what only replication uses (the count last
+// published, the foreign components, whose sum is the imported count) lives in a side
+// struct that an entry allocates when replication or imports first touch it.
 //
 // Pointers: a *entry (and a *cell in it) found in a shard is valid only while that shard's
 // lock is held and nothing is inserted into or deleted from the shard: a delete (sweep
@@ -40,13 +42,14 @@ import (
 
 const shardCount = 256
 
-// entryOverhead estimates the bytes one tuple costs: its 112-byte slot (key included up to
-// keyInline bytes), its share of the index (4-byte buckets at a load between 0.4 and 0.8:
-// at most 10 bytes) and of the last, partly touched page of its chunk. The chunks and the
+// entryOverhead estimates the bytes one tuple costs: its 80-byte slot (key included up to
+// keyInline bytes), its share of the index (4-byte buckets at a load of 0.57 to 0.85 as it
+// grows, 0.42 after a sweep shrinks it: at most 10 bytes) and of the last, partly touched
+// page of its chunk. The chunks and the
 // index are outside the Go heap, so this is what the process's memory grows by (no
 // collector headroom on top). tupleBytes adds a long key's heap bytes. They only feed the
 // --max-memory bound; BenchmarkMemory measures the real figure.
-const entryOverhead = 124
+const entryOverhead = 90
 
 // tupleBytes estimates the bytes a tuple whose key has n bytes costs.
 func tupleBytes(n int) int64 {
@@ -67,15 +70,16 @@ const (
 // ErrFull is returned when a request needs a new cell and the store is at --max-memory.
 var ErrFull = errors.New("cell store is full")
 
-// emptySeq marks an unused slot; no real sequence is negative this far.
+// emptySeq is the sequence of a cell that is not held; no real sequence is negative this
+// far.
 const emptySeq = math.MinInt64
 
-// cell is what a decision reads of one window cell.
+// cell is what a decision reads of one window cell: a copy, made by entry.cell.
 type cell struct {
-	seq      int64  // emptySeq: unused slot
+	seq      int64  // emptySeq: not held
 	regional uint64 // this region's count
-	imported uint64 // the sum of foreign
-	minLimit uint64 // the lowest limit seen for the cell; 0 when none was
+	imported uint64 // the sum of the foreign components
+	minLimit uint64 // the lowest limit seen for the cell (rounded down: packLimit); 0 when none was
 }
 
 // cellSide is what replication keeps of one cell.
@@ -91,7 +95,7 @@ type cellSide struct {
 // objects at multiples of 128).
 type entrySide struct {
 	leases leaseSet
-	cells  [2]cellSide
+	cells  [entryCells]cellSide
 }
 
 // empty reports whether sd holds nothing.
@@ -110,159 +114,300 @@ type component struct {
 	count  uint64
 }
 
-// seeLimit records a limit used against the cell.
-func (c *cell) seeLimit(limit uint64) {
-	if limit > 0 && (c.minLimit == 0 || limit < c.minLimit) {
-		c.minLimit = limit
-	}
-}
-
 func (c cell) total() uint64 { return satAdd(c.regional, c.imported) }
 
-// live reports whether c, a cell of a tuple of window w, is held and still matters at
-// nowMs: its sequence is the current one or the one before.
-func (c *cell) live(w, nowMs int64) bool { return c.seq != emptySeq && c.seq >= nowMs/w-1 }
+// entryCells is the number of cells a tuple keeps: the current window's and the previous
+// one's.
+const entryCells = 2
 
+// entry is a tuple's state in its slot: its two cells, packed, and the lease bookkeeping.
+//
+// The cells' sequences: seq is cell 0's when cell 0 is held, else cell 1's; when both are,
+// cell 1's is seq plus the signed delta in meta's high bits. Two cells that matter are
+// seq-1 and seq of one window, and any cell older than seq-1 is dead, so the delta of two
+// cells worth keeping is small: one that does not fit (2^27 windows apart) is never kept
+// beside the other (store.slot). A cell's imported count (the sum of its foreign
+// components) lives with those components in the side struct, and meta says which cells
+// have any: a decision on a tuple that has no imports (every tuple of an origin without
+// peers) reads only the slot. minLimit is packed in 32 bits, rounded down (packLimit):
+// it only sets the publication threshold, which rounding down can only lower.
+//
+// The side struct is held by the shard (shard.side): side is its index there, plus one
+// (0: none until replication, an import or a lease needs one).
 type entry struct {
-	side *entrySide // nil until replication, an import or a lease needs it
+	side uint32
 	// owed is cost that the replays of the run whose id is owedRun applied to the cells
 	// and that its lease grant (in side) has not been told of yet: a replay item adds to
 	// it here, in the slot it has read already, instead of reaching into the side struct
 	// for every item (one cache miss each). settle moves it into the grant; everything
 	// that reads the grants settles first (lease.go).
-	owedRun uint32
-	owed    uint32
-	cells   [2]cell // last: the key follows them in a slot (table.go)
+	owedRun  uint32
+	owed     uint32
+	meta     uint32             // heldBit<<i, importsBit<<i, and cell 1's delta (see above)
+	seq      int64              // see above
+	regional [entryCells]uint64 // this region's count of each cell
+	minLimit [entryCells]uint32 // packLimit of the lowest limit seen for each cell; 0 when none was
 }
 
-func (e *entry) reset() {
-	*e = entry{cells: [2]cell{{seq: emptySeq}, {seq: emptySeq}}}
+// The bits of entry.meta.
+const (
+	heldBit    = 1 << 0 // <<i: cell i holds a sequence
+	importsBit = 1 << 2 // <<i: cell i has foreign components (in the side struct)
+	deltaShift = 4      // meta's bits from deltaShift up: cell 1's sequence minus cell 0's, signed
+	maxDelta   = 1<<(31-deltaShift) - 1
+	minDelta   = -1 << (31 - deltaShift)
+)
+
+func (e *entry) reset() { *e = entry{} }
+
+// seqOf returns the sequence of cell i, emptySeq when it is not held. The delta is 0
+// unless both cells are held (setSeqs), so a held cell is seq plus the delta for cell 1.
+func (e *entry) seqOf(i int) int64 {
+	if e.meta>>i&heldBit == 0 {
+		return emptySeq
+	}
+	return e.seq + int64(int32(e.meta)>>deltaShift)&-int64(i)
 }
 
-// find returns the index of the slot holding seq, or -1.
+// setSeqs sets the sequences of the two cells (emptySeq: not held) and reports whether it
+// could: two held cells more than 2^27 windows apart cannot be kept together, and then
+// nothing changes.
+func (e *entry) setSeqs(s0, s1 int64) bool {
+	m := e.meta & (importsBit | importsBit<<1)
+	switch {
+	case s0 != emptySeq && s1 != emptySeq:
+		d := s1 - s0
+		if d < minDelta || d > maxDelta {
+			return false
+		}
+		e.seq, m = s0, m|heldBit|heldBit<<1|uint32(int32(d))<<deltaShift
+	case s0 != emptySeq:
+		e.seq, m = s0, m|heldBit
+	case s1 != emptySeq:
+		e.seq, m = s1, m|heldBit<<1
+	default:
+		e.seq = 0
+	}
+	e.meta = m
+	return true
+}
+
+// setSeq sets the sequence of cell i, as setSeqs.
+func (e *entry) setSeq(i int, seq int64) bool {
+	if i == 0 {
+		return e.setSeqs(seq, e.seqOf(1))
+	}
+	return e.setSeqs(e.seqOf(0), seq)
+}
+
+// imported returns the imported count of ent's cell i: the sum of its foreign
+// components.
+func (sh *shard) imported(ent *entry, i int) uint64 {
+	if ent.meta>>i&importsBit == 0 {
+		return 0
+	}
+	var n uint64
+	for _, f := range sh.side(ent).cells[i].foreign {
+		n = satAdd(n, f.count)
+	}
+	return n
+}
+
+// cell returns a copy of ent's cell i.
+func (sh *shard) cell(ent *entry, i int) cell {
+	return cell{seq: ent.seqOf(i), regional: ent.regional[i], imported: sh.imported(ent, i), minLimit: unpackLimit(ent.minLimit[i])}
+}
+
+// add adds cost to cell i's regional count. With seeLimit, what a decision does to a cell
+// (two functions: each is inlined).
+func (e *entry) add(i int, cost uint64) { e.regional[i] = satAdd(e.regional[i], cost) }
+
+// seeLimit records limit (0: none) as used against cell i.
+func (e *entry) seeLimit(i int, limit uint64) {
+	if p := packLimit(limit); p-1 < e.minLimit[i]-1 { // p > 0, and below the limit kept or none was (0)
+		e.minLimit[i] = p
+	}
+}
+
+// live reports whether cell i, of a tuple of window w, is held and still matters at nowMs:
+// its sequence is the current one or the one before.
+func (e *entry) live(i int, w, nowMs int64) bool {
+	s := e.seqOf(i)
+	return s != emptySeq && s >= nowMs/w-1
+}
+
+// limitMantissa is the bits of a limit that packLimit keeps.
+const limitMantissa = 26
+
+// packLimit packs limit in 32 bits, rounded down to its 26 highest bits (a relative error
+// under 2^-25) when it is larger: the exponent (bits 26-31) and the mantissa. The packing
+// keeps the order (a < b implies packLimit(a) <= packLimit(b)), 0 packs to 0 and nothing
+// else does.
+func packLimit(limit uint64) uint32 {
+	sh := max(bits.Len64(limit), limitMantissa) - limitMantissa // 0 below 2^26: the limit itself
+	return uint32(sh)<<limitMantissa | uint32(limit>>sh)
+}
+
+// unpackLimit returns the limit packLimit packed (rounded down).
+func unpackLimit(p uint32) uint64 {
+	return uint64(p&(1<<limitMantissa-1)) << (p >> limitMantissa)
+}
+
+// find returns the index of the cell holding seq, or -1.
 func (e *entry) find(seq int64) int {
-	for i := range e.cells {
-		if e.cells[i].seq == seq {
+	for i := range entryCells {
+		if e.seqOf(i) == seq {
 			return i
 		}
 	}
 	return -1
 }
 
-// counts returns the cells seq and seq-1 (zero cells when not held).
 // newest returns the latest sequence held (emptySeq when none).
-func (e *entry) newest() int64 { return max(e.cells[0].seq, e.cells[1].seq) }
+func (e *entry) newest() int64 { return max(e.seqOf(0), e.seqOf(1)) }
 
-func (e *entry) counts(seq int64) (cur, prev cell) {
+// counts returns ent's cells seq and seq-1 (zero cells when not held), without their
+// limits (decisions do not read them).
+func (sh *shard) counts(ent *entry, seq int64) (cur, prev cell) {
+	cur, prev = ent.regionalCounts(seq)
+	if ent.meta&(importsBit|importsBit<<1) != 0 {
+		sh.importedOf(ent, &cur, &prev)
+	}
+	return cur, prev
+}
+
+// regionalCounts is counts without the imported counts: what a tuple without imports
+// holds, from the slot alone (and small enough to be inlined).
+func (e *entry) regionalCounts(seq int64) (cur, prev cell) {
 	cur, prev = cell{seq: seq}, cell{seq: seq - 1}
-	for _, c := range e.cells {
-		switch c.seq {
-		case seq:
-			cur = c
-		case seq - 1:
-			prev = c
+	for i, r := range e.regional {
+		if s := e.seqOf(i); s == seq {
+			cur.regional = r
+		} else if s == seq-1 {
+			prev.regional = r
 		}
 	}
 	return cur, prev
 }
 
-// published returns the count of cell slot i last handed to the publisher.
-func (e *entry) published(i int) uint64 {
-	if e.side == nil {
-		return 0
+// importedOf sets the imported counts of cur and prev, cells of ent (counts).
+func (sh *shard) importedOf(ent *entry, cur, prev *cell) {
+	for i := range entryCells {
+		switch ent.seqOf(i) {
+		case cur.seq:
+			cur.imported = sh.imported(ent, i)
+		case prev.seq:
+			prev.imported = sh.imported(ent, i)
+		}
 	}
-	return e.side.cells[i].published
 }
 
-// foreign returns the foreign components of cell slot i.
-func (e *entry) foreign(i int) []component {
-	if e.side == nil {
+// published returns the count of ent's cell slot i last handed to the publisher.
+func (sh *shard) published(ent *entry, i int) uint64 {
+	if sd := sh.side(ent); sd != nil {
+		return sd.cells[i].published
+	}
+	return 0
+}
+
+// foreign returns the foreign components of ent's cell slot i.
+func (sh *shard) foreign(ent *entry, i int) []component {
+	if sd := sh.side(ent); sd != nil {
+		return sd.cells[i].foreign
+	}
+	return nil
+}
+
+// held returns the number of cells held.
+func (e *entry) held() int64 { return int64(e.meta&heldBit + e.meta>>1&heldBit) }
+
+// side returns ent's side struct (ent in sh), nil when it has none.
+func (sh *shard) side(ent *entry) *entrySide {
+	if ent.side == 0 {
 		return nil
 	}
-	return e.side.cells[i].foreign
+	return sh.sides[ent.side-1]
 }
 
-func (e *entry) held() int64 {
-	var n int64
-	for _, c := range e.cells {
-		if c.seq != emptySeq {
-			n++
-		}
-	}
-	return n
-}
-
-// sideOf returns ent's side struct, allocating it. The slot holding ent is outside the Go
-// heap: the store's sides set keeps the struct alive (table.go).
-func (s *store) sideOf(ent *entry) *entrySide {
-	if ent.side == nil {
+// sideOf returns ent's side struct (ent in sh), allocating it.
+func (s *store) sideOf(sh *shard, ent *entry) *entrySide {
+	if ent.side == 0 {
 		sd := new(entrySide)
-		s.sidesMu.Lock()
-		if s.sides == nil {
-			s.sides = make(map[*entrySide]struct{})
+		if n := len(sh.freeSides); n > 0 {
+			ent.side = sh.freeSides[n-1] + 1
+			sh.freeSides = sh.freeSides[:n-1]
+			sh.sides[ent.side-1] = sd
+		} else {
+			sh.sides = append(sh.sides, sd)
+			ent.side = uint32(len(sh.sides))
 		}
-		s.sides[sd] = struct{}{}
-		s.sidesMu.Unlock()
-		ent.side = sd
 		s.bytes.Add(sideBytes)
+		return sd
 	}
-	return ent.side
+	return sh.sides[ent.side-1]
 }
 
-// clearCell empties the replication state of cell slot i, and frees the side struct when
-// nothing is left in it.
-func (s *store) clearCell(ent *entry, i int) {
-	sd := ent.side
+// clearCell empties cell i: its sequence (emptySeq), counts and limit, and its
+// replication state, freeing the side struct when nothing is left in it. The caller counts
+// the cell out of the store's.
+func (s *store) clearCell(sh *shard, ent *entry, i int) {
+	ent.regional[i], ent.minLimit[i] = 0, 0
+	ent.meta &^= importsBit << i
+	ent.setSeq(i, emptySeq) // one cell held at most: it fits
+	sd := sh.side(ent)
 	if sd == nil {
 		return
 	}
 	s.bytes.Add(-int64(cap(sd.cells[i].foreign)) * componentBytes)
 	sd.cells[i] = cellSide{}
-	s.freeSideIfEmpty(ent)
+	s.freeSideIfEmpty(sh, ent)
 }
 
 // freeSideIfEmpty frees ent's side struct when nothing is left in it.
-func (s *store) freeSideIfEmpty(ent *entry) {
-	if ent.side != nil && ent.side.empty() {
+func (s *store) freeSideIfEmpty(sh *shard, ent *entry) {
+	if sd := sh.side(ent); sd != nil && sd.empty() {
 		s.bytes.Add(-sideBytes)
-		s.sidesMu.Lock()
-		delete(s.sides, ent.side)
-		s.sidesMu.Unlock()
-		ent.side = nil
+		at := ent.side - 1
+		sh.sides[at] = nil
+		ent.side = 0
+		if len(sh.freeSides)+1 == len(sh.sides) {
+			sh.sides, sh.freeSides = nil, nil
+			return
+		}
+		sh.freeSides = append(sh.freeSides, at)
 	}
 }
 
-// setPublished records that cell slot i was handed to the publisher at count n.
-func (s *store) setPublished(ent *entry, i int, n uint64) {
-	if n == ent.published(i) {
+// setPublished records that ent's cell slot i was handed to the publisher at count n.
+func (s *store) setPublished(sh *shard, ent *entry, i int, n uint64) {
+	if n == sh.published(ent, i) {
 		return
 	}
-	s.sideOf(ent).cells[i].published = n
+	s.sideOf(sh, ent).cells[i].published = n
 }
 
-// raise merges a foreign region's count into cell slot i with max, keeping imported the
-// sum. It reports whether the count changed.
-func (s *store) raise(ent *entry, i int, region uint16, count uint64) bool {
+// raise merges a foreign region's count into ent's cell slot i with max (the cell's
+// imported count is the sum of its components). It reports whether the count changed.
+func (s *store) raise(sh *shard, ent *entry, i int, region uint16, count uint64) bool {
 	count = capCount(count)
-	c := &ent.cells[i]
-	for j, f := range ent.foreign(i) {
-		if f.region == region {
-			if count <= f.count {
+	fs := sh.foreign(ent, i)
+	for j := range fs {
+		if fs[j].region == region {
+			if count <= fs[j].count {
 				return false
 			}
-			c.imported = satAdd(c.imported-f.count, count)
-			ent.side.cells[i].foreign[j].count = count
+			fs[j].count = count
 			return true
 		}
 	}
 	if count == 0 {
 		return false
 	}
-	cs := &s.sideOf(ent).cells[i]
+	cs := &s.sideOf(sh, ent).cells[i]
 	before := cap(cs.foreign)
 	cs.foreign = append(cs.foreign, component{region: region, count: count})
 	s.bytes.Add(int64(cap(cs.foreign)-before) * componentBytes)
-	c.imported = satAdd(c.imported, count)
+	ent.meta |= importsBit << i
 	return true
 }
 
@@ -272,7 +417,11 @@ func (s *store) raise(ent *entry, i int, region uint16, count uint64) bool {
 // out, with one exception: a cell from the future (a peer or an edge whose clock runs a
 // little ahead) gives way to the current one. A late or future seq that finds no such slot
 // is refused. Taking an empty slot counts one more cell in the store.
-func (s *store) slot(ent *entry, seq, now int64) int {
+//
+// The two cells of an entry are at most 2^27 windows apart (entry): when seq is further
+// from the other cell, that cell gives way if it is dead or from the future (and seq is
+// not), else seq is refused.
+func (s *store) slot(sh *shard, ent *entry, seq, now int64) int {
 	if i := ent.find(seq); i >= 0 {
 		return i
 	}
@@ -280,16 +429,16 @@ func (s *store) slot(ent *entry, seq, now int64) int {
 		return -1 // dead on arrival
 	}
 	victim := -1
-	for i := range ent.cells {
-		if sq := ent.cells[i].seq; sq == emptySeq || sq < now-1 {
-			if victim < 0 || sq < ent.cells[victim].seq {
+	for i := range entryCells {
+		if sq := ent.seqOf(i); sq == emptySeq || sq < now-1 {
+			if victim < 0 || sq < ent.seqOf(victim) {
 				victim = i
 			}
 		}
 	}
 	if victim < 0 && seq <= now {
-		for i := range ent.cells {
-			if ent.cells[i].seq > now && (victim < 0 || ent.cells[i].seq > ent.cells[victim].seq) {
+		for i := range entryCells {
+			if sq := ent.seqOf(i); sq > now && (victim < 0 || sq > ent.seqOf(victim)) {
 				victim = i
 			}
 		}
@@ -297,21 +446,34 @@ func (s *store) slot(ent *entry, seq, now int64) int {
 	if victim < 0 {
 		return -1
 	}
-	if ent.cells[victim].seq == emptySeq {
+	if other := 1 - victim; !ent.fits(victim, seq) {
+		if o := ent.seqOf(other); o >= now-1 && (o <= now || seq > now) {
+			return -1
+		}
+		s.clearCell(sh, ent, other)
+		s.cells.Add(-1)
+	}
+	if ent.seqOf(victim) == emptySeq {
 		s.cells.Add(1)
 	}
-	ent.cells[victim] = cell{seq: seq}
-	s.clearCell(ent, victim)
+	s.clearCell(sh, ent, victim)
+	ent.setSeq(victim, seq) // it fits (above)
 	return victim
 }
 
+// fits reports whether cell i can take seq beside the entry's other cell: whether the two
+// are at most maxDelta windows apart (or the other is not held).
+func (e *entry) fits(i int, seq int64) bool {
+	o := e.seqOf(1 - i)
+	return o == emptySeq || (o-seq <= maxDelta && seq-o <= maxDelta)
+}
+
 // dropBefore empties ent's slots older than seq and returns how many it emptied.
-func (s *store) dropBefore(ent *entry, seq int64) int64 {
+func (s *store) dropBefore(sh *shard, ent *entry, seq int64) int64 {
 	var n int64
-	for i := range ent.cells {
-		if c := &ent.cells[i]; c.seq != emptySeq && c.seq < seq {
-			*c = cell{seq: emptySeq}
-			s.clearCell(ent, i)
+	for i := range entryCells {
+		if sq := ent.seqOf(i); sq != emptySeq && sq < seq {
+			s.clearCell(sh, ent, i)
 			n++
 		}
 	}
@@ -326,10 +488,6 @@ type store struct {
 	bytes    atomic.Int64 // estimated bytes of all entries
 	cells    atomic.Int64 // occupied cell slots
 	tuples   atomic.Int64
-	// sides holds every side struct an entry points to: the collector does not see the
-	// pointers in the slots (table.go).
-	sidesMu sync.Mutex
-	sides   map[*entrySide]struct{}
 	// loader is a lazy load's (load.go) until every part is loaded; nil otherwise.
 	loader atomic.Pointer[loader]
 	// tracking says that changed tuples are marked in dirty (dirty.go), set at New.
@@ -397,10 +555,10 @@ func (s *store) insert(sh *shard, h uint32, key []byte, force bool) (*entry, err
 }
 
 // eachLive calls fn for every live cell (sequence >= seq-1 of its window at nowMs): slot i
-// of ent, with its shard locked; fn may change the cell but must not keep ent, nor key:
+// of ent, with its shard sh locked; fn may change the cell but must not keep ent, nor key:
 // key may alias the slot's bytes, so fn copies what it keeps.
 // It stops when fn returns false.
-func (s *store) eachLive(nowMs int64, fn func(key string, ent *entry, i int) bool) {
+func (s *store) eachLive(nowMs int64, fn func(sh *shard, key string, ent *entry, i int) bool) {
 	for i := range s.shards {
 		s.waitShard(i)
 		if !s.liveIn(&s.shards[i], nowMs, fn) {
@@ -413,7 +571,7 @@ func (s *store) eachLive(nowMs int64, fn func(key string, ent *entry, i int) boo
 }
 
 // liveIn is eachLive over one shard. It reports false when fn stopped it.
-func (s *store) liveIn(sh *shard, nowMs int64, fn func(key string, ent *entry, i int) bool) bool {
+func (s *store) liveIn(sh *shard, nowMs int64, fn func(sh *shard, key string, ent *entry, i int) bool) bool {
 	lockYielding(&sh.mu)
 	defer sh.mu.Unlock()
 	for j := range sh.n {
@@ -423,11 +581,11 @@ func (s *store) liveIn(sh *shard, nowMs int64, fn func(key string, ent *entry, i
 		if w <= 0 {
 			continue
 		}
-		for k := range sl.ent.cells {
-			if !sl.ent.cells[k].live(w, nowMs) {
+		for k := range entryCells {
+			if !sl.ent.live(k, w, nowMs) {
 				continue
 			}
-			if !fn(key, &sl.ent, k) {
+			if !fn(sh, key, &sl.ent, k) {
 				return false
 			}
 		}
@@ -454,10 +612,10 @@ func (s *store) sweep(nowMs int64, leases bool) int64 {
 				live = nowMs/w - 1
 			}
 			if leases {
-				s.pruneLeases(&sl.ent, nowMs)
+				s.pruneLeases(sh, &sl.ent, nowMs)
 			}
-			dropped += s.dropBefore(&sl.ent, live)
-			if sl.ent.held() == 0 && sl.ent.side == nil && s.passes.Load() == 0 {
+			dropped += s.dropBefore(sh, &sl.ent, live)
+			if sl.ent.held() == 0 && sl.ent.side == 0 && s.passes.Load() == 0 {
 				s.bytes.Add(-tupleBytes(sl.keyLen())) // its side went with its cells and leases
 				s.tuples.Add(-1)
 				s.movedSlot(sh, j, sh.n-1)

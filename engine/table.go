@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"sync"
 	"unsafe"
 )
@@ -21,15 +22,16 @@ import (
 // heap it paces on: a store of a million tuples costs its bytes, not twice them at
 // GOGC 100. Growing never copies the slots (a new chunk is added), only the index.
 //
-// Only one field of a slot points into the Go heap: entry.side. As the collector does not
-// see a pointer kept outside its heap, every side struct is also kept in the store's
-// sides set (store.sideOf, store.freeSideIfEmpty), for as long as an entry points to it:
-// nothing else may set entry.side.
+// No slot points into the Go heap (the collector would not see the pointer): an entry's
+// side struct is in the shard's sides, and entry.side is its index there (store.sideOf,
+// store.freeSideIfEmpty: nothing else may set entry.side). A slot that moves keeps its
+// side struct.
 //
-// index is a power-of-two array of 4-byte buckets, probed linearly; a bucket is
-// tag<<24 | (slot index + 1), 0 when empty. The key's hash h in the shard is the high 32
-// bits of its 64-bit hash (the low bits pick the shard): its low bits are the bucket's home,
-// its top 8 bits the tag. A lookup compares the bucket's tag before it touches the slot, so
+// index is an array of 4-byte buckets, probed linearly; a bucket is tag<<24 | (slot index
+// + 1), 0 when empty. The key's hash h in the shard is the high 32 bits of its 64-bit hash
+// (the low bits pick the shard): h modulo the index's size is the bucket's home (homeOf:
+// the size need not be a power of two, so the index grows by half, at a load between 0.57
+// and 0.85), its top 8 bits the tag. A lookup compares the bucket's tag before it touches the slot, so
 // a probe past another key costs a cache miss in the slots once in 256. The buckets do not
 // keep the rest of the hash: growing the index and deleting hash the slots' keys again.
 // Deleting uses backward shift (no tombstones) and moves the last slot into the hole. A
@@ -42,15 +44,18 @@ import (
 
 type shard struct {
 	mu     sync.Mutex
-	n      int        // slots in use
 	index  []uint32   // see above; mapped when indexMapped
 	chunks []chunkRef // slots i*chunkSlots to (i+1)*chunkSlots-1 in chunks[i]
+	indexM uint64     // homeOf's multiplier for len(index)
 	// Cold fields: the shard's first 64 bytes are what a lookup reads.
+	n           int // slots in use
 	indexMapped bool
 	longs       []string               // long keys, by the index their slots keep ("" when free)
 	freeLongs   []uint32               // free indexes in longs
 	resets      map[string]*tupleReset // reset records of the shard's tuples (reset.go); nil: none
-	// shards are 128 bytes: two cores on neighbouring shards share no line
+	sides       []*entrySide           // side structs of the shard's entries, by entry.side-1 (nil when free)
+	freeSides   []uint32               // free indexes in sides
+	_           [8]byte                // shards are 192 bytes: two cores on neighbouring shards share no line
 }
 
 // chunkRef is one chunk of slots, and whether it is a mapping (unmapped when freed) or a
@@ -60,7 +65,7 @@ type chunkRef struct {
 	mapped bool
 }
 
-// A chunk is chunkSlots slots (448 KiB): few mappings even at tens of millions of tuples,
+// A chunk is chunkSlots slots (320 KiB): few mappings even at tens of millions of tuples,
 // and, being mapped, its pages cost memory only once touched, so a shard's last chunk
 // costs no more than the slots it holds.
 const (
@@ -71,9 +76,10 @@ const (
 
 type chunk [chunkSlots]slot
 
-// keyInline is the longest key a slot holds in its own bytes. With it a slot is 112 bytes:
-// the side pointer, the owed lease cost, the cells, the key length and bytes. A lookup of
-// a key of n <= keyInline bytes reads bytes 16 to 81+n of the slot (cells, length, key).
+// keyInline is the longest key a slot holds in its own bytes. With it a slot is 80 bytes:
+// the side struct's index, the owed lease cost, the packed cells (store.go: entry), the key
+// length and bytes. A lookup of a key of n <= keyInline bytes reads bytes 12 to 49+n of the
+// slot (cells, length, key).
 const keyInline = 31
 
 // longKey is slot.klen for a key longer than keyInline.
@@ -151,8 +157,8 @@ func (sh *shard) is(sl *slot, key []byte) bool {
 
 const (
 	minIndex = 16
-	// maxLoadNum/maxLoadDen is the index's highest load before it doubles.
-	maxLoadNum, maxLoadDen = 4, 5
+	// maxLoadNum/maxLoadDen is the index's highest load before it grows (grownIndex).
+	maxLoadNum, maxLoadDen = 17, 20
 	// slotBits is the bits of a bucket that hold the slot index (+1); the others, the tag.
 	slotBits = 24
 	slotMask = 1<<slotBits - 1
@@ -163,14 +169,41 @@ const (
 // bucket returns the bucket of slot i, whose key has hash h.
 func bucket(h uint32, i int) uint32 { return h>>slotBits<<slotBits | uint32(i+1) }
 
+// grownIndex returns the index size that follows size: half as large again, in whole cache
+// lines of buckets.
+func grownIndex(size int) int { return max(minIndex, (size+size/2+15)&^15) }
+
+// homeOf returns the home bucket of hash h: h modulo the index's size, computed with
+// multiplications only (Lemire, Kaser and Kurz, "Faster remainder by direct computation",
+// 2019: exact for every 32-bit h and size).
+func (sh *shard) homeOf(h uint32) uint32 {
+	hi, _ := bits.Mul64(sh.indexM*uint64(h), uint64(len(sh.index)))
+	return uint32(hi)
+}
+
+// next returns the bucket after p in probe order.
+func (sh *shard) next(p uint32) uint32 {
+	if p++; int(p) == len(sh.index) {
+		return 0
+	}
+	return p
+}
+
+// dist returns how many buckets a probe from a takes to reach b.
+func (sh *shard) dist(a, b uint32) uint32 {
+	if b < a {
+		return b + uint32(len(sh.index)) - a
+	}
+	return b - a
+}
+
 // find returns the slot index of key with hash h, or -1.
 func (sh *shard) find(h uint32, key []byte) int {
 	if len(sh.index) == 0 {
 		return -1
 	}
-	mask := uint32(len(sh.index) - 1)
 	tag := h >> slotBits
-	for p := h & mask; ; p = (p + 1) & mask {
+	for p := sh.homeOf(h); ; p = sh.next(p) {
 		b := sh.index[p]
 		if b == 0 {
 			return -1
@@ -192,7 +225,7 @@ func (sh *shard) add(hash func(string) uint32, h uint32, key []byte) int {
 		return -1
 	}
 	if (n+1)*maxLoadDen > len(sh.index)*maxLoadNum {
-		sh.rehash(hash, max(2*len(sh.index), minIndex))
+		sh.rehash(hash, grownIndex(len(sh.index)))
 	}
 	if n>>chunkShift == len(sh.chunks) {
 		sh.chunks = append(sh.chunks, newChunk())
@@ -219,8 +252,9 @@ func freeChunk(c chunkRef) {
 }
 
 // mappedIndexMin is the size (bytes) from which an index is a mapping: smaller ones are Go
-// allocations, a mapping being whole pages.
-const mappedIndexMin = 64 << 10
+// allocations, a mapping being whole pages (its last page partly used at most: at most a
+// quarter of it from this size).
+const mappedIndexMin = 16 << 10
 
 // newIndex returns a zeroed index of size buckets, and whether it is a mapping.
 func newIndex(size int) ([]uint32, bool) {
@@ -242,10 +276,9 @@ func freeIndex(index []uint32, mapped bool) {
 // place puts bucket b, of a key with hash h, in the first empty bucket of its probe
 // sequence.
 func (sh *shard) place(h, b uint32) {
-	mask := uint32(len(sh.index) - 1)
-	p := h & mask
+	p := sh.homeOf(h)
 	for sh.index[p] != 0 {
-		p = (p + 1) & mask
+		p = sh.next(p)
 	}
 	sh.index[p] = b
 }
@@ -255,6 +288,7 @@ func (sh *shard) place(h, b uint32) {
 func (sh *shard) rehash(hash func(string) uint32, size int) {
 	freeIndex(sh.index, sh.indexMapped)
 	sh.index, sh.indexMapped = newIndex(size)
+	sh.indexM = ^uint64(0)/uint64(size) + 1
 	for i := range sh.n {
 		h := hash(sh.keyOf(sh.at(i)))
 		sh.place(h, bucket(h, i))
@@ -263,11 +297,10 @@ func (sh *shard) rehash(hash func(string) uint32, size int) {
 
 // bucketOf returns the position in the index of the bucket of slot i, whose key has hash h.
 func (sh *shard) bucketOf(h uint32, i int) uint32 {
-	mask := uint32(len(sh.index) - 1)
 	want := bucket(h, i)
-	p := h & mask
+	p := sh.homeOf(h)
 	for sh.index[p] != want {
-		p = (p + 1) & mask
+		p = sh.next(p)
 	}
 	return p
 }
@@ -275,7 +308,6 @@ func (sh *shard) bucketOf(h uint32, i int) uint32 {
 // remove deletes slot i. The last slot moves into its place. The buckets do not keep the
 // keys' homes: hash computes them again from the keys (store.locate's hash).
 func (sh *shard) remove(hash func(string) uint32, i int) {
-	mask := uint32(len(sh.index) - 1)
 	sl := sh.at(i)
 	p := sh.bucketOf(hash(sh.keyOf(sl)), i)
 	sh.freeKey(sl)
@@ -285,12 +317,12 @@ func (sh *shard) remove(hash func(string) uint32, i int) {
 		sh.index[p] = 0
 		q, moved := p, false
 		for {
-			q = (q + 1) & mask
+			q = sh.next(q)
 			b := sh.index[q]
 			if b == 0 {
 				break
 			}
-			if home := hash(sh.keyOf(sh.at(int(b&slotMask)-1))) & mask; (q-home)&mask >= (q-p)&mask {
+			if home := sh.homeOf(hash(sh.keyOf(sh.at(int(b&slotMask) - 1)))); sh.dist(home, q) >= sh.dist(p, q) {
 				sh.index[p] = b
 				p, moved = q, true
 				break
@@ -327,7 +359,7 @@ func (sh *shard) compact(hash func(string) uint32) {
 		}
 		sh.chunks = nil
 		freeIndex(sh.index, sh.indexMapped)
-		sh.index, sh.indexMapped = nil, false
+		sh.index, sh.indexMapped, sh.indexM = nil, false, 0
 		return
 	}
 	if keep := (n+chunkSlots-1)>>chunkShift + 1; len(sh.chunks) > keep {
@@ -339,7 +371,7 @@ func (sh *shard) compact(hash func(string) uint32) {
 	}
 	size := minIndex
 	for n*maxLoadDen > size*maxLoadNum/2 { // aim at half the highest load
-		size *= 2
+		size = grownIndex(size)
 	}
 	if len(sh.index) > 2*size {
 		sh.rehash(hash, size)

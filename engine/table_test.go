@@ -34,7 +34,7 @@ func checkShard(t *testing.T, sh *shard, hash func(string) uint32, ref map[strin
 	}
 	for k, v := range ref {
 		i := sh.find(hash(k), []byte(k))
-		if i < 0 || sh.keyOf(sh.at(i)) != k || sh.at(i).ent.cells[0].regional != uint64(v) {
+		if i < 0 || sh.keyOf(sh.at(i)) != k || sh.at(i).ent.regional[0] != uint64(v) {
 			t.Fatalf("key %q: slot %d", k, i)
 		}
 	}
@@ -83,7 +83,7 @@ func TestTableAgainstMap(t *testing.T) {
 						i = sh.add(hash, h, []byte(k))
 						sh.at(i).ent.reset()
 					}
-					sh.at(i).ent.cells[0].regional = uint64(step)
+					sh.at(i).ent.regional[0] = uint64(step)
 					ref[k] = int64(step)
 				case op < 8: // delete
 					i := sh.find(hash(k), []byte(k))
@@ -137,17 +137,18 @@ func TestSideLayout(t *testing.T) {
 	}
 }
 
-// TestSlotLayout: a slot is 112 bytes, its cells and its inline key adjacent, and keys
-// of every length round-trip through it, a long one through the shard's longs.
+// TestSlotLayout: a slot is 80 bytes, its cells (meta to minLimit) and its inline key
+// adjacent, and keys of every length round-trip through it, a long one through the
+// shard's longs.
 func TestSlotLayout(t *testing.T) {
 	var sl slot
-	if n := unsafe.Sizeof(sl); n != 112 {
+	if n := unsafe.Sizeof(sl); n != 80 {
 		t.Fatalf("slot is %d bytes", n)
 	}
-	if c, k := unsafe.Offsetof(sl.ent)+unsafe.Offsetof(sl.ent.cells), unsafe.Offsetof(sl.klen); k != c+unsafe.Sizeof(sl.ent.cells) {
-		t.Fatalf("cells at %d, key length at %d", c, k)
+	if c, k := unsafe.Offsetof(sl.ent)+unsafe.Offsetof(sl.ent.minLimit)+unsafe.Sizeof(sl.ent.minLimit), unsafe.Offsetof(sl.klen); k != c || unsafe.Offsetof(sl.ent.meta) != 12 || unsafe.Offsetof(sl.ent.seq) != 16 {
+		t.Fatalf("cells at %d to %d, key length at %d", unsafe.Offsetof(sl.ent.meta), c, k)
 	}
-	if n := unsafe.Sizeof(shard{}); n != 128 {
+	if n := unsafe.Sizeof(shard{}); n != 192 {
 		t.Fatalf("shard is %d bytes", n)
 	}
 	var sh shard
@@ -180,6 +181,8 @@ func TestTableCases(t *testing.T) {
 		{"wrap around the end", []string{"\x0f1", "\x0f2", "\x0f3", "\x001"}, []string{"\x0f1"}},
 		{"remove the last slot", []string{"a1", "b1", "c1"}, []string{"c1"}},
 		{"remove all in order", []string{"a1", "a2", "b1", "b2"}, []string{"a1", "a2", "b1", "b2"}},
+		{"wrap around a non-power-of-two end", []string{"/a", "/b", "/c", "/d", "/e", "/f", "/g", "/h", "/i", "/j", "/k", "/l", "/m", "/n", "/o",
+			"/p", "/q", "/r", "/s", "/t", "/u", "/v", "/w", "/x", "/y", "/z", "/0", "/1", "/2", "/3", ".0"}, []string{"/a", "/z", ".0", "/3", "/b"}}, // '/' is 47: home 47 of 48 buckets
 		{"grow past 16", []string{"a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8", "a9", "b1", "b2", "b3", "b4", "b5", "b6", "c1", "c2", "c3"}, []string{"a5", "b1"}},
 	}
 	for _, tc := range cases {
@@ -188,7 +191,7 @@ func TestTableCases(t *testing.T) {
 			ref := map[string]int64{}
 			for n, k := range tc.insert {
 				i := sh.add(hash, hash(k), []byte(k))
-				sh.at(i).ent.cells[0].regional = uint64(n)
+				sh.at(i).ent.regional[0] = uint64(n)
 				ref[k] = int64(n)
 			}
 			checkShard(t, &sh, hash, ref)
@@ -215,7 +218,7 @@ func TestStoreSideStruct(t *testing.T) {
 		sh, h := e.store.locate(key)
 		sh.mu.Lock()
 		defer sh.mu.Unlock()
-		return sh.lookup(h, key).side
+		return sh.side(sh.lookup(h, key))
 	}
 	if sideOf() != nil {
 		t.Fatalf("a standalone decision allocated a side struct")
@@ -267,20 +270,43 @@ func TestRestoreStandaloneNoSide(t *testing.T) {
 		if loaded, _, err := e.Restore(recs); err != nil || loaded != len(recs) {
 			t.Fatalf("standalone %v: loaded %d: %v", standalone, loaded, err)
 		}
-		sides := 0
+		sides, held := 0, 0
 		for i := range e.store.shards {
 			sh := &e.store.shards[i]
 			for j := range sh.n {
-				if sh.at(j).ent.side != nil {
+				if sh.side(&sh.at(j).ent) != nil {
 					sides++
 				}
 			}
+			held += len(sh.sides) - len(sh.freeSides)
 		}
-		if want := map[bool]int{true: 0, false: len(recs)}[standalone]; sides != want || len(e.store.sides) != want {
-			t.Fatalf("standalone %v: %d side structs (%d in the set), want %d", standalone, sides, len(e.store.sides), want)
+		if want := map[bool]int{true: 0, false: len(recs)}[standalone]; sides != want || held != want {
+			t.Fatalf("standalone %v: %d side structs (%d in the shards), want %d", standalone, sides, held, want)
 		}
 		if got := e.Status(Tuple{Workspace: "default", Namespace: "default", Key: []byte("k7"), WindowMs: 60_000}); got.CurrentRegional != 5 {
 			t.Fatalf("standalone %v: status %+v", standalone, got)
+		}
+	}
+}
+
+// TestHomeOf: homeOf is h modulo the index's size, for sizes of the growth sequence and
+// others, and hashes at the edges.
+func TestHomeOf(t *testing.T) {
+	rng := rand.New(rand.NewPCG(24, 1))
+	sizes := []int{minIndex, 17, 1000, 1 << 20, 1<<25 + 1}
+	for size := minIndex; size < 1<<25; size = grownIndex(size) {
+		sizes = append(sizes, size)
+	}
+	for _, size := range sizes {
+		sh := shard{index: make([]uint32, size), indexM: ^uint64(0)/uint64(size) + 1}
+		hs := []uint32{0, 1, uint32(size - 1), uint32(size), uint32(size + 1), 1<<32 - 1, 1<<32 - 2}
+		for range 1000 {
+			hs = append(hs, rng.Uint32())
+		}
+		for _, h := range hs {
+			if got := sh.homeOf(h); got != h%uint32(size) {
+				t.Fatalf("size %d: homeOf(%d) = %d, want %d", size, h, got, h%uint32(size))
+			}
 		}
 	}
 }
