@@ -206,6 +206,9 @@ func (le *localEntry) addSibling(s *localEntry) {
 	if s == le || s.window == le.window || !le.cached.Load() || !sameKey(le, s) {
 		return
 	}
+	if set := le.siblings.Load(); set != nil && slices.Contains(set[:], s) {
+		return // already le's sibling (a request's siblingTouch lookup): s's memory unread
+	}
 	if o := s.sibOf.Load(); o != le && (o != nil || !s.sibOf.CompareAndSwap(nil, le)) {
 		return
 	}
