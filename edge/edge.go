@@ -166,9 +166,13 @@ type localEntry struct {
 	// the cache lets go of it (evicted, rejected, replaced: leftCache): while it is set, a
 	// lookup of the tuple finds this entry. siblings are the entries of the same key's
 	// other windows that multi-limit requests found beside this one (multi.go), so that
-	// such a request looks up one window and reaches the others from it.
+	// such a request looks up one window and reaches the others from it; sibOf is the
+	// entry whose siblings name this one, so that the cache letting this one go takes it
+	// out of that set (else a cached entry would keep the key's evicted entries alive,
+	// beyond the cache's bound).
 	cached   atomic.Bool
 	siblings atomic.Pointer[siblingSet]
+	sibOf    atomic.Pointer[localEntry]
 }
 
 func newLocalEntry(key string, hash uint64, window int64, link *originLink) *localEntry {
@@ -330,7 +334,7 @@ type originLink struct {
 	// delete per replayed entry, two cache misses each with the replay set large.)
 	pins    []*localEntry
 	byKey   map[uint64]*localEntry
-	byPeak  int           // the most keys byKey held since it was last made (shrinkPins)
+	byPeak  int           // the most keys byKey held since it was last made (shrinkIndex)
 	cursor  int           // where the next batch starts taking pins, so all get their turn
 	batch   *pendingBatch // the batch being delivered, resent unchanged until answered
 	batchID uint64
@@ -705,6 +709,17 @@ func (e *Edge) create(l *originLink, key string, window int64) *localEntry {
 	// A pinned entry the cache is letting go this moment is in neither the cache nor
 	// byKey until its OnExit has run, which the cache's goroutine does before it takes
 	// anything queued after now.
+	//
+	// An eviction that starts after this Wait and overlaps the lookup below can still
+	// hide an entry A of key pinned while cached (so not in byKey until leftCache): a
+	// second entry is made, and both spend the tuple's lease (no cost is lost: both are
+	// pinned). It needs A to have entered the cache after the caller's own lookup (which
+	// precedes every create) missed it, and an entry found in byKey stays there until
+	// delivered: so A was made by a create of the same key running at the same time.
+	// Within the key's flight (entryOf, refresh's read) no two run at once; outside it
+	// (coldEntry, refresh in backoff) two creates of one key already make two entries
+	// without any eviction. A second Wait on every miss would close this gap at the
+	// price of another cache round trip per new key, and leave that wider one.
 	e.cache.Wait()
 	if le := e.lookup(l, []byte(key)); le != nil {
 		return le

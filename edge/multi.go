@@ -191,27 +191,97 @@ func (le *localEntry) sibling(window int64, l *originLink) *localEntry {
 }
 
 // addSibling makes s le's sibling of its window, in place of one le had, when it is
-// another window of le's key and le is still cached. Concurrent calls may lose one's
-// update: that costs a lookup later, never a wrong entry (sibling checks cached).
+// another window of le's key, no other entry names it (requests listing the key's windows
+// in another order look that window up), and both are cached. Concurrent calls may lose
+// one's update: that costs a lookup later, never a wrong entry (sibling checks cached).
+//
+// The set holds only entries the cache holds: leftCache takes an entry out of the set of
+// its sibOf, and drops the set of its own. Each side writes before it reads the other's
+// flag (cached, the set): a leftCache of le or s that ran while the set was being made
+// either sees the set stored or is seen here, and the set is undone. (Two calls on le at
+// once, one putting back an entry the other drops, may leave it in the set with no sibOf:
+// then it stays named after the cache lets it go, until le's next multi-limit request that
+// misses a sibling makes the set anew without it, or the cache lets le go.)
 func (le *localEntry) addSibling(s *localEntry) {
 	if s == le || s.window == le.window || !le.cached.Load() || !sameKey(le, s) {
 		return
 	}
-	var set siblingSet
-	n := 0
-	if old := le.siblings.Load(); old != nil {
-		if le.sibling(s.window, s.link) == s {
-			return
+	if set := le.siblings.Load(); set != nil && slices.Contains(set[:], s) {
+		return // already le's sibling (a request's siblingTouch lookup): s's memory unread
+	}
+	if o := s.sibOf.Load(); o != le && (o != nil || !s.sibOf.CompareAndSwap(nil, le)) {
+		return
+	}
+	for {
+		old := le.siblings.Load()
+		var set siblingSet
+		n := 0
+		if old != nil {
+			for _, o := range old {
+				if o == s {
+					return // already le's sibling
+				}
+				if o != nil && o.window != s.window && o.cached.Load() && n < len(set)-1 {
+					set[n] = o
+					n++
+				}
+			}
 		}
+		set[n] = s
+		if le.siblings.CompareAndSwap(old, &set) {
+			if old != nil {
+				for _, o := range old {
+					if o != nil && !slices.Contains(set[:], o) {
+						o.sibOf.CompareAndSwap(le, nil)
+					}
+				}
+			}
+			break
+		}
+	}
+	if !le.cached.Load() {
+		le.dropSiblings()
+	} else if !s.cached.Load() {
+		le.dropSibling(s)
+	}
+}
+
+// dropSiblings empties le's sibling set (the cache let le go): its entries are nobody's
+// siblings any more.
+func (le *localEntry) dropSiblings() {
+	if set := le.siblings.Swap(nil); set != nil {
+		for _, s := range set {
+			if s != nil {
+				s.sibOf.CompareAndSwap(le, nil)
+			}
+		}
+	}
+}
+
+// dropSibling takes s out of le's sibling set (the cache let s go).
+func (le *localEntry) dropSibling(s *localEntry) {
+	for {
+		old := le.siblings.Load()
+		if old == nil || !slices.Contains(old[:], s) {
+			break
+		}
+		var set siblingSet
+		n := 0
 		for _, o := range old {
-			if o != nil && o.window != s.window && o.cached.Load() && n < len(set)-1 {
+			if o != nil && o != s {
 				set[n] = o
 				n++
 			}
 		}
+		next := &set
+		if n == 0 {
+			next = nil
+		}
+		if le.siblings.CompareAndSwap(old, next) {
+			break
+		}
 	}
-	set[n] = s
-	le.siblings.Store(&set)
+	s.sibOf.CompareAndSwap(le, nil)
 }
 
 // sameKey reports whether a and b are tuples of one key (workspace, namespace, key) in

@@ -34,37 +34,49 @@ func findPinned(l *originLink, le *localEntry) bool {
 }
 
 // TestPinsShrinkAfterBurst: a burst pins 20,000 entries; when all but 1,000 are delivered
-// the replay set's index is made anew at its size, and every entry still pinned (chains of
-// one hash included) is found in it, while the delivered ones are not.
+// the replay set is made anew at its size: its pins, and its index when the cache had let
+// the entries go (else they are not in it), where every entry still pinned (chains of one
+// hash included) is found, while the delivered ones are not.
 func TestPinsShrinkAfterBurst(t *testing.T) {
-	e, l, les := pinRig(t, 20_000)
-	for _, le := range les {
-		if err := e.pin(l, le); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if l.byPeak < 19_000 {
-		t.Fatalf("peak %d after pinning 20,000 entries", l.byPeak)
-	}
-	for _, le := range les[1000:] {
-		e.unpinIfIdle(l, le)
-	}
-	if l.byPeak > 20_000/shrinkFactor {
-		t.Errorf("the index kept its burst's peak %d with 1,000 entries pinned: not made anew", l.byPeak)
-	}
-	if len(l.pins) != 1000 {
-		t.Fatalf("%d pinned, want 1000", len(l.pins))
-	}
-	for i, le := range les {
-		if got, want := findPinned(l, le), i < 1000; got != want || le.pinned != want {
-			t.Fatalf("entry %d: found %v, pinned %v, want %v", i, got, le.pinned, want)
-		}
-	}
-	for _, le := range les[:1000] {
-		e.unpinIfIdle(l, le)
-	}
-	if len(l.byKey) != 0 || len(l.pins) != 0 {
-		t.Fatalf("after every entry was delivered: %d in the index, %d pinned", len(l.byKey), len(l.pins))
+	for _, cached := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cached=%v", cached), func(t *testing.T) {
+			e, l, les := pinRig(t, 20_000)
+			for _, le := range les {
+				le.cached.Store(cached)
+				if err := e.pin(l, le); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !cached && l.byPeak < 19_000 {
+				t.Fatalf("peak %d after pinning 20,000 entries", l.byPeak)
+			}
+			for _, le := range les[1000:] {
+				e.unpinIfIdle(l, le)
+			}
+			if l.byPeak > 20_000/shrinkFactor {
+				t.Errorf("the index kept its burst's peak %d with 1,000 entries pinned: not made anew", l.byPeak)
+			}
+			if cap(l.pins) >= 20_000/2 {
+				t.Errorf("pins kept its burst's capacity %d with 1,000 entries pinned: not made anew", cap(l.pins))
+			}
+			if len(l.pins) != 1000 {
+				t.Fatalf("%d pinned, want 1000", len(l.pins))
+			}
+			for i, le := range les {
+				if got, want := findPinned(l, le), i < 1000 && !cached; got != want || le.pinned != (i < 1000) {
+					t.Fatalf("entry %d: found %v, pinned %v, want found %v", i, got, le.pinned, want)
+				}
+				if i < 1000 && l.pins[le.pinIdx] != le {
+					t.Fatalf("entry %d: not at its index in pins", i)
+				}
+			}
+			for _, le := range les[:1000] {
+				e.unpinIfIdle(l, le)
+			}
+			if len(l.byKey) != 0 || len(l.pins) != 0 {
+				t.Fatalf("after every entry was delivered: %d in the index, %d pinned", len(l.byKey), len(l.pins))
+			}
+		})
 	}
 }
 

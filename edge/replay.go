@@ -360,6 +360,9 @@ func (e *Edge) unpinIfIdle(l *originLink, le *localEntry) {
 	if le.indexed {
 		l.unindex(le)
 	}
+	if cap(l.pins) >= shrinkAbove && len(l.pins)*shrinkFactor <= cap(l.pins) {
+		l.pins = append(make([]*localEntry, 0, 2*len(l.pins)), l.pins...)
+	}
 	l.mu.Unlock()
 	e.pinned.Add(-1)
 }
@@ -392,17 +395,21 @@ func (l *originLink) unindex(le *localEntry) {
 	}
 	le.sameHash, le.indexed = nil, false
 	if l.byPeak >= shrinkAbove && len(l.byKey)*shrinkFactor <= l.byPeak {
-		l.shrinkPins()
+		l.shrinkIndex()
 	}
 }
 
 // leftCache records that the cache let go of le (its OnExit, run by the cache's
-// goroutine, or remember's when the cache dropped the Set): le is nobody's sibling any
-// more, and lets its own go (else a chain of evicted entries, each one's siblings
-// another's, could outlive them all); pinned, it goes into byKey.
+// goroutine, or remember's when the cache dropped the Set): le leaves the sibling set
+// that names it and lets its own go (a set holds only cached entries, so that no cached
+// entry keeps the ones the cache let go alive: see addSibling); pinned, it goes into
+// byKey.
 func (e *Edge) leftCache(le *localEntry) {
 	le.cached.Store(false)
-	le.siblings.Store(nil)
+	le.dropSiblings()
+	if o := le.sibOf.Swap(nil); o != nil {
+		o.dropSibling(le)
+	}
 	l := le.link
 	l.mu.Lock()
 	if le.pinned && !le.indexed {
@@ -415,21 +422,22 @@ func (e *Edge) leftCache(le *localEntry) {
 // flood of new keys), byKey stayed as large as at its peak, and every pin and unpin of
 // the usual few thousand probed a table of hundreds of thousands of slots, a cache miss
 // each (with 200k entries pinned once, the edge spent a tenth of its CPU there). When
-// the replay set has shrunk shrinkFactor times below its peak, byKey and pins are made
-// anew at their size: a cost of the entries still pinned, once per such shrink.
+// byKey has shrunk shrinkFactor times below its peak, it is made anew at its size; pins
+// likewise, when it holds shrinkFactor times fewer entries than its capacity (byKey holds
+// only the pinned entries the cache let go: a burst of cached ones leaves it small). A
+// cost of the entries still pinned, once per such shrink.
 const (
 	shrinkAbove  = 4096
 	shrinkFactor = 8
 )
 
-// shrinkPins makes byKey and pins anew at their current size (l.mu held).
-func (l *originLink) shrinkPins() {
+// shrinkIndex makes byKey anew at its current size (l.mu held).
+func (l *originLink) shrinkIndex() {
 	byKey := make(map[uint64]*localEntry, 2*len(l.byKey))
 	for h, head := range l.byKey { // the chain comes with its head
 		byKey[h] = head
 	}
 	l.byKey, l.byPeak = byKey, len(byKey)
-	l.pins = append(make([]*localEntry, 0, 2*len(l.pins)), l.pins...)
 }
 
 // OriginStat describes one origin as an edge sees it.

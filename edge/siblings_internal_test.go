@@ -64,6 +64,63 @@ func TestEdgeSiblingAfterEviction(t *testing.T) {
 	}
 }
 
+// TestEdgeSiblingsOnlyCached: a sibling set names only entries the cache holds. Once the
+// cache lets the other windows' entries go, the first window's entry, cached still (single-
+// limit traffic keeps it), must not keep them alive (their memory is outside the cache's
+// bound); once it lets the first go, the others must not name it either.
+func TestEdgeSiblingsOnlyCached(t *testing.T) {
+	e, _, _ := newInternalEdge(t)
+	ops := make([]engine.LimitOp, engine.MaxLimits)
+	for i := range ops {
+		ops[i] = engine.LimitOp{Tuple: engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte("k"),
+			WindowMs: int64(i+1) * 60_000}, Limit: 1000}
+	}
+	out := make([]engine.Decision, len(ops))
+	if b, err := e.LimitAll(context.Background(), ops, 1, out); err != nil || !out[b].Allowed {
+		t.Fatalf("LimitAll: %+v, %v", out, err)
+	}
+	key0 := engine.AppendKey(nil, ops[0].Tuple)
+	first := e.lookup(e.link(key0), key0)
+	named := func(le *localEntry) (n int) {
+		if set := le.siblings.Load(); set != nil {
+			for _, s := range set {
+				if s != nil {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	if n := named(first); n != len(ops)-1 {
+		t.Fatalf("the first window's entry names %d siblings, want %d", n, len(ops)-1)
+	}
+	for _, op := range ops[1:] {
+		e.cache.Del(maphash.Bytes(e.seed, engine.AppendKey(nil, op.Tuple)))
+	}
+	e.cache.Wait()
+	if !first.cached.Load() {
+		t.Fatal("the first window's entry is not cached")
+	}
+	if n := named(first); n != 0 {
+		t.Errorf("the first window's entry names %d entries the cache let go", n)
+	}
+
+	if b, err := e.LimitAll(context.Background(), ops, 1, out); err != nil || !out[b].Allowed { // siblings anew
+		t.Fatalf("LimitAll: %+v, %v", out, err)
+	}
+	if n := named(first); n != len(ops)-1 {
+		t.Fatalf("the first window's entry names %d siblings again, want %d", n, len(ops)-1)
+	}
+	e.cache.Del(maphash.Bytes(e.seed, key0))
+	e.cache.Wait()
+	for _, op := range ops[1:] {
+		key := engine.AppendKey(nil, op.Tuple)
+		if s := e.lookup(e.link(key), key); s.sibOf.Load() != nil {
+			t.Errorf("window %d: names an entry as the one naming it after the cache let that go", op.Tuple.WindowMs)
+		}
+	}
+}
+
 // TestBoundKeptDropsDeadCostFirst: past the unsaved bound, the kept cost of dead cells is
 // dropped before any live cost, also when the batch holding it holds live cost of a
 // longer window too (boundKept skips a batch until its first cell dies).
