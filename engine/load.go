@@ -75,7 +75,10 @@ func (l *loader) loadParts(from, to int) {
 	var keep func(string) bool
 	for p := from; p < to; p++ {
 		if len(l.keys[p]) > 0 {
-			keep = func(key string) bool { return !l.restored(l.part(key), key) }
+			keep = func(key string) bool {
+				q := l.part(key) // in [from, to) but in a damaged file: kept then
+				return q < from || q >= to || !l.restored(q, key)
+			}
 			break
 		}
 	}
@@ -139,6 +142,11 @@ func (l *loader) ensure(i int) {
 	l.mu[i].Unlock()
 }
 
+// maxKeyedBytes bounds the keys a part not loaded yet keeps of the tuples restored on their
+// own (loader.keys): past it, a keyed access loads the whole part (many distinct keys of
+// one part, new ones included, before the background load reaches it).
+const maxKeyedBytes = 4 << 10
+
 // ensureKey restores the records of key's tuple (part i) unless part i or the tuple is
 // restored already: what a keyed access waits for, the part's other tuples left to the
 // background load. The caller holds no shard lock.
@@ -147,7 +155,11 @@ func (l *loader) ensureKey(i int, key []byte) {
 		return
 	}
 	l.mu[i].Lock()
-	if !l.loaded[i].Load() && !l.restored(i, string(key)) {
+	switch {
+	case l.loaded[i].Load() || l.restored(i, string(key)):
+	case len(l.keys[i]) >= maxKeyedBytes:
+		l.loadParts(i, i+1)
+	default:
 		l.load(i, i+1, func(k string) bool { return k == string(key) })
 		l.keys[i] = append(binary.AppendUvarint(l.keys[i], uint64(len(key))), key...)
 	}
