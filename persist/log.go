@@ -300,6 +300,16 @@ func readLogs(dir string, base uint64, log *slog.Logger) (*logSet, error) {
 	ls := &logSet{}
 	var order []int // records' offsets, in log order
 	var parts []int32
+	// The tuple sections are copied into ls.tuples: sized at once for every log, it is
+	// never copied again as it grows (at 10M tuples, a restart with 111 MB of logs spent a
+	// third of its CPU before listening in those copies).
+	var total int64
+	for _, g := range gens {
+		if info, err := os.Stat(filepath.Join(dir, logName(g))); err == nil && g >= base {
+			total += info.Size()
+		}
+	}
+	ls.tuples = make([]byte, 0, min(total, 1<<40))
 	for _, g := range gens {
 		ls.maxGen = max(ls.maxGen, g)
 		if g < base {
