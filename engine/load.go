@@ -44,7 +44,7 @@ const loadBatch = 16
 // half a thread, so that on a small machine the requests keep most of the CPU.
 const loadSliceMs = 2
 
-// loader is a lazy load's state (9 MiB), the store's until every part is loaded.
+// loader is a lazy load's state (8 MiB), the store's until every part is loaded.
 type loader struct {
 	loaded [Parts]atomic.Bool
 	mu     [Parts]sync.Mutex // held while a part, or a tuple of it, loads
