@@ -159,7 +159,8 @@ func (l *loader) ensureKey(i int, key []byte) {
 	case len(l.keys[i]) >= maxKeyedBytes:
 		l.loadParts(i, i+1)
 	default:
-		l.load(i, i+1, func(k string) bool { return k == string(key) })
+		only := string(key) // a copy: key itself must not escape (the requests' buffers)
+		l.load(i, i+1, func(k string) bool { return k == only })
 		l.keys[i] = append(binary.AppendUvarint(l.keys[i], uint64(len(key))), key...)
 	}
 	l.mu[i].Unlock()
