@@ -1,8 +1,8 @@
 package engine
 
 import (
+	"encoding/binary"
 	"errors"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,11 +12,15 @@ import (
 // while the cells of its snapshot are restored part by part, a part being 1/1024 of a
 // shard (the tuples whose hash has the shard's low 8 bits and the part's next 10). A part
 // whose cells are not restored yet is restored first by whoever needs it: store.locate,
-// which every keyed read and write goes through, waits for the part of its key, and the
-// passes over the store (eachLive, Tuples, the sweep) for every part of each shard. So no
-// tuple is ever decided from fewer than the snapshot's counts, and a snapshot saved during
-// the load holds every cell of the old one. A request on a part not loaded yet waits for
-// that part only: 1/262144 of the snapshot, about 40 cells at 10M.
+// which every keyed read and write goes through, waits for its key's records of the part
+// (ensureKey), and the passes over the store (eachLive, Tuples) for every part of each
+// shard; the sweep passes over the shards still loading. So no tuple is ever decided from
+// fewer than the snapshot's counts, and a snapshot saved during the load holds every cell
+// of the old one. A request on a part not loaded yet restores its own tuple's records of
+// that part only, which the part's load then skips: a part is 1/262144 of the snapshot,
+// about 40 cells at 10M, and with random keys nearly every request of a load's first
+// seconds fell on a part not loaded yet and restored its 40 cells before it decided
+// (three quarters of the load's CPU at 10M, taken inside the requests).
 //
 // This needs the snapshot's cells grouped by part, and the same parts: the snapshot records
 // the store's hash seed (ShardSeed), which the next process adopts (AdoptShardSeed) before
@@ -40,11 +44,48 @@ const loadBatch = 16
 // half a thread, so that on a small machine the requests keep most of the CPU.
 const loadSliceMs = 2
 
-// loader is a lazy load's state (3 MiB), the store's until every part is loaded.
+// loader is a lazy load's state (8 MiB), the store's until every part is loaded.
 type loader struct {
 	loaded [Parts]atomic.Bool
-	mu     [Parts]sync.Mutex // held while a part loads
-	load   func(from, to int)
+	mu     [Parts]sync.Mutex // held while a part, or a tuple of it, loads
+	// keys holds, for a part not loaded yet, the keys of the tuples restored already on
+	// their own (ensureKey), each as a uvarint length and its bytes; under mu.
+	keys [Parts][]byte
+	load func(from, to int, keep func(key string) bool)
+	part func(key string) int // the part of a key
+}
+
+// restored reports whether key's tuple of part p was restored on its own (p's lock held).
+func (l *loader) restored(p int, key string) bool {
+	for b := l.keys[p]; len(b) > 0; {
+		n, w := binary.Uvarint(b)
+		b = b[w:]
+		if string(b[:n]) == key {
+			return true
+		}
+		b = b[n:]
+	}
+	return false
+}
+
+// loadParts restores the parts of [from, to), their locks held, but for the tuples
+// restored on their own, and marks them loaded.
+func (l *loader) loadParts(from, to int) {
+	var keep func(string) bool
+	for p := from; p < to; p++ {
+		if len(l.keys[p]) > 0 {
+			keep = func(key string) bool {
+				q := l.part(key) // in [from, to) but in a damaged file: kept then
+				return q < from || q >= to || !l.restored(q, key)
+			}
+			break
+		}
+	}
+	l.load(from, to, keep)
+	for p := from; p < to; p++ {
+		l.keys[p] = nil
+		l.loaded[p].Store(true)
+	}
 }
 
 // ensureBatch restores the parts of [from, to) not restored yet (the background load's
@@ -62,10 +103,8 @@ func (l *loader) ensureBatch(from, to int) {
 		for q < to && !l.loaded[q].Load() {
 			q++
 		}
-		l.load(p, q)
-		for ; p < q; p++ {
-			l.loaded[p].Store(true)
-		}
+		l.loadParts(p, q)
+		p = q
 	}
 	for p := from; p < to; p++ {
 		l.mu[p].Unlock()
@@ -79,6 +118,16 @@ func (l *loader) ensureShard(i int) {
 	}
 }
 
+// shardLoaded reports whether every part of shard i is restored.
+func (l *loader) shardLoaded(i int) bool {
+	for p := i * loadParts; p < (i+1)*loadParts; p++ {
+		if !l.loaded[p].Load() {
+			return false
+		}
+	}
+	return true
+}
+
 // ensure restores part i's snapshot cells unless they are restored already, waiting for
 // another goroutine that is restoring them. The caller holds no shard lock.
 func (l *loader) ensure(i int) {
@@ -87,8 +136,32 @@ func (l *loader) ensure(i int) {
 	}
 	l.mu[i].Lock()
 	if !l.loaded[i].Load() {
-		l.load(i, i+1)
-		l.loaded[i].Store(true)
+		l.loadParts(i, i+1)
+	}
+	l.mu[i].Unlock()
+}
+
+// maxKeyedBytes bounds the keys a part not loaded yet keeps of the tuples restored on their
+// own (loader.keys): past it, a keyed access loads the whole part (many distinct keys of
+// one part, new ones included, before the background load reaches it).
+const maxKeyedBytes = 4 << 10
+
+// ensureKey restores the records of key's tuple (part i) unless part i or the tuple is
+// restored already: what a keyed access waits for, the part's other tuples left to the
+// background load. The caller holds no shard lock.
+func (l *loader) ensureKey(i int, key []byte) {
+	if l.loaded[i].Load() {
+		return
+	}
+	l.mu[i].Lock()
+	switch {
+	case l.loaded[i].Load() || l.restored(i, string(key)):
+	case len(l.keys[i]) >= maxKeyedBytes:
+		l.loadParts(i, i+1)
+	default:
+		only := string(key) // a copy: key itself must not escape (the requests' buffers)
+		l.load(i, i+1, func(k string) bool { return k == only })
+		l.keys[i] = append(binary.AppendUvarint(l.keys[i], uint64(len(key))), key...)
 	}
 	l.mu[i].Unlock()
 }
@@ -120,34 +193,36 @@ func (e *Engine) AdoptShardSeed(seed uint64) error {
 	return nil
 }
 
-// LoadLazily restores a snapshot in the background: load(from, to) is to restore (with
-// Restore) the snapshot's cells of the load parts from to to-1 (TupleRecord.Part), in a
-// snapshot whose seed this engine adopted. The snapshot's reset records must be restored
-// before (RestoreResets): each part's cells are taken minus what they cancelled, and a
-// reset or a peer's reset row of a tuple waits for its part (store.locate) as any keyed
-// access does. Each part is loaded once, in the background in
-// part order (loadBatch parts at a time) or earlier by the first request that needs it
-// (load(i, i+1)); LoadLazily returns at once, and the channel it returns is closed once
-// every part is loaded. It must be called before the engine serves, at most once.
-func (e *Engine) LoadLazily(load func(from, to int)) <-chan struct{} {
+// LoadLazily restores a snapshot in the background: load(from, to, keep) is to restore
+// (with Restore) the snapshot's cells of the load parts from to to-1 (TupleRecord.Part),
+// in a snapshot whose seed this engine adopted, but only those whose key keep keeps when
+// keep is not nil (a keyed access restores its tuple alone, and the part's load then
+// skips that tuple). The snapshot's reset records must be restored before
+// (RestoreResets): each part's cells are taken minus what they cancelled, and a reset or a
+// peer's reset row of a tuple waits for its tuple (store.locate) as any keyed access does.
+// Each record is restored once: in the background in part order (loadBatch parts at a
+// time), or earlier with its part by a pass over the store (eachLive, Tuples), or with its
+// tuple alone by the first keyed access to it (load(i, i+1, keep), keep keeping that key
+// alone). LoadLazily returns at once, and the channel it returns is closed once every part
+// is loaded. It must be called before the engine serves, at most once.
+func (e *Engine) LoadLazily(load func(from, to int, keep func(key string) bool)) <-chan struct{} {
 	s := e.store
-	l := &loader{load: load}
+	l := &loader{load: load, part: func(key string) int { return partOf(hashKey(s.seed, key)) }}
 	s.loader.Store(l)
 	done := make(chan struct{})
 	go func() {
 		slice := e.clock.NowMs()
 		for i := 0; i < Parts; i += loadBatch {
 			l.ensureBatch(i, i+loadBatch)
-			// Give way after each batch (a few hundred microseconds at 10M cells): with
-			// few threads a request ready to run would otherwise wait for the loader's
-			// preemption (10 ms) for a thread. And take half a thread at most: after
-			// each loadSliceMs of loading, pause as long (the requests that need a part
-			// not loaded yet load it themselves meanwhile).
+			// Take half a thread: after each loadSliceMs of loading, pause as long (the
+			// requests that need a tuple not loaded yet restore it themselves
+			// meanwhile), so that a request ready to run waits for a thread no longer
+			// than a slice. Not runtime.Gosched after each batch: behind 50 busy
+			// connections on 2 threads, the global run queue it goes to left the loader
+			// a twentieth of a thread (at 10M tuples: 16 s to load, 1.5 µs a cell).
 			if now := e.clock.NowMs(); now-slice >= loadSliceMs {
 				time.Sleep(time.Duration(now-slice) * time.Millisecond)
 				slice = e.clock.NowMs()
-			} else {
-				runtime.Gosched()
 			}
 		}
 		s.loader.Store(nil) // a goroutine that still holds l finds every part loaded
@@ -168,3 +243,28 @@ func (e *Engine) WaitLoaded() {
 
 // Loading reports whether a lazy load (LoadLazily) has parts still to load.
 func (e *Engine) Loading() bool { return e.store.loader.Load() != nil }
+
+// ReserveTuples sizes each shard's index for its share of n tuples (a snapshot's count,
+// before LoadLazily), so that the load does not grow the indexes step by step: each
+// growth hashes every key of the shard again under its lock, where requests wait (at 10M
+// tuples the growths were an eighth of the load's CPU). n is bounded by what the store's
+// --max-memory holds; an index larger than its shard's share already stays.
+func (e *Engine) ReserveTuples(n int64) {
+	s := e.store
+	n = min(n, s.maxBytes/entryOverhead)
+	per := n/shardCount + n/shardCount/16 // a little over the mean: the shards' counts spread
+	// The size at which the index holds per tuples at a load of 3/4 (below the 17/20 at which
+	// it grows), in whole cache lines of buckets.
+	size := int(min(per*4/3, maxSlots)+15) &^ 15
+	if size <= minIndex {
+		return
+	}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		if len(sh.index) < size {
+			sh.rehash(s.hash, size)
+		}
+		sh.mu.Unlock()
+	}
+}

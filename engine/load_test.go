@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,9 @@ type lazyRig struct {
 	byPart [engine.Parts][]engine.CellRecord
 	cells  int
 	resets []engine.ResetRecord // the old engine's, restored before the load (RestoreResets)
+
+	mu       sync.Mutex
+	restored map[string]int // how many times each key's records were handed to Restore
 }
 
 func newLazyRig(t *testing.T, tuples int) *lazyRig {
@@ -68,12 +72,24 @@ func (r *lazyRig) start(t *testing.T, held int, release <-chan struct{}) (*engin
 	if n := e.RestoreResets(r.resets); n != len(r.resets) {
 		t.Fatalf("restored %d reset records of %d", n, len(r.resets))
 	}
-	done := e.LoadLazily(func(from, to int) {
+	done := e.LoadLazily(func(from, to int, keep func(string) bool) {
 		for part := from; part < to; part++ {
 			if part == held {
 				<-release
 			}
-			if _, _, err := e.Restore(r.byPart[part]); err != nil {
+			recs := r.byPart[part]
+			if keep != nil {
+				recs = slices.DeleteFunc(slices.Clone(recs), func(c engine.CellRecord) bool { return !keep(c.Key) })
+			}
+			r.mu.Lock()
+			if r.restored == nil {
+				r.restored = map[string]int{}
+			}
+			for _, c := range recs {
+				r.restored[c.Key]++
+			}
+			r.mu.Unlock()
+			if _, _, err := e.Restore(recs); err != nil {
 				t.Error(err)
 			}
 		}
@@ -248,5 +264,80 @@ func TestLoadLazilyResets(t *testing.T) {
 		if d := mustLimit(t, e, tup(k, 60_000), 10, 1); !d.Allowed || d.Remaining != want {
 			t.Fatalf("%s after the load: %+v, want allowed with %d remaining", k, d, want)
 		}
+	}
+}
+
+// TestLoadLazilyKeyedAccessRestoresItsTuple: a decision on a tuple whose part is not
+// loaded yet restores that tuple's records alone (not the part's other tuples); the part's
+// load then skips them, so a reset of the tuple in between is not undone by the snapshot's
+// count, while the part's other tuples get theirs.
+func TestLoadLazilyKeyedAccessRestoresItsTuple(t *testing.T) {
+	const tuples = 3000
+	r := newLazyRig(t, tuples)
+	part := -1 // a part beyond the background load's first batch, with two tuples or more
+	for p := 16; p < engine.Parts; p++ {
+		if len(r.byPart[p]) >= 2 {
+			part = p
+			break
+		}
+	}
+	if part < 0 {
+		t.Fatal("no part holds two tuples")
+	}
+	x, y := r.byPart[part][0].Key, r.byPart[part][1].Key
+	tupleOf := func(key string) engine.Tuple {
+		tp, err := engine.ParseKey([]byte(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tp
+	}
+	release := make(chan struct{})
+	e, done := r.start(t, 0, release) // the background load stuck on part 0
+	if d := mustLimit(t, e, tupleOf(x), 10, 1); !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("%q: first decision %+v, want the 10th of 10 allowed", x, d)
+	}
+	if got := e.Stats().Tuples; got != 1 {
+		t.Fatalf("after a decision on %q: %d tuples restored, want 1 (its own; its part holds %d)", x, got, len(r.byPart[part]))
+	}
+	if n, err := e.Reset([]engine.Tuple{tupleOf(x)}); n != 1 || err != nil {
+		t.Fatalf("reset %q: %d, %v", x, n, err)
+	}
+	close(release)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the load did not end")
+	}
+	if d := mustLimit(t, e, tupleOf(x), 10, 1); !d.Allowed || d.Remaining != 9 {
+		t.Fatalf("%q, reset before its part loaded: %+v, want allowed with 9 remaining", x, d)
+	}
+	if d := mustLimit(t, e, tupleOf(y), 10, 1); !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("%q, of the same part: %+v, want the 10th of 10 allowed", y, d)
+	}
+	if got := e.Stats().Tuples; got != tuples {
+		t.Fatalf("after the load: %d tuples, want %d", got, tuples)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.restored[x] != 1 || r.restored[y] != 1 {
+		t.Fatalf("records restored %d times for %q, %d for %q: want once each", r.restored[x], x, r.restored[y], y)
+	}
+}
+
+// TestSweepSkipsShardsLoading: a sweep during a lazy load passes over the shards whose
+// parts are not all loaded rather than loading them (a second loader, unpaced, beside the
+// background one), and sweeps the others.
+func TestSweepSkipsShardsLoading(t *testing.T) {
+	r := newLazyRig(t, 1000)
+	release := make(chan struct{})
+	defer close(release)
+	e, _ := r.start(t, 0, release) // shard 0 never fully loaded while part 0 is held
+	swept := make(chan int64)
+	go func() { swept <- e.Sweep() }()
+	select {
+	case <-swept:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the sweep waited for a part held by the load")
 	}
 }

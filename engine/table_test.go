@@ -310,3 +310,27 @@ func TestHomeOf(t *testing.T) {
 		}
 	}
 }
+
+// TestReserveTuples: after ReserveTuples(n), restoring n tuples grows no shard's index
+// (each growth hashes the shard's keys again under its lock, where requests wait).
+func TestReserveTuples(t *testing.T) {
+	const tuples = 200_000
+	e := New(NewManualClock(1_000_000), Config{Standalone: true})
+	e.ReserveTuples(tuples)
+	var sizes [shardCount]int
+	for i := range e.store.shards {
+		sizes[i] = len(e.store.shards[i].index)
+	}
+	recs := make([]CellRecord, tuples)
+	for i := range recs {
+		recs[i] = CellRecord{Key: string(AppendKey(nil, Tuple{Key: []byte(fmt.Sprint("k", i)), WindowMs: 60_000})), Seq: 1_000_000 / 60_000, Regional: 1}
+	}
+	if loaded, _, err := e.Restore(recs); loaded != tuples || err != nil {
+		t.Fatalf("restored %d of %d: %v", loaded, tuples, err)
+	}
+	for i := range e.store.shards {
+		if n := len(e.store.shards[i].index); n != sizes[i] {
+			t.Fatalf("shard %d: index of %d buckets grew to %d for %d tuples", i, sizes[i], n, e.store.shards[i].n)
+		}
+	}
+}

@@ -25,11 +25,14 @@ import (
 type Opened struct {
 	Snapshot
 	// Seed is the store's hash seed the snapshot was saved with (when Lazy).
-	Seed  uint64
-	db    *bolt.DB
-	parts []uint64 // the part table: part i is from position parts[i] to parts[i+1] (chunk<<32 | offset)
-	size  int64
-	log   *logSet // the delta log's frames (log.go), whose cells Parts adds to the file's
+	Seed uint64
+	// CellCount is the number of the file's cell records (when Lazy; the delta log's are not
+	// counted): at least its tuples' number, for engine.ReserveTuples.
+	CellCount int64
+	db        *bolt.DB
+	parts     []uint64 // the part table: part i is from position parts[i] to parts[i+1] (chunk<<32 | offset)
+	size      int64
+	log       *logSet // the delta log's frames (log.go), whose cells Parts adds to the file's
 }
 
 // Lazy reports whether the cells are to be read with Parts, part by part.
@@ -135,6 +138,11 @@ func (o *Opened) readLazy(tx *bolt.Tx, meta *bolt.Bucket) error {
 	if o.Seed, err = metaUint(meta, metaShardSeed, 8); err != nil {
 		return err
 	}
+	count, err := metaUint(meta, metaCount, 8)
+	if err != nil {
+		return err
+	}
+	o.CellCount = int64(min(count, 1<<62))
 	table := meta.Get([]byte(metaParts))
 	if want, err := metaUint(meta, metaPartsCRC, 4); err != nil {
 		return err
@@ -182,12 +190,13 @@ func (o *Opened) readLazy(tx *bolt.Tx, meta *bolt.Bucket) error {
 }
 
 // Parts decodes the cell records of the parts from to to-1 (0 <= from <= to <=
-// engine.Parts) of a Lazy snapshot into recs[:0], in file order, calls use with them, and
+// engine.Parts) of a Lazy snapshot into recs[:0], in file order, those whose key keep
+// keeps unless keep is nil (engine.LoadLazily's), calls use with them, and
 // returns them for the next call to reuse. Their keys are the file's bytes, valid only during use (engine.Restore copies what
 // it keeps); their foreign regions' names are copies. It is safe to call from several
 // goroutines, before Close. The file was checked when it opened; a fault reading it still
 // is an error, not a crash, and use is then not called.
-func (o *Opened) Parts(from, to int, recs []engine.CellRecord, use func([]engine.CellRecord)) (_ []engine.CellRecord, err error) {
+func (o *Opened) Parts(from, to int, recs []engine.CellRecord, keep func(key string) bool, use func([]engine.CellRecord)) (_ []engine.CellRecord, err error) {
 	if o.parts == nil || from < 0 || from > to || to > engine.Parts {
 		return recs, fmt.Errorf("no parts %d to %d to read", from, to)
 	}
@@ -200,7 +209,7 @@ func (o *Opened) Parts(from, to int, recs []engine.CellRecord, use func([]engine
 	recs = recs[:0]
 	first, last := o.parts[from], o.parts[to]
 	if first == last {
-		recs = o.log.appendParts(from, to, recs)
+		recs = o.log.appendParts(from, to, recs, keep)
 		use(recs)
 		return recs, nil
 	}
@@ -230,6 +239,9 @@ func (o *Opened) Parts(from, to int, recs []engine.CellRecord, use func([]engine
 				if err != nil {
 					return fmt.Errorf("%w: %s chunk %d: record %d: %w", ErrCorrupt, cellsBucket, n, len(recs), err)
 				}
+				if keep != nil && !keep(r.Key) {
+					continue
+				}
 				for j := range r.Foreign { // a region's name is kept by the engine
 					r.Foreign[j].Region = strings.Clone(r.Foreign[j].Region)
 				}
@@ -237,7 +249,7 @@ func (o *Opened) Parts(from, to int, recs []engine.CellRecord, use func([]engine
 			}
 			n++
 		}
-		recs = o.log.appendParts(from, to, recs)
+		recs = o.log.appendParts(from, to, recs, keep)
 		use(recs)
 		return nil
 	})

@@ -21,12 +21,13 @@ func loadCells(eng *engine.Engine, snap *persist.Opened, keepAside func(error) e
 	var kept sync.Once
 	var loaded, dropped atomic.Int64
 	var bufs sync.Pool // of *[]engine.CellRecord: parts load on several goroutines
-	done := eng.LoadLazily(func(from, to int) {
+	eng.ReserveTuples(snap.CellCount)
+	done := eng.LoadLazily(func(from, to int, keep func(string) bool) {
 		buf, _ := bufs.Get().(*[]engine.CellRecord)
 		if buf == nil {
 			buf = new([]engine.CellRecord)
 		}
-		recs, err := snap.Parts(from, to, *buf, func(recs []engine.CellRecord) {
+		recs, err := snap.Parts(from, to, *buf, keep, func(recs []engine.CellRecord) {
 			l, d, rerr := eng.Restore(recs)
 			if rerr != nil {
 				log.Warn("snapshot had unreadable cells", "parts_from", from, "parts_to", to, "error", rerr)

@@ -1,0 +1,59 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestEnsureKeyBound: a part not loaded yet keeps at most maxKeyedBytes of the keys
+// restored on their own; past it, a keyed access loads the whole part.
+func TestEnsureKeyBound(t *testing.T) {
+	const now = 1_704_067_200_000
+	e := New(NewManualClock(now), Config{Standalone: true})
+	release := make(chan struct{})
+	defer close(release)
+	const held = 0 // the background load stuck on its first batch
+	e.LoadLazily(func(from, _ int, _ func(string) bool) {
+		if from == held {
+			<-release
+		}
+	})
+	// Tuples of one part beyond the first batch, with keys of 1 KiB: four of them fill
+	// the bound. The first part to get enough of them (a few hundred thousand keys hashed).
+	pad := strings.Repeat("x", 1000)
+	tupleOf := func(i int) Tuple { return Tuple{Key: fmt.Appendf(nil, "%s%d", pad, i), WindowMs: 60_000} }
+	need := maxKeyedBytes/1000 + 2
+	byPart := map[int][]int{}
+	part := -1
+	var buf []byte
+	for i := 0; part < 0; i++ {
+		buf = AppendKey(buf[:0], tupleOf(i))
+		p := partOf(hashKey(e.store.seed, buf))
+		if p < loadBatch {
+			continue
+		}
+		if byPart[p] = append(byPart[p], i); len(byPart[p]) == need {
+			part = p
+		}
+	}
+	var keys []Tuple
+	for _, i := range byPart[part] {
+		keys = append(keys, tupleOf(i))
+	}
+	l := e.store.loader.Load()
+	for i, tp := range keys {
+		if _, err := e.Limit(tp, 10, 1); err != nil {
+			t.Fatal(err)
+		}
+		l.mu[part].Lock()
+		loaded, kept := l.loaded[part].Load(), len(l.keys[part])
+		l.mu[part].Unlock()
+		if kept > maxKeyedBytes+1100 {
+			t.Fatalf("after %d keys: %d bytes of keys kept, bound %d", i+1, kept, maxKeyedBytes)
+		}
+		if i == len(keys)-1 && !loaded {
+			t.Fatalf("after %d keys of 1 KiB: part %d not loaded whole (%d bytes of keys kept)", i+1, part, kept)
+		}
+	}
+}
