@@ -51,6 +51,7 @@ type loader struct {
 	// keys holds, for a part not loaded yet, the keys of the tuples restored already on
 	// their own (ensureKey), each as a uvarint length and its bytes; under mu.
 	keys [Parts][]byte
+	kept atomic.Int64 // the bytes of keys, all parts: at most maxKeptBytes
 	load func(from, to int, keep func(key string) bool)
 	part func(key string) int // the part of a key
 }
@@ -83,6 +84,7 @@ func (l *loader) loadParts(from, to int) {
 	}
 	l.load(from, to, keep)
 	for p := from; p < to; p++ {
+		l.kept.Add(-int64(len(l.keys[p])))
 		l.keys[p] = nil
 		l.loaded[p].Store(true)
 	}
@@ -142,9 +144,14 @@ func (l *loader) ensure(i int) {
 }
 
 // maxKeyedBytes bounds the keys a part not loaded yet keeps of the tuples restored on their
-// own (loader.keys): past it, a keyed access loads the whole part (many distinct keys of
-// one part, new ones included, before the background load reaches it).
-const maxKeyedBytes = 4 << 10
+// own (loader.keys), and maxKeptBytes those of all parts: past either, a keyed access loads
+// the whole part (many distinct keys of one part, new ones included, before the background
+// load reaches it; or a flood of distinct keys, which would otherwise keep up to 5 KiB in
+// each of the 262,144 parts outside --max-memory's count).
+const (
+	maxKeyedBytes = 4 << 10
+	maxKeptBytes  = 16 << 20
+)
 
 // ensureKey restores the records of key's tuple (part i) unless part i or the tuple is
 // restored already: what a keyed access waits for, the part's other tuples left to the
@@ -156,12 +163,14 @@ func (l *loader) ensureKey(i int, key []byte) {
 	l.mu[i].Lock()
 	switch {
 	case l.loaded[i].Load() || l.restored(i, string(key)):
-	case len(l.keys[i]) >= maxKeyedBytes:
+	case len(l.keys[i]) >= maxKeyedBytes || l.kept.Load() >= maxKeptBytes:
 		l.loadParts(i, i+1)
 	default:
 		only := string(key) // a copy: key itself must not escape (the requests' buffers)
 		l.load(i, i+1, func(k string) bool { return k == only })
+		n := len(l.keys[i])
 		l.keys[i] = append(binary.AppendUvarint(l.keys[i], uint64(len(key))), key...)
+		l.kept.Add(int64(len(l.keys[i]) - n))
 	}
 	l.mu[i].Unlock()
 }
