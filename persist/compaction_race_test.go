@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/ratchet/ratchet/engine"
 )
@@ -170,7 +171,8 @@ func TestReplayCountedOnceWithoutCompaction(t *testing.T) {
 // file's path is taken by a directory), the saves after a failure start none until the
 // back-off passes: not a full pass over the store and a new log file every interval.
 func TestCompactionFailureBacksOff(t *testing.T) {
-	defer func(due func(int64, int64) bool) { compactDue = due }(compactDue)
+	defer func(due func(int64, int64) bool, wait time.Duration) { compactDue, compactBackoff = due, wait }(compactDue, compactBackoff)
+	compactBackoff = time.Hour // however slow the saves below, none outlasts it
 	e := logEngine(t, 100)
 	dir := t.TempDir()
 	s := quietStore(t, dir)

@@ -94,6 +94,10 @@ var compactDue = func(logBytes, baseBytes int64) bool {
 	return logBytes > max(baseBytes/compactShare, minCompactBytes)
 }
 
+// compactBackoff is the first wait after a failed compaction (doubling to a minute). A
+// variable for tests, which must not depend on how fast a loaded machine saves.
+var compactBackoff = time.Second
+
 // compactHook is called by a compaction at each of its stages: before it writes the base,
 // once the base is renamed in place, and once it is done (the old logs deleted). A
 // variable for tests, which stop it there to see the crash points.

@@ -342,7 +342,7 @@ func (s *Store) compact(src Source) {
 		switch {
 		case errors.Is(err, errClosed):
 		case err != nil:
-			s.compactWait = min(max(2*s.compactWait, time.Second), time.Minute)
+			s.compactWait = min(max(2*s.compactWait, compactBackoff), time.Minute)
 			s.compactAfter = time.Now().Add(s.compactWait)
 			s.log.Error("snapshot compaction failed; the log keeps growing until the next one", "gen", gen, "error", err, "retry_in", s.compactWait)
 		case s.baseGen < gen: // not overtaken by a whole save of Write
