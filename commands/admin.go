@@ -239,7 +239,11 @@ func (d *Dispatcher) infoSections() []infoSection {
 			infoField{"snapshot_last_success_ms", ss.LastSuccessMs},
 			infoField{"snapshot_last_duration_ms", ss.LastDuration.Milliseconds()},
 			infoField{"snapshot_last_cells", ss.LastCells},
-			infoField{"snapshot_failures", ss.Failures})
+			infoField{"snapshot_failures", ss.Failures},
+			infoField{"snapshot_base_bytes", ss.BaseBytes},
+			infoField{"snapshot_log_bytes", ss.LogBytes},
+			infoField{"snapshot_compactions", ss.Compactions},
+			infoField{"snapshot_compaction_failures", ss.CompactionFailures})
 	}
 	ps := d.pubsub.counts()
 	tk, tp := d.track.counts()

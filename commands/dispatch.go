@@ -57,6 +57,11 @@ type SnapshotStats struct {
 	LastDuration  time.Duration
 	LastCells     int
 	Failures      uint64
+	// BaseBytes and LogBytes are the sizes of the snapshot file and of the delta logs
+	// beside it; Compactions and CompactionFailures count the rewrites of the file from
+	// them.
+	BaseBytes, LogBytes             int64
+	Compactions, CompactionFailures uint64
 }
 
 // Limiter decides requests: the origin's *engine.Engine (through Local), or an edge's

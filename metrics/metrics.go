@@ -58,14 +58,14 @@ type AuthStats struct {
 type collector struct {
 	src Sources
 
-	decisions, refused, cells, tuples, memBytes, memMax                           *prometheus.Desc
-	clients, connections, rejected, commands, cmdDuration                         *prometheus.Desc
-	closed, queryBytes, queryLimit, authFailures, authThrottled                   *prometheus.Desc
-	snapDuration, snapLastSuccess, snapCells, snapFailures                        *prometheus.Desc
-	replayPending, replayRetried, replayExpired, strict, originUp                 *prometheus.Desc
-	replayUnsaved, replayUnsavedDropped, replayResent, coldAdmitted               *prometheus.Desc
-	resetsRefused                                                                 *prometheus.Desc
-	published, imported, peerUp, peerLag, peerLastOK, peerPublished, peerImported *prometheus.Desc
+	decisions, refused, cells, tuples, memBytes, memMax                                *prometheus.Desc
+	clients, connections, rejected, commands, cmdDuration                              *prometheus.Desc
+	closed, queryBytes, queryLimit, authFailures, authThrottled                        *prometheus.Desc
+	snapDuration, snapLastSuccess, snapCells, snapFailures, snapBytes, snapCompactions *prometheus.Desc
+	replayPending, replayRetried, replayExpired, strict, originUp                      *prometheus.Desc
+	replayUnsaved, replayUnsavedDropped, replayResent, coldAdmitted                    *prometheus.Desc
+	resetsRefused                                                                      *prometheus.Desc
+	published, imported, peerUp, peerLag, peerLastOK, peerPublished, peerImported      *prometheus.Desc
 }
 
 func newCollector(src Sources) *collector {
@@ -96,6 +96,8 @@ func newCollector(src Sources) *collector {
 		snapLastSuccess: d("snapshot_last_success_timestamp_seconds", "Unix time of the last successful snapshot."),
 		snapCells:       d("snapshot_cells", "Cells written by the last successful snapshot."),
 		snapFailures:    d("snapshot_failures_total", "Snapshots that failed."),
+		snapBytes:       d("snapshot_bytes", "Bytes on disk of the snapshot: the file (kind=\"base\") and the delta logs a restart reads with it (kind=\"log\").", "kind"),
+		snapCompactions: d("snapshot_compactions_total", "Rewrites of the snapshot file from its delta logs, by outcome (ok, failed).", "outcome"),
 		replayPending:   d("replay_pending", "Edge: local entries holding cost the origin has not acknowledged."),
 		replayRetried:   d("replay_retried_total", "Edge: replay batches sent again after a failure."),
 		replayExpired:   d("replay_expired_total", "Edge: accepted cost dropped because its cell ended before the origin could take it."),
@@ -205,6 +207,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		m(c.snapLastSuccess, prometheus.GaugeValue, float64(s.LastSuccessMs)/1000)
 		m(c.snapCells, prometheus.GaugeValue, float64(s.LastCells))
 		m(c.snapFailures, prometheus.CounterValue, float64(s.Failures))
+		m(c.snapBytes, prometheus.GaugeValue, float64(s.BaseBytes), "base")
+		m(c.snapBytes, prometheus.GaugeValue, float64(s.LogBytes), "log")
+		m(c.snapCompactions, prometheus.CounterValue, float64(s.Compactions), "ok")
+		m(c.snapCompactions, prometheus.CounterValue, float64(s.CompactionFailures), "failed")
 	}
 }
 

@@ -28,7 +28,7 @@ func TestScrape(t *testing.T) {
 				QueryEvictions: 9, ProtocolErrors: 10, QueryBufferBytes: 4096, MaxQueryBuffer: 64 << 20}
 		},
 		Auth:      func() metrics.AuthStats { return metrics.AuthStats{Failures: 11, Throttled: 12} },
-		Snapshots: func() persist.Stats { return persist.Stats{LastCells: 9} }})
+		Snapshots: func() persist.Stats { return persist.Stats{LastCells: 9, BaseBytes: 1000, LogBytes: 250, Compactions: 3, CompactionFailures: 1} }})
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
 
@@ -45,6 +45,8 @@ func TestScrape(t *testing.T) {
 		`ratchet_connections_closed_total{reason="protocol_error"} 10`,
 		"ratchet_query_buffer_bytes 4096", "ratchet_query_buffer_limit_bytes 6.7108864e+07",
 		"ratchet_auth_failures_total 11", "ratchet_auth_throttled_total 12",
+		`ratchet_snapshot_bytes{kind="base"} 1000`, `ratchet_snapshot_bytes{kind="log"} 250`,
+		`ratchet_snapshot_compactions_total{outcome="ok"} 3`, `ratchet_snapshot_compactions_total{outcome="failed"} 1`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)

@@ -195,4 +195,23 @@ func TestCompactionFailureBacksOff(t *testing.T) {
 	if n := len(logFiles(t, dir)); n > 2 {
 		t.Fatalf("%d saves while compactions fail left %d log files %v; want at most 2", saves, n, logFiles(t, dir))
 	}
+	// Stats count it, and the logs the base is waiting for.
+	if st := s.Stats(); st.CompactionFailures != 1 || st.Compactions != 0 || st.LogBytes <= 0 || st.BaseBytes <= 0 {
+		t.Fatalf("stats after one failed compaction: %+v", st)
+	}
+	// Once the disk takes it again, the next due compaction after the back-off succeeds.
+	if err := os.RemoveAll(filepath.Join(dir, tmpName)); err != nil {
+		t.Fatal(err)
+	}
+	s.saveMu.Lock()
+	s.compactAfter = time.Time{}
+	s.saveMu.Unlock()
+	count(t, e, 0, 1, 1)
+	if err := s.Write(incremental(e)); err != nil {
+		t.Fatal(err)
+	}
+	s.compactions.Wait()
+	if st := s.Stats(); st.Compactions != 1 || st.CompactionFailures != 1 {
+		t.Fatalf("stats after a compaction that succeeded: %+v", st)
+	}
 }

@@ -342,11 +342,13 @@ func (s *Store) compact(src Source) {
 		switch {
 		case errors.Is(err, errClosed):
 		case err != nil:
+			s.compactFailed.Add(1)
 			s.compactWait = min(max(2*s.compactWait, compactBackoff), time.Minute)
 			s.compactAfter = time.Now().Add(s.compactWait)
 			s.log.Error("snapshot compaction failed; the log keeps growing until the next one", "gen", gen, "error", err, "retry_in", s.compactWait)
 		case s.baseGen < gen: // not overtaken by a whole save of Write
 			s.compactWait = 0
+			s.compacted.Add(1)
 			s.based(gen)
 			s.log.Debug("snapshot compacted", "gen", gen, "duration", time.Since(start), "bytes", s.baseBytes)
 		}

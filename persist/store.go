@@ -90,6 +90,8 @@ type Store struct {
 	lastKV        atomic.Uint64
 	failures      atomic.Uint64
 	consecutive   atomic.Uint64 // failures since the last success
+	compacted     atomic.Uint64 // compactions done
+	compactFailed atomic.Uint64 // compactions failed
 }
 
 // ErrLocked is wrapped by Open's error when another process holds the directory.
@@ -115,6 +117,12 @@ type Stats struct {
 	Failures uint64
 	// ConsecutiveFailures counts the failed saves since the last success.
 	ConsecutiveFailures uint64
+	// BaseBytes is the size of the whole file the saves continue from (the base), and
+	// LogBytes that of the delta logs beside it (log.go) that a restart reads with it.
+	BaseBytes, LogBytes int64
+	// Compactions counts the rewrites of the base from the logs (log.go) since Open, and
+	// CompactionFailures those that failed (each backs the next one off).
+	Compactions, CompactionFailures uint64
 }
 
 // Open returns a Store that keeps its snapshot in dir, creating dir (0o755) if it does not
@@ -207,6 +215,10 @@ func (s *Store) Stats() Stats {
 		Failures:      s.failures.Load(),
 
 		ConsecutiveFailures: s.consecutive.Load(),
+		BaseBytes:           s.baseSize.Load(),
+		LogBytes:            s.logSize.Load(),
+		Compactions:         s.compacted.Load(),
+		CompactionFailures:  s.compactFailed.Load(),
 	}
 }
 

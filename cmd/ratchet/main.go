@@ -301,7 +301,8 @@ func run(cfg Config, log *slog.Logger) error {
 		snapStats = func() commands.SnapshotStats {
 			s := store.Stats()
 			return commands.SnapshotStats{Enabled: true, LastSuccessMs: int64(s.LastSuccessMs), LastDuration: s.LastDuration,
-				LastCells: int(s.LastCells), Failures: s.Failures}
+				LastCells: int(s.LastCells), Failures: s.Failures, BaseBytes: s.BaseBytes, LogBytes: s.LogBytes,
+				Compactions: s.Compactions, CompactionFailures: s.CompactionFailures}
 		}
 	}
 	var peerInfo func() []commands.PeerInfo
