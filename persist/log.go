@@ -502,18 +502,18 @@ func checkFrame(buf []byte, fr *logFrame, order []int, parts []int32) string {
 		return fmt.Sprintf("tuples: %v", r.d.err)
 	}
 	fr.tup = [2]int{fr.body[0] + r.d.p - len(sec), fr.body[0] + r.d.p}
-	td := decoder{b: body[:r.d.p], p: r.d.p - len(sec)}
+	tb := body[:r.d.p]
 	k := 0
-	for ; td.p < len(td.b); k++ {
-		at := td.p
+	for at := r.d.p - len(sec); at < len(tb); k++ {
 		if k == len(order) {
 			return fmt.Sprintf("more than %d tuples, the frame says %d", k, n)
 		}
-		part, grants, err := skipTuple(&td)
+		next, part, grants, err := skipTuple(tb, at)
 		if err != nil {
 			return fmt.Sprintf("tuple %d: %v", k, err)
 		}
 		order[k], parts[k] = fr.body[0]+at, part
+		at = next
 		if grants {
 			fr.leased = append(fr.leased, part)
 		}
@@ -542,52 +542,101 @@ func checkFrame(buf []byte, fr *logFrame, order []int, parts []int32) string {
 	return ""
 }
 
-// skipTuple checks the tuple record at d (appendTuple) as decodeTuple decodes it, without
-// decoding it, and returns its part and whether it has grants. What it accepts,
-// decodeTuple decodes without an error.
-func skipTuple(d *decoder) (int32, bool, error) {
-	part := d.uvarint()
-	if lo, hi := d.span("key"); hi-lo > maxKeyLen {
-		return 0, false, fmt.Errorf("bad key length %d", hi-lo)
+// skipTuple checks the tuple record at b[p:] (appendTuple) as decodeTuple decodes it,
+// without decoding it, and returns where it ends, its part and whether it has grants: what
+// it accepts, decodeTuple decodes without an error. Its varints are read inline (a restart
+// walks every record of the logs before it serves: decodeTuple took four times as long).
+func skipTuple(b []byte, p int) (int, int32, bool, error) {
+	var part, n uint64
+	part, p = uvarintAt(b, p)
+	if n, p = spanAt(b, p); n > maxKeyLen {
+		return p, 0, false, fmt.Errorf("bad key length %d", n)
 	}
-	if part >= engine.Parts {
-		return 0, false, fmt.Errorf("part %d", part)
+	if part >= engine.Parts && p <= len(b) {
+		return p, 0, false, fmt.Errorf("part %d", part)
 	}
-	nc := d.uvarint()
-	if nc > uint64(len(d.b)-d.p)/minRecordLen {
-		return 0, false, fmt.Errorf("%d cells", nc)
+	nc, p := uvarintAt(b, p)
+	if p > len(b) || nc > uint64(len(b)-p)/minRecordLen {
+		return p, 0, false, fmt.Errorf("%d cells, or a varint that does not decode", nc)
 	}
 	for range nc {
-		if lo, hi := d.span("key"); hi-lo > maxKeyLen {
-			return 0, false, fmt.Errorf("bad key length %d", hi-lo)
+		// The cell's key (empty), seq, regional and imported counts and foreign count: all
+		// but seq mostly one byte, read here, else by the calls (a call each costs as much
+		// as the rest of the walk).
+		if p < len(b) && b[p] == 0 {
+			p++
+		} else if n, p = spanAt(b, p); n > maxKeyLen {
+			return p, 0, false, fmt.Errorf("bad key length %d", n)
 		}
-		d.varint()
-		d.uvarint()
-		d.uvarint()
-		if nf := d.uvarint(); nf > 0 && d.err == nil {
-			if nf > uint64(len(d.b)-d.p)/2 {
-				return 0, false, fmt.Errorf("%d foreign regions", nf)
+		_, p = uvarintSlow(b, p) // seq: a zigzag varint, of the same bytes
+		if p+1 < len(b) && b[p] < 0x80 && b[p+1] < 0x80 {
+			p += 2
+		} else {
+			_, p = uvarintAt(b, p)
+			_, p = uvarintAt(b, p)
+		}
+		if p < len(b) && b[p] == 0 {
+			p++
+		} else if n, p = uvarintAt(b, p); n > 0 && p <= len(b) {
+			if n > uint64(len(b)-p)/2 {
+				return p, 0, false, fmt.Errorf("%d foreign regions", n)
 			}
-			for range nf {
-				d.span("region")
-				d.uvarint()
+			for range n {
+				_, p = spanAt(b, p)
+				_, p = uvarintAt(b, p)
 			}
 		}
 	}
-	nl := d.uvarint()
-	if nl > uint64(len(d.b)-d.p)/6 {
-		return 0, false, fmt.Errorf("%d grants", nl)
+	var nl uint64
+	if p < len(b) && b[p] == 0 {
+		p++
+	} else if nl, p = uvarintAt(b, p); p > len(b) || nl > uint64(len(b)-p)/6 {
+		return p, 0, false, fmt.Errorf("%d grants, or a varint that does not decode", nl)
 	}
 	for range nl {
-		if lo, hi := d.span("run"); hi-lo > engine.MaxRunLen {
-			return 0, false, fmt.Errorf("bad run name length %d", hi-lo)
+		if n, p = spanAt(b, p); n > engine.MaxRunLen {
+			return p, 0, false, fmt.Errorf("bad run name length %d", n)
 		}
-		d.uvarint()
-		d.uvarint()
-		d.uvarint()
-		d.varint()
+		_, p = uvarintAt(b, p)
+		_, p = uvarintAt(b, p)
+		_, p = uvarintAt(b, p)
+		_, p = uvarintAt(b, p)
 	}
-	return int32(part), nl > 0, d.err
+	if p > len(b) {
+		return p, 0, false, errVarint
+	}
+	return p, int32(part), nl > 0, nil
+}
+
+// uvarintAt reads the uvarint at b[p:] and returns it and where it ends: past len(b) when
+// it does not decode (and then for every later read).
+func uvarintAt(b []byte, p int) (uint64, int) {
+	if p < len(b) && b[p] < 0x80 { // the common case: one byte, inlined
+		return uint64(b[p]), p + 1
+	}
+	return uvarintSlow(b, p)
+}
+
+// uvarintSlow is uvarintAt's other cases.
+func uvarintSlow(b []byte, p int) (uint64, int) {
+	if p >= len(b) {
+		return 0, len(b) + 1
+	}
+	x, n := binary.Uvarint(b[p:])
+	if n <= 0 {
+		return 0, len(b) + 1
+	}
+	return x, p + n
+}
+
+// spanAt skips the length-prefixed bytes at b[p:] and returns their length and where they
+// end (past len(b) when they do not fit).
+func spanAt(b []byte, p int) (uint64, int) {
+	n, p := uvarintAt(b, p)
+	if p > len(b) || n > uint64(len(b)-p) {
+		return 0, len(b) + 1
+	}
+	return n, p + int(n)
 }
 
 // frameReader walks a frame's body.
