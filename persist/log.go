@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,7 +42,11 @@ import (
 // order: a tuple's cells merge with max (a cell's counts only grow, saved raw: reset
 // records cancel, engine.Tuples), its lease grants are those of its last record, and the
 // small sections are the last frame's. A log's frames end at the first frame that is torn
-// (a crash while it was written) or damaged: what follows is ignored, logged.
+// (a crash while it was written) or damaged: what follows is ignored, logged. Before an
+// origin serves, a load only checks the frames and indexes their tuple records by part
+// (readLogs: the records are walked, not decoded); a record is decoded when its part, or
+// its tuple, loads (Opened.Parts), and the grants are looked for in the parts of the
+// tuples that have some (apply).
 //
 // Once the logs since the base hold more than a share of it (compactShare), a compaction
 // rewrites the base in the background: the frames go to a new log of gen G' (G' greater
@@ -288,87 +293,100 @@ func encodeFrame(buf []byte, src Source, savedMs int64) (_ []byte, n, nkv uint64
 // every frame, by part, and the small sections of the last frame.
 type logSet struct {
 	frames int
-	bytes  int64   // of the log files read
-	maxGen uint64  // the highest gen of a log in the directory
-	tuples []byte  // every frame's tuple records, one after the other
-	offs   []int   // the records' offsets in tuples, in part order (log order within a part)
-	partAt []int   // part p's records are offs[partAt[p]:partAt[p+1]]
-	last   []byte  // the last frame's body (a copy)
-	leased []int32 // the parts of the records with grants
+	bytes  int64    // of the log files read
+	maxGen uint64   // the highest gen of a log in the directory
+	logs   [][]byte // the bytes of each log read, mapped (mapLog) or read; release them
+	mapped []bool   // whether logs[i] is mapped
+	offs   []int    // the records, in part order (log order within a part): i<<logAtBits | their offset in logs[i]
+	partAt []int    // part p's records are offs[partAt[p]:partAt[p+1]]
+	last   []byte   // the last frame's body (a copy)
+	leased []int32  // the parts of the records with grants
+}
+
+// logAtBits is the number of bits of an offset in a log, in logSet.offs.
+const logAtBits = 40
+
+// record returns a decoder at the record at (logSet.offs's), and its log's bytes as a
+// string.
+func (ls *logSet) record(at int) (decoder, string) {
+	b := ls.logs[at>>logAtBits]
+	return decoder{b: b, p: at & (1<<logAtBits - 1)}, unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// release unmaps the logs. Nothing of them is read after.
+func (ls *logSet) release() {
+	if ls == nil {
+		return
+	}
+	for i, b := range ls.logs {
+		if ls.mapped[i] {
+			_ = unmapLog(b)
+		}
+	}
+	ls.logs, ls.mapped = nil, nil
 }
 
 // logFrame is a frame found in a log, as readLogs reads it.
 type logFrame struct {
-	file   int    // its log's index in readLogs's files
-	at     int    // where it begins in its log
-	body   [2]int // where its body lies in readLogs's buffer
-	tup    [2]int // where its tuple section lies there
+	file   int    // its log's index in logSet.logs
+	body   [2]int // where its body lies in its log
 	from   int    // its records are order[from:from+n] (readLogs's)
 	n      int    // the number of tuple records its section header says (bounded)
 	leased []int32
 	why    string // why the frame is not to be applied, or ""
 }
 
-// logFile is a log that readLogs reads: its bytes are buf[lo:hi].
-type logFile struct {
-	path   string
-	gen    uint64
-	lo, hi int
-}
-
 // minTupleLen is the size of the shortest tuple record: four one-byte varints.
 const minTupleLen = 4
 
 // readLogs reads the logs of dir whose gen is at least base, logging what it ignores.
+// Release the logSet once its records are read.
 //
-// It runs before an origin serves, so it does no more than that needs, at the speed of the
-// memory: the logs are read into one buffer, each frame is checked (its CRC, its small
+// It runs before an origin serves, so it does no more than that needs: the logs are mapped
+// (mapLog: the page cache's pages, not a copy), each frame is checked (its CRC, its small
 // sections decoded, its tuple records walked without being decoded: skipTuple), the frames
-// on every thread at once, and the tuple sections of the frames that apply are moved
-// together at the buffer's start, where Opened.Parts reads them. (Decoding each record
-// into cells, a buffer copy and slices grown record by record took 1.3 to 2.6 s at 10M
-// tuples with 87 to 239 MB of logs.)
-func readLogs(dir string, base uint64, log *slog.Logger) (*logSet, error) {
+// on every thread at once, and the records of the frames that apply are indexed by part,
+// where Opened.Parts decodes them. (Decoding each record into cells, the logs copied twice
+// and slices grown record by record took 1.3 to 2.6 s at 10M tuples with 87 to 239 MB of
+// logs; a copy into fresh memory alone, its pages zeroed by the kernel, took half the time
+// left.)
+func readLogs(dir string, base uint64, log *slog.Logger) (_ *logSet, err error) {
 	gens, err := logGens(dir)
 	if err != nil {
 		return nil, err
 	}
 	ls := &logSet{}
-	var files []logFile
-	var total int64
+	defer func() {
+		if err != nil {
+			ls.release()
+		}
+	}()
+	var paths []string
+	var frames []logFrame
+	records := 0
 	for _, g := range gens {
 		ls.maxGen = max(ls.maxGen, g)
 		if g < base {
 			continue
 		}
 		path := filepath.Join(dir, logName(g))
-		if info, err := os.Stat(path); err == nil {
-			total += info.Size()
+		data, mapped, err := readLog(path)
+		if err != nil {
+			return nil, fmt.Errorf("read log %s: %w", path, err)
 		}
-		files = append(files, logFile{path: path, gen: g})
-	}
-	buf := make([]byte, 0, min(total, 1<<40)+1) // +1: the read that finds the end of the last log
-	var frames []logFrame
-	records := 0
-	for i := range files {
-		f := &files[i]
-		f.lo = len(buf)
-		if buf, err = appendFile(buf, f.path); err != nil {
-			return nil, fmt.Errorf("read log %s: %w", f.path, err)
-		}
-		f.hi = len(buf)
-		data := buf[f.lo:f.hi]
+		i := len(ls.logs)
+		ls.logs, ls.mapped, paths = append(ls.logs, data), append(ls.mapped, mapped), append(paths, path)
 		ls.bytes += int64(len(data))
-		if len(data) < logHeaderLen || string(data[:len(logMagic)]) != logMagic || binary.BigEndian.Uint64(data[len(logMagic):logHeaderLen]) != f.gen {
-			log.Warn("snapshot log without a valid header ignored (a crash while it was created)", "path", f.path, "bytes", len(data))
+		if len(data) < logHeaderLen || string(data[:len(logMagic)]) != logMagic || binary.BigEndian.Uint64(data[len(logMagic):logHeaderLen]) != g {
+			log.Warn("snapshot log without a valid header ignored (a crash while it was created)", "path", path, "bytes", len(data))
 			continue
 		}
 		for p := logHeaderLen; p < len(data); {
-			fr := logFrame{file: i, at: p, from: records}
+			fr := logFrame{file: i, body: [2]int{p, p}, from: records}
 			n, why := frameLen(data[p:])
 			if fr.why = why; why == "" {
-				fr.body = [2]int{f.lo + p + frameHeaderLen, f.lo + p + frameHeaderLen + n}
-				fr.n = tupleCount(buf[fr.body[0]:fr.body[1]])
+				fr.body = [2]int{p + frameHeaderLen, p + frameHeaderLen + n}
+				fr.n = tupleCount(data[fr.body[0]:fr.body[1]])
 				records += fr.n
 			}
 			frames = append(frames, fr)
@@ -378,66 +396,58 @@ func readLogs(dir string, base uint64, log *slog.Logger) (*logSet, error) {
 			p += frameHeaderLen + n
 		}
 	}
-	order := make([]int, records) // the records' offsets in buf, frame by frame
+	order := make([]int, records) // the records (as in offs), frame by frame
 	parts := make([]int32, records)
-	checkFrames(buf, frames, order, parts)
-	// The frames that apply: those of each log up to its first bad one.
-	valid := frames[:0]
+	ls.checkFrames(frames, order, parts)
+	// The frames that apply: those of each log up to its first bad one; their records.
+	k := 0
+	var last *logFrame
 	for i := 0; i < len(frames); i++ {
-		fr := frames[i]
+		fr := &frames[i]
 		if fr.why == "" {
-			valid = append(valid, fr)
+			k += copy(order[k:], order[fr.from:fr.from+fr.n])
+			copy(parts[k-fr.n:], parts[fr.from:fr.from+fr.n])
+			ls.leased = append(ls.leased, fr.leased...)
+			ls.frames++
+			last = fr
 			continue
 		}
-		f := files[fr.file]
-		log.Warn("snapshot log: frame ignored, and what follows it", "path", f.path, "offset", fr.at,
-			"bytes_ignored", f.hi-f.lo-fr.at, "reason", fr.why)
+		at := fr.body[0] - frameHeaderLen
+		log.Warn("snapshot log: frame ignored, and what follows it", "path", paths[fr.file], "offset", at,
+			"bytes_ignored", len(ls.logs[fr.file])-at, "reason", fr.why)
 		for i+1 < len(frames) && frames[i+1].file == fr.file {
 			i++
 		}
 	}
-	// The valid frames' tuple sections, moved together to the buffer's start (each to below
-	// where it was, after the last frame's body is copied: nothing is overwritten before it
-	// is read), and their records' offsets with them.
-	w, k := 0, 0
-	for i, fr := range valid {
-		if i == len(valid)-1 {
-			ls.last = slices.Clone(buf[fr.body[0]:fr.body[1]])
-		}
-		delta := fr.tup[0] - w
-		w += copy(buf[w:], buf[fr.tup[0]:fr.tup[1]])
-		for j := fr.from; j < fr.from+fr.n; j++ {
-			order[k], parts[k] = order[j]-delta, parts[j]
-			k++
-		}
-		ls.leased = append(ls.leased, fr.leased...)
+	if last != nil {
+		ls.last = slices.Clone(ls.logs[last.file][last.body[0]:last.body[1]])
 	}
-	ls.frames = len(valid)
-	ls.tuples = buf[:w]
 	ls.sortByPart(order[:k], parts[:k])
 	return ls, nil
 }
 
-// appendFile appends the bytes of the file at path to buf.
-func appendFile(buf []byte, path string) ([]byte, error) {
+// readLogsOnly makes readLog read every log, as where mapLog does not map. A variable for
+// tests.
+var readLogsOnly = false
+
+// readLog returns the bytes of the log at path: mapped (mapLog), or else read.
+func readLog(path string) (data []byte, mapped bool, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return buf, err
+		return nil, false, err
 	}
 	defer f.Close()
-	for {
-		if len(buf) == cap(buf) {
-			buf = slices.Grow(buf, 1<<20) // the file grew since it was sized
-		}
-		n, err := f.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if errors.Is(err, io.EOF) {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
+	info, err := f.Stat()
+	if err != nil {
+		return nil, false, err
+	}
+	if info.Size() >= int64(logHeaderLen) && info.Size() < 1<<logAtBits && !readLogsOnly {
+		if data, err := mapLog(f, int(info.Size())); err == nil {
+			return data, true, nil
 		}
 	}
+	data, err = io.ReadAll(f)
+	return data, false, err
 }
 
 // frameLen returns the length of the body of the frame at the start of data, or why there
@@ -467,16 +477,16 @@ func tupleCount(body []byte) int {
 	return int(min(n, uint64(len(sec)/minTupleLen)))
 }
 
-// checkFrames checks frames (their bodies in buf), on every thread: each frame's records
-// go to order[from:from+n] and parts[from:from+n], and a bad frame gets its why.
-func checkFrames(buf []byte, frames []logFrame, order []int, parts []int32) {
+// checkFrames checks frames, on every thread: each frame's records go to
+// order[from:from+n] and parts[from:from+n], and a bad frame gets its why.
+func (ls *logSet) checkFrames(frames []logFrame, order []int, parts []int32) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), len(frames)) {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < len(frames); i = int(next.Add(1) - 1) {
 				if fr := &frames[i]; fr.why == "" {
-					fr.why = checkFrame(buf, fr, order[fr.from:fr.from+fr.n], parts[fr.from:fr.from+fr.n])
+					fr.why = checkFrame(ls.logs[fr.file], fr, order[fr.from:fr.from+fr.n], parts[fr.from:fr.from+fr.n])
 				}
 			}
 		})
@@ -484,12 +494,19 @@ func checkFrames(buf []byte, frames []logFrame, order []int, parts []int32) {
 	wg.Wait()
 }
 
-// checkFrame checks the frame fr (its body in buf, its header before it): its CRC-32C, its
-// sections, and its tuple records, whose offsets in buf it puts in order and their parts in
-// parts (as many as fr.n). It returns why the frame is bad, or "".
-func checkFrame(buf []byte, fr *logFrame, order []int, parts []int32) string {
-	body := buf[fr.body[0]:fr.body[1]]
-	if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(buf[fr.body[0]-4:fr.body[0]]) {
+// checkFrame checks the frame fr of the log data (its header before its body): its
+// CRC-32C, its sections, and its tuple records, which it puts in order (as in
+// logSet.offs) and their parts in parts (as many as fr.n). It returns why the frame is
+// bad, or "". A fault reading a mapped log (the file cut meanwhile) is a bad frame.
+func checkFrame(data []byte, fr *logFrame, order []int, parts []int32) (why string) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			why = fmt.Sprintf("fault: %v", r)
+		}
+	}()
+	body := data[fr.body[0]:fr.body[1]]
+	if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(data[fr.body[0]-4:fr.body[0]]) {
 		return "checksum"
 	}
 	r := frameReader{d: decoder{b: body}}
@@ -501,7 +518,6 @@ func checkFrame(buf []byte, fr *logFrame, order []int, parts []int32) string {
 	if r.d.err != nil {
 		return fmt.Sprintf("tuples: %v", r.d.err)
 	}
-	fr.tup = [2]int{fr.body[0] + r.d.p - len(sec), fr.body[0] + r.d.p}
 	tb := body[:r.d.p]
 	k := 0
 	for at := r.d.p - len(sec); at < len(tb); k++ {
@@ -512,11 +528,11 @@ func checkFrame(buf []byte, fr *logFrame, order []int, parts []int32) string {
 		if err != nil {
 			return fmt.Sprintf("tuple %d: %v", k, err)
 		}
-		order[k], parts[k] = fr.body[0]+at, part
-		at = next
+		order[k], parts[k] = fr.file<<logAtBits|(fr.body[0]+at), part
 		if grants {
 			fr.leased = append(fr.leased, part)
 		}
+		at = next
 	}
 	if uint64(k) != n {
 		return fmt.Sprintf("%d tuples, the frame says %d", k, n)
@@ -726,8 +742,12 @@ func decodeTuple(d *decoder, str string, cells []engine.CellRecord) (engine.Tupl
 	return t, d.err
 }
 
-// sortByPart orders the records' offsets by part (a counting sort: log order within a
-// part).
+// sortShareMin is the number of records from which sortByPart shares the work out. A
+// variable for tests.
+var sortShareMin = 1 << 16
+
+// sortByPart orders the records by part (a counting sort: log order within a part), the
+// parts shared out between the threads, each of which places its parts' records.
 func (ls *logSet) sortByPart(order []int, parts []int32) {
 	ls.partAt = make([]int, engine.Parts+1)
 	for _, p := range parts {
@@ -737,22 +757,38 @@ func (ls *logSet) sortByPart(order []int, parts []int32) {
 		ls.partAt[p] += ls.partAt[p-1]
 	}
 	ls.offs = make([]int, len(order))
-	next := slices.Clone(ls.partAt[:engine.Parts])
-	for i, at := range order {
-		p := parts[i]
-		ls.offs[next[p]] = at
-		next[p]++
+	n := runtime.GOMAXPROCS(0)
+	if len(order) < sortShareMin {
+		n = 1
 	}
+	var wg sync.WaitGroup
+	for w := range n {
+		// The parts [lo, hi) with about a share of the records each.
+		lo, _ := slices.BinarySearch(ls.partAt, len(order)*w/n)
+		hi, _ := slices.BinarySearch(ls.partAt, len(order)*(w+1)/n)
+		if w == n-1 {
+			hi = engine.Parts
+		}
+		wg.Go(func() {
+			next := slices.Clone(ls.partAt[:engine.Parts])
+			for i, p := range parts {
+				if int(p) >= lo && int(p) < hi {
+					ls.offs[next[p]] = order[i]
+					next[p]++
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // each calls fn with every tuple record of the logs, in log order, or with those of the
 // parts p where in[p], in log order within each part (a tuple's records are all in its
 // part), when in is not nil. Its keys alias the logs' bytes.
 func (ls *logSet) each(in []bool, fn func(engine.TupleRecord)) {
-	str := unsafe.String(unsafe.SliceData(ls.tuples), len(ls.tuples))
 	var cells []engine.CellRecord
 	decode := func(at int) {
-		d := decoder{b: ls.tuples, p: at}
+		d, str := ls.record(at)
 		t, _ := decodeTuple(&d, str, cells[:0]) // checked by checkFrame
 		cells = t.Cells
 		fn(t)
@@ -782,15 +818,15 @@ func (ls *logSet) appendParts(from, to int, recs []engine.CellRecord, keep func(
 	if ls == nil || ls.frames == 0 {
 		return recs
 	}
-	str := unsafe.String(unsafe.SliceData(ls.tuples), len(ls.tuples))
 	for _, at := range ls.offs[ls.partAt[from]:ls.partAt[to]] {
-		d := decoder{b: ls.tuples, p: at}
+		d, str := ls.record(at)
 		if keep != nil { // the key alone first: a keyed load (engine.LoadLazily) skips most
+			p := d.p
 			d.uvarint()
 			if lo, hi := d.span("key"); !keep(str[lo:hi]) {
 				continue
 			}
-			d.p = at
+			d.p = p
 		}
 		n := len(recs)
 		t, _ := decodeTuple(&d, str, recs) // checked by checkFrame
@@ -924,10 +960,13 @@ func (s *Store) applyLogs(snap *Snapshot, size int64, o *Opened, adopt bool) err
 		seed = o.Seed
 	}
 	if err := ls.apply(snap, !lazy, seed); err != nil {
+		ls.release()
 		return fmt.Errorf("%w: delta log: %w", ErrCorrupt, err)
 	}
 	if lazy {
-		o.log = ls
+		o.log = ls // released by o.Close
+	} else {
+		ls.release()
 	}
 	if ls.frames > 0 {
 		s.log.Info("snapshot log applied", "frames", ls.frames, "tuples", len(ls.offs), "bytes", ls.bytes, "base_gen", snap.gen)

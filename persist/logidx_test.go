@@ -173,7 +173,10 @@ func TestReadLogsIndex(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		sortShareMin = int(seed%2) * 1 << 16 // shared out between the threads, or not
+		readLogsOnly = seed%4 < 2            // read, or mapped
 		ls, err := readLogs(dir, o.gen, quiet)
+		sortShareMin, readLogsOnly = 1<<16, false
 		_ = o.Close()
 		if err != nil {
 			t.Fatal(err)
@@ -191,6 +194,7 @@ func TestReadLogsIndex(t *testing.T) {
 		}
 		valid += wantFrames
 		withGrants += len(leased)
+		ls.release()
 	}
 	if written -= 40; valid == written || valid < written/2 || withGrants == 0 { // the first save of each seed is the base
 		t.Fatalf("%d frames written, %d valid, %d records with grants: the test does not test damage, or grants", written, valid, withGrants)
@@ -320,6 +324,45 @@ func TestLogLeasesLazy(t *testing.T) {
 		_ = o.Close()
 		if !maps.Equal(got, step.want) {
 			t.Fatalf("save %d: grants %v, want %v", i, got, step.want)
+		}
+	}
+}
+
+// TestSortByPart: the records ordered by part, in their order within a part, on one
+// thread or shared out, with few parts or many.
+func TestSortByPart(t *testing.T) {
+	defer func(n int) { sortShareMin = n }(sortShareMin)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := range 40 {
+		n := rng.IntN(100_000)
+		spread := []int{3, 1000, engine.Parts}[i%3]
+		order, parts := make([]int, n), make([]int32, n)
+		for j := range n {
+			order[j], parts[j] = rng.Int(), int32(rng.IntN(spread))
+		}
+		idx := make([]int, n)
+		for j := range idx {
+			idx[j] = j
+		}
+		slices.SortStableFunc(idx, func(a, b int) int { return int(parts[a] - parts[b]) })
+		want := make([]int, n)
+		for j, k := range idx {
+			want[j] = order[k]
+		}
+		sortShareMin = []int{0, 1 << 30}[i%2]
+		var ls logSet
+		ls.sortByPart(order, parts)
+		if !slices.Equal(ls.offs, want) {
+			t.Fatalf("round %d (%d records in %d parts, shared out: %v): not in part order", i, n, spread, sortShareMin == 0)
+		}
+		counts := make([]int, engine.Parts)
+		for _, p := range parts {
+			counts[p]++
+		}
+		for p := range engine.Parts {
+			if ls.partAt[p+1]-ls.partAt[p] != counts[p] {
+				t.Fatalf("round %d: %d records in part %d, want %d", i, ls.partAt[p+1]-ls.partAt[p], p, counts[p])
+			}
 		}
 	}
 }
