@@ -563,15 +563,24 @@ func checkFrame(data []byte, fr *logFrame, order []int, parts []int32) (why stri
 // it accepts, decodeTuple decodes without an error. Its varints are read inline (a restart
 // walks every record of the logs before it serves: decodeTuple took four times as long).
 func skipTuple(b []byte, p int) (int, int32, bool, error) {
-	var part, n uint64
-	part, p = uvarintAt(b, p)
-	if n, p = spanAt(b, p); n > maxKeyLen {
+	var part, n, nc uint64
+	part, p = uvarintSlow(b, p)                            // mostly three bytes
+	if p < len(b) && b[p] < 0x80 && int(b[p]) < len(b)-p { // the key, of less than 128 bytes
+		n, p = uint64(b[p]), p+1+int(b[p])
+	} else {
+		n, p = spanAt(b, p)
+	}
+	if n > maxKeyLen {
 		return p, 0, false, fmt.Errorf("bad key length %d", n)
 	}
 	if part >= engine.Parts && p <= len(b) {
 		return p, 0, false, fmt.Errorf("part %d", part)
 	}
-	nc, p := uvarintAt(b, p)
+	if p < len(b) && b[p] < 0x80 {
+		nc, p = uint64(b[p]), p+1
+	} else {
+		nc, p = uvarintSlow(b, p)
+	}
 	if p > len(b) || nc > uint64(len(b)-p)/minRecordLen {
 		return p, 0, false, fmt.Errorf("%d cells, or a varint that does not decode", nc)
 	}
@@ -584,7 +593,17 @@ func skipTuple(b []byte, p int) (int, int32, bool, error) {
 		} else if n, p = spanAt(b, p); n > maxKeyLen {
 			return p, 0, false, fmt.Errorf("bad key length %d", n)
 		}
-		_, p = uvarintSlow(b, p) // seq: a zigzag varint, of the same bytes
+		// seq, a zigzag varint of several bytes: skipped as binary.Uvarint reads it (its
+		// tenth byte, if any, at most 1).
+		q := p
+		for q < len(b) && q-p < binary.MaxVarintLen64-1 && b[q] >= 0x80 {
+			q++
+		}
+		if q < len(b) && b[q] < 0x80 && (q-p < binary.MaxVarintLen64-1 || b[q] <= 1) {
+			p = q + 1
+		} else {
+			p = len(b) + 1
+		}
 		if p+1 < len(b) && b[p] < 0x80 && b[p+1] < 0x80 {
 			p += 2
 		} else {

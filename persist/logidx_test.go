@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -237,6 +238,9 @@ func TestSkipTuple(t *testing.T) {
 		tr := engine.TupleRecord{Part: rng.IntN(engine.Parts), Key: strings.Repeat("k", rng.IntN(40))}
 		for range rng.IntN(4) {
 			c := engine.CellRecord{Seq: rng.Int64N(1 << 40), Regional: rng.Uint64N(1 << uint(rng.IntN(40))), Imported: rng.Uint64N(300)}
+			if rng.IntN(4) == 0 { // a varint of ten bytes
+				c.Seq = math.MinInt64 + rng.Int64N(1<<40)
+			}
 			for range rng.IntN(3) {
 				c.Foreign = append(c.Foreign, engine.RegionCount{Region: strings.Repeat("r", rng.IntN(5)), Count: rng.Uint64N(1000)})
 			}
@@ -264,6 +268,27 @@ func TestSkipTuple(t *testing.T) {
 		accepted++
 		if end != d.p || int(part) != want.Part || grants != (len(want.Leases) > 0) {
 			t.Fatalf("record %d %x: skipTuple ends at %d, part %d, grants %v; decodeTuple at %d, %d, %d grants", i, b, end, part, grants, d.p, want.Part, len(want.Leases))
+		}
+	}
+	// Every length of a cell's seq varint, each last byte that matters, cut or not.
+	for cont := range 12 {
+		for _, last := range []byte{0, 1, 2, 0x7f, 0x80} {
+			for _, cut := range []bool{false, true} {
+				b := []byte{0x81, 0x01, 2, 'k', 'k', 1, 0} // part 129, key "kk", a cell, its empty key
+				b = append(append(b, bytes.Repeat([]byte{0xff}, cont)...), last)
+				if !cut {
+					b = append(b, 0, 0, 0, 0) // regional, imported, foreign, grants
+				}
+				d := decoder{b: b}
+				_, werr := decodeTuple(&d, unsafe.String(unsafe.SliceData(b), len(b)), nil)
+				end, _, _, gerr := skipTuple(b, 0)
+				if (werr == nil) != (gerr == nil) || werr == nil && end != d.p {
+					t.Fatalf("seq of %d+1 bytes, the last %#x, cut %v: skipTuple ends at %d, %v; decodeTuple at %d, %v", cont, last, cut, end, gerr, d.p, werr)
+				}
+				if werr == nil {
+					accepted++
+				}
+			}
 		}
 	}
 	if accepted < 1000 || rejected < 1000 {
