@@ -371,6 +371,9 @@ func readLogs(dir string, base uint64, log *slog.Logger) (_ *logSet, err error) 
 		}
 		path := filepath.Join(dir, logName(g))
 		data, mapped, err := readLog(path)
+		if err == nil && len(data) >= 1<<logAtBits {
+			err = fmt.Errorf("%d bytes", len(data))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("read log %s: %w", path, err)
 		}
