@@ -866,11 +866,19 @@ func (ls *logSet) appendParts(from, to int, recs []engine.CellRecord, keep func(
 // base's, each tuple's grants are those of its last record, and with cells set every
 // tuple's cells are appended to snap.Cells (a base without a part table; with one, they
 // are read by part, appendParts, and seed is the base's: the grants are then looked for in
-// the parts of the tuples that have some, in the logs or the base, only).
-func (ls *logSet) apply(snap *Snapshot, cells bool, seed uint64) error {
+// the parts of the tuples that have some, in the logs or the base, only). A fault reading
+// a mapped log (cut since it was checked: a frame that failed, in this process) is an
+// error.
+func (ls *logSet) apply(snap *Snapshot, cells bool, seed uint64) (err error) {
 	if ls.frames == 0 {
 		return nil
 	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("fault: %v", r)
+		}
+	}()
 	r := frameReader{d: decoder{b: ls.last}}
 	r.d.varint()
 	// The last frame's sections replace the base's, but for the runs' marks and the reset
@@ -881,7 +889,6 @@ func (ls *logSet) apply(snap *Snapshot, cells bool, seed uint64) error {
 	// with max, are the base's) or marks the base's counts already hold.
 	baseRuns, baseResets := snap.Runs, snap.Resets
 	baseChanges := snap.Changes
-	var err error
 	if snap.Runs, _, err = readSection(&r, runsBucket, decodeRun); err != nil {
 		return err
 	}

@@ -391,3 +391,41 @@ func TestSortByPart(t *testing.T) {
 		}
 	}
 }
+
+// TestLogMappedCut: a mapped log cut after it was checked (a frame that failed to be
+// written, in this process: the writer cuts its log back) is an error where it is read
+// (apply, Opened.Parts), not a crash.
+func TestLogMappedCut(t *testing.T) {
+	e := logEngine(t, 2000)
+	dir := t.TempDir()
+	s := quietStore(t, dir)
+	for i := range 3 {
+		if err := s.Write(incremental(e)); err != nil {
+			t.Fatal(err)
+		}
+		count(t, e, 0, 2000, uint64(i+1))
+	}
+	o, err := openLazy(filepath.Join(dir, fileName), fileSize(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	ls, err := readLogs(dir, o.gen, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.log = ls // released by o.Close
+	if !slices.Contains(ls.mapped, true) || len(ls.offs) < 2000 {
+		t.Fatalf("mapped %v, %d records: want mapped logs with every tuple", ls.mapped, len(ls.offs))
+	}
+	if err := os.Truncate(filepath.Join(dir, logFiles(t, dir)[0]), int64(logHeaderLen)); err != nil {
+		t.Fatal(err)
+	}
+	snap := o.Snapshot
+	if err := ls.apply(&snap, true, 0); err == nil || !strings.Contains(err.Error(), "fault") {
+		t.Fatalf("apply of a cut log: %v, want a fault", err)
+	}
+	if _, err := o.Parts(0, engine.Parts, nil, nil, func([]engine.CellRecord) {}); err == nil {
+		t.Fatal("Parts of a cut log: no error")
+	}
+}
