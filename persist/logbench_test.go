@@ -35,7 +35,8 @@ var logBenchDir = sync.OnceValues(func() (string, error) {
 		return "", err
 	}
 	defer s.Close()
-	compactDue = func(int64, int64) bool { return false }
+	defer func(due func(int64, int64) bool) { compactDue = due }(compactDue)
+	compactDue = func(int64, int64) bool { return false } // every frame kept
 	if err := s.Write(incremental(e)); err != nil {
 		return "", err
 	}
