@@ -385,7 +385,7 @@ func readLogs(dir string, base uint64, log *slog.Logger) (_ *logSet, err error) 
 			continue
 		}
 		for p := logHeaderLen; p < len(data); {
-			fr := logFrame{file: i, body: [2]int{p, p}, from: records}
+			fr := logFrame{file: i, body: [2]int{p + frameHeaderLen, p + frameHeaderLen}, from: records} // where a whole frame's body would begin
 			n, why := frameLen(data[p:])
 			if fr.why = why; why == "" {
 				fr.body = [2]int{p + frameHeaderLen, p + frameHeaderLen + n}

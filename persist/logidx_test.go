@@ -432,3 +432,52 @@ func TestLogMappedCut(t *testing.T) {
 		t.Fatal("Parts of a cut log: no error")
 	}
 }
+
+// TestLogIgnoredWarning: the warning for a frame ignored says where the frame begins in
+// its log and how many bytes are ignored from there, for a frame cut short and for one
+// damaged.
+func TestLogIgnoredWarning(t *testing.T) {
+	for _, c := range []struct {
+		name, reason string
+		damage       func(data []byte, at int) []byte
+	}{
+		{"cut", "torn frame", func(d []byte, _ int) []byte { return d[:len(d)-3] }},
+		{"damaged", "checksum", func(d []byte, at int) []byte { d[at+frameHeaderLen+1] ^= 0x40; return d }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := logEngine(t, 50)
+			dir := t.TempDir()
+			s := quietStore(t, dir)
+			var at int
+			for i := range 3 {
+				at = logHeaderLen
+				if s.logw != nil {
+					at = int(s.logw.size) // where the next frame begins
+				}
+				if err := s.Write(incremental(e)); err != nil {
+					t.Fatal(err)
+				}
+				count(t, e, 0, 10*(i+1), 1)
+			}
+			path := filepath.Join(dir, logFiles(t, dir)[0])
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data = c.damage(data, at)
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			ls, err := readLogs(dir, 0, slog.New(slog.NewTextHandler(&out, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ls.release()
+			want := fmt.Sprintf("offset=%d bytes_ignored=%d reason=", at, len(data)-at)
+			if !strings.Contains(out.String(), want) || !strings.Contains(out.String(), c.reason) || ls.frames != 1 {
+				t.Fatalf("%d frames, logged %q; want 1 frame and %q", ls.frames, out.String(), want)
+			}
+		})
+	}
+}
