@@ -258,6 +258,7 @@ func (o *Opened) Parts(from, to int, recs []engine.CellRecord, keep func(key str
 
 // Close releases the file of a Lazy snapshot.
 func (o *Opened) Close() error {
+	o.log.release()
 	o.log = nil
 	if o.db == nil {
 		return nil

@@ -6,14 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"iter"
 	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -37,7 +42,11 @@ import (
 // order: a tuple's cells merge with max (a cell's counts only grow, saved raw: reset
 // records cancel, engine.Tuples), its lease grants are those of its last record, and the
 // small sections are the last frame's. A log's frames end at the first frame that is torn
-// (a crash while it was written) or damaged: what follows is ignored, logged.
+// (a crash while it was written) or damaged: what follows is ignored, logged. Before an
+// origin serves, a load only checks the frames and indexes their tuple records by part
+// (readLogs: the records are walked, not decoded); a record is decoded when its part, or
+// its tuple, loads (Opened.Parts), and the grants are looked for in the parts of the
+// tuples that have some (apply).
 //
 // Once the logs since the base hold more than a share of it (compactShare), a compaction
 // rewrites the base in the background: the frames go to a new log of gen G' (G' greater
@@ -283,90 +292,389 @@ func encodeFrame(buf []byte, src Source, savedMs int64) (_ []byte, n, nkv uint64
 // logSet is what a load found in the logs that apply to its base: the tuple records of
 // every frame, by part, and the small sections of the last frame.
 type logSet struct {
-	frames  int
-	bytes   int64               // of the log files read
-	maxGen  uint64              // the highest gen of a log in the directory
-	tuples  []byte              // every frame's tuple records, one after the other
-	offs    []int               // the records' offsets in tuples, in part order (log order within a part)
-	partAt  []int               // part p's records are offs[partAt[p]:partAt[p+1]]
-	last    []byte              // the last frame's body
-	lastTup [2]int              // where the last frame's tuple section lies in last
-	leased  []int               // the offsets of the records with grants
-	scratch []engine.CellRecord // scanFrame's, reused from record to record
+	frames int
+	bytes  int64    // of the log files read
+	maxGen uint64   // the highest gen of a log in the directory
+	logs   [][]byte // the bytes of each log read, mapped (mapLog) or read; release them
+	mapped []bool   // whether logs[i] is mapped
+	offs   []int    // the records, in part order (log order within a part): i<<logAtBits | their offset in logs[i]
+	partAt []int    // part p's records are offs[partAt[p]:partAt[p+1]]
+	last   []byte   // the last frame's body (a copy)
+	leased []int32  // the parts of the records with grants
 }
 
+// logAtBits is the number of bits of an offset in a log, in logSet.offs.
+const logAtBits = 40
+
+// record returns a decoder at the record at (logSet.offs's), and its log's bytes as a
+// string.
+func (ls *logSet) record(at int) (decoder, string) {
+	b := ls.logs[at>>logAtBits]
+	return decoder{b: b, p: at & (1<<logAtBits - 1)}, unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// release unmaps the logs. Nothing of them is read after.
+func (ls *logSet) release() {
+	if ls == nil {
+		return
+	}
+	for i, b := range ls.logs {
+		if ls.mapped[i] {
+			_ = unmapLog(b)
+		}
+	}
+	ls.logs, ls.mapped = nil, nil
+}
+
+// logFrame is a frame found in a log, as readLogs reads it.
+type logFrame struct {
+	file   int    // its log's index in logSet.logs
+	body   [2]int // where its body lies in its log
+	from   int    // its records are order[from:from+n] (readLogs's)
+	n      int    // the number of tuple records its section header says (bounded)
+	leased []int32
+	why    string // why the frame is not to be applied, or ""
+}
+
+// minTupleLen is the size of the shortest tuple record: four one-byte varints.
+const minTupleLen = 4
+
 // readLogs reads the logs of dir whose gen is at least base, logging what it ignores.
-func readLogs(dir string, base uint64, log *slog.Logger) (*logSet, error) {
+// Release the logSet once its records are read.
+//
+// It runs before an origin serves, so it does no more than that needs: the logs are mapped
+// (mapLog: the page cache's pages, not a copy), each frame is checked (its CRC, its small
+// sections decoded, its tuple records walked without being decoded: skipTuple), the frames
+// on every thread at once, and the records of the frames that apply are indexed by part,
+// where Opened.Parts decodes them. (Decoding each record into cells, the logs copied twice
+// and slices grown record by record took 1.3 to 2.6 s at 10M tuples with 87 to 239 MB of
+// logs; a copy into fresh memory alone, its pages zeroed by the kernel, took half the time
+// left.)
+func readLogs(dir string, base uint64, log *slog.Logger) (_ *logSet, err error) {
 	gens, err := logGens(dir)
 	if err != nil {
 		return nil, err
 	}
 	ls := &logSet{}
-	var order []int // records' offsets, in log order
-	var parts []int32
-	// The tuple sections are copied into ls.tuples: sized at once for every log, it is
-	// never copied again as it grows (at 10M tuples, a restart with 111 MB of logs spent a
-	// third of its CPU before listening in those copies).
-	var total int64
-	for _, g := range gens {
-		if info, err := os.Stat(filepath.Join(dir, logName(g))); err == nil && g >= base {
-			total += info.Size()
+	defer func() {
+		if err != nil {
+			ls.release()
 		}
-	}
-	ls.tuples = make([]byte, 0, min(total, 1<<40))
+	}()
+	var paths []string
+	var frames []logFrame
+	records := 0
 	for _, g := range gens {
 		ls.maxGen = max(ls.maxGen, g)
 		if g < base {
 			continue
 		}
 		path := filepath.Join(dir, logName(g))
-		data, err := os.ReadFile(path)
+		data, mapped, err := readLog(path)
+		if err == nil && len(data) >= 1<<logAtBits {
+			err = fmt.Errorf("%d bytes", len(data))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("read log %s: %w", path, err)
 		}
+		i := len(ls.logs)
+		ls.logs, ls.mapped, paths = append(ls.logs, data), append(ls.mapped, mapped), append(paths, path)
 		ls.bytes += int64(len(data))
 		if len(data) < logHeaderLen || string(data[:len(logMagic)]) != logMagic || binary.BigEndian.Uint64(data[len(logMagic):logHeaderLen]) != g {
 			log.Warn("snapshot log without a valid header ignored (a crash while it was created)", "path", path, "bytes", len(data))
 			continue
 		}
 		for p := logHeaderLen; p < len(data); {
-			body, why := nextFrame(data[p:])
-			if why == "" {
-				var tup [2]int
-				var err error
-				if tup, order, parts, err = ls.scanFrame(body, order, parts); err != nil {
-					why = err.Error()
-				} else {
-					ls.frames++
-					ls.last, ls.lastTup = body, tup
-				}
+			fr := logFrame{file: i, body: [2]int{p + frameHeaderLen, p + frameHeaderLen}, from: records} // where a whole frame's body would begin
+			n, why := frameLen(data[p:])
+			if fr.why = why; why == "" {
+				fr.body = [2]int{p + frameHeaderLen, p + frameHeaderLen + n}
+				fr.n = tupleCount(data[fr.body[0]:fr.body[1]])
+				records += fr.n
 			}
+			frames = append(frames, fr)
 			if why != "" {
-				log.Warn("snapshot log: frame ignored, and what follows it", "path", path, "offset", p,
-					"bytes_ignored", len(data)-p, "reason", why)
 				break
 			}
-			p += frameHeaderLen + len(body)
+			p += frameHeaderLen + n
 		}
 	}
-	ls.sortByPart(order, parts)
+	order := make([]int, records) // the records (as in offs), frame by frame
+	parts := make([]int32, records)
+	ls.checkFrames(frames, order, parts)
+	// The frames that apply: those of each log up to its first bad one; their records.
+	k := 0
+	var last *logFrame
+	for i := 0; i < len(frames); i++ {
+		fr := &frames[i]
+		if fr.why == "" {
+			k += copy(order[k:], order[fr.from:fr.from+fr.n])
+			copy(parts[k-fr.n:], parts[fr.from:fr.from+fr.n])
+			ls.leased = append(ls.leased, fr.leased...)
+			ls.frames++
+			last = fr
+			continue
+		}
+		at := fr.body[0] - frameHeaderLen
+		log.Warn("snapshot log: frame ignored, and what follows it", "path", paths[fr.file], "offset", at,
+			"bytes_ignored", len(ls.logs[fr.file])-at, "reason", fr.why)
+		for i+1 < len(frames) && frames[i+1].file == fr.file {
+			i++
+		}
+	}
+	if last != nil {
+		ls.last = slices.Clone(ls.logs[last.file][last.body[0]:last.body[1]])
+	}
+	ls.sortByPart(order[:k], parts[:k])
 	return ls, nil
 }
 
-// nextFrame returns the body of the frame at the start of data, or why there is none.
-func nextFrame(data []byte) (body []byte, why string) {
+// readLogsOnly makes readLog read every log, as where mapLog does not map. A variable for
+// tests.
+var readLogsOnly = false
+
+// readLog returns the bytes of the log at path: mapped (mapLog), or else read.
+func readLog(path string) (data []byte, mapped bool, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, false, err
+	}
+	if info.Size() >= int64(logHeaderLen) && info.Size() < 1<<logAtBits && !readLogsOnly {
+		if data, err := mapLog(f, int(info.Size())); err == nil {
+			return data, true, nil
+		}
+	}
+	data, err = io.ReadAll(f)
+	return data, false, err
+}
+
+// frameLen returns the length of the body of the frame at the start of data, or why there
+// is no whole frame there.
+func frameLen(data []byte) (int, string) {
 	if len(data) < frameHeaderLen {
-		return nil, "torn header"
+		return 0, "torn header"
 	}
 	n := binary.BigEndian.Uint32(data[0:4])
 	if uint64(n) > uint64(len(data)-frameHeaderLen) {
-		return nil, "torn frame"
+		return 0, "torn frame"
 	}
-	body = data[frameHeaderLen : frameHeaderLen+int(n)]
-	if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(data[4:8]) {
-		return nil, "checksum"
+	return int(n), ""
+}
+
+// tupleCount returns the number of tuple records that the frame of body says it holds,
+// bounded by its tuple section's bytes (the body is not checked yet: the count only sizes
+// checkFrames's slices), or 0.
+func tupleCount(body []byte) int {
+	r := frameReader{d: decoder{b: body}}
+	r.d.varint()
+	r.section() // the runs
+	n, sec := r.section()
+	if r.d.err != nil {
+		return 0
 	}
-	return body, ""
+	return int(min(n, uint64(len(sec)/minTupleLen)))
+}
+
+// checkFrames checks frames, on every thread: each frame's records go to
+// order[from:from+n] and parts[from:from+n], and a bad frame gets its why.
+func (ls *logSet) checkFrames(frames []logFrame, order []int, parts []int32) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(frames)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(frames); i = int(next.Add(1) - 1) {
+				if fr := &frames[i]; fr.why == "" {
+					fr.why = checkFrame(ls.logs[fr.file], fr, order[fr.from:fr.from+fr.n], parts[fr.from:fr.from+fr.n])
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// checkFrame checks the frame fr of the log data (its header before its body): its
+// CRC-32C, its sections, and its tuple records, which it puts in order (as in
+// logSet.offs) and their parts in parts (as many as fr.n). It returns why the frame is
+// bad, or "". A fault reading a mapped log (the file cut meanwhile) is a bad frame.
+func checkFrame(data []byte, fr *logFrame, order []int, parts []int32) (why string) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			why = fmt.Sprintf("fault: %v", r)
+		}
+	}()
+	body := data[fr.body[0]:fr.body[1]]
+	if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(data[fr.body[0]-4:fr.body[0]]) {
+		return "checksum"
+	}
+	r := frameReader{d: decoder{b: body}}
+	r.d.varint()
+	if _, _, err := readSection(&r, runsBucket, decodeRun); err != nil {
+		return err.Error()
+	}
+	n, sec := r.section()
+	if r.d.err != nil {
+		return fmt.Sprintf("tuples: %v", r.d.err)
+	}
+	tb := body[:r.d.p]
+	k := 0
+	for at := r.d.p - len(sec); at < len(tb); k++ {
+		if k == len(order) {
+			return fmt.Sprintf("more than %d tuples, the frame says %d", k, n)
+		}
+		next, part, grants, err := skipTuple(tb, at)
+		if err != nil {
+			return fmt.Sprintf("tuple %d: %v", k, err)
+		}
+		order[k], parts[k] = fr.file<<logAtBits|(fr.body[0]+at), part
+		if grants {
+			fr.leased = append(fr.leased, part)
+		}
+		at = next
+	}
+	if uint64(k) != n {
+		return fmt.Sprintf("%d tuples, the frame says %d", k, n)
+	}
+	if _, _, err := readSection(&r, kvBucket, decodeKV); err != nil {
+		return err.Error()
+	}
+	if _, _, err := readSection(&r, resetsBucket, decodeReset); err != nil {
+		return err.Error()
+	}
+	if _, _, err := readSection(&r, overridesBucket, decodeOverride); err != nil {
+		return err.Error()
+	}
+	r.d.uvarint()
+	r.d.span("horizon region")
+	r.d.uvarint()
+	if r.d.err == nil && r.d.p != len(body) {
+		r.d.err = fmt.Errorf("%d bytes after the frame", len(body)-r.d.p)
+	}
+	if r.d.err != nil {
+		return r.d.err.Error()
+	}
+	return ""
+}
+
+// skipTuple checks the tuple record at b[p:] (appendTuple) as decodeTuple decodes it,
+// without decoding it, and returns where it ends, its part and whether it has grants: what
+// it accepts, decodeTuple decodes without an error. Its varints are read inline (a restart
+// walks every record of the logs before it serves: decodeTuple took four times as long).
+func skipTuple(b []byte, p int) (int, int32, bool, error) {
+	var part, n, nc uint64
+	part, p = uvarintSlow(b, p)                            // mostly three bytes
+	if p < len(b) && b[p] < 0x80 && int(b[p]) < len(b)-p { // the key, of less than 128 bytes
+		n, p = uint64(b[p]), p+1+int(b[p])
+	} else {
+		n, p = spanAt(b, p)
+	}
+	if n > maxKeyLen {
+		return p, 0, false, fmt.Errorf("bad key length %d", n)
+	}
+	if part >= engine.Parts && p <= len(b) {
+		return p, 0, false, fmt.Errorf("part %d", part)
+	}
+	if p < len(b) && b[p] < 0x80 {
+		nc, p = uint64(b[p]), p+1
+	} else {
+		nc, p = uvarintSlow(b, p)
+	}
+	if p > len(b) || nc > uint64(len(b)-p)/minRecordLen {
+		return p, 0, false, fmt.Errorf("%d cells, or a varint that does not decode", nc)
+	}
+	for range nc {
+		// The cell's key (empty), seq, regional and imported counts and foreign count: all
+		// but seq mostly one byte, read here, else by the calls (a call each costs as much
+		// as the rest of the walk).
+		if p < len(b) && b[p] == 0 {
+			p++
+		} else if n, p = spanAt(b, p); n > maxKeyLen {
+			return p, 0, false, fmt.Errorf("bad key length %d", n)
+		}
+		// seq, a zigzag varint of several bytes: skipped as binary.Uvarint reads it (its
+		// tenth byte, if any, at most 1).
+		q := p
+		for q < len(b) && q-p < binary.MaxVarintLen64-1 && b[q] >= 0x80 {
+			q++
+		}
+		if q < len(b) && b[q] < 0x80 && (q-p < binary.MaxVarintLen64-1 || b[q] <= 1) {
+			p = q + 1
+		} else {
+			p = len(b) + 1
+		}
+		if p+1 < len(b) && b[p] < 0x80 && b[p+1] < 0x80 {
+			p += 2
+		} else {
+			_, p = uvarintAt(b, p)
+			_, p = uvarintAt(b, p)
+		}
+		if p < len(b) && b[p] == 0 {
+			p++
+		} else if n, p = uvarintAt(b, p); n > 0 && p <= len(b) {
+			if n > uint64(len(b)-p)/2 {
+				return p, 0, false, fmt.Errorf("%d foreign regions", n)
+			}
+			for range n {
+				_, p = spanAt(b, p)
+				_, p = uvarintAt(b, p)
+			}
+		}
+	}
+	var nl uint64
+	if p < len(b) && b[p] == 0 {
+		p++
+	} else if nl, p = uvarintAt(b, p); p > len(b) || nl > uint64(len(b)-p)/6 {
+		return p, 0, false, fmt.Errorf("%d grants, or a varint that does not decode", nl)
+	}
+	for range nl {
+		if n, p = spanAt(b, p); n > engine.MaxRunLen {
+			return p, 0, false, fmt.Errorf("bad run name length %d", n)
+		}
+		_, p = uvarintAt(b, p)
+		_, p = uvarintAt(b, p)
+		_, p = uvarintAt(b, p)
+		_, p = uvarintAt(b, p)
+	}
+	if p > len(b) {
+		return p, 0, false, errVarint
+	}
+	return p, int32(part), nl > 0, nil
+}
+
+// uvarintAt reads the uvarint at b[p:] and returns it and where it ends: past len(b) when
+// it does not decode (and then for every later read).
+func uvarintAt(b []byte, p int) (uint64, int) {
+	if p < len(b) && b[p] < 0x80 { // the common case: one byte, inlined
+		return uint64(b[p]), p + 1
+	}
+	return uvarintSlow(b, p)
+}
+
+// uvarintSlow is uvarintAt's other cases.
+func uvarintSlow(b []byte, p int) (uint64, int) {
+	if p >= len(b) {
+		return 0, len(b) + 1
+	}
+	x, n := binary.Uvarint(b[p:])
+	if n <= 0 {
+		return 0, len(b) + 1
+	}
+	return x, p + n
+}
+
+// spanAt skips the length-prefixed bytes at b[p:] and returns their length and where they
+// end (past len(b) when they do not fit).
+func spanAt(b []byte, p int) (uint64, int) {
+	n, p := uvarintAt(b, p)
+	if p > len(b) || n > uint64(len(b)-p) {
+		return 0, len(b) + 1
+	}
+	return n, p + int(n)
 }
 
 // frameReader walks a frame's body.
@@ -389,69 +697,6 @@ func (r *frameReader) section() (uint64, []byte) {
 	}
 	d.p += size
 	return uint64(n), d.b[d.p-size : d.p]
-}
-
-// scanFrame checks a frame's body and appends its tuple records to ls.tuples (their
-// offsets to order, their parts to parts). It returns where its tuple section lies in body.
-func (ls *logSet) scanFrame(body []byte, order []int, parts []int32) ([2]int, []int, []int32, error) {
-	r := frameReader{d: decoder{b: body}}
-	r.d.varint()
-	if _, _, err := readSection(&r, runsBucket, decodeRun); err != nil {
-		return [2]int{}, order, parts, err
-	}
-	n, sec := r.section()
-	hi := r.d.p
-	lo := hi - len(sec)
-	base := len(ls.tuples)
-	ls.tuples = append(ls.tuples, sec...)
-	td := decoder{b: ls.tuples[:base+len(sec)], p: base}
-	str := unsafe.String(unsafe.SliceData(ls.tuples), len(ls.tuples))
-	var k uint64
-	for ; td.p < len(td.b); k++ {
-		at := td.p
-		t, err := decodeTuple(&td, str, ls.scratch[:0])
-		ls.scratch = t.Cells
-		if err == nil {
-			err = td.err
-		}
-		if err != nil {
-			ls.drop(base)
-			return [2]int{}, order[:len(order)-int(k)], parts[:len(parts)-int(k)], fmt.Errorf("tuple %d: %w", k, err)
-		}
-		order = append(order, at)
-		parts = append(parts, int32(t.Part))
-		if len(t.Leases) > 0 {
-			ls.leased = append(ls.leased, at)
-		}
-	}
-	if k != n {
-		ls.drop(base)
-		return [2]int{}, order[:len(order)-int(k)], parts[:len(parts)-int(k)], fmt.Errorf("%d tuples, the frame says %d", k, n)
-	}
-	for _, c := range []struct {
-		name string
-		fn   func() error
-	}{
-		{kvBucket, func() error { _, _, err := readSection(&r, kvBucket, decodeKV); return err }},
-		{resetsBucket, func() error { _, _, err := readSection(&r, resetsBucket, decodeReset); return err }},
-		{overridesBucket, func() error { _, _, err := readSection(&r, overridesBucket, decodeOverride); return err }},
-	} {
-		if err := c.fn(); err != nil {
-			ls.drop(base)
-			return [2]int{}, order[:len(order)-int(k)], parts[:len(parts)-int(k)], err
-		}
-	}
-	r.d.uvarint()
-	r.d.span("horizon region")
-	r.d.uvarint()
-	if r.d.err == nil && r.d.p != len(body) {
-		r.d.err = fmt.Errorf("%d bytes after the frame", len(body)-r.d.p)
-	}
-	if r.d.err != nil {
-		ls.drop(base)
-		return [2]int{}, order[:len(order)-int(k)], parts[:len(parts)-int(k)], r.d.err
-	}
-	return [2]int{lo, hi}, order, parts, nil
 }
 
 // readSection decodes the next section of r with decode: its records, and their count.
@@ -519,16 +764,12 @@ func decodeTuple(d *decoder, str string, cells []engine.CellRecord) (engine.Tupl
 	return t, d.err
 }
 
-// drop drops the records from offset base on (a frame found bad).
-func (ls *logSet) drop(base int) {
-	ls.tuples = ls.tuples[:base]
-	for len(ls.leased) > 0 && ls.leased[len(ls.leased)-1] >= base {
-		ls.leased = ls.leased[:len(ls.leased)-1]
-	}
-}
+// sortShareMin is the number of records from which sortByPart shares the work out. A
+// variable for tests.
+var sortShareMin = 1 << 16
 
-// sortByPart orders the records' offsets by part (a counting sort: log order within a
-// part).
+// sortByPart orders the records by part (a counting sort: log order within a part), the
+// parts shared out between the threads, each of which places its parts' records.
 func (ls *logSet) sortByPart(order []int, parts []int32) {
 	ls.partAt = make([]int, engine.Parts+1)
 	for _, p := range parts {
@@ -538,26 +779,57 @@ func (ls *logSet) sortByPart(order []int, parts []int32) {
 		ls.partAt[p] += ls.partAt[p-1]
 	}
 	ls.offs = make([]int, len(order))
-	next := slices.Clone(ls.partAt[:engine.Parts])
-	for i, at := range order {
-		p := parts[i]
-		ls.offs[next[p]] = at
-		next[p]++
+	n := runtime.GOMAXPROCS(0)
+	if len(order) < sortShareMin {
+		n = 1
 	}
+	var wg sync.WaitGroup
+	for w := range n {
+		// The parts [lo, hi) with about a share of the records each.
+		lo, _ := slices.BinarySearch(ls.partAt, len(order)*w/n)
+		hi, _ := slices.BinarySearch(ls.partAt, len(order)*(w+1)/n)
+		if w == n-1 {
+			hi = engine.Parts
+		}
+		wg.Go(func() {
+			next := slices.Clone(ls.partAt[:engine.Parts])
+			for i, p := range parts {
+				if int(p) >= lo && int(p) < hi {
+					ls.offs[next[p]] = order[i]
+					next[p]++
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
-// each calls fn with every tuple record of the logs, in log order. Its keys alias the
-// logs' bytes.
-func (ls *logSet) each(fn func(engine.TupleRecord)) {
-	str := unsafe.String(unsafe.SliceData(ls.tuples), len(ls.tuples))
+// each calls fn with every tuple record of the logs, in log order, or with those of the
+// parts p where in[p], in log order within each part (a tuple's records are all in its
+// part), when in is not nil. Its keys alias the logs' bytes.
+func (ls *logSet) each(in []bool, fn func(engine.TupleRecord)) {
 	var cells []engine.CellRecord
+	decode := func(at int) {
+		d, str := ls.record(at)
+		t, _ := decodeTuple(&d, str, cells[:0]) // checked by checkFrame
+		cells = t.Cells
+		fn(t)
+	}
+	if in != nil {
+		for p, ok := range in {
+			if !ok {
+				continue
+			}
+			for _, at := range ls.offs[ls.partAt[p]:ls.partAt[p+1]] {
+				decode(at)
+			}
+		}
+		return
+	}
 	offs := slices.Clone(ls.offs)
 	slices.Sort(offs) // log order
 	for _, at := range offs {
-		d := decoder{b: ls.tuples, p: at}
-		t, _ := decodeTuple(&d, str, cells[:0]) // checked by scanFrame
-		cells = t.Cells
-		fn(t)
+		decode(at)
 	}
 }
 
@@ -568,18 +840,18 @@ func (ls *logSet) appendParts(from, to int, recs []engine.CellRecord, keep func(
 	if ls == nil || ls.frames == 0 {
 		return recs
 	}
-	str := unsafe.String(unsafe.SliceData(ls.tuples), len(ls.tuples))
 	for _, at := range ls.offs[ls.partAt[from]:ls.partAt[to]] {
-		d := decoder{b: ls.tuples, p: at}
+		d, str := ls.record(at)
 		if keep != nil { // the key alone first: a keyed load (engine.LoadLazily) skips most
+			p := d.p
 			d.uvarint()
 			if lo, hi := d.span("key"); !keep(str[lo:hi]) {
 				continue
 			}
-			d.p = at
+			d.p = p
 		}
 		n := len(recs)
-		t, _ := decodeTuple(&d, str, recs) // checked by scanFrame
+		t, _ := decodeTuple(&d, str, recs) // checked by checkFrame
 		recs = t.Cells
 		for i := n; i < len(recs); i++ {
 			for j := range recs[i].Foreign {
@@ -593,11 +865,20 @@ func (ls *logSet) appendParts(from, to int, recs []engine.CellRecord, keep func(
 // apply applies the logs to snap, a base's: the last frame's small sections replace the
 // base's, each tuple's grants are those of its last record, and with cells set every
 // tuple's cells are appended to snap.Cells (a base without a part table; with one, they
-// are read by part, appendParts).
-func (ls *logSet) apply(snap *Snapshot, cells bool) error {
+// are read by part, appendParts, and seed is the base's: the grants are then looked for in
+// the parts of the tuples that have some, in the logs or the base, only). A fault reading
+// a mapped log (cut since it was checked: a frame that failed, in this process) is an
+// error.
+func (ls *logSet) apply(snap *Snapshot, cells bool, seed uint64) (err error) {
 	if ls.frames == 0 {
 		return nil
 	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("fault: %v", r)
+		}
+	}()
 	r := frameReader{d: decoder{b: ls.last}}
 	r.d.varint()
 	// The last frame's sections replace the base's, but for the runs' marks and the reset
@@ -608,7 +889,6 @@ func (ls *logSet) apply(snap *Snapshot, cells bool) error {
 	// with max, are the base's) or marks the base's counts already hold.
 	baseRuns, baseResets := snap.Runs, snap.Resets
 	baseChanges := snap.Changes
-	var err error
 	if snap.Runs, _, err = readSection(&r, runsBucket, decodeRun); err != nil {
 		return err
 	}
@@ -637,12 +917,23 @@ func (ls *logSet) apply(snap *Snapshot, cells bool) error {
 		leased[l.Key] = true
 	}
 	latest := make(map[string][]engine.LeaseRecord)
-	// Every record when the cells are wanted or there are grants (a record without grants
-	// drops its tuple's earlier ones); else none.
-	if !cells && len(snap.Leases) == 0 && len(ls.leased) == 0 {
-		return nil
+	// Every record when the cells are wanted; else those of the parts of the tuples with
+	// grants, in a log record or the base (a record without grants drops its tuple's
+	// earlier ones), if any.
+	var in []bool
+	if !cells {
+		if len(snap.Leases) == 0 && len(ls.leased) == 0 {
+			return nil
+		}
+		in = make([]bool, engine.Parts)
+		for _, p := range ls.leased {
+			in[p] = true
+		}
+		for k := range leased {
+			in[engine.PartOf(seed, k)] = true
+		}
 	}
-	ls.each(func(t engine.TupleRecord) {
+	ls.each(in, func(t engine.TupleRecord) {
 		if cells {
 			for _, c := range t.Cells {
 				c.Key = strings.Clone(c.Key)
@@ -693,11 +984,18 @@ func (s *Store) applyLogs(snap *Snapshot, size int64, o *Opened, adopt bool) err
 		return err
 	}
 	lazy := o != nil && o.Lazy()
-	if err := ls.apply(snap, !lazy); err != nil {
+	var seed uint64
+	if lazy {
+		seed = o.Seed
+	}
+	if err := ls.apply(snap, !lazy, seed); err != nil {
+		ls.release()
 		return fmt.Errorf("%w: delta log: %w", ErrCorrupt, err)
 	}
 	if lazy {
-		o.log = ls
+		o.log = ls // released by o.Close
+	} else {
+		ls.release()
 	}
 	if ls.frames > 0 {
 		s.log.Info("snapshot log applied", "frames", ls.frames, "tuples", len(ls.offs), "bytes", ls.bytes, "base_gen", snap.gen)
