@@ -46,9 +46,9 @@ func TestEnsureKeyBound(t *testing.T) {
 		if _, err := e.Limit(tp, 10, 1); err != nil {
 			t.Fatal(err)
 		}
-		l.mu[part].Lock()
-		loaded, kept := l.loaded[part].Load(), len(l.keys[part])
-		l.mu[part].Unlock()
+		l.parts[part].mu.Lock()
+		loaded, kept := l.parts[part].loaded.Load(), len(l.parts[part].keys)
+		l.parts[part].mu.Unlock()
 		if kept > maxKeyedBytes+1100 {
 			t.Fatalf("after %d keys: %d bytes of keys kept, bound %d", i+1, kept, maxKeyedBytes)
 		}
