@@ -44,6 +44,35 @@ const loadBatch = 16
 // half a thread, so that on a small machine the requests keep most of the CPU.
 const loadSliceMs = 2
 
+// pacer keeps the background load to half of the time since it started (the wall clock's:
+// the load's own CPU time is not known to Go), by the totals rather than slice by slice.
+// Pausing as long as each slice took left the load under a third of the time at 10M tuples
+// under 50 busy connections (6.5 s loading, 15.1 s asleep: a sleep overshoots, the timer's
+// goroutine waiting for a thread), so the load took 21 s (2.2 µs a cell) and the requests
+// restored their own tuples most of that time, the costlier way (a part's records read
+// for one tuple). The time slept beyond what was asked for is now owed to the load, and
+// run in the next slices.
+type pacer struct {
+	begin    int64 // when the load began (ms)
+	asleep   int64 // the time paused since (ms)
+	pausedAt int64 // when the current pause began
+}
+
+func (p *pacer) start(nowMs int64) { p.begin = nowMs }
+
+// pause returns how long to pause at nowMs (ms), 0 for none: the time run beyond the time
+// paused, once that is loadSliceMs or more.
+func (p *pacer) pause(nowMs int64) int64 {
+	if ahead := nowMs - p.begin - 2*p.asleep; ahead >= loadSliceMs {
+		p.pausedAt = nowMs
+		return ahead
+	}
+	return 0
+}
+
+// slept records the end, at nowMs, of the pause pause asked for: however long it took.
+func (p *pacer) slept(nowMs int64) { p.asleep += nowMs - p.pausedAt }
+
 // loader is a lazy load's state (10 MiB), the store's until every part is loaded.
 type loader struct {
 	parts [Parts]loadPart
@@ -228,18 +257,17 @@ func (e *Engine) LoadLazily(load func(from, to int, keep func(key string) bool))
 	s.loader.Store(l)
 	done := make(chan struct{})
 	go func() {
-		slice := e.clock.NowMs()
+		var pace pacer
+		pace.start(e.clock.NowMs())
 		for i := 0; i < Parts; i += loadBatch {
 			l.ensureBatch(i, i+loadBatch)
-			// Take half a thread: after each loadSliceMs of loading, pause as long (the
-			// requests that need a tuple not loaded yet restore it themselves
-			// meanwhile), so that a request ready to run waits for a thread no longer
-			// than a slice. Not runtime.Gosched after each batch: behind 50 busy
-			// connections on 2 threads, the global run queue it goes to left the loader
-			// a twentieth of a thread (at 10M tuples: 16 s to load, 1.5 µs a cell).
-			if now := e.clock.NowMs(); now-slice >= loadSliceMs {
-				time.Sleep(time.Duration(now-slice) * time.Millisecond)
-				slice = e.clock.NowMs()
+			// Take half a thread (pacer), so that a request ready to run waits for a
+			// thread no longer than a slice. Not runtime.Gosched after each batch:
+			// behind 50 busy connections on 2 threads, the global run queue it goes to
+			// left the loader a twentieth of a thread (at 10M tuples: 16 s to load).
+			if d := pace.pause(e.clock.NowMs()); d > 0 {
+				time.Sleep(time.Duration(d) * time.Millisecond)
+				pace.slept(e.clock.NowMs())
 			}
 		}
 		s.loader.Store(nil) // a goroutine that still holds l finds every part loaded

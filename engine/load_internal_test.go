@@ -57,3 +57,35 @@ func TestEnsureKeyBound(t *testing.T) {
 		}
 	}
 }
+
+// TestPacer: the background load runs half of the time since it began, by the totals: a
+// pause that overshoots is owed back to the load, which then runs without pausing until
+// its time run catches up with its time paused.
+func TestPacer(t *testing.T) {
+	type step struct {
+		now       int64 // the clock after a batch
+		want      int64 // pause's answer
+		sleptTill int64 // when the pause ended (when want > 0)
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"a slice, then a pause as long", []step{{1, 0, 0}, {2, 2, 4}, {5, 0, 0}, {6, 2, 8}}},
+		{"an overshoot is run back", []step{{2, 2, 10}, {11, 0, 0}, {13, 0, 0}, {16, 0, 0}, {18, 2, 20}, {21, 0, 0}}},
+		{"a long batch, a pause as long", []step{{7, 7, 14}, {15, 0, 0}, {16, 2, 18}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var p pacer
+			p.start(0)
+			for i, s := range tc.steps {
+				if got := p.pause(s.now); got != s.want {
+					t.Fatalf("step %d at %d: pause %d, want %d", i, s.now, got, s.want)
+				}
+				if s.want > 0 {
+					p.slept(s.sleptTill)
+				}
+			}
+		})
+	}
+}
