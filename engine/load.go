@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // Loading a snapshot in the background (LoadLazily): an origin that restarts serves at once,
@@ -202,12 +203,14 @@ func (l *loader) ensureKey(i int, key []byte) {
 	case len(l.parts[i].keys) >= maxKeyedBytes || l.kept.Load() >= maxKeptBytes:
 		l.loadParts(i, i+1)
 	default:
-		only := string(key) // a copy: key itself must not escape (the requests' buffers)
-		l.load(i, i+1, func(k string) bool { return k == only })
 		pt := &l.parts[i]
 		n := len(pt.keys)
 		pt.keys = append(binary.AppendUvarint(pt.keys, uint64(len(key))), key...)
 		l.kept.Add(int64(len(pt.keys) - n))
+		// The copy just kept, not key itself (a request's buffer must not escape); keys
+		// does not change until the lock is let go.
+		only := unsafe.String(unsafe.SliceData(pt.keys[len(pt.keys)-len(key):]), len(key))
+		l.load(i, i+1, func(k string) bool { return k == only })
 	}
 	l.parts[i].mu.Unlock()
 }
