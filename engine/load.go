@@ -61,10 +61,22 @@ type pacer struct {
 
 func (p *pacer) start(nowMs int64) { p.begin = nowMs }
 
+// pacerAheadMs and pacerBehindMs bound the time the load may be ahead of its half (a pause longer than
+// that) or behind it: past either, the clock stepped (a wall clock's) or the load was held
+// up, and the count starts again.
+const (
+	pacerAheadMs  = 100
+	pacerBehindMs = 1000
+)
+
 // pause returns how long to pause at nowMs (ms), 0 for none: the time run beyond the time
 // paused, once that is loadSliceMs or more.
 func (p *pacer) pause(nowMs int64) int64 {
-	if ahead := nowMs - p.begin - 2*p.asleep; ahead >= loadSliceMs {
+	ahead := nowMs - p.begin - 2*p.asleep
+	if ahead > pacerAheadMs || ahead < -pacerBehindMs {
+		p.begin, p.asleep, ahead = nowMs-loadSliceMs, 0, loadSliceMs
+	}
+	if ahead >= loadSliceMs {
 		p.pausedAt = nowMs
 		return ahead
 	}

@@ -74,6 +74,9 @@ func TestPacer(t *testing.T) {
 		{"a slice, then a pause as long", []step{{1, 0, 0}, {2, 2, 4}, {5, 0, 0}, {6, 2, 8}}},
 		{"an overshoot is run back", []step{{2, 2, 10}, {11, 0, 0}, {13, 0, 0}, {16, 0, 0}, {18, 2, 20}, {21, 0, 0}}},
 		{"a long batch, a pause as long", []step{{7, 7, 14}, {15, 0, 0}, {16, 2, 18}}},
+		// A step of the wall clock, or a load held up: a slice's pause, then as if begun then.
+		{"a step forward", []step{{2, 2, 4}, {3_600_005, 2, 3_600_007}, {3_600_008, 0, 0}, {3_600_009, 2, 3_600_011}}},
+		{"a step back", []step{{2, 2, 4}, {-3_600_000, 2, -3_599_998}, {-3_599_997, 0, 0}, {-3_599_996, 2, -3_599_994}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var p pacer
