@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // Loading a snapshot in the background (LoadLazily): an origin that restarts serves at once,
@@ -44,21 +45,69 @@ const loadBatch = 16
 // half a thread, so that on a small machine the requests keep most of the CPU.
 const loadSliceMs = 2
 
-// loader is a lazy load's state (8 MiB), the store's until every part is loaded.
+// pacer keeps the background load to half of the time since it started (the wall clock's:
+// the load's own CPU time is not known to Go), by the totals rather than slice by slice.
+// Pausing as long as each slice took left the load under a third of the time at 10M tuples
+// under 50 busy connections (6.5 s loading, 15.1 s asleep: a sleep overshoots, the timer's
+// goroutine waiting for a thread), so the load took 21 s (2.2 µs a cell) and the requests
+// restored their own tuples most of that time, the costlier way (a part's records read
+// for one tuple). The time slept beyond what was asked for is now owed to the load, and
+// run in the next slices.
+type pacer struct {
+	begin    int64 // when the load began (ms)
+	asleep   int64 // the time paused since (ms)
+	pausedAt int64 // when the current pause began
+}
+
+func (p *pacer) start(nowMs int64) { p.begin = nowMs }
+
+// pacerAheadMs and pacerBehindMs bound the time the load may be ahead of its half (a pause longer than
+// that) or behind it: past either, the clock stepped (a wall clock's) or the load was held
+// up, and the count starts again.
+const (
+	pacerAheadMs  = 100
+	pacerBehindMs = 1000
+)
+
+// pause returns how long to pause at nowMs (ms), 0 for none: the time run beyond the time
+// paused, once that is loadSliceMs or more.
+func (p *pacer) pause(nowMs int64) int64 {
+	ahead := nowMs - p.begin - 2*p.asleep
+	if ahead > pacerAheadMs || ahead < -pacerBehindMs {
+		p.begin, p.asleep, ahead = nowMs-loadSliceMs, 0, loadSliceMs
+	}
+	if ahead >= loadSliceMs {
+		p.pausedAt = nowMs
+		return ahead
+	}
+	return 0
+}
+
+// slept records the end, at nowMs, of the pause pause asked for: however long it took.
+func (p *pacer) slept(nowMs int64) { p.asleep += nowMs - p.pausedAt }
+
+// loader is a lazy load's state (10 MiB), the store's until every part is loaded.
 type loader struct {
-	loaded [Parts]atomic.Bool
-	mu     [Parts]sync.Mutex // held while a part, or a tuple of it, loads
+	parts [Parts]loadPart
+	kept  atomic.Int64 // the bytes of the parts' keys: at most maxKeptBytes
+	load  func(from, to int, keep func(key string) bool)
+	part  func(key string) int // the part of a key
+}
+
+// loadPart is a load part's state, its fields side by side: a keyed access to a part not
+// loaded yet reads all three, and in one or two cache lines rather than three (the keyed
+// restores are most of a load's CPU).
+type loadPart struct {
+	mu     sync.Mutex // held while the part, or a tuple of it, loads
+	loaded atomic.Bool
 	// keys holds, for a part not loaded yet, the keys of the tuples restored already on
 	// their own (ensureKey), each as a uvarint length and its bytes; under mu.
-	keys [Parts][]byte
-	kept atomic.Int64 // the bytes of keys, all parts: at most maxKeptBytes
-	load func(from, to int, keep func(key string) bool)
-	part func(key string) int // the part of a key
+	keys []byte
 }
 
 // restored reports whether key's tuple of part p was restored on its own (p's lock held).
 func (l *loader) restored(p int, key string) bool {
-	for b := l.keys[p]; len(b) > 0; {
+	for b := l.parts[p].keys; len(b) > 0; {
 		n, w := binary.Uvarint(b)
 		b = b[w:]
 		if string(b[:n]) == key {
@@ -74,7 +123,7 @@ func (l *loader) restored(p int, key string) bool {
 func (l *loader) loadParts(from, to int) {
 	var keep func(string) bool
 	for p := from; p < to; p++ {
-		if len(l.keys[p]) > 0 {
+		if len(l.parts[p].keys) > 0 {
 			keep = func(key string) bool {
 				q := l.part(key) // in [from, to) but in a damaged file: kept then
 				return q < from || q >= to || !l.restored(q, key)
@@ -84,9 +133,9 @@ func (l *loader) loadParts(from, to int) {
 	}
 	l.load(from, to, keep)
 	for p := from; p < to; p++ {
-		l.kept.Add(-int64(len(l.keys[p])))
-		l.keys[p] = nil
-		l.loaded[p].Store(true)
+		l.kept.Add(-int64(len(l.parts[p].keys)))
+		l.parts[p].keys = nil
+		l.parts[p].loaded.Store(true)
 	}
 }
 
@@ -94,22 +143,22 @@ func (l *loader) loadParts(from, to int) {
 // step), holding their locks in order.
 func (l *loader) ensureBatch(from, to int) {
 	for p := from; p < to; p++ {
-		l.mu[p].Lock()
+		l.parts[p].mu.Lock()
 	}
 	for p := from; p < to; {
-		if l.loaded[p].Load() {
+		if l.parts[p].loaded.Load() {
 			p++
 			continue
 		}
 		q := p + 1
-		for q < to && !l.loaded[q].Load() {
+		for q < to && !l.parts[q].loaded.Load() {
 			q++
 		}
 		l.loadParts(p, q)
 		p = q
 	}
 	for p := from; p < to; p++ {
-		l.mu[p].Unlock()
+		l.parts[p].mu.Unlock()
 	}
 }
 
@@ -123,7 +172,7 @@ func (l *loader) ensureShard(i int) {
 // shardLoaded reports whether every part of shard i is restored.
 func (l *loader) shardLoaded(i int) bool {
 	for p := i * loadParts; p < (i+1)*loadParts; p++ {
-		if !l.loaded[p].Load() {
+		if !l.parts[p].loaded.Load() {
 			return false
 		}
 	}
@@ -133,14 +182,14 @@ func (l *loader) shardLoaded(i int) bool {
 // ensure restores part i's snapshot cells unless they are restored already, waiting for
 // another goroutine that is restoring them. The caller holds no shard lock.
 func (l *loader) ensure(i int) {
-	if l.loaded[i].Load() {
+	if l.parts[i].loaded.Load() {
 		return
 	}
-	l.mu[i].Lock()
-	if !l.loaded[i].Load() {
+	l.parts[i].mu.Lock()
+	if !l.parts[i].loaded.Load() {
 		l.loadParts(i, i+1)
 	}
-	l.mu[i].Unlock()
+	l.parts[i].mu.Unlock()
 }
 
 // maxKeyedBytes bounds the keys a part not loaded yet keeps of the tuples restored on their
@@ -157,22 +206,25 @@ const (
 // restored already: what a keyed access waits for, the part's other tuples left to the
 // background load. The caller holds no shard lock.
 func (l *loader) ensureKey(i int, key []byte) {
-	if l.loaded[i].Load() {
+	if l.parts[i].loaded.Load() {
 		return
 	}
-	l.mu[i].Lock()
+	l.parts[i].mu.Lock()
 	switch {
-	case l.loaded[i].Load() || l.restored(i, string(key)):
-	case len(l.keys[i]) >= maxKeyedBytes || l.kept.Load() >= maxKeptBytes:
+	case l.parts[i].loaded.Load() || l.restored(i, string(key)):
+	case len(l.parts[i].keys) >= maxKeyedBytes || l.kept.Load() >= maxKeptBytes:
 		l.loadParts(i, i+1)
 	default:
-		only := string(key) // a copy: key itself must not escape (the requests' buffers)
+		pt := &l.parts[i]
+		n := len(pt.keys)
+		pt.keys = append(binary.AppendUvarint(pt.keys, uint64(len(key))), key...)
+		l.kept.Add(int64(len(pt.keys) - n))
+		// The copy just kept, not key itself (a request's buffer must not escape); keys
+		// does not change until the lock is let go.
+		only := unsafe.String(unsafe.SliceData(pt.keys[len(pt.keys)-len(key):]), len(key))
 		l.load(i, i+1, func(k string) bool { return k == only })
-		n := len(l.keys[i])
-		l.keys[i] = append(binary.AppendUvarint(l.keys[i], uint64(len(key))), key...)
-		l.kept.Add(int64(len(l.keys[i]) - n))
 	}
-	l.mu[i].Unlock()
+	l.parts[i].mu.Unlock()
 }
 
 // waitShard restores every part of shard i of a lazy load still going on.
@@ -220,18 +272,17 @@ func (e *Engine) LoadLazily(load func(from, to int, keep func(key string) bool))
 	s.loader.Store(l)
 	done := make(chan struct{})
 	go func() {
-		slice := e.clock.NowMs()
+		var pace pacer
+		pace.start(e.clock.NowMs())
 		for i := 0; i < Parts; i += loadBatch {
 			l.ensureBatch(i, i+loadBatch)
-			// Take half a thread: after each loadSliceMs of loading, pause as long (the
-			// requests that need a tuple not loaded yet restore it themselves
-			// meanwhile), so that a request ready to run waits for a thread no longer
-			// than a slice. Not runtime.Gosched after each batch: behind 50 busy
-			// connections on 2 threads, the global run queue it goes to left the loader
-			// a twentieth of a thread (at 10M tuples: 16 s to load, 1.5 µs a cell).
-			if now := e.clock.NowMs(); now-slice >= loadSliceMs {
-				time.Sleep(time.Duration(now-slice) * time.Millisecond)
-				slice = e.clock.NowMs()
+			// Take half a thread (pacer), so that a request ready to run waits for a
+			// thread no longer than a slice. Not runtime.Gosched after each batch:
+			// behind 50 busy connections on 2 threads, the global run queue it goes to
+			// left the loader a twentieth of a thread (at 10M tuples: 16 s to load).
+			if d := pace.pause(e.clock.NowMs()); d > 0 {
+				time.Sleep(time.Duration(d) * time.Millisecond)
+				pace.slept(e.clock.NowMs())
 			}
 		}
 		s.loader.Store(nil) // a goroutine that still holds l finds every part loaded

@@ -37,9 +37,9 @@ func TestLoaderKeysBounded(t *testing.T) {
 	}
 	sum := 0
 	for p := loadBatch; p < Parts; p++ { // the first batch's locks: the stuck load's
-		l.mu[p].Lock()
-		sum += len(l.keys[p])
-		l.mu[p].Unlock()
+		l.parts[p].mu.Lock()
+		sum += len(l.parts[p].keys)
+		l.parts[p].mu.Unlock()
 	}
 	if k := l.kept.Load(); k != int64(sum) || sum > maxKeptBytes+1100 {
 		t.Fatalf("%d resets of tuples never used (1 KiB keys): the loader keeps %d bytes of keys (counted %d); want at most %d", parts, sum, k, maxKeptBytes+1100)

@@ -46,14 +46,49 @@ func TestEnsureKeyBound(t *testing.T) {
 		if _, err := e.Limit(tp, 10, 1); err != nil {
 			t.Fatal(err)
 		}
-		l.mu[part].Lock()
-		loaded, kept := l.loaded[part].Load(), len(l.keys[part])
-		l.mu[part].Unlock()
+		l.parts[part].mu.Lock()
+		loaded, kept := l.parts[part].loaded.Load(), len(l.parts[part].keys)
+		l.parts[part].mu.Unlock()
 		if kept > maxKeyedBytes+1100 {
 			t.Fatalf("after %d keys: %d bytes of keys kept, bound %d", i+1, kept, maxKeyedBytes)
 		}
 		if i == len(keys)-1 && !loaded {
 			t.Fatalf("after %d keys of 1 KiB: part %d not loaded whole (%d bytes of keys kept)", i+1, part, kept)
 		}
+	}
+}
+
+// TestPacer: the background load runs half of the time since it began, by the totals: a
+// pause that overshoots is owed back to the load, which then runs without pausing until
+// its time run catches up with its time paused.
+func TestPacer(t *testing.T) {
+	type step struct {
+		now       int64 // the clock after a batch
+		want      int64 // pause's answer
+		sleptTill int64 // when the pause ended (when want > 0)
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"a slice, then a pause as long", []step{{1, 0, 0}, {2, 2, 4}, {5, 0, 0}, {6, 2, 8}}},
+		{"an overshoot is run back", []step{{2, 2, 10}, {11, 0, 0}, {13, 0, 0}, {16, 0, 0}, {18, 2, 20}, {21, 0, 0}}},
+		{"a long batch, a pause as long", []step{{7, 7, 14}, {15, 0, 0}, {16, 2, 18}}},
+		// A step of the wall clock, or a load held up: a slice's pause, then as if begun then.
+		{"a step forward", []step{{2, 2, 4}, {3_600_005, 2, 3_600_007}, {3_600_008, 0, 0}, {3_600_009, 2, 3_600_011}}},
+		{"a step back", []step{{2, 2, 4}, {-3_600_000, 2, -3_599_998}, {-3_599_997, 0, 0}, {-3_599_996, 2, -3_599_994}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var p pacer
+			p.start(0)
+			for i, s := range tc.steps {
+				if got := p.pause(s.now); got != s.want {
+					t.Fatalf("step %d at %d: pause %d, want %d", i, s.now, got, s.want)
+				}
+				if s.want > 0 {
+					p.slept(s.sleptTill)
+				}
+			}
+		})
 	}
 }

@@ -1,7 +1,6 @@
 package persist
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -10,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"github.com/ratchet/ratchet/engine"
@@ -31,8 +31,14 @@ type Opened struct {
 	CellCount int64
 	db        *bolt.DB
 	parts     []uint64 // the part table: part i is from position parts[i] to parts[i+1] (chunk<<32 | offset)
-	size      int64
-	log       *logSet // the delta log's frames (log.go), whose cells Parts adds to the file's
+	// chunks are the cells' chunks, each aliasing the file's mapping (checked when the file
+	// opened), so that Parts reads a part without a bbolt transaction or a B+tree seek:
+	// the file is open read-only, so its mapping stays where it is until Close. mu orders
+	// Close (write) after every Parts under way (read); a Parts after Close is an error.
+	chunks [][]byte
+	mu     sync.RWMutex
+	size   int64
+	log    *logSet // the delta log's frames (log.go), whose cells Parts adds to the file's
 }
 
 // Lazy reports whether the cells are to be read with Parts, part by part.
@@ -158,7 +164,11 @@ func (o *Opened) readLazy(tx *bolt.Tx, meta *bolt.Bucket) error {
 		return err
 	}
 	var lens []uint64 // each chunk's length
-	crc, err := eachChunk(cells, cellsBucket, func(v []byte) error { lens = append(lens, uint64(len(v))); return nil })
+	var chunks [][]byte
+	crc, err := eachChunk(cells, cellsBucket, func(v []byte) error {
+		lens, chunks = append(lens, uint64(len(v))), append(chunks, v)
+		return nil
+	})
 	if err != nil {
 		return err
 	}
@@ -185,16 +195,17 @@ func (o *Opened) readLazy(tx *bolt.Tx, meta *bolt.Bucket) error {
 	if err := o.readResets(tx, meta, o.size); err != nil {
 		return err
 	}
-	o.parts = parts
+	o.parts, o.chunks = parts, chunks
 	return nil
 }
 
 // Parts decodes the cell records of the parts from to to-1 (0 <= from <= to <=
 // engine.Parts) of a Lazy snapshot into recs[:0], in file order, those whose key keep
 // keeps unless keep is nil (engine.LoadLazily's), calls use with them, and
-// returns them for the next call to reuse. Their keys are the file's bytes, valid only during use (engine.Restore copies what
-// it keeps); their foreign regions' names are copies. It is safe to call from several
-// goroutines, before Close. The file was checked when it opened; a fault reading it still
+// returns them for the next call to reuse. Their keys are the file's bytes, valid only
+// during use (engine.Restore copies what it keeps); their foreign regions' names are
+// copies. It is safe to call from several goroutines, and concurrently with Close (an
+// error once closed). The file was checked when it opened; a fault reading it still
 // is an error, not a crash, and use is then not called.
 func (o *Opened) Parts(from, to int, recs []engine.CellRecord, keep func(key string) bool, use func([]engine.CellRecord)) (_ []engine.CellRecord, err error) {
 	if o.parts == nil || from < 0 || from > to || to > engine.Parts {
@@ -206,60 +217,85 @@ func (o *Opened) Parts(from, to int, recs []engine.CellRecord, keep func(key str
 			recs, err = nil, fmt.Errorf("%w: parts %d to %d: bbolt: %v", ErrCorrupt, from, to, r)
 		}
 	}()
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	if o.db == nil {
+		return recs, fmt.Errorf("parts %d to %d: snapshot closed", from, to)
+	}
 	recs = recs[:0]
 	first, last := o.parts[from], o.parts[to]
-	if first == last {
-		recs = o.log.appendParts(from, to, recs, keep)
-		use(recs)
-		return recs, nil
-	}
-	err = o.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket([]byte(cellsBucket)).Cursor()
-		var key [chunkKeyLen]byte
-		n := uint32(first >> 32)
-		binary.BigEndian.PutUint32(key[:], n)
-		for k, v := c.Seek(key[:]); uint64(n) < last>>32 || (uint64(n) == last>>32 && last&0xffffffff > 0); k, v = c.Next() {
-			if len(k) != chunkKeyLen || binary.BigEndian.Uint32(k) != n {
-				return fmt.Errorf("%w: %s chunk key %x, want chunk %d", ErrCorrupt, cellsBucket, k, n)
-			}
-			lo, hi := 0, len(v)
-			if uint64(n) == first>>32 {
-				lo = int(first & 0xffffffff)
-			}
-			if uint64(n) == last>>32 {
-				hi = int(last & 0xffffffff)
-			}
-			v = v[:hi]
-			str := unsafe.String(unsafe.SliceData(v), len(v)) // no copy: used within the transaction
-			for d := (decoder{b: v, p: lo}); d.p < len(v); {
-				r, err := decodeCell(&d, str, nil)
-				if err == nil {
-					err = d.err
-				}
-				if err != nil {
-					return fmt.Errorf("%w: %s chunk %d: record %d: %w", ErrCorrupt, cellsBucket, n, len(recs), err)
-				}
-				if keep != nil && !keep(r.Key) {
-					continue
-				}
-				for j := range r.Foreign { // a region's name is kept by the engine
-					r.Foreign[j].Region = strings.Clone(r.Foreign[j].Region)
-				}
-				recs = append(recs, r)
-			}
-			n++
+	for n := first >> 32; n <= last>>32 && first != last; n++ {
+		if n >= uint64(len(o.chunks)) { // the end of the last chunk: checked by decodeParts
+			break
 		}
-		recs = o.log.appendParts(from, to, recs, keep)
-		use(recs)
-		return nil
-	})
-	return recs, err
+		v := o.chunks[n]
+		lo, hi := 0, len(v)
+		if n == first>>32 {
+			lo = int(first & 0xffffffff)
+		}
+		if n == last>>32 {
+			hi = int(last & 0xffffffff)
+		}
+		v = v[:hi]
+		str := unsafe.String(unsafe.SliceData(v), len(v)) // no copy: used before Close
+		for d := (decoder{b: v, p: lo}); d.p < len(v); {
+			if keep != nil && !keepCell(&d, str, keep) {
+				continue
+			}
+			r, err := decodeCell(&d, str, nil)
+			if err == nil {
+				err = d.err
+			}
+			if err != nil {
+				return recs, fmt.Errorf("%w: %s chunk %d: record %d: %w", ErrCorrupt, cellsBucket, n, len(recs), err)
+			}
+			for j := range r.Foreign { // a region's name is kept by the engine
+				r.Foreign[j].Region = strings.Clone(r.Foreign[j].Region)
+			}
+			recs = append(recs, r)
+		}
+	}
+	recs = o.log.appendParts(from, to, recs, keep)
+	use(recs)
+	return recs, nil
+}
+
+// keepCell reads the key of the cell record at d (decodeCell's) and reports whether keep
+// keeps it, d left at the record; if not, d is moved past the record, which is not decoded
+// (a keyed load reads a part's records for one key: the others cost their varints only).
+// A record that does not decode is kept, for decodeCell to report.
+func keepCell(d *decoder, str string, keep func(key string) bool) bool {
+	at := d.p
+	lo, hi := d.span("key")
+	if d.err != nil || hi-lo > maxKeyLen || keep(str[lo:hi]) {
+		d.p, d.err = at, nil
+		return true
+	}
+	d.varint()  // seq
+	d.uvarint() // regional
+	d.uvarint() // imported
+	nf := d.uvarint()
+	if nf > uint64(len(d.b)-d.p)/2 {
+		d.p, d.err = at, nil
+		return true
+	}
+	for range nf {
+		d.span("region")
+		d.uvarint()
+	}
+	if d.err != nil {
+		d.p, d.err = at, nil
+		return true
+	}
+	return false
 }
 
 // Close releases the file of a Lazy snapshot.
 func (o *Opened) Close() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	o.log.release()
-	o.log = nil
+	o.log, o.chunks = nil, nil
 	if o.db == nil {
 		return nil
 	}
