@@ -11,7 +11,7 @@ import (
 // save. The store keeps, per shard, a bitmap of its slot indexes whose tuple changed what a
 // snapshot holds of it (a count, a lease grant) since the last pass of Dirty: one bit a
 // slot, outside the slot (table.go's layout is not touched), set under the shard's lock by
-// every site that changes a count or a grant (markTuple) and moved with the slot when a
+// every site that changes a count or a grant (markSlot, markTuple) and moved with the slot when a
 // delete moves the last slot into a hole (movedSlot). A pass of Dirty reads the marked
 // tuples of a shard and clears their bits under one hold of its lock, so a change is
 // either in that pass or marked for the next one.
