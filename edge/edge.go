@@ -150,10 +150,10 @@ type localEntry struct {
 	// tuple's pending cost, which it counts as used; were that cost replayed meanwhile, the
 	// origin would count it twice. So pending stays out of batches while one is in flight.
 	handing int32
-	// keptBy counts the kept items (keep.go) naming the entry, changed by the flusher of
-	// link; keptCounted says that its bytes are in link.keptEntries (countKept).
-	keptBy      atomic.Int32
-	keptCounted atomic.Bool
+	// kept counts the kept items (keep.go) naming the entry in its low bits (keptMask),
+	// changed by the flusher of link; its keptCounted bit says that the entry's bytes are
+	// in link.keptEntries (countKept). One word: the entry stays 344 bytes.
+	kept atomic.Uint32
 	// gen is the link's generation its views were taken in (a resync drops older ones);
 	// resetAt the change version of the last reset applied to it (changes.go).
 	gen     uint32

@@ -72,13 +72,20 @@ type keptHand struct {
 // only while the cache does not hold it (countKept): a cached entry is in the cache's bound.
 const keptItemBytes = 40
 
+// keptCounted is the bit of localEntry.kept that says the entry is counted in its link's
+// keptEntries; keptMask takes the count of kept items naming it.
+const (
+	keptCounted = 1 << 31
+	keptMask    = keptCounted - 1
+)
+
 // hold counts in k's bytes a kept item taken in: the item, and its entry when it is the
 // first kept item to name it and the cache does not hold it (else leftCache counts it
 // once the cache lets it go).
 func (k *keptState) hold(it keptItem) {
 	k.items++
 	k.bytes += keptItemBytes
-	if it.le.keptBy.Add(1) == 1 && !it.le.cached.Load() {
+	if it.le.kept.Add(1)&keptMask == 1 && !it.le.cached.Load() {
 		it.le.countKept()
 	}
 }
@@ -87,36 +94,50 @@ func (k *keptState) hold(it keptItem) {
 func (k *keptState) release(it keptItem) {
 	k.items--
 	k.bytes -= keptItemBytes
-	if it.le.keptBy.Add(-1) == 0 {
+	if it.le.kept.Add(^uint32(0))&keptMask == 0 {
 		it.le.uncountKept()
 	}
 }
 
 // countKept counts le's bytes in its link's keptEntries, unless they are already: le is
 // kept and the cache does not hold it. hold (the flusher) and leftCache (the cache's
-// goroutine) may both call it for one entry; the flag makes it once.
+// goroutine) may both call it for one entry; the keptCounted bit makes it once.
 func (le *localEntry) countKept() {
-	if le.keptCounted.CompareAndSwap(false, true) {
-		le.link.keptEntries.Add(entryBytes(le))
+	for {
+		v := le.kept.Load()
+		if v&keptCounted != 0 {
+			return
+		}
+		if le.kept.CompareAndSwap(v, v|keptCounted) {
+			le.link.keptEntries.Add(entryBytes(le))
+			return
+		}
 	}
 }
 
 // uncountKept undoes countKept: no kept item names le any more.
 func (le *localEntry) uncountKept() {
-	if le.keptCounted.CompareAndSwap(true, false) {
-		le.link.keptEntries.Add(-entryBytes(le))
+	for {
+		v := le.kept.Load()
+		if v&keptCounted == 0 {
+			return
+		}
+		if le.kept.CompareAndSwap(v, v&^keptCounted) {
+			le.link.keptEntries.Add(-entryBytes(le))
+			return
+		}
 	}
 }
 
 // keptLeft counts le, which the cache let go (leftCache), in its link's kept bytes when
-// kept items name it. A release between the two reads of keptBy may have found nothing
-// to uncount: the second read undoes the count then.
+// kept items name it. A release between the two reads of the count may have found
+// nothing to uncount: the second read undoes the count then.
 func (le *localEntry) keptLeft() {
-	if le.keptBy.Load() == 0 {
+	if le.kept.Load()&keptMask == 0 {
 		return
 	}
 	le.countKept()
-	if le.keptBy.Load() == 0 {
+	if le.kept.Load()&keptMask == 0 {
 		le.uncountKept()
 	}
 }
