@@ -75,9 +75,10 @@ type Config struct {
 	Observe func(kind string, err error, d time.Duration)
 
 	// MaxUnsavedBytes bounds what the cost an edge keeps until its origin's snapshot holds
-	// it (keep.go, of all origins) keeps alive: the kept cells and their entries, which
-	// outlive their eviction from the cache; default an eighth of MaxMemoryBytes. Past it
-	// the oldest are dropped, and a kill -9 of the origin would lose them.
+	// it (keep.go, of all origins) keeps alive beyond the cache's bound: the kept cells,
+	// and their entries once the cache has let them go (they outlive their eviction);
+	// default an eighth of MaxMemoryBytes. Past it the oldest are dropped, and a kill -9
+	// of the origin would lose them.
 	MaxUnsavedBytes int64
 }
 
@@ -149,9 +150,10 @@ type localEntry struct {
 	// tuple's pending cost, which it counts as used; were that cost replayed meanwhile, the
 	// origin would count it twice. So pending stays out of batches while one is in flight.
 	handing int32
-	// keptBy counts the kept items (keep.go) naming the entry; owned by the flusher
-	// of link.
-	keptBy int32
+	// kept counts the kept items (keep.go) naming the entry in its low bits (keptMask),
+	// changed by the flusher of link; its keptCounted bit says that the entry's bytes are
+	// in link.keptEntries (countKept). One word: the entry stays 344 bytes.
+	kept atomic.Uint32
 	// gen is the link's generation its views were taken in (a resync drops older ones);
 	// resetAt the change version of the last reset applied to it (changes.go).
 	gen     uint32
@@ -342,6 +344,10 @@ type originLink struct {
 	kick chan struct{} // asks the flusher to send now (a batch is full)
 
 	cold atomic.Pointer[coldGrant] // the cold allowance last granted (cold.go)
+
+	// keptEntries is what the entries named by kept items (keep.go) and not held by the
+	// cache cost (entryBytes): the flusher and the cache's goroutine change it.
+	keptEntries atomic.Int64
 
 	// The change feed (changes.go): the version applied, when an answer last showed the
 	// edge current, the changes loop's wake-up, and the generation of views (a resync

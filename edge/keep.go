@@ -68,28 +68,83 @@ type keptHand struct {
 }
 
 // keptItemBytes is what one kept item costs, with its share of the slices' headers; the
-// entry it names costs what the cache counts for it (entryBytes) once per entry kept.
+// entry it names costs what the cache counts for it (entryBytes) once per entry kept, and
+// only while the cache does not hold it (countKept): a cached entry is in the cache's bound.
 const keptItemBytes = 40
 
-// hold counts in k's bytes a kept item taken in: the item, and its entry unless another
-// kept item holds it already.
+// keptCounted is the bit of localEntry.kept that says the entry is counted in its link's
+// keptEntries; keptMask takes the count of kept items naming it.
+const (
+	keptCounted = 1 << 31
+	keptMask    = keptCounted - 1
+)
+
+// hold counts in k's bytes a kept item taken in: the item, and its entry when it is the
+// first kept item to name it and the cache does not hold it (else leftCache counts it
+// once the cache lets it go).
 func (k *keptState) hold(it keptItem) {
 	k.items++
 	k.bytes += keptItemBytes
-	if it.le.keptBy == 0 {
-		k.bytes += entryBytes(it.le)
+	if it.le.kept.Add(1)&keptMask == 1 && !it.le.cached.Load() {
+		it.le.countKept()
 	}
-	it.le.keptBy++
 }
 
 // release undoes hold for an item let go.
 func (k *keptState) release(it keptItem) {
 	k.items--
 	k.bytes -= keptItemBytes
-	if it.le.keptBy--; it.le.keptBy == 0 {
-		k.bytes -= entryBytes(it.le)
+	if it.le.kept.Add(^uint32(0))&keptMask == 0 {
+		it.le.uncountKept()
 	}
 }
+
+// countKept counts le's bytes in its link's keptEntries, unless they are already: le is
+// kept and the cache does not hold it. hold (the flusher) and leftCache (the cache's
+// goroutine) may both call it for one entry; the keptCounted bit makes it once.
+func (le *localEntry) countKept() {
+	for {
+		v := le.kept.Load()
+		if v&keptCounted != 0 {
+			return
+		}
+		if le.kept.CompareAndSwap(v, v|keptCounted) {
+			le.link.keptEntries.Add(entryBytes(le))
+			return
+		}
+	}
+}
+
+// uncountKept undoes countKept: no kept item names le any more.
+func (le *localEntry) uncountKept() {
+	for {
+		v := le.kept.Load()
+		if v&keptCounted == 0 {
+			return
+		}
+		if le.kept.CompareAndSwap(v, v&^keptCounted) {
+			le.link.keptEntries.Add(-entryBytes(le))
+			return
+		}
+	}
+}
+
+// keptLeft counts le, which the cache let go (leftCache), in its link's kept bytes when
+// kept items name it. A release between the two reads of the count may have found
+// nothing to uncount: the second read undoes the count then.
+func (le *localEntry) keptLeft() {
+	if le.kept.Load()&keptMask == 0 {
+		return
+	}
+	le.countKept()
+	if le.kept.Load()&keptMask == 0 {
+		le.uncountKept()
+	}
+}
+
+// keptBytes is what l's kept cost keeps alive beyond the cache's bound: its kept items
+// and the entries of theirs the cache does not hold.
+func (l *originLink) keptBytes() int64 { return l.keep.bytes + l.keptEntries.Load() }
 
 // unsavedLogMs is the least time between two log lines about dropped unsaved cost.
 const unsavedLogMs = 60_000
@@ -100,7 +155,7 @@ type keptState struct {
 	hands []keptHand   // counted hand-offs not durable yet
 	boot  int64        // the origin run that acknowledged kept (the last heard by the flusher)
 	items int          // items in kept and hands
-	bytes int64        // what they keep alive: themselves and their entries (hold)
+	bytes int64        // what they cost themselves (hold); their entries: originLink.keptEntries
 	heard int64        // ms: when an answer to the flusher last told the durable mark
 	free  [][]keptItem // item slices of dropped batches, reused by keep (at most maxFree)
 }
@@ -352,22 +407,22 @@ func (e *Edge) dropKept(l *originLink, n int) (units uint64) {
 	return units
 }
 
-// boundKept holds what the kept items keep alive within the edge's bound
-// (Config.MaxUnsavedBytes, shared by the origins): past it, the cost of cells that have
-// died is dropped first (it never matters again), then the oldest batches and hand-offs,
-// down to 7/8 of the bound so that the work is done once per eighth of it; what is dropped
-// is counted and logged (at most once a minute). Only an origin that saves rarely, or not
-// at all, gets there.
+// boundKept holds what the kept items keep alive beyond the cache (keptBytes) within the
+// edge's bound (Config.MaxUnsavedBytes, shared by the origins): past it, the cost of cells
+// that have died is dropped first (it never matters again), then the oldest batches and
+// hand-offs, down to 7/8 of the bound so that the work is done once per eighth of it;
+// what is dropped is counted and logged (at most once a minute). Only an origin that
+// saves rarely, or not at all, gets there, or a cache that let go of kept entries.
 func (e *Edge) boundKept(l *originLink, now int64) {
 	k := &l.keep
 	bound := max(e.cfg.MaxUnsavedBytes/int64(len(e.links)), 1)
-	if k.bytes <= bound {
+	if l.keptBytes() <= bound {
 		return
 	}
 	target := bound - bound/8
 	live := func(it keptItem) bool { return it.seq >= now/it.le.window-1 }
 	var dead uint64
-	for i := 0; i < len(k.kept) && k.bytes > target; i++ {
+	for i := 0; i < len(k.kept) && l.keptBytes() > target; i++ {
 		kb := &k.kept[i]
 		if now < kb.dies {
 			// Nothing of it has died: reading every item (an entry each, cache misses)
@@ -389,17 +444,17 @@ func (e *Edge) boundKept(l *originLink, now int64) {
 		kb.items = items
 	}
 	l.unsaved.Add(-dead)
-	if k.bytes > target {
+	if l.keptBytes() > target {
 		e.filterHands(l, now, func(h keptHand) (bool, bool) { return live(h.keptItem), false })
 	}
 	var over uint64
-	for len(k.kept) > 0 && (k.bytes > target || len(k.kept[0].items) == 0) {
+	for len(k.kept) > 0 && (l.keptBytes() > target || len(k.kept[0].items) == 0) {
 		over = satAdd(over, e.dropKept(l, 1))
 	}
-	if k.bytes > target { // hand-offs alone are over: drop the oldest
+	if l.keptBytes() > target { // hand-offs alone are over: drop the oldest
 		m := 0
 		var u uint64
-		for ; m < len(k.hands) && k.bytes > target; m++ {
+		for ; m < len(k.hands) && l.keptBytes() > target; m++ {
 			u = satAdd(u, k.hands[m].cost)
 			k.release(k.hands[m].keptItem)
 		}

@@ -406,6 +406,7 @@ func (l *originLink) unindex(le *localEntry) {
 // byKey.
 func (e *Edge) leftCache(le *localEntry) {
 	le.cached.Store(false)
+	le.keptLeft() // after the store: a hold that read cached as set is seen here
 	le.dropSiblings()
 	if o := le.sibOf.Swap(nil); o != nil {
 		o.dropSibling(le)

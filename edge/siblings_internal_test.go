@@ -155,8 +155,8 @@ func TestBoundKeptDropsDeadCostFirst(t *testing.T) {
 	if got, dropped := l.unsaved.Load(), e.unsavedDropped.Load(); got != 2 || dropped != 0 {
 		t.Fatalf("unsaved %d, dropped live %d; want the two live units kept and the dead one gone", got, dropped)
 	}
-	if l.keep.bytes != live {
-		t.Fatalf("kept bytes %d, want %d", l.keep.bytes, live)
+	if l.keptBytes() != live {
+		t.Fatalf("kept bytes %d, want %d", l.keptBytes(), live)
 	}
 }
 
@@ -200,5 +200,35 @@ func TestPinnedEntryIndexedOnlyOnceEvicted(t *testing.T) {
 	}
 	if got := origin.Status(tp).CurrentRegional; got != 2 {
 		t.Fatalf("origin counts %d, want 2", got)
+	}
+}
+
+// TestKeptEntryCountedOnceTheCacheLetsGo: a kept entry the cache holds is in the cache's
+// bound, not the unsaved bound; once the cache lets it go (evicted, or its Set rejected:
+// leftCache, maybe twice) it counts there, once, until no kept item names it.
+func TestKeptEntryCountedOnceTheCacheLetsGo(t *testing.T) {
+	e, _, clock := newInternalEdge(t)
+	l := e.links[0]
+	key := engine.AppendKey(nil, engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte("a"), WindowMs: 3_600_000})
+	le := newLocalEntry(string(key), maphash.Bytes(e.seed, key), 3_600_000, l)
+	le.cached.Store(true) // as remember sets it before offering the entry to the cache
+	b := &pendingBatch{entries: []*localEntry{le}}
+	b.ID = 1
+	b.Items = []engine.ReplayItem{{Key: le.key, Seq: clock.NowMs() / le.window, Cost: 1}}
+	meta := engine.OriginMeta{Boot: 7, Applied: 1} // an origin that saved nothing yet
+	e.keep(l, b, meta, clock.NowMs())
+	if got := l.keptBytes(); got != keptItemBytes {
+		t.Fatalf("kept bytes with the entry cached: %d, want %d", got, keptItemBytes)
+	}
+	for range 2 {
+		e.leftCache(le)
+		if got, want := l.keptBytes(), keptItemBytes+entryBytes(le); got != want {
+			t.Fatalf("kept bytes once the cache let the entry go: %d, want %d", got, want)
+		}
+	}
+	meta.Durable = 1 // a save holds the batch: nothing is kept
+	e.heard(l, meta, clock.NowMs())
+	if got := l.keptBytes(); got != 0 || l.unsaved.Load() != 0 {
+		t.Fatalf("kept bytes %d, units %d once saved; want none", got, l.unsaved.Load())
 	}
 }

@@ -31,7 +31,17 @@ func BenchmarkLimitHotKey(b *testing.B) {
 
 // BenchmarkLimitManyKeys: requests spread over 64Ki tuples (created on the first pass).
 func BenchmarkLimitManyKeys(b *testing.B) {
-	e, _ := newEngine(t0)
+	benchLimitManyKeys(b, engine.Config{MaxMemoryBytes: 1 << 30})
+}
+
+// BenchmarkLimitManyKeysTracked is BenchmarkLimitManyKeys on an origin that snapshots:
+// every counted request marks its tuple for the next incremental save (dirty.go).
+func BenchmarkLimitManyKeysTracked(b *testing.B) {
+	benchLimitManyKeys(b, engine.Config{MaxMemoryBytes: 1 << 30, Snapshots: true})
+}
+
+func benchLimitManyKeys(b *testing.B, cfg engine.Config) {
+	e := engine.New(engine.NewManualClock(t0), cfg)
 	ts := benchTuples(1 << 16)
 	for _, tp := range ts {
 		e.Limit(tp, 1000, 1)
@@ -71,7 +81,17 @@ func BenchmarkLimitParallel(b *testing.B) {
 // BenchmarkLimitRandomKeys: requests on 1Mi tuples in a random order (created first), so
 // that nearly every lookup misses the CPU caches, as with redis-benchmark -r.
 func BenchmarkLimitRandomKeys(b *testing.B) {
-	e, _ := newEngine(t0)
+	benchLimitRandomKeys(b, engine.Config{MaxMemoryBytes: 1 << 30})
+}
+
+// BenchmarkLimitRandomKeysTracked is BenchmarkLimitRandomKeys on an origin that snapshots
+// (dirty.go marks every counted tuple).
+func BenchmarkLimitRandomKeysTracked(b *testing.B) {
+	benchLimitRandomKeys(b, engine.Config{MaxMemoryBytes: 1 << 30, Snapshots: true})
+}
+
+func benchLimitRandomKeys(b *testing.B, cfg engine.Config) {
+	e := engine.New(engine.NewManualClock(t0), cfg)
 	ts := benchTuples(1 << 20)
 	for _, tp := range ts {
 		e.Limit(tp, 1000, 1)
@@ -97,13 +117,18 @@ func BenchmarkLimitRandomKeys(b *testing.B) {
 // BenchmarkServeReplay is an origin applying replay batches of 1000 items, one cost
 // unit each on random keys of 100k warm tuples, as from an edge serving random keys. With
 // "leased" the edge run holds a lease on every tuple (each item spends it); "unleased"
-// is the same work without leases. ns/op is per item.
+// is the same work without leases; "tracked" is "unleased" on an origin that snapshots
+// (dirty.go marks every tuple an item counts in). ns/op is per item.
 func BenchmarkServeReplay(b *testing.B) {
-	for _, leased := range []bool{false, true} {
-		b.Run(map[bool]string{false: "unleased", true: "leased"}[leased], func(b *testing.B) {
+	for _, run := range []struct {
+		name            string
+		leased, tracked bool
+	}{{"unleased", false, false}, {"leased", true, false}, {"tracked", false, true}} {
+		leased := run.leased
+		b.Run(run.name, func(b *testing.B) {
 			const keys, batch = 100_000, 1000
 			clock := engine.NewManualClock(t0)
-			o := engine.New(clock, engine.Config{})
+			o := engine.New(clock, engine.Config{Snapshots: run.tracked})
 			ks := make([][]byte, keys)
 			for i := range ks {
 				ks[i] = engine.AppendKey(nil, tup(fmt.Sprintf("key:%012d", i), 60_000))

@@ -11,14 +11,14 @@ import (
 // save. The store keeps, per shard, a bitmap of its slot indexes whose tuple changed what a
 // snapshot holds of it (a count, a lease grant) since the last pass of Dirty: one bit a
 // slot, outside the slot (table.go's layout is not touched), set under the shard's lock by
-// every site that changes a count or a grant (markTuple) and moved with the slot when a
+// every site that changes a count or a grant (markSlot, markTuple) and moved with the slot when a
 // delete moves the last slot into a hole (movedSlot). A pass of Dirty reads the marked
 // tuples of a shard and clears their bits under one hold of its lock, so a change is
 // either in that pass or marked for the next one.
 //
-// Marking costs a second lookup of a key the caller just looked up (its lines are in
-// cache), and only when Config.Snapshots is set: an engine whose snapshots nobody takes
-// marks nothing.
+// The request paths mark the slot their lookup found (markSlot): no second probe of the
+// index. Marking costs only when Config.Snapshots is set: an engine whose snapshots
+// nobody takes marks nothing.
 
 // dirtySet is one shard's marks: bit i of bits is slot i's. Guarded by the shard's lock,
 // but for n, which a pass reads without the lock to skip a shard with nothing marked.
@@ -33,13 +33,23 @@ func (s *store) shardIndex(sh *shard) int {
 }
 
 // markTuple marks key's tuple (sh locked, h its hash from locate) as changed, when the
-// store tracks changes and the tuple is held.
+// store tracks changes and the tuple is held. It probes the index for the tuple's slot: a
+// site that has the slot from its own lookup marks it with markSlot instead (the request
+// paths: decideLocked, decideAllLocked, applyReplay), so a request pays one probe.
 func (s *store) markTuple(sh *shard, h uint32, key []byte) {
 	if !s.tracking {
 		return
 	}
-	i := sh.find(h, key)
-	if i < 0 {
+	if i := sh.find(h, key); i >= 0 {
+		s.markSlot(sh, i)
+	}
+}
+
+// markSlot marks the tuple of slot i of sh (locked) as changed, when the store tracks
+// changes. i comes from lookupSlot or insertSlot under the same hold of sh's lock: only a
+// remove (the sweep's) moves a slot.
+func (s *store) markSlot(sh *shard, i int) {
+	if !s.tracking {
 		return
 	}
 	d := &s.dirty[s.shardIndex(sh)]
@@ -51,6 +61,26 @@ func (s *store) markTuple(sh *shard, h uint32, key []byte) {
 		d.bits[w] |= bit
 		d.n.Add(1)
 	}
+}
+
+// lookupSlot is shard.lookup that also returns the entry's slot index (-1 with nil), for
+// markSlot.
+func (sh *shard) lookupSlot(h uint32, key []byte) (*entry, int) {
+	i := sh.find(h, key)
+	if i < 0 {
+		return nil, -1
+	}
+	return &sh.at(i).ent, i
+}
+
+// insertSlot is store.insert that also returns the new entry's slot index (-1 with an
+// error), for markSlot: shard.add appends the slot, so it is the shard's last.
+func (s *store) insertSlot(sh *shard, h uint32, key []byte, force bool) (*entry, int, error) {
+	ent, err := s.insert(sh, h, key, force)
+	if ent == nil {
+		return nil, -1, err
+	}
+	return ent, sh.n - 1, err
 }
 
 // movedSlot moves slot last's mark to slot to (sh locked): shard.remove(to) moved the last

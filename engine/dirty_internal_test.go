@@ -71,3 +71,104 @@ func TestDirtyFollowsMovedSlots(t *testing.T) {
 		t.Fatalf("without snapshots: %q, want none", got)
 	}
 }
+
+// TestDirtyMarksTheSlotCounted: each request path marks the tuple it counted, from the slot
+// its own lookup or insert found (markSlot), not a neighbour's: in a shard already holding
+// tuples, a request on an existing tuple or on new ones (several made in one shard by one
+// multi-limit request) leaves exactly those marked.
+func TestDirtyMarksTheSlotCounted(t *testing.T) {
+	const t0 = 1_704_067_200_000
+	seq := int64(t0 / 60_000)
+	// sameShard returns n tuples whose keys fall in one shard, of window w.
+	sameShard := func(e *Engine, n int, prefix string, w int64) []Tuple {
+		var out []Tuple
+		target := -1
+		for i := 0; len(out) < n; i++ {
+			tp := Tuple{Workspace: "default", Namespace: "default", Key: fmt.Appendf(nil, "%s%d", prefix, i), WindowMs: w}
+			shard, _ := e.store.locateIndex(AppendKey(nil, tp))
+			if target < 0 {
+				target = shard
+			}
+			if shard == target {
+				out = append(out, tp)
+			}
+		}
+		return out
+	}
+	keysOf := func(ts ...Tuple) []string {
+		var out []string
+		for _, tp := range ts {
+			out = append(out, string(AppendKey(nil, tp)))
+		}
+		slices.Sort(out)
+		return out
+	}
+	cases := []struct {
+		name string
+		// do counts on e, whose shard holds old (counted, marks cleared) and whose
+		// fresh tuples of that shard are not held yet; it returns the tuples it counted.
+		do func(t *testing.T, e *Engine, old, fresh []Tuple) []Tuple
+	}{
+		{"limit existing", func(t *testing.T, e *Engine, old, _ []Tuple) []Tuple {
+			count(t, e, old[2])
+			return old[2:3]
+		}},
+		{"limit new", func(t *testing.T, e *Engine, _, fresh []Tuple) []Tuple {
+			count(t, e, fresh[0])
+			return fresh[:1]
+		}},
+		{"multi existing", func(t *testing.T, e *Engine, old, _ []Tuple) []Tuple {
+			multi(t, e, old[1], old[3])
+			return []Tuple{old[1], old[3]}
+		}},
+		{"multi new and existing", func(t *testing.T, e *Engine, old, fresh []Tuple) []Tuple {
+			multi(t, e, old[4], fresh[0], fresh[1])
+			return []Tuple{old[4], fresh[0], fresh[1]}
+		}},
+		{"replay", func(t *testing.T, e *Engine, old, fresh []Tuple) []Tuple {
+			e.ServeReplay(ReplayBatch{Node: "e1/a", ID: 1, Items: []ReplayItem{
+				{Key: AppendKey(nil, old[3]), Seq: seq, Cost: 1, Limit: 100},
+				{Key: AppendKey(nil, fresh[1]), Seq: seq, Cost: 1, Limit: 100},
+				{Key: AppendKey(nil, fresh[1]), Seq: seq - 1, Cost: 1, Limit: 100},
+				{Key: AppendKey(nil, fresh[0]), Seq: seq, Cost: 1, Limit: 100},
+			}})
+			return []Tuple{old[3], fresh[0], fresh[1]}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := New(NewManualClock(t0), Config{Snapshots: true})
+			ts := sameShard(e, 8, "k", 60_000)
+			old, fresh := ts[:5], ts[5:]
+			for _, tp := range old {
+				count(t, e, tp)
+			}
+			dirtyKeys(e) // clears the marks
+			want := keysOf(c.do(t, e, old, fresh)...)
+			if got := dirtyKeys(e); !slices.Equal(got, want) {
+				t.Fatalf("marked %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// count counts one request against a limit of 100 of tp, at t0 of its test.
+func count(t *testing.T, e *Engine, tp Tuple) {
+	t.Helper()
+	if d, err := e.LimitAt(tp, 100, 1, 1_704_067_200_000); err != nil || !d.Allowed {
+		t.Fatalf("decision %+v, %v: want allowed", d, err)
+	}
+}
+
+// multi counts one request against a limit of 100 of each of ts, at t0 of its test.
+func multi(t *testing.T, e *Engine, ts ...Tuple) {
+	t.Helper()
+	ops := make([]LimitOp, len(ts))
+	for i, tp := range ts {
+		ops[i] = LimitOp{Tuple: tp, Limit: 100}
+	}
+	out := make([]Decision, len(ts))
+	if _, err := e.LimitMulti(ops, 1, 1_704_067_200_000, out); err != nil || !AllAllowed(out) {
+		t.Fatalf("multi-limit request: %+v, %v", out, err)
+	}
+}

@@ -170,7 +170,7 @@ func (e *Engine) decide(key []byte, windowMs int64, limit, cost, extra uint64, n
 // It neither counts the decision nor logs a full store: the caller does, after unlocking.
 func (e *Engine) decideLocked(sh *shard, h uint32, key []byte, windowMs int64, limit, cost, extra uint64, nowMs int64, dOut *Decision, ccOut *CellCounts) error {
 	seq, elapsed := position(nowMs, windowMs)
-	ent := sh.lookup(h, key)
+	ent, si := sh.lookupSlot(h, key)
 	if ent != nil && ent.newest() > seq {
 		// The instant (a batch's, from LimitAt) precedes a window that already has counts:
 		// decide now instead, never in a past window (and never push a live cell out).
@@ -184,7 +184,7 @@ func (e *Engine) decideLocked(sh *shard, h uint32, key []byte, windowMs int64, l
 	if d.Allowed && cost > 0 {
 		if ent == nil {
 			var err error
-			if ent, err = e.store.insert(sh, h, key, false); err != nil {
+			if ent, si, err = e.store.insertSlot(sh, h, key, false); err != nil {
 				return err
 			}
 		}
@@ -192,7 +192,7 @@ func (e *Engine) decideLocked(sh *shard, h uint32, key []byte, windowMs int64, l
 			ent.add(i, cost)
 			ent.seeLimit(i, limit)
 			e.markDirty()
-			e.store.markTuple(sh, h, key)
+			e.store.markSlot(sh, si)
 		}
 	}
 	*dOut = d

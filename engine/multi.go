@@ -172,9 +172,10 @@ func (e *Engine) decideAllLocked(at []located, limits []uint64, cost uint64, ext
 	// instant read before another request's), decide all at the clock's reading instead,
 	// as decideLocked does for one.
 	var ents [MaxLimits]*entry
+	var slots [MaxLimits]int // ents' slot indexes, for markSlot
 	ahead := false
 	for i := range at {
-		ents[i] = at[i].sh.lookup(at[i].h, at[i].key)
+		ents[i], slots[i] = at[i].sh.lookupSlot(at[i].h, at[i].key)
 		if ents[i] != nil && !ahead {
 			if seq, _ := position(nowMs, at[i].w); ents[i].newest() > seq {
 				nowMs, ahead = max(nowMs, e.clock.NowMs()), true
@@ -197,12 +198,15 @@ func (e *Engine) decideAllLocked(at []located, limits []uint64, cost uint64, ext
 	if cost == 0 || !AllAllowed(out[:len(at)]) {
 		return nowMs, nil
 	}
-	// Make every entry first, so that a full store counts in none; an insert may move the
-	// shard's other entries, so after one each is looked up again before it is counted.
+	// Make every entry first, so that a full store counts in none. An insert may move the
+	// shard's other entries in memory (table.go: a *entry is valid until the next add), but
+	// not their slots (only a remove does): after one, each entry is taken again from its
+	// slot before it is counted.
 	inserted := false
 	for i := range at {
 		if ents[i] == nil {
-			if _, err := e.store.insert(at[i].sh, at[i].h, at[i].key, false); err != nil {
+			var err error
+			if _, slots[i], err = e.store.insertSlot(at[i].sh, at[i].h, at[i].key, false); err != nil {
 				return nowMs, err
 			}
 			inserted = true
@@ -211,13 +215,13 @@ func (e *Engine) decideAllLocked(at []located, limits []uint64, cost uint64, ext
 	for i := range at {
 		ent := ents[i]
 		if inserted {
-			ent = at[i].sh.lookup(at[i].h, at[i].key)
+			ent = &at[i].sh.at(slots[i]).ent
 		}
 		seq, _ := position(nowMs, at[i].w)
 		if j := e.store.slot(at[i].sh, ent, seq, seq); j >= 0 {
 			ent.add(j, cost)
 			ent.seeLimit(j, limits[i])
-			e.store.markTuple(at[i].sh, at[i].h, at[i].key)
+			e.store.markSlot(at[i].sh, slots[i])
 		}
 	}
 	e.markDirty()

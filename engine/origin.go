@@ -403,7 +403,7 @@ func (e *Engine) serveItems(items []ReplayItem, out []CellCounts, run *runMarks,
 	sh, h := e.store.locate(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	ent := sh.lookup(h, key)
+	ent, si := sh.lookupSlot(h, key)
 	// A batch made before its edge applied a reset may carry cost the reset cancelled: its
 	// tuple is looked up in the reset table only then. A reset sets the atomics under the
 	// tuple's shard lock, held here: one that lands while the batch is served is seen by
@@ -413,7 +413,7 @@ func (e *Engine) serveItems(items []ReplayItem, out []CellCounts, run *runMarks,
 	}
 	if fresh && w > 0 {
 		for _, it := range items {
-			ent = e.applyReplay(sh, h, ent, it, w, run, now)
+			ent, si = e.applyReplay(sh, h, ent, si, it, w, run, now)
 		}
 	}
 	for i, it := range items {
@@ -425,27 +425,27 @@ func (e *Engine) serveItems(items []ReplayItem, out []CellCounts, run *runMarks,
 	}
 }
 
-// applyReplay adds one replayed cost to its cell of ent, key's entry (sh.mu held; nil:
-// none yet), unless the cell is dead, and returns the entry (an insert may have made or
-// moved it). The cells of a replay are created even beyond --max-memory: the cost was
+// applyReplay adds one replayed cost to its cell of ent, key's entry in slot si (sh.mu
+// held; nil, -1: none yet), unless the cell is dead, and returns the entry and its slot
+// (an insert may have made or moved it). The cells of a replay are created even beyond --max-memory: the cost was
 // already accepted, and forgetting it would be worse.
-func (e *Engine) applyReplay(sh *shard, h uint32, ent *entry, it ReplayItem, w int64, run *runMarks, nowMs int64) *entry {
+func (e *Engine) applyReplay(sh *shard, h uint32, ent *entry, si int, it ReplayItem, w int64, run *runMarks, nowMs int64) (*entry, int) {
 	if it.Seq < nowMs/w-1 || it.Cost == 0 {
-		return ent
+		return ent, si
 	}
 	if ent == nil {
-		if ent, _ = e.store.insert(sh, h, it.Key, true); ent == nil {
-			return nil // the shard holds maxSlots (store.add)
+		if ent, si, _ = e.store.insertSlot(sh, h, it.Key, true); ent == nil {
+			return nil, -1 // the shard holds maxSlots (store.add)
 		}
 	}
 	i := e.store.slot(sh, ent, it.Seq, nowMs/w)
 	if i < 0 {
-		return ent
+		return ent, si
 	}
 	ent.add(i, it.Cost)
 	ent.seeLimit(i, it.Limit)
 	e.markDirty()
-	e.store.markTuple(sh, h, it.Key)
+	e.store.markSlot(sh, si)
 	if ent.side != 0 && run != nil {
 		// The run's cost is counted now: its lease no longer reserves it. The grant hears
 		// of it when it is next read (settle), so this item touches only the slot.
@@ -455,13 +455,13 @@ func (e *Engine) applyReplay(sh *shard, h uint32, ent *entry, it ReplayItem, w i
 				if gr := sh.side(ent).leases.grantOf(run, nowMs, false); gr != nil {
 					gr.spent = satAdd(gr.spent, it.Cost)
 				}
-				return ent
+				return ent, si
 			}
 			ent.owedRun = run.id
 		}
 		ent.owed += uint32(it.Cost)
 	}
-	return ent
+	return ent, si
 }
 
 // ServeDecide decides a request handed over by an edge, atomically, with the edge's
