@@ -633,6 +633,9 @@ func (e *Edge) lookup(l *originLink, key []byte) *localEntry {
 func (e *Edge) remember(le *localEntry) {
 	e.entries.Add(1)
 	le.cached.Store(true) // before: a rejection of this Set clears it again (OnExit)
+	// A kept entry the cache let go, back in it (a pinned entry found in byKey), is in the
+	// cache's bound again: no longer in the unsaved one (a rejection counts it again).
+	le.uncountKept()
 	if !e.cache.Set(le.hash, le, entryBytes(le)) {
 		e.leftCache(le)
 		e.entries.Add(-1)

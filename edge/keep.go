@@ -101,7 +101,8 @@ func (k *keptState) release(it keptItem) {
 
 // countKept counts le's bytes in its link's keptEntries, unless they are already: le is
 // kept and the cache does not hold it. hold (the flusher) and leftCache (the cache's
-// goroutine) may both call it for one entry; the keptCounted bit makes it once.
+// goroutine, or a request's whose Set replaced or dropped le) may both call it for one
+// entry; the keptCounted bit makes it once.
 func (le *localEntry) countKept() {
 	for {
 		v := le.kept.Load()
@@ -131,13 +132,15 @@ func (le *localEntry) uncountKept() {
 
 // keptLeft counts le, which the cache let go (leftCache), in its link's kept bytes when
 // kept items name it. A release between the two reads of the count may have found
-// nothing to uncount: the second read undoes the count then.
+// nothing to uncount: the second read undoes the count then; and a hold after that
+// release (which counted le itself) may come before that undo: the loop counts le again
+// then, until it reads a count that holds.
 func (le *localEntry) keptLeft() {
-	if le.kept.Load()&keptMask == 0 {
-		return
-	}
-	le.countKept()
-	if le.kept.Load()&keptMask == 0 {
+	for le.kept.Load()&keptMask > 0 {
+		le.countKept()
+		if le.kept.Load()&keptMask > 0 {
+			return
+		}
 		le.uncountKept()
 	}
 }

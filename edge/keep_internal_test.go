@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"testing"
 
 	"github.com/ratchet/ratchet/engine"
@@ -54,5 +55,37 @@ func TestEdgeUnsavedBoundInBytes(t *testing.T) {
 	}
 	if alive > maxMemory/8 || l.keptBytes() < alive {
 		t.Fatalf("kept cost keeps %d bytes alive beyond the cache (bound %d), counted %d", alive, maxMemory/8, l.keptBytes())
+	}
+}
+
+// TestKeptEntryBackInTheCacheUncounted: a kept entry the cache let go (counted in the
+// unsaved bound) that a lookup finds pinned in byKey goes back into the cache (remember):
+// it is then in the cache's bound only, not in both (found by a review: 247 kept bytes
+// counted for 40).
+func TestKeptEntryBackInTheCacheUncounted(t *testing.T) {
+	e, _, _ := newInternalEdge(t)
+	l := e.links[0]
+	key := engine.AppendKey(nil, engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte("b"), WindowMs: 3_600_000})
+	le := newLocalEntry(string(key), maphash.Bytes(e.seed, key), 3_600_000, l)
+	l.keep.hold(keptItem{le: le, seq: 1, cost: 1}) // not cached: counted
+	if got, want := l.keptBytes(), keptItemBytes+entryBytes(le); got != want {
+		t.Fatalf("kept entry out of the cache: kept bytes %d, want %d", got, want)
+	}
+	for range 20 { // the cache's admission may refuse a Set: try until it takes it
+		e.remember(le) // as lookup does for a pinned entry found in byKey
+		e.cache.Wait()
+		if v, ok := e.cache.Get(le.hash); ok && v == le && le.cached.Load() {
+			break
+		}
+	}
+	if !le.cached.Load() {
+		t.Fatal("the cache never took the entry back")
+	}
+	if got, want := l.keptBytes(), int64(keptItemBytes); got != want {
+		t.Fatalf("kept entry back in the cache: kept bytes %d, want %d (entry %d counted in both bounds)", got, want, entryBytes(le))
+	}
+	l.keep.release(keptItem{le: le, seq: 1, cost: 1})
+	if got := l.keptBytes(); got != 0 {
+		t.Fatalf("after the release kept bytes %d, want 0", got)
 	}
 }

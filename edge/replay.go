@@ -400,7 +400,8 @@ func (l *originLink) unindex(le *localEntry) {
 }
 
 // leftCache records that the cache let go of le (its OnExit, run by the cache's
-// goroutine, or remember's when the cache dropped the Set): le leaves the sibling set
+// goroutine, or by the goroutine whose Set replaced le in the cache, or remember's when
+// the cache dropped the Set): le leaves the sibling set
 // that names it and lets its own go (a set holds only cached entries, so that no cached
 // entry keeps the ones the cache let go alive: see addSibling); pinned, it goes into
 // byKey.
