@@ -334,6 +334,7 @@ type logFrame struct {
 	n      int    // the number of tuple records its section header says (bounded)
 	leased []int32
 	why    string // why the frame is not to be applied, or ""
+	fault  error  // a fault reading it (checkFrame): errFault
 }
 
 // minTupleLen is the size of the shortest tuple record: four one-byte varints.
@@ -349,16 +350,75 @@ const minTupleLen = 4
 // where Opened.Parts decodes them. (Decoding each record into cells, the logs copied twice
 // and slices grown record by record took 1.3 to 2.6 s at 10M tuples with 87 to 239 MB of
 // logs; a copy into fresh memory alone, its pages zeroed by the kernel, took half the time
-// left.)
-func readLogs(dir string, base uint64, log *slog.Logger) (_ *logSet, err error) {
-	gens, err := logGens(dir)
+// left.) A fault reading a mapped log (the file cut while it is read, an I/O error paging it
+// in) makes it read the logs again, not mapped: it then finds what a read finds, a shorter
+// file say, as a torn frame, rather than fail the load.
+func readLogs(dir string, base uint64, log *slog.Logger) (*logSet, error) {
+	ls, warns, err := readLogsOnce(dir, base, !readLogsOnly)
+	if errors.Is(err, errFault) {
+		log.Warn("snapshot log: a fault reading a mapped log (cut while it was read, or an I/O error): the logs are read again, not mapped", "error", err)
+		ls, warns, err = readLogsOnce(dir, base, false)
+	}
 	if err != nil {
 		return nil, err
+	}
+	for _, w := range warns {
+		log.Warn(w.msg, w.args...)
+	}
+	return ls, nil
+}
+
+// logWarning is a warning of readLogsOnce, logged by readLogs once the logs are read.
+type logWarning struct {
+	msg  string
+	args []any
+}
+
+// errFault is the error of a fault reading a mapped log (faultError).
+var errFault = errors.New("fault reading a mapped log")
+
+// faultError returns r, recovered from a panic where debug.SetPanicOnFault is set, as an
+// error wrapping errFault if it is a fault reading memory (a runtime.Error with the fault's
+// address), and panics again with r otherwise: a bug is not to be taken for a damaged file.
+func faultError(r any) error {
+	if e, ok := r.(interface {
+		runtime.Error
+		Addr() uintptr
+	}); ok {
+		return fmt.Errorf("%w at %#x: %v", errFault, e.Addr(), e)
+	}
+	panic(r)
+}
+
+// readLogsHook is called by readLogsOnce at each stage where it reads the logs' bytes
+// (readLogsRead, readLogsWalked, readLogsChecked). A variable for tests, which cut a
+// mapped log there.
+var readLogsHook = func(stage int) {}
+
+const (
+	readLogsRead    = iota // a log was read or mapped (before its frames are found)
+	readLogsWalked         // the frames were found (before they are checked)
+	readLogsChecked        // the frames were checked (before the last one is copied)
+)
+
+// readLogsOnce is readLogs with the logs mapped where they can be if mapOK, else read,
+// and what it ignores in warnings. A fault reading a mapped log is an error wrapping
+// errFault.
+func readLogsOnce(dir string, base uint64, mapOK bool) (_ *logSet, warns []logWarning, err error) {
+	gens, err := logGens(dir)
+	if err != nil {
+		return nil, nil, err
 	}
 	ls := &logSet{}
 	defer func() {
 		if err != nil {
 			ls.release()
+		}
+	}()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = faultError(r)
 		}
 	}()
 	var paths []string
@@ -370,18 +430,19 @@ func readLogs(dir string, base uint64, log *slog.Logger) (_ *logSet, err error) 
 			continue
 		}
 		path := filepath.Join(dir, logName(g))
-		data, mapped, err := readLog(path)
+		data, mapped, err := readLog(path, mapOK)
 		if err == nil && len(data) >= 1<<logAtBits {
 			err = fmt.Errorf("%d bytes", len(data))
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read log %s: %w", path, err)
+			return nil, nil, fmt.Errorf("read log %s: %w", path, err)
 		}
 		i := len(ls.logs)
 		ls.logs, ls.mapped, paths = append(ls.logs, data), append(ls.mapped, mapped), append(paths, path)
 		ls.bytes += int64(len(data))
+		readLogsHook(readLogsRead)
 		if len(data) < logHeaderLen || string(data[:len(logMagic)]) != logMagic || binary.BigEndian.Uint64(data[len(logMagic):logHeaderLen]) != g {
-			log.Warn("snapshot log without a valid header ignored (a crash while it was created)", "path", path, "bytes", len(data))
+			warns = append(warns, logWarning{"snapshot log without a valid header ignored (a crash while it was created)", []any{"path", path, "bytes", len(data)}})
 			continue
 		}
 		for p := logHeaderLen; p < len(data); {
@@ -399,9 +460,15 @@ func readLogs(dir string, base uint64, log *slog.Logger) (_ *logSet, err error) 
 			p += frameHeaderLen + n
 		}
 	}
+	readLogsHook(readLogsWalked)
 	order := make([]int, records) // the records (as in offs), frame by frame
 	parts := make([]int32, records)
 	ls.checkFrames(frames, order, parts)
+	for i := range frames {
+		if frames[i].fault != nil {
+			return nil, nil, frames[i].fault
+		}
+	}
 	// The frames that apply: those of each log up to its first bad one; their records.
 	k := 0
 	var last *logFrame
@@ -416,25 +483,27 @@ func readLogs(dir string, base uint64, log *slog.Logger) (_ *logSet, err error) 
 			continue
 		}
 		at := fr.body[0] - frameHeaderLen
-		log.Warn("snapshot log: frame ignored, and what follows it", "path", paths[fr.file], "offset", at,
-			"bytes_ignored", len(ls.logs[fr.file])-at, "reason", fr.why)
+		warns = append(warns, logWarning{"snapshot log: frame ignored, and what follows it", []any{"path", paths[fr.file], "offset", at,
+			"bytes_ignored", len(ls.logs[fr.file]) - at, "reason", fr.why}})
 		for i+1 < len(frames) && frames[i+1].file == fr.file {
 			i++
 		}
 	}
+	readLogsHook(readLogsChecked)
 	if last != nil {
 		ls.last = slices.Clone(ls.logs[last.file][last.body[0]:last.body[1]])
 	}
 	ls.sortByPart(order[:k], parts[:k])
-	return ls, nil
+	return ls, warns, nil
 }
 
-// readLogsOnly makes readLog read every log, as where mapLog does not map. A variable for
+// readLogsOnly makes readLogs read every log, as where mapLog does not map. A variable for
 // tests.
 var readLogsOnly = false
 
-// readLog returns the bytes of the log at path: mapped (mapLog), or else read.
-func readLog(path string) (data []byte, mapped bool, err error) {
+// readLog returns the bytes of the log at path: mapped (mapLog) if mapOK and it can be,
+// or else read.
+func readLog(path string, mapOK bool) (data []byte, mapped bool, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, false, err
@@ -444,7 +513,7 @@ func readLog(path string) (data []byte, mapped bool, err error) {
 	if err != nil {
 		return nil, false, err
 	}
-	if info.Size() >= int64(logHeaderLen) && info.Size() < 1<<logAtBits && !readLogsOnly {
+	if info.Size() >= int64(logHeaderLen) && info.Size() < 1<<logAtBits && mapOK {
 		if data, err := mapLog(f, int(info.Size())); err == nil {
 			return data, true, nil
 		}
@@ -500,12 +569,14 @@ func (ls *logSet) checkFrames(frames []logFrame, order []int, parts []int32) {
 // checkFrame checks the frame fr of the log data (its header before its body): its
 // CRC-32C, its sections, and its tuple records, which it puts in order (as in
 // logSet.offs) and their parts in parts (as many as fr.n). It returns why the frame is
-// bad, or "". A fault reading a mapped log (the file cut meanwhile) is a bad frame.
+// bad, or "". A fault reading a mapped log (the file cut meanwhile) is a bad frame, and
+// fr.fault.
 func checkFrame(data []byte, fr *logFrame, order []int, parts []int32) (why string) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			why = fmt.Sprintf("fault: %v", r)
+			fr.fault = faultError(r)
+			why = fr.fault.Error()
 		}
 	}()
 	body := data[fr.body[0]:fr.body[1]]
@@ -876,7 +947,7 @@ func (ls *logSet) apply(snap *Snapshot, cells bool, seed uint64) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("fault: %v", r)
+			err = faultError(r)
 		}
 	}()
 	r := frameReader{d: decoder{b: ls.last}}

@@ -3,6 +3,7 @@ package persist
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -477,6 +479,118 @@ func TestLogIgnoredWarning(t *testing.T) {
 			want := fmt.Sprintf("offset=%d bytes_ignored=%d reason=", at, len(data)-at)
 			if !strings.Contains(out.String(), want) || !strings.Contains(out.String(), c.reason) || ls.frames != 1 {
 				t.Fatalf("%d frames, logged %q; want 1 frame and %q", ls.frames, out.String(), want)
+			}
+		})
+	}
+}
+
+// TestReadLogsFault: a mapped log cut while readLogs reads it (an I/O error paging it in
+// is alike: a fault) is read again, not mapped, and found as a read finds it (its frames up
+// to the cut), not a crash (SIGBUS) nor a frame ignored for the fault; at each stage where
+// readLogs reads the logs' bytes. In a child process: a fault not recovered is fatal.
+func TestReadLogsFault(t *testing.T) {
+	if env := os.Getenv("RATCHET_TEST_READLOGS_FAULT"); env != "" {
+		dir, stage, _ := strings.Cut(env, ",")
+		readLogsFaultChild(t, dir, stage)
+		return
+	}
+	e := logEngine(t, 3000)
+	dir := t.TempDir()
+	s := quietStore(t, dir)
+	for i := range 4 { // the base, then three frames of 3000 records
+		if err := s.Write(incremental(e)); err != nil {
+			t.Fatal(err)
+		}
+		count(t, e, 0, 3000, uint64(i+1))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, logFiles(t, dir)[0])
+	if _, mapped, err := readLog(path, true); err != nil || !mapped {
+		t.Skipf("the logs are read, not mapped, here (%v)", err)
+	}
+	for _, stage := range []string{"read", "walked", "checked"} {
+		t.Run(stage, func(t *testing.T) {
+			child := copyDir(t, dir)
+			cmd := exec.Command(os.Args[0], "-test.run", "^TestReadLogsFault$", "-test.v")
+			cmd.Env = append(os.Environ(), "RATCHET_TEST_READLOGS_FAULT="+child+","+stage)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("child: %v\n%s", err, out)
+			}
+		})
+	}
+}
+
+// readLogsFaultChild is TestReadLogsFault's child: readLogs with the log of dir cut to
+// half its size at stage.
+func readLogsFaultChild(t *testing.T, dir, stage string) {
+	path := filepath.Join(dir, logFiles(t, dir)[0])
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cutAt := map[string]int{"read": readLogsRead, "walked": readLogsWalked, "checked": readLogsChecked}[stage]
+	cut := false
+	readLogsHook = func(stage int) {
+		if stage == cutAt && !cut {
+			cut = true
+			if err := os.Truncate(path, info.Size()/2); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	var out bytes.Buffer
+	ls, err := readLogs(dir, 0, slog.New(slog.NewTextHandler(&out, nil)))
+	readLogsHook = func(int) {}
+	if err != nil || !cut {
+		t.Fatalf("readLogs: %v (cut: %v)", err, cut)
+	}
+	defer ls.release()
+	readLogsOnly = true
+	want, err := readLogs(dir, 0, slog.New(slog.DiscardHandler))
+	readLogsOnly = false
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer want.release()
+	if ls.frames != want.frames || ls.frames == 0 || ls.frames == 3 || !slices.Equal(ls.offs, want.offs) || !bytes.Equal(ls.last, want.last) || slices.Contains(ls.mapped, true) {
+		t.Fatalf("%d frames, %d records, mapped %v; want %d frames, %d records, read", ls.frames, len(ls.offs), ls.mapped, want.frames, len(want.offs))
+	}
+	if logged := out.String(); !strings.Contains(logged, "read again, not mapped") || strings.Count(logged, "frame ignored") != 1 || !strings.Contains(logged, "torn frame") {
+		t.Fatalf("logged %q: want the logs read again, then the torn frame ignored once", logged)
+	}
+}
+
+// TestFaultErrorRepanics: a recover over a mapped log's bytes turns only a fault into an
+// error; any other panic (a bug: an index out of range, say) goes on.
+func TestFaultErrorRepanics(t *testing.T) {
+	var b []byte
+	i := 3
+	for _, c := range []struct {
+		name  string
+		panic func()
+	}{
+		{"index out of range", func() { _ = b[i] }},
+		{"an error", func() { panic(errors.New("a bug")) }},
+		{"a string", func() { panic("a bug") }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var err error
+			again := func() (r any) {
+				defer func() { r = recover() }()
+				func() {
+					defer func() {
+						if r := recover(); r != nil {
+							err = faultError(r)
+						}
+					}()
+					c.panic()
+				}()
+				return nil
+			}()
+			if again == nil || err != nil {
+				t.Fatalf("panicked again with %v, error %v; want the panic to go on", again, err)
 			}
 		})
 	}
