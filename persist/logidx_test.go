@@ -178,7 +178,7 @@ func TestReadLogsIndex(t *testing.T) {
 		}
 		sortShareMin = int(seed%2) * 1 << 16 // shared out between the threads, or not
 		readLogsOnly = seed%4 < 2            // read, or mapped
-		ls, err := readLogs(dir, o.gen, quiet)
+		ls, err := readLogs(dir, o.gen, &o.Seed, quiet)
 		sortShareMin, readLogsOnly = 1<<16, false
 		_ = o.Close()
 		if err != nil {
@@ -259,7 +259,7 @@ func TestSkipTuple(t *testing.T) {
 		str := unsafe.String(unsafe.SliceData(b), len(b))
 		d := decoder{b: b}
 		want, werr := decodeTuple(&d, str, nil)
-		end, part, grants, gerr := skipTuple(b, 0)
+		end, part, grants, key, gerr := skipTuple(b, 0)
 		if (werr == nil) != (gerr == nil) {
 			t.Fatalf("record %d %x: skipTuple's error %v, decodeTuple's %v", i, b, gerr, werr)
 		}
@@ -268,8 +268,8 @@ func TestSkipTuple(t *testing.T) {
 			continue
 		}
 		accepted++
-		if end != d.p || int(part) != want.Part || grants != (len(want.Leases) > 0) {
-			t.Fatalf("record %d %x: skipTuple ends at %d, part %d, grants %v; decodeTuple at %d, %d, %d grants", i, b, end, part, grants, d.p, want.Part, len(want.Leases))
+		if end != d.p || int(part) != want.Part || grants != (len(want.Leases) > 0) || string(key) != want.Key {
+			t.Fatalf("record %d %x: skipTuple ends at %d, part %d, grants %v, key %q; decodeTuple at %d, %d, %d grants, %q", i, b, end, part, grants, key, d.p, want.Part, len(want.Leases), want.Key)
 		}
 	}
 	// Every length of a cell's seq varint, each last byte that matters, cut or not.
@@ -283,7 +283,7 @@ func TestSkipTuple(t *testing.T) {
 				}
 				d := decoder{b: b}
 				_, werr := decodeTuple(&d, unsafe.String(unsafe.SliceData(b), len(b)), nil)
-				end, _, _, gerr := skipTuple(b, 0)
+				end, _, _, _, gerr := skipTuple(b, 0)
 				if (werr == nil) != (gerr == nil) || werr == nil && end != d.p {
 					t.Fatalf("seq of %d+1 bytes, the last %#x, cut %v: skipTuple ends at %d, %v; decodeTuple at %d, %v", cont, last, cut, end, gerr, d.p, werr)
 				}
@@ -412,7 +412,7 @@ func TestLogMappedCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer o.Close()
-	ls, err := readLogs(dir, o.gen, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ls, err := readLogs(dir, o.gen, &o.Seed, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -471,7 +471,7 @@ func TestLogIgnoredWarning(t *testing.T) {
 				t.Fatal(err)
 			}
 			var out bytes.Buffer
-			ls, err := readLogs(dir, 0, slog.New(slog.NewTextHandler(&out, nil)))
+			ls, err := readLogs(dir, 0, nil, slog.New(slog.NewTextHandler(&out, nil)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -481,6 +481,70 @@ func TestLogIgnoredWarning(t *testing.T) {
 				t.Fatalf("%d frames, logged %q; want 1 frame and %q", ls.frames, out.String(), want)
 			}
 		})
+	}
+}
+
+// TestLogLeasesMisfiled: a CRC-valid record filed under another part than its key's (a
+// damaged writer), before its key's part or after it, leaves a lazy restart's grants as a
+// load that decodes every record in log order finds them: the tuple's last record in log
+// order has them all, wherever it is filed.
+func TestLogLeasesMisfiled(t *testing.T) {
+	const seed = 0x5eed
+	key := string(engine.AppendKey(nil, logTuple(1)))
+	p := engine.PartOf(seed, key)
+	cell := []engine.CellRecord{{Seq: logT0 / 3_600_000, Regional: 3}}
+	rec := func(part int, g uint64) engine.TupleRecord {
+		r := engine.TupleRecord{Part: part, Key: key, Cells: cell}
+		if g > 0 {
+			r.Leases = []engine.LeaseRecord{{Run: "e1/a", G: g, Spent: 1, Seq: 5, UntilMs: logT0 + 60_000}}
+		}
+		return r
+	}
+	for _, q := range []int{0, engine.Parts - 1} { // the wrong part: before p, after it
+		if q == p {
+			t.Fatalf("the key's part is %d: the test wants a part before it and one after", p)
+		}
+		for _, c := range []struct {
+			name   string
+			base   uint64 // the base's grant, or none
+			frames []engine.TupleRecord
+			want   uint64 // the grant loaded, or none
+		}{
+			{"filed in its part", 10, []engine.TupleRecord{rec(p, 20), rec(p, 0)}, 0},
+			{"grants misfiled, then in its part", 10, []engine.TupleRecord{rec(q, 20), rec(p, 30)}, 30},
+			{"in its part, then grants misfiled", 10, []engine.TupleRecord{rec(p, 20), rec(q, 30)}, 30},
+			{"grants dropped by a misfiled record", 10, []engine.TupleRecord{rec(p, 20), rec(q, 0)}, 0},
+			{"misfiled grants dropped in its part", 0, []engine.TupleRecord{rec(q, 20), rec(p, 0)}, 0},
+		} {
+			t.Run(fmt.Sprintf("%s/part %d of %d", c.name, q, p), func(t *testing.T) {
+				var dirty []engine.TupleRecord
+				src := Source{Tuples: slices.Values([]engine.TupleRecord{rec(p, c.base)}), ShardSeed: seed,
+					Dirty: func(yield func(engine.TupleRecord) bool) { slices.Values(dirty)(yield) }}
+				dir := t.TempDir()
+				s := quietStore(t, dir)
+				if err := s.Write(src); err != nil { // the base
+					t.Fatal(err)
+				}
+				for _, r := range c.frames {
+					dirty = []engine.TupleRecord{r}
+					if err := s.Write(src); err != nil {
+						t.Fatal(err)
+					}
+				}
+				o, err := quietStore(t, copyDir(t, dir)).OpenOrSetAside()
+				if err != nil || !o.Lazy() {
+					t.Fatalf("lazy %v, %v", o.Lazy(), err)
+				}
+				defer o.Close()
+				var got []uint64
+				for _, l := range o.Leases {
+					got = append(got, l.G)
+				}
+				if (c.want == 0 && len(got) > 0) || (c.want > 0 && !slices.Equal(got, []uint64{c.want})) {
+					t.Fatalf("grants %v, want %v (0: none)", got, c.want)
+				}
+			})
+		}
 	}
 }
 
@@ -541,14 +605,14 @@ func readLogsFaultChild(t *testing.T, dir, stage string) {
 		}
 	}
 	var out bytes.Buffer
-	ls, err := readLogs(dir, 0, slog.New(slog.NewTextHandler(&out, nil)))
+	ls, err := readLogs(dir, 0, nil, slog.New(slog.NewTextHandler(&out, nil)))
 	readLogsHook = func(int) {}
 	if err != nil || !cut {
 		t.Fatalf("readLogs: %v (cut: %v)", err, cut)
 	}
 	defer ls.release()
 	readLogsOnly = true
-	want, err := readLogs(dir, 0, slog.New(slog.DiscardHandler))
+	want, err := readLogs(dir, 0, nil, slog.New(slog.DiscardHandler))
 	readLogsOnly = false
 	if err != nil {
 		t.Fatal(err)
