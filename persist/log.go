@@ -362,8 +362,13 @@ const minTupleLen = 4
 // in) makes it read the logs again, not mapped: it then finds what a read finds, a shorter
 // file say, as a torn frame, rather than fail the load.
 func readLogs(dir string, base uint64, seed *uint64, log *slog.Logger) (*logSet, error) {
-	ls, warns, err := readLogsOnce(dir, base, seed, !readLogsOnly)
-	if errors.Is(err, errFault) {
+	return readLogsAs(dir, base, seed, !readLogsOnly, log)
+}
+
+// readLogsAs is readLogs with the logs mapped where they can be if mapOK, else read.
+func readLogsAs(dir string, base uint64, seed *uint64, mapOK bool, log *slog.Logger) (*logSet, error) {
+	ls, warns, err := readLogsOnce(dir, base, seed, mapOK)
+	if mapOK && errors.Is(err, errFault) {
 		log.Warn("snapshot log: a fault reading a mapped log (cut while it was read, or an I/O error): the logs are read again, not mapped", "error", err)
 		ls, warns, err = readLogsOnce(dir, base, seed, false)
 	}
@@ -399,14 +404,15 @@ func faultError(r any) error {
 }
 
 // readLogsHook is called by readLogsOnce at each stage where it reads the logs' bytes
-// (readLogsRead, readLogsWalked, readLogsChecked). A variable for tests, which cut a
-// mapped log there.
+// (readLogsRead, readLogsWalked, readLogsChecked) and once it is done. A variable for
+// tests, which cut a mapped log there.
 var readLogsHook = func(stage int) {}
 
 const (
 	readLogsRead    = iota // a log was read or mapped (before its frames are found)
 	readLogsWalked         // the frames were found (before they are checked)
 	readLogsChecked        // the frames were checked (before the last one is copied)
+	readLogsDone           // the logs were read (before they are applied)
 )
 
 // readLogsOnce is readLogs with the logs mapped where they can be if mapOK, else read,
@@ -506,6 +512,7 @@ func readLogsOnce(dir string, base uint64, seed *uint64, mapOK bool) (_ *logSet,
 		ls.last = slices.Clone(ls.logs[last.file][last.body[0]:last.body[1]])
 	}
 	ls.sortByPart(order[:k], parts[:k])
+	readLogsHook(readLogsDone)
 	return ls, warns, nil
 }
 
@@ -1082,7 +1089,19 @@ func (s *Store) applyLogs(snap *Snapshot, size int64, o *Opened, adopt bool) err
 	if err != nil {
 		return err
 	}
-	if err := ls.apply(snap, !lazy, seed); err != nil {
+	orig := *snap // apply replaces its slices, appends to its cells: this undoes it
+	if err = ls.apply(snap, !lazy, seed); errors.Is(err, errFault) && slices.Contains(ls.mapped, true) {
+		// A log cut since readLogs read it, or an I/O error paging it in: as readLogs does,
+		// the logs are read again, not mapped, rather than the base set aside.
+		s.log.Warn("snapshot log: a fault applying a mapped log (cut since it was read, or an I/O error): the logs are read again, not mapped", "error", err)
+		ls.release()
+		*snap = orig
+		if ls, err = readLogsAs(s.dir, snap.gen, bySeed, false, s.log); err != nil {
+			return err
+		}
+		err = ls.apply(snap, !lazy, seed)
+	}
+	if err != nil {
 		ls.release()
 		return fmt.Errorf("%w: delta log: %w", ErrCorrupt, err)
 	}

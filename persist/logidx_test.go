@@ -558,22 +558,7 @@ func TestReadLogsFault(t *testing.T) {
 		readLogsFaultChild(t, dir, stage)
 		return
 	}
-	e := logEngine(t, 3000)
-	dir := t.TempDir()
-	s := quietStore(t, dir)
-	for i := range 4 { // the base, then three frames of 3000 records
-		if err := s.Write(incremental(e)); err != nil {
-			t.Fatal(err)
-		}
-		count(t, e, 0, 3000, uint64(i+1))
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, logFiles(t, dir)[0])
-	if _, mapped, err := readLog(path, true); err != nil || !mapped {
-		t.Skipf("the logs are read, not mapped, here (%v)", err)
-	}
+	dir, _ := mappedLogs(t)
 	for _, stage := range []string{"read", "walked", "checked"} {
 		t.Run(stage, func(t *testing.T) {
 			child := copyDir(t, dir)
@@ -586,6 +571,47 @@ func TestReadLogsFault(t *testing.T) {
 	}
 }
 
+// mappedLogs returns a directory with a base and a log of three frames of 3000 records,
+// and the log's path; it skips the test where the logs are read, not mapped.
+func mappedLogs(t *testing.T) (dir, path string) {
+	t.Helper()
+	e := logEngine(t, 3000)
+	dir = t.TempDir()
+	s := quietStore(t, dir)
+	for i := range 4 { // the base, then the frames
+		if err := s.Write(incremental(e)); err != nil {
+			t.Fatal(err)
+		}
+		count(t, e, 0, 3000, uint64(i+1))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path = filepath.Join(dir, logFiles(t, dir)[0])
+	data, mapped, err := readLog(path, true)
+	if err != nil || !mapped {
+		t.Skipf("the logs are read, not mapped, here (%v)", err)
+	}
+	_ = unmapLog(data)
+	return dir, path
+}
+
+// cutAtStage makes readLogs cut the file at path to size at its stage at, once (the test's
+// end restores readLogsHook); it returns whether it was cut.
+func cutAtStage(t *testing.T, path string, size int64, at int) *bool {
+	t.Cleanup(func() { readLogsHook = func(int) {} })
+	cut := false
+	readLogsHook = func(stage int) {
+		if stage == at && !cut {
+			cut = true
+			if err := os.Truncate(path, size); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	return &cut
+}
+
 // readLogsFaultChild is TestReadLogsFault's child: readLogs with the log of dir cut to
 // half its size at stage.
 func readLogsFaultChild(t *testing.T, dir, stage string) {
@@ -594,21 +620,12 @@ func readLogsFaultChild(t *testing.T, dir, stage string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cutAt := map[string]int{"read": readLogsRead, "walked": readLogsWalked, "checked": readLogsChecked}[stage]
-	cut := false
-	readLogsHook = func(stage int) {
-		if stage == cutAt && !cut {
-			cut = true
-			if err := os.Truncate(path, info.Size()/2); err != nil {
-				t.Error(err)
-			}
-		}
-	}
+	cut := cutAtStage(t, path, info.Size()/2, map[string]int{"read": readLogsRead, "walked": readLogsWalked, "checked": readLogsChecked}[stage])
 	var out bytes.Buffer
 	ls, err := readLogs(dir, 0, nil, slog.New(slog.NewTextHandler(&out, nil)))
 	readLogsHook = func(int) {}
-	if err != nil || !cut {
-		t.Fatalf("readLogs: %v (cut: %v)", err, cut)
+	if err != nil || !*cut {
+		t.Fatalf("readLogs: %v (cut: %v)", err, *cut)
 	}
 	defer ls.release()
 	readLogsOnly = true
@@ -657,5 +674,29 @@ func TestFaultErrorRepanics(t *testing.T) {
 				t.Fatalf("panicked again with %v, error %v; want the panic to go on", again, err)
 			}
 		})
+	}
+}
+
+// TestApplyLogsFault: a mapped log cut once readLogs has read it, before it is applied
+// (an I/O error paging it in is alike: a fault), is read again, not mapped, and the load
+// holds what a load of the cut log holds, not an error (a base set aside).
+func TestApplyLogsFault(t *testing.T) {
+	dir, path := mappedLogs(t)
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cutDir := copyDir(t, dir)
+	if err := os.Truncate(filepath.Join(cutDir, logFiles(t, cutDir)[0]), info.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	want := loadedCounts(t, quietStore(t, cutDir))
+	cut := cutAtStage(t, path, info.Size()/2, readLogsDone)
+	snap, err := quietStore(t, dir).LoadAll()
+	if err != nil || !*cut {
+		t.Fatalf("load: %v (cut: %v)", err, *cut)
+	}
+	if got := cellCounts(slices.Values(snap.Cells)); !maps.Equal(got, want) || len(want) != 3000 {
+		t.Fatalf("%d cells loaded, want the %d of the cut log's load, as they are", len(got), len(want))
 	}
 }
