@@ -301,6 +301,9 @@ type logSet struct {
 	partAt []int    // part p's records are offs[partAt[p]:partAt[p+1]]
 	last   []byte   // the last frame's body (a copy)
 	leased []int32  // the parts of the records with grants
+	// misfiled is the number of records filed under another part than their key's (a
+	// CRC-valid frame of a damaged writer), when readLogs checked them (a lazy load's).
+	misfiled int
 }
 
 // logAtBits is the number of bits of an offset in a log, in logSet.offs.
@@ -334,13 +337,19 @@ type logFrame struct {
 	n      int    // the number of tuple records its section header says (bounded)
 	leased []int32
 	why    string // why the frame is not to be applied, or ""
+	// misfiled is the number of its records filed under another part than their key's.
+	misfiled int
+	fault    error // a fault reading it (checkFrame): errFault
 }
 
 // minTupleLen is the size of the shortest tuple record: four one-byte varints.
 const minTupleLen = 4
 
 // readLogs reads the logs of dir whose gen is at least base, logging what it ignores.
-// Release the logSet once its records are read.
+// Release the logSet once its records are read. With seed (a lazy load's: the base's hash
+// seed) every record's part is checked against its key's (engine.PartOf): a record filed
+// under another part (a CRC-valid frame of a damaged writer) makes apply look for the
+// grants in every record, in log order, as a load that decodes them all does.
 //
 // It runs before an origin serves, so it does no more than that needs: the logs are mapped
 // (mapLog: the page cache's pages, not a copy), each frame is checked (its CRC, its small
@@ -349,16 +358,81 @@ const minTupleLen = 4
 // where Opened.Parts decodes them. (Decoding each record into cells, the logs copied twice
 // and slices grown record by record took 1.3 to 2.6 s at 10M tuples with 87 to 239 MB of
 // logs; a copy into fresh memory alone, its pages zeroed by the kernel, took half the time
-// left.)
-func readLogs(dir string, base uint64, log *slog.Logger) (_ *logSet, err error) {
-	gens, err := logGens(dir)
+// left.) A fault reading a mapped log (the file cut while it is read, an I/O error paging it
+// in) makes it read the logs again, not mapped: it then finds what a read finds, a shorter
+// file say, as a torn frame, rather than fail the load.
+func readLogs(dir string, base uint64, seed *uint64, log *slog.Logger) (*logSet, error) {
+	return readLogsAs(dir, base, seed, !readLogsOnly, log)
+}
+
+// readLogsAs is readLogs with the logs mapped where they can be if mapOK, else read.
+func readLogsAs(dir string, base uint64, seed *uint64, mapOK bool, log *slog.Logger) (*logSet, error) {
+	ls, warns, err := readLogsOnce(dir, base, seed, mapOK)
+	if mapOK && errors.Is(err, errFault) {
+		log.Warn("snapshot log: a fault reading a mapped log (cut while it was read, or an I/O error): the logs are read again, not mapped", "error", err)
+		ls, warns, err = readLogsOnce(dir, base, seed, false)
+	}
 	if err != nil {
 		return nil, err
+	}
+	for _, w := range warns {
+		log.Warn(w.msg, w.args...)
+	}
+	return ls, nil
+}
+
+// logWarning is a warning of readLogsOnce, logged by readLogs once the logs are read.
+type logWarning struct {
+	msg  string
+	args []any
+}
+
+// errFault is the error of a fault reading a mapped log (faultError).
+var errFault = errors.New("fault reading a mapped log")
+
+// faultError returns r, recovered from a panic where debug.SetPanicOnFault is set, as an
+// error wrapping errFault if it is a fault reading memory (a runtime.Error with the fault's
+// address), and panics again with r otherwise: a bug is not to be taken for a damaged file.
+func faultError(r any) error {
+	if e, ok := r.(interface {
+		runtime.Error
+		Addr() uintptr
+	}); ok {
+		return fmt.Errorf("%w at %#x: %v", errFault, e.Addr(), e)
+	}
+	panic(r)
+}
+
+// readLogsHook is called by readLogsOnce at each stage where it reads the logs' bytes
+// (readLogsRead, readLogsWalked, readLogsChecked) and once it is done. A variable for
+// tests, which cut a mapped log there.
+var readLogsHook = func(stage int) {}
+
+const (
+	readLogsRead    = iota // a log was read or mapped (before its frames are found)
+	readLogsWalked         // the frames were found (before they are checked)
+	readLogsChecked        // the frames were checked (before the last one is copied)
+	readLogsDone           // the logs were read (before they are applied)
+)
+
+// readLogsOnce is readLogs with the logs mapped where they can be if mapOK, else read,
+// and what it ignores in warnings. A fault reading a mapped log is an error wrapping
+// errFault.
+func readLogsOnce(dir string, base uint64, seed *uint64, mapOK bool) (_ *logSet, warns []logWarning, err error) {
+	gens, err := logGens(dir)
+	if err != nil {
+		return nil, nil, err
 	}
 	ls := &logSet{}
 	defer func() {
 		if err != nil {
 			ls.release()
+		}
+	}()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = faultError(r)
 		}
 	}()
 	var paths []string
@@ -370,18 +444,19 @@ func readLogs(dir string, base uint64, log *slog.Logger) (_ *logSet, err error) 
 			continue
 		}
 		path := filepath.Join(dir, logName(g))
-		data, mapped, err := readLog(path)
+		data, mapped, err := readLog(path, mapOK)
 		if err == nil && len(data) >= 1<<logAtBits {
 			err = fmt.Errorf("%d bytes", len(data))
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read log %s: %w", path, err)
+			return nil, nil, fmt.Errorf("read log %s: %w", path, err)
 		}
 		i := len(ls.logs)
 		ls.logs, ls.mapped, paths = append(ls.logs, data), append(ls.mapped, mapped), append(paths, path)
 		ls.bytes += int64(len(data))
+		readLogsHook(readLogsRead)
 		if len(data) < logHeaderLen || string(data[:len(logMagic)]) != logMagic || binary.BigEndian.Uint64(data[len(logMagic):logHeaderLen]) != g {
-			log.Warn("snapshot log without a valid header ignored (a crash while it was created)", "path", path, "bytes", len(data))
+			warns = append(warns, logWarning{"snapshot log without a valid header ignored (a crash while it was created)", []any{"path", path, "bytes", len(data)}})
 			continue
 		}
 		for p := logHeaderLen; p < len(data); {
@@ -399,9 +474,15 @@ func readLogs(dir string, base uint64, log *slog.Logger) (_ *logSet, err error) 
 			p += frameHeaderLen + n
 		}
 	}
+	readLogsHook(readLogsWalked)
 	order := make([]int, records) // the records (as in offs), frame by frame
 	parts := make([]int32, records)
-	ls.checkFrames(frames, order, parts)
+	ls.checkFrames(frames, order, parts, seed)
+	for i := range frames {
+		if frames[i].fault != nil {
+			return nil, nil, frames[i].fault
+		}
+	}
 	// The frames that apply: those of each log up to its first bad one; their records.
 	k := 0
 	var last *logFrame
@@ -411,30 +492,37 @@ func readLogs(dir string, base uint64, log *slog.Logger) (_ *logSet, err error) 
 			k += copy(order[k:], order[fr.from:fr.from+fr.n])
 			copy(parts[k-fr.n:], parts[fr.from:fr.from+fr.n])
 			ls.leased = append(ls.leased, fr.leased...)
+			ls.misfiled += fr.misfiled
 			ls.frames++
 			last = fr
 			continue
 		}
 		at := fr.body[0] - frameHeaderLen
-		log.Warn("snapshot log: frame ignored, and what follows it", "path", paths[fr.file], "offset", at,
-			"bytes_ignored", len(ls.logs[fr.file])-at, "reason", fr.why)
+		warns = append(warns, logWarning{"snapshot log: frame ignored, and what follows it", []any{"path", paths[fr.file], "offset", at,
+			"bytes_ignored", len(ls.logs[fr.file]) - at, "reason", fr.why}})
 		for i+1 < len(frames) && frames[i+1].file == fr.file {
 			i++
 		}
 	}
+	if ls.misfiled > 0 {
+		warns = append(warns, logWarning{"snapshot log: tuple records filed under another part than their key's (a damaged writer): their grants are looked for in every record", []any{"records", ls.misfiled}})
+	}
+	readLogsHook(readLogsChecked)
 	if last != nil {
 		ls.last = slices.Clone(ls.logs[last.file][last.body[0]:last.body[1]])
 	}
 	ls.sortByPart(order[:k], parts[:k])
-	return ls, nil
+	readLogsHook(readLogsDone)
+	return ls, warns, nil
 }
 
-// readLogsOnly makes readLog read every log, as where mapLog does not map. A variable for
+// readLogsOnly makes readLogs read every log, as where mapLog does not map. A variable for
 // tests.
 var readLogsOnly = false
 
-// readLog returns the bytes of the log at path: mapped (mapLog), or else read.
-func readLog(path string) (data []byte, mapped bool, err error) {
+// readLog returns the bytes of the log at path: mapped (mapLog) if mapOK and it can be,
+// or else read.
+func readLog(path string, mapOK bool) (data []byte, mapped bool, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, false, err
@@ -444,7 +532,7 @@ func readLog(path string) (data []byte, mapped bool, err error) {
 	if err != nil {
 		return nil, false, err
 	}
-	if info.Size() >= int64(logHeaderLen) && info.Size() < 1<<logAtBits && !readLogsOnly {
+	if info.Size() >= int64(logHeaderLen) && info.Size() < 1<<logAtBits && mapOK {
 		if data, err := mapLog(f, int(info.Size())); err == nil {
 			return data, true, nil
 		}
@@ -481,15 +569,16 @@ func tupleCount(body []byte) int {
 }
 
 // checkFrames checks frames, on every thread: each frame's records go to
-// order[from:from+n] and parts[from:from+n], and a bad frame gets its why.
-func (ls *logSet) checkFrames(frames []logFrame, order []int, parts []int32) {
+// order[from:from+n] and parts[from:from+n], and a bad frame gets its why; with seed,
+// each record's part is checked against its key's.
+func (ls *logSet) checkFrames(frames []logFrame, order []int, parts []int32, seed *uint64) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), len(frames)) {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < len(frames); i = int(next.Add(1) - 1) {
 				if fr := &frames[i]; fr.why == "" {
-					fr.why = checkFrame(ls.logs[fr.file], fr, order[fr.from:fr.from+fr.n], parts[fr.from:fr.from+fr.n])
+					fr.why = checkFrame(ls.logs[fr.file], fr, order[fr.from:fr.from+fr.n], parts[fr.from:fr.from+fr.n], seed)
 				}
 			}
 		})
@@ -499,13 +588,16 @@ func (ls *logSet) checkFrames(frames []logFrame, order []int, parts []int32) {
 
 // checkFrame checks the frame fr of the log data (its header before its body): its
 // CRC-32C, its sections, and its tuple records, which it puts in order (as in
-// logSet.offs) and their parts in parts (as many as fr.n). It returns why the frame is
-// bad, or "". A fault reading a mapped log (the file cut meanwhile) is a bad frame.
-func checkFrame(data []byte, fr *logFrame, order []int, parts []int32) (why string) {
+// logSet.offs) and their parts in parts (as many as fr.n); with seed, it counts in
+// fr.misfiled the records whose part is not their key's (engine.PartOf). It returns why
+// the frame is bad, or "". A fault reading a mapped log (the file cut meanwhile) is a bad
+// frame, and fr.fault.
+func checkFrame(data []byte, fr *logFrame, order []int, parts []int32, seed *uint64) (why string) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			why = fmt.Sprintf("fault: %v", r)
+			fr.fault = faultError(r)
+			why = fr.fault.Error()
 		}
 	}()
 	body := data[fr.body[0]:fr.body[1]]
@@ -527,11 +619,14 @@ func checkFrame(data []byte, fr *logFrame, order []int, parts []int32) (why stri
 		if k == len(order) {
 			return fmt.Sprintf("more than %d tuples, the frame says %d", k, n)
 		}
-		next, part, grants, err := skipTuple(tb, at)
+		next, part, grants, key, err := skipTuple(tb, at)
 		if err != nil {
 			return fmt.Sprintf("tuple %d: %v", k, err)
 		}
 		order[k], parts[k] = fr.file<<logAtBits|(fr.body[0]+at), part
+		if seed != nil && engine.PartOf(*seed, unsafe.String(unsafe.SliceData(key), len(key))) != int(part) {
+			fr.misfiled++
+		}
 		if grants {
 			fr.leased = append(fr.leased, part)
 		}
@@ -562,10 +657,11 @@ func checkFrame(data []byte, fr *logFrame, order []int, parts []int32) (why stri
 }
 
 // skipTuple checks the tuple record at b[p:] (appendTuple) as decodeTuple decodes it,
-// without decoding it, and returns where it ends, its part and whether it has grants: what
-// it accepts, decodeTuple decodes without an error. Its varints are read inline (a restart
-// walks every record of the logs before it serves: decodeTuple took four times as long).
-func skipTuple(b []byte, p int) (int, int32, bool, error) {
+// without decoding it, and returns where it ends, its part, whether it has grants and its
+// key: what it accepts, decodeTuple decodes without an error. Its varints are read inline
+// (a restart walks every record of the logs before it serves: decodeTuple took four times
+// as long).
+func skipTuple(b []byte, p int) (int, int32, bool, []byte, error) {
 	var part, n, nc uint64
 	part, p = uvarintSlow(b, p)                            // mostly three bytes
 	if p < len(b) && b[p] < 0x80 && int(b[p]) < len(b)-p { // the key, of less than 128 bytes
@@ -574,10 +670,11 @@ func skipTuple(b []byte, p int) (int, int32, bool, error) {
 		n, p = spanAt(b, p)
 	}
 	if n > maxKeyLen {
-		return p, 0, false, fmt.Errorf("bad key length %d", n)
+		return p, 0, false, nil, fmt.Errorf("bad key length %d", n)
 	}
+	keyLen, keyEnd := int(n), p
 	if part >= engine.Parts && p <= len(b) {
-		return p, 0, false, fmt.Errorf("part %d", part)
+		return p, 0, false, nil, fmt.Errorf("part %d", part)
 	}
 	if p < len(b) && b[p] < 0x80 {
 		nc, p = uint64(b[p]), p+1
@@ -585,7 +682,7 @@ func skipTuple(b []byte, p int) (int, int32, bool, error) {
 		nc, p = uvarintSlow(b, p)
 	}
 	if p > len(b) || nc > uint64(len(b)-p)/minRecordLen {
-		return p, 0, false, fmt.Errorf("%d cells, or a varint that does not decode", nc)
+		return p, 0, false, nil, fmt.Errorf("%d cells, or a varint that does not decode", nc)
 	}
 	for range nc {
 		// The cell's key (empty), seq, regional and imported counts and foreign count: all
@@ -594,7 +691,7 @@ func skipTuple(b []byte, p int) (int, int32, bool, error) {
 		if p < len(b) && b[p] == 0 {
 			p++
 		} else if n, p = spanAt(b, p); n > maxKeyLen {
-			return p, 0, false, fmt.Errorf("bad key length %d", n)
+			return p, 0, false, nil, fmt.Errorf("bad key length %d", n)
 		}
 		// seq, a zigzag varint of several bytes: skipped as binary.Uvarint reads it (its
 		// tenth byte, if any, at most 1).
@@ -617,7 +714,7 @@ func skipTuple(b []byte, p int) (int, int32, bool, error) {
 			p++
 		} else if n, p = uvarintAt(b, p); n > 0 && p <= len(b) {
 			if n > uint64(len(b)-p)/2 {
-				return p, 0, false, fmt.Errorf("%d foreign regions", n)
+				return p, 0, false, nil, fmt.Errorf("%d foreign regions", n)
 			}
 			for range n {
 				_, p = spanAt(b, p)
@@ -629,11 +726,11 @@ func skipTuple(b []byte, p int) (int, int32, bool, error) {
 	if p < len(b) && b[p] == 0 {
 		p++
 	} else if nl, p = uvarintAt(b, p); p > len(b) || nl > uint64(len(b)-p)/6 {
-		return p, 0, false, fmt.Errorf("%d grants, or a varint that does not decode", nl)
+		return p, 0, false, nil, fmt.Errorf("%d grants, or a varint that does not decode", nl)
 	}
 	for range nl {
 		if n, p = spanAt(b, p); n > engine.MaxRunLen {
-			return p, 0, false, fmt.Errorf("bad run name length %d", n)
+			return p, 0, false, nil, fmt.Errorf("bad run name length %d", n)
 		}
 		_, p = uvarintAt(b, p)
 		_, p = uvarintAt(b, p)
@@ -641,9 +738,9 @@ func skipTuple(b []byte, p int) (int, int32, bool, error) {
 		_, p = uvarintAt(b, p)
 	}
 	if p > len(b) {
-		return p, 0, false, errVarint
+		return p, 0, false, nil, errVarint
 	}
-	return p, int32(part), nl > 0, nil
+	return p, int32(part), nl > 0, b[keyEnd-keyLen : keyEnd], nil
 }
 
 // uvarintAt reads the uvarint at b[p:] and returns it and where it ends: past len(b) when
@@ -866,9 +963,10 @@ func (ls *logSet) appendParts(from, to int, recs []engine.CellRecord, keep func(
 // base's, each tuple's grants are those of its last record, and with cells set every
 // tuple's cells are appended to snap.Cells (a base without a part table; with one, they
 // are read by part, appendParts, and seed is the base's: the grants are then looked for in
-// the parts of the tuples that have some, in the logs or the base, only). A fault reading
-// a mapped log (cut since it was checked: a frame that failed, in this process) is an
-// error.
+// the parts of the tuples that have some, in the logs or the base, only; in every record,
+// in log order, if readLogs found records filed under another part than their key's). A
+// fault reading a mapped log (cut since it was checked: a frame that failed, in this
+// process) is an error.
 func (ls *logSet) apply(snap *Snapshot, cells bool, seed uint64) (err error) {
 	if ls.frames == 0 {
 		return nil
@@ -876,7 +974,7 @@ func (ls *logSet) apply(snap *Snapshot, cells bool, seed uint64) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("fault: %v", r)
+			err = faultError(r)
 		}
 	}()
 	r := frameReader{d: decoder{b: ls.last}}
@@ -919,12 +1017,14 @@ func (ls *logSet) apply(snap *Snapshot, cells bool, seed uint64) (err error) {
 	latest := make(map[string][]engine.LeaseRecord)
 	// Every record when the cells are wanted; else those of the parts of the tuples with
 	// grants, in a log record or the base (a record without grants drops its tuple's
-	// earlier ones), if any.
+	// earlier ones), if any: a tuple's records are all in its part, in log order there;
+	// unless readLogs found records filed under another part than their key's, and then
+	// every record, in log order.
+	if !cells && len(snap.Leases) == 0 && len(ls.leased) == 0 {
+		return nil
+	}
 	var in []bool
-	if !cells {
-		if len(snap.Leases) == 0 && len(ls.leased) == 0 {
-			return nil
-		}
+	if !cells && ls.misfiled == 0 {
 		in = make([]bool, engine.Parts)
 		for _, p := range ls.leased {
 			in[p] = true
@@ -979,16 +1079,29 @@ var errClosed = errors.New("store closed")
 // its cells are all in snap) to it. With adopt, the Store's next saves continue from them:
 // frames go to a new log, of a gen above every one found.
 func (s *Store) applyLogs(snap *Snapshot, size int64, o *Opened, adopt bool) error {
-	ls, err := readLogs(s.dir, snap.gen, s.log)
+	lazy := o != nil && o.Lazy()
+	var seed uint64
+	var bySeed *uint64 // a lazy load reads by part: the records' parts are checked
+	if lazy {
+		seed, bySeed = o.Seed, &o.Seed
+	}
+	ls, err := readLogs(s.dir, snap.gen, bySeed, s.log)
 	if err != nil {
 		return err
 	}
-	lazy := o != nil && o.Lazy()
-	var seed uint64
-	if lazy {
-		seed = o.Seed
+	orig := *snap // apply replaces its slices, appends to its cells: this undoes it
+	if err = ls.apply(snap, !lazy, seed); errors.Is(err, errFault) && slices.Contains(ls.mapped, true) {
+		// A log cut since readLogs read it, or an I/O error paging it in: as readLogs does,
+		// the logs are read again, not mapped, rather than the base set aside.
+		s.log.Warn("snapshot log: a fault applying a mapped log (cut since it was read, or an I/O error): the logs are read again, not mapped", "error", err)
+		ls.release()
+		*snap = orig
+		if ls, err = readLogsAs(s.dir, snap.gen, bySeed, false, s.log); err != nil {
+			return err
+		}
+		err = ls.apply(snap, !lazy, seed)
 	}
-	if err := ls.apply(snap, !lazy, seed); err != nil {
+	if err != nil {
 		ls.release()
 		return fmt.Errorf("%w: delta log: %w", ErrCorrupt, err)
 	}

@@ -76,7 +76,7 @@ func BenchmarkReadLogs(b *testing.B) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var bytes int64
 	for b.Loop() {
-		ls, err := readLogs(dir, o.gen, log)
+		ls, err := readLogs(dir, o.gen, &o.Seed, log)
 		if err != nil {
 			b.Fatal(err)
 		}

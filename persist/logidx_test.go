@@ -3,6 +3,7 @@ package persist
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -176,7 +178,7 @@ func TestReadLogsIndex(t *testing.T) {
 		}
 		sortShareMin = int(seed%2) * 1 << 16 // shared out between the threads, or not
 		readLogsOnly = seed%4 < 2            // read, or mapped
-		ls, err := readLogs(dir, o.gen, quiet)
+		ls, err := readLogs(dir, o.gen, &o.Seed, quiet)
 		sortShareMin, readLogsOnly = 1<<16, false
 		_ = o.Close()
 		if err != nil {
@@ -257,7 +259,7 @@ func TestSkipTuple(t *testing.T) {
 		str := unsafe.String(unsafe.SliceData(b), len(b))
 		d := decoder{b: b}
 		want, werr := decodeTuple(&d, str, nil)
-		end, part, grants, gerr := skipTuple(b, 0)
+		end, part, grants, key, gerr := skipTuple(b, 0)
 		if (werr == nil) != (gerr == nil) {
 			t.Fatalf("record %d %x: skipTuple's error %v, decodeTuple's %v", i, b, gerr, werr)
 		}
@@ -266,8 +268,8 @@ func TestSkipTuple(t *testing.T) {
 			continue
 		}
 		accepted++
-		if end != d.p || int(part) != want.Part || grants != (len(want.Leases) > 0) {
-			t.Fatalf("record %d %x: skipTuple ends at %d, part %d, grants %v; decodeTuple at %d, %d, %d grants", i, b, end, part, grants, d.p, want.Part, len(want.Leases))
+		if end != d.p || int(part) != want.Part || grants != (len(want.Leases) > 0) || string(key) != want.Key {
+			t.Fatalf("record %d %x: skipTuple ends at %d, part %d, grants %v, key %q; decodeTuple at %d, %d, %d grants, %q", i, b, end, part, grants, key, d.p, want.Part, len(want.Leases), want.Key)
 		}
 	}
 	// Every length of a cell's seq varint, each last byte that matters, cut or not.
@@ -281,7 +283,7 @@ func TestSkipTuple(t *testing.T) {
 				}
 				d := decoder{b: b}
 				_, werr := decodeTuple(&d, unsafe.String(unsafe.SliceData(b), len(b)), nil)
-				end, _, _, gerr := skipTuple(b, 0)
+				end, _, _, _, gerr := skipTuple(b, 0)
 				if (werr == nil) != (gerr == nil) || werr == nil && end != d.p {
 					t.Fatalf("seq of %d+1 bytes, the last %#x, cut %v: skipTuple ends at %d, %v; decodeTuple at %d, %v", cont, last, cut, end, gerr, d.p, werr)
 				}
@@ -410,7 +412,7 @@ func TestLogMappedCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer o.Close()
-	ls, err := readLogs(dir, o.gen, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ls, err := readLogs(dir, o.gen, &o.Seed, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,7 +471,7 @@ func TestLogIgnoredWarning(t *testing.T) {
 				t.Fatal(err)
 			}
 			var out bytes.Buffer
-			ls, err := readLogs(dir, 0, slog.New(slog.NewTextHandler(&out, nil)))
+			ls, err := readLogs(dir, 0, nil, slog.New(slog.NewTextHandler(&out, nil)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -479,5 +481,222 @@ func TestLogIgnoredWarning(t *testing.T) {
 				t.Fatalf("%d frames, logged %q; want 1 frame and %q", ls.frames, out.String(), want)
 			}
 		})
+	}
+}
+
+// TestLogLeasesMisfiled: a CRC-valid record filed under another part than its key's (a
+// damaged writer), before its key's part or after it, leaves a lazy restart's grants as a
+// load that decodes every record in log order finds them: the tuple's last record in log
+// order has them all, wherever it is filed.
+func TestLogLeasesMisfiled(t *testing.T) {
+	const seed = 0x5eed
+	key := string(engine.AppendKey(nil, logTuple(1)))
+	p := engine.PartOf(seed, key)
+	cell := []engine.CellRecord{{Seq: logT0 / 3_600_000, Regional: 3}}
+	rec := func(part int, g uint64) engine.TupleRecord {
+		r := engine.TupleRecord{Part: part, Key: key, Cells: cell}
+		if g > 0 {
+			r.Leases = []engine.LeaseRecord{{Run: "e1/a", G: g, Spent: 1, Seq: 5, UntilMs: logT0 + 60_000}}
+		}
+		return r
+	}
+	for _, q := range []int{0, engine.Parts - 1} { // the wrong part: before p, after it
+		if q == p {
+			t.Fatalf("the key's part is %d: the test wants a part before it and one after", p)
+		}
+		for _, c := range []struct {
+			name   string
+			base   uint64 // the base's grant, or none
+			frames []engine.TupleRecord
+			want   uint64 // the grant loaded, or none
+		}{
+			{"filed in its part", 10, []engine.TupleRecord{rec(p, 20), rec(p, 0)}, 0},
+			{"grants misfiled, then in its part", 10, []engine.TupleRecord{rec(q, 20), rec(p, 30)}, 30},
+			{"in its part, then grants misfiled", 10, []engine.TupleRecord{rec(p, 20), rec(q, 30)}, 30},
+			{"grants dropped by a misfiled record", 10, []engine.TupleRecord{rec(p, 20), rec(q, 0)}, 0},
+			{"misfiled grants dropped in its part", 0, []engine.TupleRecord{rec(q, 20), rec(p, 0)}, 0},
+		} {
+			t.Run(fmt.Sprintf("%s/part %d of %d", c.name, q, p), func(t *testing.T) {
+				var dirty []engine.TupleRecord
+				src := Source{Tuples: slices.Values([]engine.TupleRecord{rec(p, c.base)}), ShardSeed: seed,
+					Dirty: func(yield func(engine.TupleRecord) bool) { slices.Values(dirty)(yield) }}
+				dir := t.TempDir()
+				s := quietStore(t, dir)
+				if err := s.Write(src); err != nil { // the base
+					t.Fatal(err)
+				}
+				for _, r := range c.frames {
+					dirty = []engine.TupleRecord{r}
+					if err := s.Write(src); err != nil {
+						t.Fatal(err)
+					}
+				}
+				o, err := quietStore(t, copyDir(t, dir)).OpenOrSetAside()
+				if err != nil || !o.Lazy() {
+					t.Fatalf("lazy %v, %v", o.Lazy(), err)
+				}
+				defer o.Close()
+				var got []uint64
+				for _, l := range o.Leases {
+					got = append(got, l.G)
+				}
+				if (c.want == 0 && len(got) > 0) || (c.want > 0 && !slices.Equal(got, []uint64{c.want})) {
+					t.Fatalf("grants %v, want %v (0: none)", got, c.want)
+				}
+			})
+		}
+	}
+}
+
+// TestReadLogsFault: a mapped log cut while readLogs reads it (an I/O error paging it in
+// is alike: a fault) is read again, not mapped, and found as a read finds it (its frames up
+// to the cut), not a crash (SIGBUS) nor a frame ignored for the fault; at each stage where
+// readLogs reads the logs' bytes. In a child process: a fault not recovered is fatal.
+func TestReadLogsFault(t *testing.T) {
+	if env := os.Getenv("RATCHET_TEST_READLOGS_FAULT"); env != "" {
+		dir, stage, _ := strings.Cut(env, ",")
+		readLogsFaultChild(t, dir, stage)
+		return
+	}
+	dir, _ := mappedLogs(t)
+	for _, stage := range []string{"read", "walked", "checked"} {
+		t.Run(stage, func(t *testing.T) {
+			child := copyDir(t, dir)
+			cmd := exec.Command(os.Args[0], "-test.run", "^TestReadLogsFault$", "-test.v")
+			cmd.Env = append(os.Environ(), "RATCHET_TEST_READLOGS_FAULT="+child+","+stage)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("child: %v\n%s", err, out)
+			}
+		})
+	}
+}
+
+// mappedLogs returns a directory with a base and a log of three frames of 3000 records,
+// and the log's path; it skips the test where the logs are read, not mapped.
+func mappedLogs(t *testing.T) (dir, path string) {
+	t.Helper()
+	e := logEngine(t, 3000)
+	dir = t.TempDir()
+	s := quietStore(t, dir)
+	for i := range 4 { // the base, then the frames
+		if err := s.Write(incremental(e)); err != nil {
+			t.Fatal(err)
+		}
+		count(t, e, 0, 3000, uint64(i+1))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path = filepath.Join(dir, logFiles(t, dir)[0])
+	data, mapped, err := readLog(path, true)
+	if err != nil || !mapped {
+		t.Skipf("the logs are read, not mapped, here (%v)", err)
+	}
+	_ = unmapLog(data)
+	return dir, path
+}
+
+// cutAtStage makes readLogs cut the file at path to size at its stage at, once (the test's
+// end restores readLogsHook); it returns whether it was cut.
+func cutAtStage(t *testing.T, path string, size int64, at int) *bool {
+	t.Cleanup(func() { readLogsHook = func(int) {} })
+	cut := false
+	readLogsHook = func(stage int) {
+		if stage == at && !cut {
+			cut = true
+			if err := os.Truncate(path, size); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	return &cut
+}
+
+// readLogsFaultChild is TestReadLogsFault's child: readLogs with the log of dir cut to
+// half its size at stage.
+func readLogsFaultChild(t *testing.T, dir, stage string) {
+	path := filepath.Join(dir, logFiles(t, dir)[0])
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := cutAtStage(t, path, info.Size()/2, map[string]int{"read": readLogsRead, "walked": readLogsWalked, "checked": readLogsChecked}[stage])
+	var out bytes.Buffer
+	ls, err := readLogs(dir, 0, nil, slog.New(slog.NewTextHandler(&out, nil)))
+	readLogsHook = func(int) {}
+	if err != nil || !*cut {
+		t.Fatalf("readLogs: %v (cut: %v)", err, *cut)
+	}
+	defer ls.release()
+	readLogsOnly = true
+	want, err := readLogs(dir, 0, nil, slog.New(slog.DiscardHandler))
+	readLogsOnly = false
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer want.release()
+	if ls.frames != want.frames || ls.frames == 0 || ls.frames == 3 || !slices.Equal(ls.offs, want.offs) || !bytes.Equal(ls.last, want.last) || slices.Contains(ls.mapped, true) {
+		t.Fatalf("%d frames, %d records, mapped %v; want %d frames, %d records, read", ls.frames, len(ls.offs), ls.mapped, want.frames, len(want.offs))
+	}
+	if logged := out.String(); !strings.Contains(logged, "read again, not mapped") || strings.Count(logged, "frame ignored") != 1 || !strings.Contains(logged, "torn frame") {
+		t.Fatalf("logged %q: want the logs read again, then the torn frame ignored once", logged)
+	}
+}
+
+// TestFaultErrorRepanics: a recover over a mapped log's bytes turns only a fault into an
+// error; any other panic (a bug: an index out of range, say) goes on.
+func TestFaultErrorRepanics(t *testing.T) {
+	var b []byte
+	i := 3
+	for _, c := range []struct {
+		name  string
+		panic func()
+	}{
+		{"index out of range", func() { _ = b[i] }},
+		{"an error", func() { panic(errors.New("a bug")) }},
+		{"a string", func() { panic("a bug") }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var err error
+			again := func() (r any) {
+				defer func() { r = recover() }()
+				func() {
+					defer func() {
+						if r := recover(); r != nil {
+							err = faultError(r)
+						}
+					}()
+					c.panic()
+				}()
+				return nil
+			}()
+			if again == nil || err != nil {
+				t.Fatalf("panicked again with %v, error %v; want the panic to go on", again, err)
+			}
+		})
+	}
+}
+
+// TestApplyLogsFault: a mapped log cut once readLogs has read it, before it is applied
+// (an I/O error paging it in is alike: a fault), is read again, not mapped, and the load
+// holds what a load of the cut log holds, not an error (a base set aside).
+func TestApplyLogsFault(t *testing.T) {
+	dir, path := mappedLogs(t)
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cutDir := copyDir(t, dir)
+	if err := os.Truncate(filepath.Join(cutDir, logFiles(t, cutDir)[0]), info.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	want := loadedCounts(t, quietStore(t, cutDir))
+	cut := cutAtStage(t, path, info.Size()/2, readLogsDone)
+	snap, err := quietStore(t, dir).LoadAll()
+	if err != nil || !*cut {
+		t.Fatalf("load: %v (cut: %v)", err, *cut)
+	}
+	if got := cellCounts(slices.Values(snap.Cells)); !maps.Equal(got, want) || len(want) != 3000 {
+		t.Fatalf("%d cells loaded, want the %d of the cut log's load, as they are", len(got), len(want))
 	}
 }
