@@ -27,8 +27,10 @@ func TestScrape(t *testing.T) {
 			return server.ConnStats{Connected: 4, ReadTimeouts: 5, IdleTimeouts: 6, WriteTimeouts: 7, HandshakeTimeouts: 8,
 				QueryEvictions: 9, ProtocolErrors: 10, QueryBufferBytes: 4096, MaxQueryBuffer: 64 << 20}
 		},
-		Auth:      func() metrics.AuthStats { return metrics.AuthStats{Failures: 11, Throttled: 12} },
-		Snapshots: func() persist.Stats { return persist.Stats{LastCells: 9, BaseBytes: 1000, LogBytes: 250, Compactions: 3, CompactionFailures: 1} }})
+		Auth: func() metrics.AuthStats { return metrics.AuthStats{Failures: 11, Throttled: 12} },
+		Snapshots: func() persist.Stats {
+			return persist.Stats{LastCells: 9, BaseBytes: 1000, LogBytes: 250, Compactions: 3, CompactionFailures: 1}
+		}})
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
 
