@@ -53,13 +53,30 @@ const loadSliceMs = 2
 // restored their own tuples most of that time, the costlier way (a part's records read
 // for one tuple). The time slept beyond what was asked for is now owed to the load, and
 // run in the next slices.
+//
+// Half a thread is for a process that serves: one that served no request since the last
+// pause (a restart at a quiet hour, or once a burst is over) has no request to give the
+// thread to, and the load runs on without pausing (idle), its count started again.
 type pacer struct {
 	begin    int64 // when the load began (ms)
 	asleep   int64 // the time paused since (ms)
 	pausedAt int64 // when the current pause began
+	served   uint64
 }
 
-func (p *pacer) start(nowMs int64) { p.begin = nowMs }
+func (p *pacer) start(nowMs int64) { p.begin, p.asleep = nowMs, 0 }
+
+// idle reports, at a pause pause asked for at nowMs, whether the process served no
+// request since the last one, served being its count of requests served so far: then
+// the load need not pause, and its count starts again from nowMs.
+func (p *pacer) idle(nowMs int64, served uint64) bool {
+	if served == p.served {
+		p.start(nowMs)
+		return true
+	}
+	p.served = served
+	return false
+}
 
 // pacerAheadMs and pacerBehindMs bound the time the load may be ahead of its half (a pause longer than
 // that) or behind it: past either, the clock stepped (a wall clock's) or the load was held
@@ -280,8 +297,9 @@ func (e *Engine) LoadLazily(load func(from, to int, keep func(key string) bool))
 			// thread no longer than a slice. Not runtime.Gosched after each batch:
 			// behind 50 busy connections on 2 threads, the global run queue it goes to
 			// left the loader a twentieth of a thread (at 10M tuples: 16 s to load).
-			if d := pace.pause(e.clock.NowMs()); d > 0 {
-				time.Sleep(time.Duration(d) * time.Millisecond)
+			now := e.clock.NowMs()
+			if d := pace.pause(now); d > 0 && !pace.idle(now, e.served()) {
+				loadPause(time.Duration(d) * time.Millisecond)
 				pace.slept(e.clock.NowMs())
 			}
 		}
@@ -289,6 +307,16 @@ func (e *Engine) LoadLazily(load func(from, to int, keep func(key string) bool))
 		close(done)
 	}()
 	return done
+}
+
+// loadPause is the background load's pause (time.Sleep; a variable for tests).
+var loadPause = time.Sleep
+
+// served returns the count of requests served so far that a background load gives its
+// pauses to: decisions and edges' replay items.
+func (e *Engine) served() uint64 {
+	allowed, denied := e.decisions.Load()
+	return allowed + denied + e.replayed.Load()
 }
 
 // WaitLoaded returns once a lazy load (LoadLazily) has restored every part, restoring those

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestEnsureKeyBound: a part not loaded yet keeps at most maxKeyedBytes of the keys
@@ -88,6 +89,45 @@ func TestPacer(t *testing.T) {
 				if s.want > 0 {
 					p.slept(s.sleptTill)
 				}
+			}
+		})
+	}
+}
+
+// TestLoadPausesOnlyWhileServing: the background load takes half a thread while the
+// process serves requests (it pauses as long as it runs), and runs on without pausing
+// while none comes (no request to give the thread to).
+func TestLoadPausesOnlyWhileServing(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		serving bool
+	}{{"idle", false}, {"serving", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := NewManualClock(1_704_067_200_000)
+			e := New(clock, Config{Standalone: true})
+			var paused time.Duration
+			defer func(p func(time.Duration)) { loadPause = p }(loadPause)
+			loadPause = func(d time.Duration) { // only the loader's goroutine pauses
+				paused += d
+				clock.Advance(d.Milliseconds())
+			}
+			batches := 0
+			<-e.LoadLazily(func(from, _ int, keep func(string) bool) {
+				if keep != nil {
+					return
+				}
+				batches++
+				clock.Advance(1) // each batch takes a millisecond
+				if tc.serving {
+					e.decisions.Add(uint64(batches), true) // a request served meanwhile
+				}
+			})
+			ran := time.Duration(batches) * time.Millisecond
+			if !tc.serving && paused != 0 {
+				t.Fatalf("no request served: the load paused %v over %v of loading", paused, ran)
+			}
+			if tc.serving && (paused < ran*9/10 || paused > ran*11/10) {
+				t.Fatalf("requests served: the load paused %v over %v of loading, want about as long", paused, ran)
 			}
 		})
 	}
