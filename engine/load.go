@@ -61,6 +61,7 @@ type pacer struct {
 	begin    int64 // when the load began (ms)
 	asleep   int64 // the time paused since (ms)
 	pausedAt int64 // when the current pause began
+	asked    int64 // and how long it was to be
 	served   uint64
 }
 
@@ -94,14 +95,16 @@ func (p *pacer) pause(nowMs int64) int64 {
 		p.begin, p.asleep, ahead = nowMs-loadSliceMs, 0, loadSliceMs
 	}
 	if ahead >= loadSliceMs {
-		p.pausedAt = nowMs
+		p.pausedAt, p.asked = nowMs, ahead
 		return ahead
 	}
 	return 0
 }
 
-// slept records the end, at nowMs, of the pause pause asked for: however long it took.
-func (p *pacer) slept(nowMs int64) { p.asleep += nowMs - p.pausedAt }
+// slept records the end, at nowMs, of the pause pause asked for: however long it took,
+// and at least as long as asked (a clock that stood still meanwhile, a test's, would
+// otherwise have the load pause after every batch).
+func (p *pacer) slept(nowMs int64) { p.asleep += max(nowMs-p.pausedAt, p.asked) }
 
 // loader is a lazy load's state (10 MiB), the store's until every part is loaded.
 type loader struct {

@@ -77,6 +77,8 @@ func TestPacer(t *testing.T) {
 		{"a long batch, a pause as long", []step{{7, 7, 14}, {15, 0, 0}, {16, 2, 18}}},
 		// A step of the wall clock, or a load held up: a slice's pause, then as if begun then.
 		{"a step forward", []step{{2, 2, 4}, {3_600_005, 2, 3_600_007}, {3_600_008, 0, 0}, {3_600_009, 2, 3_600_011}}},
+		// A clock that stands (a test's ManualClock): a pause counts as long as asked.
+		{"a clock that stands", []step{{2, 2, 2}, {2, 0, 0}, {3, 0, 0}, {4, 0, 0}, {6, 2, 6}, {6, 0, 0}, {7, 0, 0}}},
 		{"a step back", []step{{2, 2, 4}, {-3_600_000, 2, -3_599_998}, {-3_599_997, 0, 0}, {-3_599_996, 2, -3_599_994}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -43,7 +43,8 @@ func loadCells(eng *engine.Engine, snap *persist.Opened, keepAside func(error) e
 				}
 			})
 		}
-		*buf = recs
+		clear(recs) // no key left pointing into the file's mapping, unmapped once loaded
+		*buf = recs[:0]
 		bufs.Put(buf)
 	})
 	go func() {
