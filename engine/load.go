@@ -261,14 +261,15 @@ func (e *Engine) AdoptShardSeed(seed uint64) error {
 // key keep keeps when keep is not nil (a keyed access restores its tuple alone, and the
 // part's load then skips that tuple). When keyHash is not 0, keep keeps one key, of that
 // hash (KeyHash under the adopted seed): load may skip, without calling keep, the records
-// whose key's hash is another (0 says nothing: a key whose hash is 0 is compared as any). The snapshot's reset records must be restored before
-// (RestoreResets): each part's cells are taken minus what they cancelled, and a reset or a
-// peer's reset row of a tuple waits for its tuple (store.locate) as any keyed access does.
-// Each record is restored once: in the background in part order (loadBatch parts at a
-// time), or earlier with its part by a pass over the store (eachLive, Tuples), or with its
-// tuple alone by the first keyed access to it (load(i, i+1, keep, keyHash), keep keeping
-// that key alone). LoadLazily returns at once, and the channel it returns is closed once every part
-// is loaded. It must be called before the engine serves, at most once.
+// whose key's hash is another (0 says nothing: a key whose hash is 0 is compared as any).
+// The snapshot's reset records must be restored before (RestoreResets): each part's cells
+// are taken minus what they cancelled, and a reset or a peer's reset row of a tuple waits
+// for its tuple (store.locate) as any keyed access does. Each record is restored once: in
+// the background in part order (loadBatch parts at a time), or earlier with its part by a
+// pass over the store (eachLive, Tuples), or with its tuple alone by the first keyed
+// access to it (load(i, i+1, keep, keyHash), keep keeping that key alone). LoadLazily
+// returns at once, and the channel it returns is closed once every part is loaded. It
+// must be called before the engine serves, at most once.
 func (e *Engine) LoadLazily(load func(from, to int, keep func(key string) bool, keyHash uint64)) <-chan struct{} {
 	s := e.store
 	l := &loader{load: load, part: func(key string) int { return partOf(hashKey(s.seed, key)) }}

@@ -204,9 +204,8 @@ func (o *Opened) readLazy(tx *bolt.Tx, meta *bolt.Bucket) error {
 // keeps unless keep is nil (engine.LoadLazily's), calls use with them, and
 // returns them for the next call to reuse. keyHash, unless 0, is the hash of the one key
 // keep keeps (engine.KeyHash under Seed, LoadLazily's keyHash): the delta log's records of
-// other keys are then mostly not read. Their keys are the file's bytes, valid only
-// during use (engine.Restore copies what it keeps); their foreign regions' names are
-// copies. It is safe to call from several goroutines, and concurrently with Close (an
+// other keys are then mostly not read. Their keys are the file's bytes, valid only during
+// use (engine.Restore copies what it keeps); their foreign regions' names are copies. It is safe to call from several goroutines, and concurrently with Close (an
 // error once closed). The file was checked when it opened; a fault reading it still
 // is an error, not a crash, and use is then not called.
 func (o *Opened) Parts(from, to int, recs []engine.CellRecord, keep func(key string) bool, keyHash uint64, use func([]engine.CellRecord)) (_ []engine.CellRecord, err error) {

@@ -616,9 +616,8 @@ func (ls *logSet) checkFrames(frames []logFrame, order []int, parts []int32, tag
 // CRC-32C, its sections, and its tuple records, which it puts in order (as in
 // logSet.offs) and their parts in parts (as many as fr.n); with seed, it counts in
 // fr.misfiled the records whose part is not their key's (engine.PartOf) and puts their
-// keys' tags (keyTag) in tags. It returns why
-// the frame is bad, or "". A fault reading a mapped log (the file cut meanwhile) is a bad
-// frame, and fr.fault.
+// keys' tags (keyTag) in tags. It returns why the frame is bad, or "". A fault reading a
+// mapped log (the file cut meanwhile) is a bad frame, and fr.fault.
 func checkFrame(data []byte, fr *logFrame, order []int, parts []int32, tags []uint32, seed *uint64) (why string) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
