@@ -110,7 +110,7 @@ func (p *pacer) slept(nowMs int64) { p.asleep += max(nowMs-p.pausedAt, p.asked) 
 type loader struct {
 	parts [Parts]loadPart
 	kept  atomic.Int64 // the bytes of the parts' keys: at most maxKeptBytes
-	load  func(from, to int, keep func(key string) bool)
+	load  func(from, to int, keep func(key string) bool, keyHash uint64)
 	part  func(key string) int // the part of a key
 }
 
@@ -151,7 +151,7 @@ func (l *loader) loadParts(from, to int) {
 			break
 		}
 	}
-	l.load(from, to, keep)
+	l.load(from, to, keep, 0)
 	for p := from; p < to; p++ {
 		l.kept.Add(-int64(len(l.parts[p].keys)))
 		l.parts[p].keys = nil
@@ -222,10 +222,11 @@ const (
 	maxKeptBytes  = 16 << 20
 )
 
-// ensureKey restores the records of key's tuple (part i) unless part i or the tuple is
-// restored already: what a keyed access waits for, the part's other tuples left to the
-// background load. The caller holds no shard lock.
-func (l *loader) ensureKey(i int, key []byte) {
+// ensureKey restores the records of key's tuple (of hash h: part partOf(h)) unless its
+// part or the tuple is restored already: what a keyed access waits for, the part's other
+// tuples left to the background load. The caller holds no shard lock.
+func (l *loader) ensureKey(h uint64, key []byte) {
+	i := partOf(h)
 	if l.parts[i].loaded.Load() {
 		return
 	}
@@ -242,7 +243,7 @@ func (l *loader) ensureKey(i int, key []byte) {
 		// The copy just kept, not key itself (a request's buffer must not escape); keys
 		// does not change until the lock is let go.
 		only := unsafe.String(unsafe.SliceData(pt.keys[len(pt.keys)-len(key):]), len(key))
-		l.load(i, i+1, func(k string) bool { return k == only })
+		l.load(i, i+1, func(k string) bool { return k == only }, h)
 	}
 	l.parts[i].mu.Unlock()
 }
@@ -274,19 +275,22 @@ func (e *Engine) AdoptShardSeed(seed uint64) error {
 	return nil
 }
 
-// LoadLazily restores a snapshot in the background: load(from, to, keep) is to restore
-// (with Restore) the snapshot's cells of the load parts from to to-1 (TupleRecord.Part),
-// in a snapshot whose seed this engine adopted, but only those whose key keep keeps when
-// keep is not nil (a keyed access restores its tuple alone, and the part's load then
-// skips that tuple). The snapshot's reset records must be restored before
-// (RestoreResets): each part's cells are taken minus what they cancelled, and a reset or a
-// peer's reset row of a tuple waits for its tuple (store.locate) as any keyed access does.
-// Each record is restored once: in the background in part order (loadBatch parts at a
-// time), or earlier with its part by a pass over the store (eachLive, Tuples), or with its
-// tuple alone by the first keyed access to it (load(i, i+1, keep), keep keeping that key
-// alone). LoadLazily returns at once, and the channel it returns is closed once every part
-// is loaded. It must be called before the engine serves, at most once.
-func (e *Engine) LoadLazily(load func(from, to int, keep func(key string) bool)) <-chan struct{} {
+// LoadLazily restores a snapshot in the background: load(from, to, keep, keyHash) is to
+// restore (with Restore) the snapshot's cells of the load parts from to to-1
+// (TupleRecord.Part), in a snapshot whose seed this engine adopted, but only those whose
+// key keep keeps when keep is not nil (a keyed access restores its tuple alone, and the
+// part's load then skips that tuple). When keyHash is not 0, keep keeps one key, of that
+// hash (KeyHash under the adopted seed): load may skip, without calling keep, the records
+// whose key's hash is another (0 says nothing: a key whose hash is 0 is compared as any).
+// The snapshot's reset records must be restored before (RestoreResets): each part's cells
+// are taken minus what they cancelled, and a reset or a peer's reset row of a tuple waits
+// for its tuple (store.locate) as any keyed access does. Each record is restored once: in
+// the background in part order (loadBatch parts at a time), or earlier with its part by a
+// pass over the store (eachLive, Tuples), or with its tuple alone by the first keyed
+// access to it (load(i, i+1, keep, keyHash), keep keeping that key alone). LoadLazily
+// returns at once, and the channel it returns is closed once every part is loaded. It
+// must be called before the engine serves, at most once.
+func (e *Engine) LoadLazily(load func(from, to int, keep func(key string) bool, keyHash uint64)) <-chan struct{} {
 	s := e.store
 	l := &loader{load: load, part: func(key string) int { return partOf(hashKey(s.seed, key)) }}
 	s.loader.Store(l)

@@ -15,7 +15,7 @@ func TestLoaderKeysBounded(t *testing.T) {
 	e := New(NewManualClock(now), Config{Standalone: true})
 	release := make(chan struct{})
 	defer close(release)
-	e.LoadLazily(func(from, _ int, _ func(string) bool) {
+	e.LoadLazily(func(from, _ int, _ func(string) bool, _ uint64) {
 		if from == 0 {
 			<-release // the background load stuck on its first batch
 		}

@@ -15,7 +15,7 @@ func TestEnsureKeyBound(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	const held = 0 // the background load stuck on its first batch
-	e.LoadLazily(func(from, _ int, _ func(string) bool) {
+	e.LoadLazily(func(from, _ int, _ func(string) bool, _ uint64) {
 		if from == held {
 			<-release
 		}

@@ -23,6 +23,7 @@ type lazyRig struct {
 
 	mu       sync.Mutex
 	restored map[string]int // how many times each key's records were handed to Restore
+	hashed   int            // the loads given a key's hash (keyed restores)
 }
 
 func newLazyRig(t *testing.T, tuples int) *lazyRig {
@@ -72,16 +73,22 @@ func (r *lazyRig) start(t *testing.T, held int, release <-chan struct{}) (*engin
 	if n := e.RestoreResets(r.resets); n != len(r.resets) {
 		t.Fatalf("restored %d reset records of %d", n, len(r.resets))
 	}
-	done := e.LoadLazily(func(from, to int, keep func(string) bool) {
+	seed := r.old.ShardSeed()
+	done := e.LoadLazily(func(from, to int, keep func(string) bool, keyHash uint64) {
 		for part := from; part < to; part++ {
 			if part == held {
 				<-release
 			}
 			recs := r.byPart[part]
-			if keep != nil {
-				recs = slices.DeleteFunc(slices.Clone(recs), func(c engine.CellRecord) bool { return !keep(c.Key) })
+			if keep != nil { // as persist does: the key's hash first (a wrong one misses records)
+				recs = slices.DeleteFunc(slices.Clone(recs), func(c engine.CellRecord) bool {
+					return keyHash != 0 && engine.KeyHash(seed, c.Key) != keyHash || !keep(c.Key)
+				})
 			}
 			r.mu.Lock()
+			if keyHash != 0 {
+				r.hashed++
+			}
 			if r.restored == nil {
 				r.restored = map[string]int{}
 			}
@@ -322,6 +329,9 @@ func TestLoadLazilyKeyedAccessRestoresItsTuple(t *testing.T) {
 	defer r.mu.Unlock()
 	if r.restored[x] != 1 || r.restored[y] != 1 {
 		t.Fatalf("records restored %d times for %q, %d for %q: want once each", r.restored[x], x, r.restored[y], y)
+	}
+	if r.hashed == 0 {
+		t.Fatal("no keyed restore was given its key's hash")
 	}
 }
 

@@ -515,7 +515,7 @@ func (s *store) locate(key []byte) (*shard, uint32) {
 func (s *store) locateIndex(key []byte) (int, uint32) {
 	h := hashKey(s.seed, key)
 	if l := s.loader.Load(); l != nil {
-		l.ensureKey(partOf(h), key)
+		l.ensureKey(h, key)
 	}
 	return int(h % shardCount), uint32(h >> 32)
 }

@@ -202,12 +202,13 @@ func (o *Opened) readLazy(tx *bolt.Tx, meta *bolt.Bucket) error {
 // Parts decodes the cell records of the parts from to to-1 (0 <= from <= to <=
 // engine.Parts) of a Lazy snapshot into recs[:0], in file order, those whose key keep
 // keeps unless keep is nil (engine.LoadLazily's), calls use with them, and
-// returns them for the next call to reuse. Their keys are the file's bytes, valid only
-// during use (engine.Restore copies what it keeps); their foreign regions' names are
-// copies. It is safe to call from several goroutines, and concurrently with Close (an
+// returns them for the next call to reuse. keyHash, unless 0, is the hash of the one key
+// keep keeps (engine.KeyHash under Seed, LoadLazily's keyHash): the delta log's records of
+// other keys are then mostly not read. Their keys are the file's bytes, valid only during
+// use (engine.Restore copies what it keeps); their foreign regions' names are copies. It is safe to call from several goroutines, and concurrently with Close (an
 // error once closed). The file was checked when it opened; a fault reading it still
 // is an error, not a crash, and use is then not called.
-func (o *Opened) Parts(from, to int, recs []engine.CellRecord, keep func(key string) bool, use func([]engine.CellRecord)) (_ []engine.CellRecord, err error) {
+func (o *Opened) Parts(from, to int, recs []engine.CellRecord, keep func(key string) bool, keyHash uint64, use func([]engine.CellRecord)) (_ []engine.CellRecord, err error) {
 	if o.parts == nil || from < 0 || from > to || to > engine.Parts {
 		return recs, fmt.Errorf("no parts %d to %d to read", from, to)
 	}
@@ -255,7 +256,7 @@ func (o *Opened) Parts(from, to int, recs []engine.CellRecord, keep func(key str
 			recs = append(recs, r)
 		}
 	}
-	recs = o.log.appendParts(from, to, recs, keep)
+	recs = o.log.appendParts(from, to, recs, keep, keyHash)
 	use(recs)
 	return recs, nil
 }

@@ -82,12 +82,12 @@ func TestPartsKeyedAllocatesNothing(t *testing.T) {
 			got = append(got, strings.Clone(r.Key))
 		}
 	}
-	if recs, err = o.Parts(p, p+1, recs, only, use); err != nil || len(got) != 1 || got[0] != key {
+	if recs, err = o.Parts(p, p+1, recs, only, engine.KeyHash(o.Seed, key), use); err != nil || len(got) != 1 || got[0] != key {
 		t.Fatalf("keyed read of part %d: %q, %v; want %q", p, got, err, key)
 	}
 	none := func(string) bool { return false }
 	nop := func([]engine.CellRecord) {}
-	if n := testing.AllocsPerRun(100, func() { recs, _ = o.Parts(p, p+1, recs, none, nop) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { recs, _ = o.Parts(p, p+1, recs, none, 0, nop) }); n != 0 {
 		t.Fatalf("a keyed read of a part allocates %v times", n)
 	}
 }

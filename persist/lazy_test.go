@@ -188,7 +188,7 @@ func readParts(t *testing.T, o *Opened, partOf map[string]int) map[string]uint64
 	t.Helper()
 	got := map[string]uint64{}
 	for i := range engine.Parts {
-		_, err := o.Parts(i, i+1, nil, nil, func(recs []engine.CellRecord) {
+		_, err := o.Parts(i, i+1, nil, nil, 0, func(recs []engine.CellRecord) {
 			for _, r := range recs {
 				if partOf[r.Key] != i {
 					t.Errorf("part %d holds %q of part %d", i, r.Key, partOf[r.Key])

@@ -304,10 +304,20 @@ type logSet struct {
 	// misfiled is the number of records filed under another part than their key's (a
 	// CRC-valid frame of a damaged writer), when readLogs checked them (a lazy load's).
 	misfiled int
+	// tags holds, beside each of offs (a lazy load's: readLogs given a seed; else nil),
+	// its key's tag (keyTag): a keyed restore (appendParts) reads only the records of its
+	// key's tag, not every record of the part, each a cache miss in the mapped logs. 4 bytes
+	// a record (28 MB for 7M records) while the load lasts, freed with offs (Opened.Close),
+	// and as much again while readLogs sorts them.
+	tags []uint32
 }
 
 // logAtBits is the number of bits of an offset in a log, in logSet.offs.
 const logAtBits = 40
+
+// keyTag returns the tag of a key of hash h (engine.KeyHash): its bits above the part's
+// (engine.PartOfHash), so that two keys of a part share a tag once in 2^32.
+func keyTag(h uint64) uint32 { return uint32(h >> 32) }
 
 // record returns a decoder at the record at (logSet.offs's), and its log's bytes as a
 // string.
@@ -349,7 +359,8 @@ const minTupleLen = 4
 // Release the logSet once its records are read. With seed (a lazy load's: the base's hash
 // seed) every record's part is checked against its key's (engine.PartOf): a record filed
 // under another part (a CRC-valid frame of a damaged writer) makes apply look for the
-// grants in every record, in log order, as a load that decodes them all does.
+// grants in every record, in log order, as a load that decodes them all does; and its
+// key's tag is kept (logSet.tags), the key's hash computed there anyway.
 //
 // It runs before an origin serves, so it does no more than that needs: the logs are mapped
 // (mapLog: the page cache's pages, not a copy), each frame is checked (its CRC, its small
@@ -477,7 +488,11 @@ func readLogsOnce(dir string, base uint64, seed *uint64, mapOK bool) (_ *logSet,
 	readLogsHook(readLogsWalked)
 	order := make([]int, records) // the records (as in offs), frame by frame
 	parts := make([]int32, records)
-	ls.checkFrames(frames, order, parts, seed)
+	var tags []uint32 // their keys' tags, with seed
+	if seed != nil {
+		tags = make([]uint32, records)
+	}
+	ls.checkFrames(frames, order, parts, tags, seed)
 	for i := range frames {
 		if frames[i].fault != nil {
 			return nil, nil, frames[i].fault
@@ -491,6 +506,9 @@ func readLogsOnce(dir string, base uint64, seed *uint64, mapOK bool) (_ *logSet,
 		if fr.why == "" {
 			k += copy(order[k:], order[fr.from:fr.from+fr.n])
 			copy(parts[k-fr.n:], parts[fr.from:fr.from+fr.n])
+			if tags != nil {
+				copy(tags[k-fr.n:], tags[fr.from:fr.from+fr.n])
+			}
 			ls.leased = append(ls.leased, fr.leased...)
 			ls.misfiled += fr.misfiled
 			ls.frames++
@@ -511,7 +529,10 @@ func readLogsOnce(dir string, base uint64, seed *uint64, mapOK bool) (_ *logSet,
 	if last != nil {
 		ls.last = slices.Clone(ls.logs[last.file][last.body[0]:last.body[1]])
 	}
-	ls.sortByPart(order[:k], parts[:k])
+	if tags != nil {
+		tags = tags[:k]
+	}
+	ls.sortByPart(order[:k], parts[:k], tags)
 	readLogsHook(readLogsDone)
 	return ls, warns, nil
 }
@@ -570,15 +591,20 @@ func tupleCount(body []byte) int {
 
 // checkFrames checks frames, on every thread: each frame's records go to
 // order[from:from+n] and parts[from:from+n], and a bad frame gets its why; with seed,
-// each record's part is checked against its key's.
-func (ls *logSet) checkFrames(frames []logFrame, order []int, parts []int32, seed *uint64) {
+// each record's part is checked against its key's, and its key's tag goes to
+// tags[from:from+n].
+func (ls *logSet) checkFrames(frames []logFrame, order []int, parts []int32, tags []uint32, seed *uint64) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), len(frames)) {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < len(frames); i = int(next.Add(1) - 1) {
 				if fr := &frames[i]; fr.why == "" {
-					fr.why = checkFrame(ls.logs[fr.file], fr, order[fr.from:fr.from+fr.n], parts[fr.from:fr.from+fr.n], seed)
+					var t []uint32
+					if seed != nil {
+						t = tags[fr.from : fr.from+fr.n]
+					}
+					fr.why = checkFrame(ls.logs[fr.file], fr, order[fr.from:fr.from+fr.n], parts[fr.from:fr.from+fr.n], t, seed)
 				}
 			}
 		})
@@ -589,10 +615,10 @@ func (ls *logSet) checkFrames(frames []logFrame, order []int, parts []int32, see
 // checkFrame checks the frame fr of the log data (its header before its body): its
 // CRC-32C, its sections, and its tuple records, which it puts in order (as in
 // logSet.offs) and their parts in parts (as many as fr.n); with seed, it counts in
-// fr.misfiled the records whose part is not their key's (engine.PartOf). It returns why
-// the frame is bad, or "". A fault reading a mapped log (the file cut meanwhile) is a bad
-// frame, and fr.fault.
-func checkFrame(data []byte, fr *logFrame, order []int, parts []int32, seed *uint64) (why string) {
+// fr.misfiled the records whose part is not their key's (engine.PartOf) and puts their
+// keys' tags (keyTag) in tags. It returns why the frame is bad, or "". A fault reading a
+// mapped log (the file cut meanwhile) is a bad frame, and fr.fault.
+func checkFrame(data []byte, fr *logFrame, order []int, parts []int32, tags []uint32, seed *uint64) (why string) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
@@ -624,8 +650,12 @@ func checkFrame(data []byte, fr *logFrame, order []int, parts []int32, seed *uin
 			return fmt.Sprintf("tuple %d: %v", k, err)
 		}
 		order[k], parts[k] = fr.file<<logAtBits|(fr.body[0]+at), part
-		if seed != nil && engine.PartOf(*seed, unsafe.String(unsafe.SliceData(key), len(key))) != int(part) {
-			fr.misfiled++
+		if seed != nil {
+			h := engine.KeyHash(*seed, unsafe.String(unsafe.SliceData(key), len(key)))
+			if engine.PartOfHash(h) != int(part) {
+				fr.misfiled++
+			}
+			tags[k] = keyTag(h)
 		}
 		if grants {
 			fr.leased = append(fr.leased, part)
@@ -866,8 +896,9 @@ func decodeTuple(d *decoder, str string, cells []engine.CellRecord) (engine.Tupl
 var sortShareMin = 1 << 16
 
 // sortByPart orders the records by part (a counting sort: log order within a part), the
-// parts shared out between the threads, each of which places its parts' records.
-func (ls *logSet) sortByPart(order []int, parts []int32) {
+// parts shared out between the threads, each of which places its parts' records, and
+// their tags beside them unless tags is nil.
+func (ls *logSet) sortByPart(order []int, parts []int32, tags []uint32) {
 	ls.partAt = make([]int, engine.Parts+1)
 	for _, p := range parts {
 		ls.partAt[p+1]++
@@ -876,6 +907,9 @@ func (ls *logSet) sortByPart(order []int, parts []int32) {
 		ls.partAt[p] += ls.partAt[p-1]
 	}
 	ls.offs = make([]int, len(order))
+	if tags != nil {
+		ls.tags = make([]uint32, len(order))
+	}
 	n := runtime.GOMAXPROCS(0)
 	if len(order) < sortShareMin {
 		n = 1
@@ -893,6 +927,9 @@ func (ls *logSet) sortByPart(order []int, parts []int32) {
 			for i, p := range parts {
 				if int(p) >= lo && int(p) < hi {
 					ls.offs[next[p]] = order[i]
+					if tags != nil {
+						ls.tags[next[p]] = tags[i]
+					}
 					next[p]++
 				}
 			}
@@ -932,12 +969,20 @@ func (ls *logSet) each(in []bool, fn func(engine.TupleRecord)) {
 
 // appendParts appends the cells of the logs' tuples of parts from to to-1 to recs, keys
 // aliasing the logs' bytes and foreign regions' names copied; only the tuples whose key
-// keep keeps, unless keep is nil.
-func (ls *logSet) appendParts(from, to int, recs []engine.CellRecord, keep func(key string) bool) []engine.CellRecord {
+// keep keeps, unless keep is nil; and with keyHash not 0 (Opened.Parts's), of those only
+// the tuples whose key's tag is keyHash's, where the tags are kept (logSet.tags): the
+// others are not read.
+func (ls *logSet) appendParts(from, to int, recs []engine.CellRecord, keep func(key string) bool, keyHash uint64) []engine.CellRecord {
 	if ls == nil || ls.frames == 0 {
 		return recs
 	}
-	for _, at := range ls.offs[ls.partAt[from]:ls.partAt[to]] {
+	lo, hi := ls.partAt[from], ls.partAt[to]
+	tagged := keep != nil && keyHash != 0 && ls.tags != nil
+	tag := keyTag(keyHash)
+	for i, at := range ls.offs[lo:hi] {
+		if tagged && ls.tags[lo+i] != tag {
+			continue
+		}
 		d, str := ls.record(at)
 		if keep != nil { // the key alone first: a keyed load (engine.LoadLazily) skips most
 			p := d.p

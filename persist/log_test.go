@@ -208,7 +208,7 @@ func TestLogLazyParts(t *testing.T) {
 	started.Add(1)
 	gate := make(chan struct{})
 	first := true
-	done := e2.LoadLazily(func(from, to int, keep func(string) bool) {
+	done := e2.LoadLazily(func(from, to int, keep func(string) bool, keyHash uint64) {
 		mu.Lock()
 		if first { // the background load waits, so that the keyed access below loads its part
 			first = false
@@ -218,7 +218,7 @@ func TestLogLazyParts(t *testing.T) {
 		} else {
 			mu.Unlock()
 		}
-		if _, err := o.Parts(from, to, nil, keep, func(recs []engine.CellRecord) { _, _, _ = e2.Restore(recs) }); err != nil {
+		if _, err := o.Parts(from, to, nil, keep, keyHash, func(recs []engine.CellRecord) { _, _, _ = e2.Restore(recs) }); err != nil {
 			mu.Lock()
 			loadErr = err
 			mu.Unlock()

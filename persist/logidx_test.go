@@ -363,9 +363,10 @@ func TestSortByPart(t *testing.T) {
 	for i := range 40 {
 		n := rng.IntN(100_000)
 		spread := []int{3, 1000, engine.Parts}[i%3]
-		order, parts := make([]int, n), make([]int32, n)
+		order, parts, tags := make([]int, n), make([]int32, n), make([]uint32, n)
 		for j := range n {
 			order[j], parts[j] = rng.Int(), int32(rng.IntN(spread))
+			tags[j] = uint32(order[j]) // each beside its record
 		}
 		idx := make([]int, n)
 		for j := range idx {
@@ -378,9 +379,14 @@ func TestSortByPart(t *testing.T) {
 		}
 		sortShareMin = []int{0, 1 << 30}[i%2]
 		var ls logSet
-		ls.sortByPart(order, parts)
+		ls.sortByPart(order, parts, tags)
 		if !slices.Equal(ls.offs, want) {
 			t.Fatalf("round %d (%d records in %d parts, shared out: %v): not in part order", i, n, spread, sortShareMin == 0)
+		}
+		for j, at := range ls.offs {
+			if ls.tags[j] != uint32(at) {
+				t.Fatalf("round %d: record %d's tag %x, want %x", i, j, ls.tags[j], uint32(at))
+			}
 		}
 		counts := make([]int, engine.Parts)
 		for _, p := range parts {
@@ -430,7 +436,7 @@ func TestLogMappedCut(t *testing.T) {
 	if err := ls.apply(&snap, true, 0); err == nil || !strings.Contains(err.Error(), "fault") {
 		t.Fatalf("apply of a cut log: %v, want a fault", err)
 	}
-	if _, err := o.Parts(0, engine.Parts, nil, nil, func([]engine.CellRecord) {}); err == nil {
+	if _, err := o.Parts(0, engine.Parts, nil, nil, 0, func([]engine.CellRecord) {}); err == nil {
 		t.Fatal("Parts of a cut log: no error")
 	}
 }

@@ -22,12 +22,12 @@ func loadCells(eng *engine.Engine, snap *persist.Opened, keepAside func(error) e
 	var loaded, dropped atomic.Int64
 	var bufs sync.Pool // of *[]engine.CellRecord: parts load on several goroutines
 	eng.ReserveTuples(snap.CellCount)
-	done := eng.LoadLazily(func(from, to int, keep func(string) bool) {
+	done := eng.LoadLazily(func(from, to int, keep func(string) bool, keyHash uint64) {
 		buf, _ := bufs.Get().(*[]engine.CellRecord)
 		if buf == nil {
 			buf = new([]engine.CellRecord)
 		}
-		recs, err := snap.Parts(from, to, *buf, keep, func(recs []engine.CellRecord) {
+		recs, err := snap.Parts(from, to, *buf, keep, keyHash, func(recs []engine.CellRecord) {
 			l, d, rerr := eng.Restore(recs)
 			if rerr != nil {
 				log.Warn("snapshot had unreadable cells", "parts_from", from, "parts_to", to, "error", rerr)
