@@ -114,7 +114,7 @@ func TestLoadPausesOnlyWhileServing(t *testing.T) {
 				clock.Advance(d.Milliseconds())
 			}
 			batches := 0
-			<-e.LoadLazily(func(from, _ int, keep func(string) bool) {
+			<-e.LoadLazily(func(from, _ int, keep func(string) bool, _ uint64) {
 				if keep != nil {
 					return
 				}
