@@ -3,6 +3,7 @@ package persist
 import (
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -213,5 +214,52 @@ func TestCompactionFailureBacksOff(t *testing.T) {
 	s.compactions.Wait()
 	if st := s.Stats(); st.Compactions != 1 || st.CompactionFailures != 1 {
 		t.Fatalf("stats after a compaction that succeeded: %+v", st)
+	}
+}
+
+// TestWholeSavesReleaseMemory: a whole file (the first save, a compaction) gives back the
+// memory its write held, past releaseAbove; a frame of the delta log does not.
+func TestWholeSavesReleaseMemory(t *testing.T) {
+	defer func(due func(int64, int64) bool, above int64, rel func()) {
+		compactDue, releaseAbove, releaseMemory = due, above, rel
+	}(compactDue, releaseAbove, releaseMemory)
+	var released atomic.Int32
+	releaseMemory = func() { released.Add(1) }
+	releaseAbove = 0
+	e := logEngine(t, 100)
+	s := quietStore(t, t.TempDir())
+	if err := s.Write(incremental(e)); err != nil {
+		t.Fatal(err)
+	}
+	if n := released.Load(); n != 1 {
+		t.Fatalf("the first save, a whole file: released %d times, want 1", n)
+	}
+	for i := range 3 {
+		count(t, e, i, i+1, 1)
+		if err := s.Write(incremental(e)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.compactions.Wait()
+	if n := released.Load(); n != 1 {
+		t.Fatalf("after three frames: released %d times, want 1", n)
+	}
+	compactDue = func(logBytes, _ int64) bool { return logBytes > 0 }
+	count(t, e, 0, 1, 1)
+	if err := s.Write(incremental(e)); err != nil {
+		t.Fatal(err)
+	}
+	s.compactions.Wait()
+	if n := released.Load(); n != 2 {
+		t.Fatalf("after a compaction: released %d times, want 2", n)
+	}
+	releaseAbove = 1 << 40 // a whole file below it: nothing to give back
+	whole := incremental(e)
+	whole.Dirty = nil // every save a whole file
+	if err := s.Write(whole); err != nil {
+		t.Fatal(err)
+	}
+	if n := released.Load(); n != 2 {
+		t.Fatalf("a whole file below releaseAbove: released %d times, want 2", n)
 	}
 }
