@@ -263,3 +263,38 @@ func TestWholeSavesReleaseMemory(t *testing.T) {
 		t.Fatalf("a whole file below releaseAbove: released %d times, want 2", n)
 	}
 }
+
+// TestNoCompactionWhileLoading: no compaction starts while the store is still loading a
+// snapshot in the background (its pass over Tuples would load every part at once, beside
+// the requests); the frames go on, and the first save once the load is over compacts.
+func TestNoCompactionWhileLoading(t *testing.T) {
+	defer func(due func(int64, int64) bool) { compactDue = due }(compactDue)
+	e := logEngine(t, 100)
+	s := quietStore(t, t.TempDir())
+	loading := true
+	src := incremental(e)
+	src.Loading = func() bool { return loading }
+	if err := s.Write(src); err != nil {
+		t.Fatal(err)
+	}
+	compactDue = func(logBytes, _ int64) bool { return logBytes > 0 }
+	for i := range 3 {
+		count(t, e, i, i+1, 1)
+		if err := s.Write(src); err != nil {
+			t.Fatal(err)
+		}
+		s.compactions.Wait()
+	}
+	if st := s.Stats(); st.Compactions != 0 || st.LogBytes == 0 {
+		t.Fatalf("while loading: %d compactions, %d bytes of log; want none, and the frames", st.Compactions, st.LogBytes)
+	}
+	loading = false
+	count(t, e, 0, 1, 1)
+	if err := s.Write(src); err != nil {
+		t.Fatal(err)
+	}
+	s.compactions.Wait()
+	if st := s.Stats(); st.Compactions != 1 {
+		t.Fatalf("once loaded: %d compactions, want 1", st.Compactions)
+	}
+}

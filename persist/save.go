@@ -159,6 +159,11 @@ type Source struct {
 	// Saved makes durable. Tuples and RunMarks must be set with it.
 	Dirty    iter.Seq[engine.TupleRecord]
 	RunMarks iter.Seq[engine.RunRecord]
+	// Loading, when not nil, reports whether the store is still loading a snapshot in the
+	// background (engine.Loading): no compaction starts meanwhile, since its pass over
+	// Tuples would wait for every part, loading them all at once, unpaced, beside the
+	// requests; the frames go on, and the log is compacted once the load is over.
+	Loading func() bool
 }
 
 // Save writes recs as the new snapshot, replacing the previous one only once the new file
@@ -335,7 +340,8 @@ func (s *Store) based(gen uint64) {
 // gen is written in the background from src (its Tuples and RunMarks), after which the
 // logs before it are deleted (log.go gives the crash points).
 func (s *Store) compact(src Source) {
-	if s.compacting || s.closing.Load() || !compactDue(s.logBytes, s.baseBytes) || time.Now().Before(s.compactAfter) {
+	if s.compacting || s.closing.Load() || !compactDue(s.logBytes, s.baseBytes) || time.Now().Before(s.compactAfter) ||
+		(src.Loading != nil && src.Loading()) {
 		return
 	}
 	gen := s.logGen + 1
