@@ -289,9 +289,9 @@ var releaseAbove int64 = 32 << 20
 var releaseMemory = debug.FreeOSMemory
 
 // release gives back, after a whole file of releaseAbove bytes or more (saveMu held),
-// what writing it held: bbolt allocates the file's dirty pages on the heap until its
-// transaction commits, about the file's size of garbage, which the runtime returns to
-// the system only slowly. The resident set then stayed up to a file's size above the
+// what writing it held (most likely bbolt's: its transaction allocates the file's dirty
+// pages on the heap when it commits, about the file's size of garbage; not profiled),
+// which the runtime returns to the system only slowly. The resident set then stayed up to a file's size above the
 // store's for a while after a save (2M tuples in bench/scale.sh: 106 to 130 B/tuple
 // after the fill, the Go heap in use 11 to 35 B/tuple from one run to the next). Whole
 // files are rare (the first save, then compactions), and a collection of a heap that
