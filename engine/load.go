@@ -112,6 +112,31 @@ type loader struct {
 	kept  atomic.Int64 // the bytes of the parts' keys: at most maxKeptBytes
 	load  func(from, to int, keep func(key string) bool, keyHash uint64)
 	part  func(key string) int // the part of a key
+	// next is the next shard to take (take), by the background load or LoadAhead's
+	// workers; finished counts the shards done, and whoever finishes the last one ends
+	// the load (finish).
+	next     atomic.Int64
+	finished atomic.Int64
+	finish   func()
+}
+
+// take takes the next shard to load, and reports false once none is left. A shard is
+// loaded by one goroutine, batch by batch (shardStep): goroutines that load side by side
+// restore into different shards, rather than into one whose lock they would take in turn
+// for every record, and each keeps its shard's index in its core's cache.
+func (l *loader) take() (shard int, ok bool) {
+	i := int(l.next.Add(1) - 1)
+	return i, i < shardCount
+}
+
+// shardStep loads batch b (of loadParts/loadBatch) of shard i (those of its parts not
+// loaded yet), and ends the load after the last batch of the last shard to finish.
+func (l *loader) shardStep(i, b int) {
+	p := i*loadParts + b*loadBatch
+	l.ensureBatch(p, p+loadBatch)
+	if b == loadParts/loadBatch-1 && l.finished.Add(1) == shardCount {
+		l.finish()
+	}
 }
 
 // loadPart is a load part's state, its fields side by side: a keyed access to a part not
@@ -292,28 +317,64 @@ func (e *Engine) AdoptShardSeed(seed uint64) error {
 // must be called before the engine serves, at most once.
 func (e *Engine) LoadLazily(load func(from, to int, keep func(key string) bool, keyHash uint64)) <-chan struct{} {
 	s := e.store
-	l := &loader{load: load, part: func(key string) int { return partOf(hashKey(s.seed, key)) }}
-	s.loader.Store(l)
 	done := make(chan struct{})
+	l := &loader{load: load, part: func(key string) int { return partOf(hashKey(s.seed, key)) }}
+	l.finish = func() {
+		s.loader.Store(nil) // a goroutine that still holds l finds every part loaded
+		close(done)
+	}
+	s.loader.Store(l)
 	go func() {
 		var pace pacer
 		pace.start(e.clock.NowMs())
-		for i := 0; i < Parts; i += loadBatch {
-			l.ensureBatch(i, i+loadBatch)
-			// Take half a thread (pacer), so that a request ready to run waits for a
-			// thread no longer than a slice. Not runtime.Gosched after each batch:
-			// behind 50 busy connections on 2 threads, the global run queue it goes to
-			// left the loader a twentieth of a thread (at 10M tuples: 16 s to load).
-			now := e.clock.NowMs()
-			if d := pace.pause(now); d > 0 && !pace.idle(now, e.served()) {
-				loadPause(time.Duration(d) * time.Millisecond)
-				pace.slept(e.clock.NowMs())
+		for i, ok := l.take(); ok; i, ok = l.take() {
+			for b := range loadParts / loadBatch {
+				l.shardStep(i, b)
+				// Take half a thread (pacer), so that a request ready to run waits for a
+				// thread no longer than a slice. Not runtime.Gosched after each batch:
+				// behind 50 busy connections on 2 threads, the global run queue it goes to
+				// left the loader a twentieth of a thread (at 10M tuples: 16 s to load).
+				now := e.clock.NowMs()
+				if d := pace.pause(now); d > 0 && !pace.idle(now, e.served()) {
+					loadPause(time.Duration(d) * time.Millisecond)
+					pace.slept(e.clock.NowMs())
+				}
 			}
 		}
-		s.loader.Store(nil) // a goroutine that still holds l finds every part loaded
-		close(done)
 	}()
 	return done
+}
+
+// LoadAhead loads a lazy load's parts (LoadLazily) on workers goroutines besides the
+// background load, unpaced, for d by the engine's clock or until every part is loaded,
+// and returns then, having waited for its workers' last batches: what an origin that
+// restarts does before it listens, when nothing asks for the threads yet. A snapshot
+// that loads within d is then whole before the first request (with a random key a
+// request's own restore costs several times its share of the background load: a part is
+// read for it); a larger one serves from then on, with that much less to load while it
+// serves. It returns whether the load is over.
+func (e *Engine) LoadAhead(d time.Duration, workers int) bool {
+	l := e.store.loader.Load()
+	if l == nil {
+		return true
+	}
+	until := e.clock.NowMs() + d.Milliseconds()
+	var wg sync.WaitGroup
+	for range max(workers, 1) {
+		wg.Go(func() {
+			for e.clock.NowMs() < until {
+				i, ok := l.take()
+				if !ok {
+					return
+				}
+				for b := range loadParts / loadBatch {
+					l.shardStep(i, b) // the whole shard, past until: none is left half taken
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return !e.Loading()
 }
 
 // loadPause is the background load's pause (time.Sleep; a variable for tests).

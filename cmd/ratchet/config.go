@@ -40,6 +40,7 @@ type Config struct {
 	PublishThreshold float64
 	PublishInterval  time.Duration
 	SnapshotInterval time.Duration
+	LoadWait         time.Duration // origin: how long from start the snapshot may load before the listener opens
 	DegradedShare    float64
 	ColdShare        float64
 
@@ -83,6 +84,7 @@ func DefaultConfig() Config {
 		PublishThreshold: 0.2,
 		PublishInterval:  time.Second,
 		SnapshotInterval: time.Second,
+		LoadWait:         750 * time.Millisecond,
 		DegradedShare:    1.0,
 		ColdShare:        0.001,
 		OriginTimeout:    100 * time.Millisecond,
@@ -261,6 +263,7 @@ func newFlagSet(c *Config, cliPeers, showVersion *bool) *flag.FlagSet {
 	fs.Float64Var(&c.PublishThreshold, "publish-threshold", c.PublishThreshold, "origin: share of the limit before a cell is published")
 	fs.DurationVar(&c.PublishInterval, "publish-interval", c.PublishInterval, "origin: publication interval")
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", c.SnapshotInterval, "origin: snapshot interval")
+	fs.DurationVar(&c.LoadWait, "load-wait", c.LoadWait, "origin: on a restart, load the snapshot on every thread until this long after start before listening; the rest loads in the background while it serves (0: listen at once)")
 	fs.Float64Var(&c.DegradedShare, "degraded-share", c.DegradedShare, "edge: share of the limit enforced while the origin is unreachable")
 	fs.Float64Var(&c.ColdShare, "cold-share", c.ColdShare, "origin: share of a limit each edge may admit on a tuple it holds no lease for, without asking (0: none)")
 	fs.DurationVar(&c.OriginTimeout, "origin-timeout", c.OriginTimeout, "edge: bound on one origin call (read, replay, decide, forward), or four smoothed round trips of its answered calls when longer (at most 2s)")
@@ -405,6 +408,8 @@ func (c *Config) Validate() error {
 		return errors.New("--tracking-table-max-keys must be from 1 to 100000000")
 	case c.SnapshotInterval <= 0:
 		return errors.New("--snapshot-interval must be positive")
+	case c.LoadWait < 0:
+		return errors.New("--load-wait must be 0 (listen at once) or positive")
 	case c.WriteTimeout <= 0:
 		return errors.New("--write-timeout must be positive")
 	case c.ReadTimeout < 0:

@@ -165,7 +165,7 @@ func (n *node) ready() error {
 	return fmt.Errorf("no origin answers: %s", strings.Join(why, ", "))
 }
 
-func newOrigin(cfg Config, log *slog.Logger) (*node, error) {
+func newOrigin(cfg Config, log *slog.Logger, started time.Time) (*node, error) {
 	peers, err := cfg.PeerList()
 	if err != nil {
 		return nil, err
@@ -227,6 +227,14 @@ func newOrigin(cfg Config, log *slog.Logger) (*node, error) {
 	eng.Overrides().Forget(snap.OverridesHorizon)                                 // after the records: see engine.OverrideHorizon
 	if snap.Lazy() {
 		loadCells(eng, snap, store.KeepAside, log) // in the background; the origin serves meanwhile
+		// Before the listener opens, nothing asks for the threads: load on all of them
+		// until --load-wait after start (a snapshot of a few million cells is then whole
+		// before the first request, which would otherwise restore its own tuple from the
+		// file at several times the cost: README, Scale).
+		if d := cfg.LoadWait - time.Since(started); d > 0 {
+			whole := eng.LoadAhead(d, runtime.GOMAXPROCS(0))
+			log.Info("snapshot loaded before listening", "whole", whole, "after", time.Since(started).Round(time.Millisecond))
+		}
 	} else {
 		// The decoded snapshot (not used past here) is garbage now: give its memory back
 		// at once rather than as the scavenger gets to it, so that RSS after a restart is
@@ -266,6 +274,7 @@ func newEdge(cfg Config, log *slog.Logger, observe func(string, error, time.Dura
 }
 
 func run(cfg Config, log *slog.Logger) error {
+	started := time.Now()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ignoreHangups(ctx, log)
@@ -277,7 +286,7 @@ func run(cfg Config, log *slog.Logger) error {
 	if cfg.Role == "edge" {
 		n, err = newEdge(cfg, log, met.ObserveOrigin)
 	} else {
-		n, err = newOrigin(cfg, log)
+		n, err = newOrigin(cfg, log, started)
 	}
 	if err != nil {
 		return err
