@@ -111,13 +111,19 @@ type loader struct {
 	parts [Parts]loadPart
 	kept  atomic.Int64 // the bytes of the parts' keys: at most maxKeptBytes
 	load  func(from, to int, keep func(key string) bool, keyHash uint64)
-	part  func(key string) int // the part of a key
+	hash  func(key string) uint64 // a key's hash (partOf's)
+	// loaded has a bit set for each part loaded: 32 KiB, which the caches keep, where
+	// the parts' states are 10 MiB (a keyed access on a loaded part, most of them once
+	// the load is under way, read a part's state before: a cache miss each, a tenth of
+	// the CPU of a load at 10M tuples).
+	loaded [Parts / 64]atomic.Uint64
 	// next is the next shard to take (take), by the background load or LoadAhead's
 	// workers; finished counts the shards done, and whoever finishes the last one ends
 	// the load (finish).
 	next     atomic.Int64
 	finished atomic.Int64
 	finish   func()
+	done     <-chan struct{} // closed by finish
 }
 
 // take takes the next shard to load, and reports false once none is left. A shard is
@@ -130,32 +136,47 @@ func (l *loader) take() (shard int, ok bool) {
 }
 
 // shardStep loads batch b (of loadParts/loadBatch) of shard i (those of its parts not
-// loaded yet), and ends the load after the last batch of the last shard to finish.
-func (l *loader) shardStep(i, b int) {
+// loaded yet), and ends the load after the last batch of the last shard to finish,
+// reporting whether it did.
+func (l *loader) shardStep(i, b int) (over bool) {
 	p := i*loadParts + b*loadBatch
 	l.ensureBatch(p, p+loadBatch)
 	if b == loadParts/loadBatch-1 && l.finished.Add(1) == shardCount {
 		l.finish()
+		return true
 	}
+	return false
 }
 
 // loadPart is a load part's state, its fields side by side: a keyed access to a part not
 // loaded yet reads all three, and in one or two cache lines rather than three (the keyed
 // restores are most of a load's CPU).
 type loadPart struct {
-	mu     sync.Mutex // held while the part, or a tuple of it, loads
-	loaded atomic.Bool
+	mu sync.Mutex // held while the part, or a tuple of it, loads
 	// keys holds, for a part not loaded yet, the keys of the tuples restored already on
-	// their own (ensureKey), each as a uvarint length and its bytes; under mu.
+	// their own (ensureKey), each as its tag (keyTag, 4 bytes), a uvarint length and its
+	// bytes; under mu.
 	keys []byte
 }
 
-// restored reports whether key's tuple of part p was restored on its own (p's lock held).
-func (l *loader) restored(p int, key string) bool {
-	for b := l.parts[p].keys; len(b) > 0; {
-		n, w := binary.Uvarint(b)
-		b = b[w:]
-		if string(b[:n]) == key {
+// isLoaded reports whether part p is loaded.
+func (l *loader) isLoaded(p int) bool { return l.loaded[p/64].Load()&(1<<(p%64)) != 0 }
+
+// markLoaded records part p as loaded.
+func (l *loader) markLoaded(p int) { l.loaded[p/64].Or(1 << (p % 64)) }
+
+// keyTag is the tag of a key of hash h among a part's keys restored on their own: bits
+// the part does not fix (partOf takes the low 18).
+func keyTag(h uint64) uint32 { return uint32(h >> 32) }
+
+// restored reports whether key's tuple (tag keyTag of its hash) of part p was restored on
+// its own (p's lock held): the keys of other tags are stepped over, not compared.
+func (l *loader) restored(p int, tag uint32, key string) bool {
+	for b := l.parts[p].keys; len(b) > 4; {
+		t := binary.LittleEndian.Uint32(b)
+		n, w := binary.Uvarint(b[4:])
+		b = b[4+w:]
+		if t == tag && string(b[:n]) == key {
 			return true
 		}
 		b = b[n:]
@@ -170,8 +191,9 @@ func (l *loader) loadParts(from, to int) {
 	for p := from; p < to; p++ {
 		if len(l.parts[p].keys) > 0 {
 			keep = func(key string) bool {
-				q := l.part(key) // in [from, to) but in a damaged file: kept then
-				return q < from || q >= to || !l.restored(q, key)
+				h := l.hash(key)
+				q := partOf(h) // in [from, to) but in a damaged file: kept then
+				return q < from || q >= to || !l.restored(q, keyTag(h), key)
 			}
 			break
 		}
@@ -180,7 +202,7 @@ func (l *loader) loadParts(from, to int) {
 	for p := from; p < to; p++ {
 		l.kept.Add(-int64(len(l.parts[p].keys)))
 		l.parts[p].keys = nil
-		l.parts[p].loaded.Store(true)
+		l.markLoaded(p)
 	}
 }
 
@@ -191,12 +213,12 @@ func (l *loader) ensureBatch(from, to int) {
 		l.parts[p].mu.Lock()
 	}
 	for p := from; p < to; {
-		if l.parts[p].loaded.Load() {
+		if l.isLoaded(p) {
 			p++
 			continue
 		}
 		q := p + 1
-		for q < to && !l.parts[q].loaded.Load() {
+		for q < to && !l.isLoaded(q) {
 			q++
 		}
 		l.loadParts(p, q)
@@ -217,7 +239,7 @@ func (l *loader) ensureShard(i int) {
 // shardLoaded reports whether every part of shard i is restored.
 func (l *loader) shardLoaded(i int) bool {
 	for p := i * loadParts; p < (i+1)*loadParts; p++ {
-		if !l.parts[p].loaded.Load() {
+		if !l.isLoaded(p) {
 			return false
 		}
 	}
@@ -227,11 +249,11 @@ func (l *loader) shardLoaded(i int) bool {
 // ensure restores part i's snapshot cells unless they are restored already, waiting for
 // another goroutine that is restoring them. The caller holds no shard lock.
 func (l *loader) ensure(i int) {
-	if l.parts[i].loaded.Load() {
+	if l.isLoaded(i) {
 		return
 	}
 	l.parts[i].mu.Lock()
-	if !l.parts[i].loaded.Load() {
+	if !l.isLoaded(i) {
 		l.loadParts(i, i+1)
 	}
 	l.parts[i].mu.Unlock()
@@ -252,17 +274,18 @@ const (
 // tuples left to the background load. The caller holds no shard lock.
 func (l *loader) ensureKey(h uint64, key []byte) {
 	i := partOf(h)
-	if l.parts[i].loaded.Load() {
+	if l.isLoaded(i) {
 		return
 	}
 	l.parts[i].mu.Lock()
 	switch {
-	case l.parts[i].loaded.Load() || l.restored(i, string(key)):
+	case l.isLoaded(i) || l.restored(i, keyTag(h), string(key)):
 	case len(l.parts[i].keys) >= maxKeyedBytes || l.kept.Load() >= maxKeptBytes:
 		l.loadParts(i, i+1)
 	default:
 		pt := &l.parts[i]
 		n := len(pt.keys)
+		pt.keys = binary.LittleEndian.AppendUint32(pt.keys, keyTag(h))
 		pt.keys = append(binary.AppendUvarint(pt.keys, uint64(len(key))), key...)
 		l.kept.Add(int64(len(pt.keys) - n))
 		// The copy just kept, not key itself (a request's buffer must not escape); keys
@@ -318,18 +341,21 @@ func (e *Engine) AdoptShardSeed(seed uint64) error {
 func (e *Engine) LoadLazily(load func(from, to int, keep func(key string) bool, keyHash uint64)) <-chan struct{} {
 	s := e.store
 	done := make(chan struct{})
-	l := &loader{load: load, part: func(key string) int { return partOf(hashKey(s.seed, key)) }}
+	l := &loader{load: load, hash: func(key string) uint64 { return hashKey(s.seed, key) }}
 	l.finish = func() {
 		s.loader.Store(nil) // a goroutine that still holds l finds every part loaded
 		close(done)
 	}
+	l.done = done
 	s.loader.Store(l)
 	go func() {
 		var pace pacer
 		pace.start(e.clock.NowMs())
 		for i, ok := l.take(); ok; i, ok = l.take() {
 			for b := range loadParts / loadBatch {
-				l.shardStep(i, b)
+				if l.shardStep(i, b) {
+					return
+				}
 				// Take half a thread (pacer), so that a request ready to run waits for a
 				// thread no longer than a slice. Not runtime.Gosched after each batch:
 				// behind 50 busy connections on 2 threads, the global run queue it goes to
@@ -346,9 +372,10 @@ func (e *Engine) LoadLazily(load func(from, to int, keep func(key string) bool, 
 }
 
 // LoadAhead loads a lazy load's parts (LoadLazily) on workers goroutines besides the
-// background load, unpaced, for d by the engine's clock or until every part is loaded,
-// and returns then, having waited for its workers' last batches: what an origin that
-// restarts does before it listens, when nothing asks for the threads yet. A snapshot
+// background load, unpaced, a shard at a time, until d passed by the engine's clock or
+// every part is loaded; once no shard is left to take it waits, within d, for those the
+// background load holds. It returns then, its workers' last shards loaded: what an origin
+// that restarts does before it listens, when nothing asks for the threads yet. A snapshot
 // that loads within d is then whole before the first request (with a random key a
 // request's own restore costs several times its share of the background load: a part is
 // read for it); a larger one serves from then on, with that much less to load while it
@@ -374,6 +401,14 @@ func (e *Engine) LoadAhead(d time.Duration, workers int) bool {
 		})
 	}
 	wg.Wait()
+	if left := until - e.clock.NowMs(); left > 0 {
+		t := time.NewTimer(time.Duration(left) * time.Millisecond)
+		defer t.Stop()
+		select {
+		case <-l.done:
+		case <-t.C:
+		}
+	}
 	return !e.Loading()
 }
 

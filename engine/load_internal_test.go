@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -48,7 +49,7 @@ func TestEnsureKeyBound(t *testing.T) {
 			t.Fatal(err)
 		}
 		l.parts[part].mu.Lock()
-		loaded, kept := l.parts[part].loaded.Load(), len(l.parts[part].keys)
+		loaded, kept := l.isLoaded(part), len(l.parts[part].keys)
 		l.parts[part].mu.Unlock()
 		if kept > maxKeyedBytes+1100 {
 			t.Fatalf("after %d keys: %d bytes of keys kept, bound %d", i+1, kept, maxKeyedBytes)
@@ -132,5 +133,49 @@ func TestLoadPausesOnlyWhileServing(t *testing.T) {
 				t.Fatalf("requests served: the load paused %v over %v of loading, want about as long", paused, ran)
 			}
 		})
+	}
+}
+
+// TestLoadAheadStopsInTime: LoadAhead stops taking shards once its time is up (each batch
+// here takes a millisecond of the engine's clock), its last shard loaded whole, and
+// leaves the rest to the background load.
+func TestLoadAheadStopsInTime(t *testing.T) {
+	clock := NewManualClock(1_704_067_200_000)
+	e := New(clock, Config{Standalone: true})
+	e.decisions.Add(1, true) // a process that serves: the background load pauses
+	release := make(chan struct{})
+	defer func(p func(time.Duration)) { loadPause = p }(loadPause)
+	loadPause = func(time.Duration) { <-release } // the background load's first pause holds it
+	var mu sync.Mutex
+	loads := map[int]int{}
+	done := e.LoadLazily(func(from, to int, _ func(string) bool, _ uint64) {
+		mu.Lock()
+		for p := from; p < to; p++ {
+			loads[p]++
+		}
+		mu.Unlock()
+		clock.Advance(1)
+	})
+	if e.LoadAhead(10*time.Millisecond, 1) {
+		t.Fatal("LoadAhead reported every part loaded, in 10 ms of 1 ms batches")
+	}
+	l := e.store.loader.Load()
+	shards := 0
+	for i := range shardCount {
+		if l.shardLoaded(i) {
+			shards++
+		}
+	}
+	// The worker's shard (64 batches: it goes on past its time, not to leave one half
+	// taken), and none after it; the background load held within its first shard.
+	if shards != 1 {
+		t.Fatalf("%d shards loaded whole after LoadAhead, want the worker's 1", shards)
+	}
+	close(release)
+	<-done
+	for p := range Parts {
+		if loads[p] != 1 {
+			t.Fatalf("part %d loaded %d times", p, loads[p])
+		}
 	}
 }

@@ -351,3 +351,39 @@ func TestSweepSkipsShardsLoading(t *testing.T) {
 		t.Fatal("the sweep waited for a part held by the load")
 	}
 }
+
+// TestLoadAheadLoadsEachPartOnce: LoadAhead's workers and the background load take the
+// shards between them, every record is restored exactly once, and with time enough
+// LoadAhead returns with the load over.
+func TestLoadAheadLoadsEachPartOnce(t *testing.T) {
+	for _, workers := range []int{1, 2, 4} {
+		t.Run(fmt.Sprint(workers, " workers"), func(t *testing.T) {
+			r := newLazyRig(t, 3000)
+			e, done := r.start(t, -1, nil)
+			if !e.LoadAhead(time.Hour, workers) { // the manual clock stands: never past it
+				t.Fatal("LoadAhead returned with parts still to load")
+			}
+			select {
+			case <-done:
+			default:
+				t.Fatal("LoadAhead reported the load over, its channel not closed")
+			}
+			if e.Loading() {
+				t.Fatal("still loading")
+			}
+			if n := e.Stats().Cells; n != int64(r.cells) {
+				t.Fatalf("%d cells loaded, want %d", n, r.cells)
+			}
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			for k, n := range r.restored {
+				if n != 1 {
+					t.Fatalf("key %q restored %d times", k, n)
+				}
+			}
+			if len(r.restored) != r.cells {
+				t.Fatalf("%d keys restored, want %d", len(r.restored), r.cells)
+			}
+		})
+	}
+}
