@@ -141,7 +141,7 @@ for count in "${sizes[@]}"; do
   first=$(since "$t")
   loading=$(info $P_ORIGIN ratchet loading) # 1: the rest loads in the background
   # When the load is over, polled beside the requests (not once they are done).
-  { until [ "$(info $P_ORIGIN ratchet loading)" != 1 ]; do sleep 0.01; done; since "$t" >"$work/loaded"; } &
+  { until [ "$(info $P_ORIGIN ratchet loading)" != 1 ]; do sleep 0.1; done; since "$t" >"$work/loaded"; } &
   poll=$!
   p99_load=$(p99 $P_ORIGIN "$count" RL.LIMIT "user:__rand_int__:api" $limit "$window")
   wait $poll
@@ -160,7 +160,7 @@ for count in "${sizes[@]}"; do
   printf '%-22s %14s %14s\n' "p99 ms (idle)" "$p99_redis" "$p99_idle"
   echo "snapshot: $snap bytes ($(per "$snap" "$cells") B/cell) + delta log $logs bytes; last save ${save_idle} ms after the fill, the longest ${save_busy} ms under load"
   echo "RL.LIMIT p99 ms: idle $p99_idle, with saves every 1s $p99_save, after the restart $p99_load" \
-    "($([ "$loading" = 1 ] && echo "during the background load" || echo "loaded whole before it listened"))"
+    "($([ "$loading" = 1 ] && echo "the background load going on at the first decision" || echo "loaded whole at the first decision"))"
   echo "restart (kill -9): first decision ${first} s, fully loaded ${loaded} s" \
     "($(awk -v s="$loaded" -v c="$cells" 'BEGIN { printf "%.2f", s * 1e6 / c }') us/cell);" \
     "RSS $(per "$rss_before" "$count") B/tuple before the kill, $(per "$rss_after" "$count") after the load"

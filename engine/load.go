@@ -372,42 +372,43 @@ func (e *Engine) LoadLazily(load func(from, to int, keep func(key string) bool, 
 }
 
 // LoadAhead loads a lazy load's parts (LoadLazily) on workers goroutines besides the
-// background load, unpaced, a shard at a time, until d passed by the engine's clock or
-// every part is loaded; once no shard is left to take it waits, within d, for those the
-// background load holds. It returns then, its workers' last shards loaded: what an origin
-// that restarts does before it listens, when nothing asks for the threads yet. A snapshot
-// that loads within d is then whole before the first request (with a random key a
-// request's own restore costs several times its share of the background load: a part is
-// read for it); a larger one serves from then on, with that much less to load while it
-// serves. It returns whether the load is over.
-func (e *Engine) LoadAhead(d time.Duration, workers int) bool {
+// background load, unpaced, a shard at a time, until stop is closed or every part is
+// loaded; once no shard is left to take it waits, until stop, for those the background
+// load holds. It returns then, its workers' last shards loaded whole, and reports whether
+// the load is over: what an origin that restarts does before it listens, when nothing
+// asks for the threads yet. (The caller's timer closes stop: a monotonic one, where the
+// engine's clock is the wall's.)
+func (e *Engine) LoadAhead(stop <-chan struct{}, workers int) bool {
 	l := e.store.loader.Load()
 	if l == nil {
 		return true
 	}
-	until := e.clock.NowMs() + d.Milliseconds()
+	stopped := func() bool {
+		select {
+		case <-stop:
+			return true
+		default:
+			return false
+		}
+	}
 	var wg sync.WaitGroup
 	for range max(workers, 1) {
 		wg.Go(func() {
-			for e.clock.NowMs() < until {
+			for !stopped() {
 				i, ok := l.take()
 				if !ok {
 					return
 				}
 				for b := range loadParts / loadBatch {
-					l.shardStep(i, b) // the whole shard, past until: none is left half taken
+					l.shardStep(i, b) // the whole shard, past stop: none is left half taken
 				}
 			}
 		})
 	}
 	wg.Wait()
-	if left := until - e.clock.NowMs(); left > 0 {
-		t := time.NewTimer(time.Duration(left) * time.Millisecond)
-		defer t.Stop()
-		select {
-		case <-l.done:
-		case <-t.C:
-		}
+	select {
+	case <-l.done:
+	case <-stop:
 	}
 	return !e.Loading()
 }

@@ -136,9 +136,9 @@ func TestLoadPausesOnlyWhileServing(t *testing.T) {
 	}
 }
 
-// TestLoadAheadStopsInTime: LoadAhead stops taking shards once its time is up (each batch
-// here takes a millisecond of the engine's clock), its last shard loaded whole, and
-// leaves the rest to the background load.
+// TestLoadAheadStopsInTime: LoadAhead stops taking shards once stop is closed (here after
+// its tenth batch), its last shard loaded whole, and leaves the rest to the background
+// load.
 func TestLoadAheadStopsInTime(t *testing.T) {
 	clock := NewManualClock(1_704_067_200_000)
 	e := New(clock, Config{Standalone: true})
@@ -148,16 +148,21 @@ func TestLoadAheadStopsInTime(t *testing.T) {
 	loadPause = func(time.Duration) { <-release } // the background load's first pause holds it
 	var mu sync.Mutex
 	loads := map[int]int{}
+	calls := 0
+	stop := make(chan struct{})
 	done := e.LoadLazily(func(from, to int, _ func(string) bool, _ uint64) {
 		mu.Lock()
+		defer mu.Unlock()
 		for p := from; p < to; p++ {
 			loads[p]++
 		}
-		mu.Unlock()
-		clock.Advance(1)
+		if calls++; calls == 10 {
+			close(stop)
+		}
+		clock.Advance(1) // a batch takes a millisecond: the background load pauses after 2
 	})
-	if e.LoadAhead(10*time.Millisecond, 1) {
-		t.Fatal("LoadAhead reported every part loaded, in 10 ms of 1 ms batches")
+	if e.LoadAhead(stop, 1) {
+		t.Fatal("LoadAhead reported every part loaded, stopped after 10 batches")
 	}
 	l := e.store.loader.Load()
 	shards := 0
@@ -166,8 +171,8 @@ func TestLoadAheadStopsInTime(t *testing.T) {
 			shards++
 		}
 	}
-	// The worker's shard (64 batches: it goes on past its time, not to leave one half
-	// taken), and none after it; the background load held within its first shard.
+	// The worker's shard (64 batches: it goes on past stop, not to leave one half taken),
+	// and none after it; the background load held at its first pause, within its shard.
 	if shards != 1 {
 		t.Fatalf("%d shards loaded whole after LoadAhead, want the worker's 1", shards)
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"log/slog"
+	"os"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -57,3 +59,37 @@ func loadCells(eng *engine.Engine, snap *persist.Opened, keepAside func(error) e
 		debug.FreeOSMemory()
 	}()
 }
+
+// loadAhead loads cells of the lazy load going on (engine.LoadAhead) on every thread for
+// d, or until a signal comes on sig, which it then returns; whole reports whether every
+// cell is loaded.
+func loadAhead(eng *engine.Engine, d time.Duration, sig <-chan os.Signal) (whole bool, s os.Signal) {
+	stop := make(chan struct{})
+	over := make(chan struct{})
+	got := make(chan os.Signal, 1)
+	go func() {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		defer close(stop)
+		select {
+		case s := <-sig:
+			got <- s
+		case <-t.C:
+		case <-over:
+		}
+	}()
+	whole = eng.LoadAhead(stop, runtime.GOMAXPROCS(0))
+	close(over)
+	<-stop
+	select {
+	case s = <-got:
+	default:
+	}
+	return whole, s
+}
+
+// stoppedError is newOrigin's when a signal stopped the origin while it loaded before
+// listening.
+type stoppedError struct{ sig os.Signal }
+
+func (e *stoppedError) Error() string { return "stopped by " + e.sig.String() + " before listening" }

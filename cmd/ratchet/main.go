@@ -165,7 +165,7 @@ func (n *node) ready() error {
 	return fmt.Errorf("no origin answers: %s", strings.Join(why, ", "))
 }
 
-func newOrigin(cfg Config, log *slog.Logger, started time.Time) (*node, error) {
+func newOrigin(cfg Config, log *slog.Logger, started time.Time, sig <-chan os.Signal) (*node, error) {
 	peers, err := cfg.PeerList()
 	if err != nil {
 		return nil, err
@@ -232,7 +232,10 @@ func newOrigin(cfg Config, log *slog.Logger, started time.Time) (*node, error) {
 		// before the first request, which would otherwise restore its own tuple from the
 		// file at several times the cost: README, Scale).
 		if d := cfg.LoadWait - time.Since(started); d > 0 {
-			whole := eng.LoadAhead(d, runtime.GOMAXPROCS(0))
+			whole, s := loadAhead(eng, d, sig)
+			if s != nil {
+				return nil, &stoppedError{s}
+			}
 			log.Info("snapshot loaded before listening", "whole", whole, "after", time.Since(started).Round(time.Millisecond))
 		}
 	} else {
@@ -278,6 +281,9 @@ func run(cfg Config, log *slog.Logger) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ignoreHangups(ctx, log)
+	// From the start: a signal while the origin loads before it listens stops it there.
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	met := metrics.New()
 	met.SetBuildInfo(version, buildRevision(), cfg.Role)
 
@@ -286,7 +292,13 @@ func run(cfg Config, log *slog.Logger) error {
 	if cfg.Role == "edge" {
 		n, err = newEdge(cfg, log, met.ObserveOrigin)
 	} else {
-		n, err = newOrigin(cfg, log, started)
+		n, err = newOrigin(cfg, log, started, sig)
+	}
+	var stopped *stoppedError
+	if errors.As(err, &stopped) {
+		// Nothing was served and the snapshot is as it was: no save to make.
+		log.Info("stopped before listening, while the snapshot loaded", "signal", stopped.sig.String())
+		return nil
 	}
 	if err != nil {
 		return err
@@ -429,8 +441,6 @@ func run(cfg Config, log *slog.Logger) error {
 	log.Info("ratchet serving", "listen", srv.Addr().String(), "role", cfg.Role, "region", cfg.Region,
 		"node_id", cfg.NodeID, "origins", cfg.Origins, "data_dir", cfg.DataDir, "metrics", cfg.MetricsListen, "version", version)
 
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	var runErr error
 	select {
 	case s := <-sig:
