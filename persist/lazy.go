@@ -222,8 +222,8 @@ func (o *Opened) readLazy(tx *bolt.Tx, meta *bolt.Bucket) error {
 // channel closed: every part loaded, the keyed restores that were under way returned,
 // as each holds its part's lock, which the background load takes before it marks the part
 // loaded); a Parts after Close is an error. Parts takes no lock: one shared by every
-// thread's keyed restores (an RWMutex's read lock) moved its cache line from core to
-// core on each (with Parts' own cost, a sixth of a keyed restore's CPU at 10M tuples).
+// thread's keyed restores (an RWMutex's read lock, as it had) moves its cache line from
+// core to core on each.
 func (o *Opened) Parts(from, to int, recs []engine.CellRecord, keep func(key string) bool, keyHash uint64, use func([]engine.CellRecord)) (_ []engine.CellRecord, err error) {
 	if o.table == nil || from < 0 || from > to || to > engine.Parts {
 		return recs, fmt.Errorf("no parts %d to %d to read", from, to)
