@@ -135,8 +135,9 @@ func openLazy(path string, size int64) (o *Opened, err error) {
 }
 
 // readLazy checks a file with a part table: its version, the CRC-32C of the cells'
-// chunks, of the table and of the key tags (if any), and reads its counter keys, runs, leases, reset records, change
-// version and overrides (all but the cells, as readSnapshot reads them).
+// chunks, of the table and of the key tags (if any), and reads its counter keys, runs,
+// leases, reset records, change version and overrides (all but the cells, as
+// readSnapshot reads them).
 func (o *Opened) readLazy(tx *bolt.Tx, meta *bolt.Bucket) error {
 	version, err := metaUint(meta, metaVersion, 8)
 	if err != nil {
