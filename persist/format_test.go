@@ -202,6 +202,24 @@ func rewrite(t *testing.T, dir string, fn func(tx *bolt.Tx) error) {
 	}
 }
 
+// dropBuckets returns a rewrite that deletes buckets and the meta values names.
+func dropBuckets(buckets, names []string) func(tx *bolt.Tx) error {
+	return func(tx *bolt.Tx) error {
+		for _, b := range buckets {
+			if err := tx.DeleteBucket([]byte(b)); err != nil {
+				return err
+			}
+		}
+		m := tx.Bucket([]byte(metaBucket))
+		for _, name := range names {
+			if err := m.Delete([]byte(name)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
 // putChunk makes chunk the only chunk of bucket in the snapshot in dir, with its CRC in
 // the meta value crcName: a record the loader must judge by its content alone.
 func putChunk(t *testing.T, dir, bucket, crcName string, chunk []byte) {
@@ -236,20 +254,7 @@ func TestLoadRunsAndLeasesMalformed(t *testing.T) {
 		}
 		return s, dir
 	}
-	drop := func(tx *bolt.Tx) error {
-		for _, b := range []string{runsBucket, leaseBucket} {
-			if err := tx.DeleteBucket([]byte(b)); err != nil {
-				return err
-			}
-		}
-		m := tx.Bucket([]byte(metaBucket))
-		for _, name := range []string{metaRunsCount, metaRunsCRC, metaLeaseCount, metaLeaseCRC} {
-			if err := m.Delete([]byte(name)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
+	drop := dropBuckets([]string{runsBucket, leaseBucket}, []string{metaRunsCount, metaRunsCRC, metaLeaseCount, metaLeaseCRC})
 	s, dir := newStore(t)
 	rewrite(t, dir, drop)
 	if snap, err := s.LoadAll(); !errors.Is(err, ErrCorrupt) || snap.Cells != nil {

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"unsafe"
 
 	"github.com/ratchet/ratchet/engine"
@@ -30,19 +29,24 @@ type Opened struct {
 	// counted): at least its tuples' number, for engine.ReserveTuples.
 	CellCount int64
 	db        *bolt.DB
-	parts     []uint64 // the part table: part i is from position parts[i] to parts[i+1] (chunk<<32 | offset)
-	// chunks are the cells' chunks, each aliasing the file's mapping (checked when the file
-	// opened), so that Parts reads a part without a bbolt transaction or a B+tree seek:
-	// the file is open read-only, so its mapping stays where it is until Close. mu orders
-	// Close (write) after every Parts under way (read); a Parts after Close is an error.
+	// table is the part table: part i's records are from position table[i].pos to
+	// table[i+1].pos (chunk<<32 | offset), its key tags (keytags.go) from entry
+	// table[i].tag to table[i+1].tag.
+	table []partRange
+	// chunks are the cells' chunks, and tags the key tags', each aliasing the file's
+	// mapping (checked when the file opened), so that Parts reads a part without a bbolt
+	// transaction or a B+tree seek: the file is open read-only, so its mapping stays where
+	// it is until Close.
 	chunks [][]byte
-	mu     sync.RWMutex
+	tags   [][]byte
 	size   int64
 	log    *logSet // the delta log's frames (log.go), whose cells Parts adds to the file's
+	// logFolded says that table[i].log is log.partAt[i] (foldLog).
+	logFolded bool
 }
 
 // Lazy reports whether the cells are to be read with Parts, part by part.
-func (o *Opened) Lazy() bool { return o.parts != nil }
+func (o *Opened) Lazy() bool { return o.table != nil }
 
 // OpenOrSetAside is LoadOrSetAside that leaves the cells of a snapshot with a part table
 // in the file, for Parts to read a few parts at a time. Every chunk is checked against the
@@ -120,7 +124,7 @@ func openLazy(path string, size int64) (o *Opened, err error) {
 		}
 		return o.readLazy(tx, meta)
 	})
-	if err != nil || o.parts == nil {
+	if err != nil || o.table == nil {
 		_ = db.Close()
 		o.db = nil
 	}
@@ -131,8 +135,9 @@ func openLazy(path string, size int64) (o *Opened, err error) {
 }
 
 // readLazy checks a file with a part table: its version, the CRC-32C of the cells'
-// chunks and the table, and reads its counter keys, runs, leases, reset records, change
-// version and overrides (all but the cells, as readSnapshot reads them).
+// chunks, of the table and of the key tags (if any), and reads its counter keys, runs,
+// leases, reset records, change version and overrides (all but the cells, as
+// readSnapshot reads them).
 func (o *Opened) readLazy(tx *bolt.Tx, meta *bolt.Bucket) error {
 	version, err := metaUint(meta, metaVersion, 8)
 	if err != nil {
@@ -195,7 +200,10 @@ func (o *Opened) readLazy(tx *bolt.Tx, meta *bolt.Bucket) error {
 	if err := o.readResets(tx, meta, o.size); err != nil {
 		return err
 	}
-	o.parts, o.chunks = parts, chunks
+	if o.tags, o.table, err = readTags(tx, meta, parts); err != nil {
+		return err
+	}
+	o.chunks = chunks
 	return nil
 }
 
@@ -203,14 +211,26 @@ func (o *Opened) readLazy(tx *bolt.Tx, meta *bolt.Bucket) error {
 // engine.Parts) of a Lazy snapshot into recs[:0], in file order, those whose key keep
 // keeps unless keep is nil (engine.LoadLazily's), calls use with them, and
 // returns them for the next call to reuse. keyHash, unless 0, is the hash of the one key
-// keep keeps (engine.KeyHash under Seed, LoadLazily's keyHash): the delta log's records of
-// other keys are then mostly not read. Their keys are the file's bytes, valid only during
-// use (engine.Restore copies what it keeps); their foreign regions' names are copies. It is safe to call from several goroutines, and concurrently with Close (an
-// error once closed). The file was checked when it opened; a fault reading it still
-// is an error, not a crash, and use is then not called.
+// keep keeps (engine.KeyHash under Seed, LoadLazily's keyHash): the records of other keys
+// are then mostly not read, the file's found by its key tags (keytags.go), the delta
+// log's by theirs. Their keys are the file's bytes, valid only during use (engine.Restore
+// copies what it keeps); their foreign regions' names are copies. The file was checked
+// when it opened; a fault reading it still is an error, not a crash, and use is then not
+// called.
+//
+// It is safe to call from several goroutines, but not concurrently with Close, which
+// unmaps the file: Close once no Parts is under way or can start (engine.LoadLazily's
+// channel closed: every part loaded, the keyed restores that were under way returned,
+// as each holds its part's lock, which the background load takes before it marks the part
+// loaded); a Parts after Close is an error. Parts takes no lock: one shared by every
+// thread's keyed restores (an RWMutex's read lock, as it had) moves its cache line from
+// core to core on each.
 func (o *Opened) Parts(from, to int, recs []engine.CellRecord, keep func(key string) bool, keyHash uint64, use func([]engine.CellRecord)) (_ []engine.CellRecord, err error) {
-	if o.parts == nil || from < 0 || from > to || to > engine.Parts {
+	if o.table == nil || from < 0 || from > to || to > engine.Parts {
 		return recs, fmt.Errorf("no parts %d to %d to read", from, to)
+	}
+	if o.db == nil {
+		return recs, fmt.Errorf("parts %d to %d: snapshot closed", from, to)
 	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
@@ -218,13 +238,41 @@ func (o *Opened) Parts(from, to int, recs []engine.CellRecord, keep func(key str
 			recs, err = nil, fmt.Errorf("%w: parts %d to %d: bbolt: %v", ErrCorrupt, from, to, r)
 		}
 	}()
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	if o.db == nil {
-		return recs, fmt.Errorf("parts %d to %d: snapshot closed", from, to)
-	}
 	recs = recs[:0]
-	first, last := o.parts[from], o.parts[to]
+	tagged := keep != nil && keyHash != 0 && o.tags != nil
+	tag := keyTag16(keyHash)
+	for p := from; p < to; {
+		if tagged {
+			var ok bool
+			if recs, ok = o.keyed(p, tag, recs, keep); ok {
+				p++
+				continue
+			}
+		}
+		// Step over the records: of the parts from p on, or of p alone when tagged (the
+		// next ones may have tags).
+		q := to
+		if tagged {
+			q = p + 1
+		}
+		if recs, err = o.step(p, q, recs, keep); err != nil {
+			return recs, err
+		}
+		p = q
+	}
+	if o.logFolded {
+		recs = o.log.appendRecords(int(o.table[from].log), int(o.table[to].log), recs, keep, keyHash)
+	} else {
+		recs = o.log.appendParts(from, to, recs, keep, keyHash)
+	}
+	use(recs)
+	return recs, nil
+}
+
+// step appends to recs the cell records of the parts from to to-1, those whose key keep
+// keeps unless keep is nil, stepping over the others.
+func (o *Opened) step(from, to int, recs []engine.CellRecord, keep func(key string) bool) ([]engine.CellRecord, error) {
+	first, last := o.table[from].pos, o.table[to].pos
 	for n := first >> 32; n <= last>>32 && first != last; n++ {
 		if n >= uint64(len(o.chunks)) { // the end of the last chunk: checked by decodeParts
 			break
@@ -256,8 +304,6 @@ func (o *Opened) Parts(from, to int, recs []engine.CellRecord, keep func(key str
 			recs = append(recs, r)
 		}
 	}
-	recs = o.log.appendParts(from, to, recs, keep, keyHash)
-	use(recs)
 	return recs, nil
 }
 
@@ -291,12 +337,11 @@ func keepCell(d *decoder, str string, keep func(key string) bool) bool {
 	return false
 }
 
-// Close releases the file of a Lazy snapshot.
+// Close releases the file of a Lazy snapshot: once no Parts is under way or can start
+// (Parts).
 func (o *Opened) Close() error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
 	o.log.release()
-	o.log, o.chunks = nil, nil
+	o.log, o.chunks, o.tags = nil, nil, nil
 	if o.db == nil {
 		return nil
 	}

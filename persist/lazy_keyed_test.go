@@ -90,4 +90,14 @@ func TestPartsKeyedAllocatesNothing(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { recs, _ = o.Parts(p, p+1, recs, none, 0, nop) }); n != 0 {
 		t.Fatalf("a keyed read of a part allocates %v times", n)
 	}
+	h := engine.KeyHash(o.Seed, key)
+	if n := testing.AllocsPerRun(100, func() { recs, _ = o.Parts(p, p+1, recs, only, h, nop) }); n != 0 {
+		t.Fatalf("a keyed read of a part by its key tags allocates %v times", n)
+	}
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Parts(p, p+1, recs, only, h, nop); err == nil {
+		t.Fatal("Parts after Close: no error")
+	}
 }

@@ -976,7 +976,12 @@ func (ls *logSet) appendParts(from, to int, recs []engine.CellRecord, keep func(
 	if ls == nil || ls.frames == 0 {
 		return recs
 	}
-	lo, hi := ls.partAt[from], ls.partAt[to]
+	return ls.appendRecords(ls.partAt[from], ls.partAt[to], recs, keep, keyHash)
+}
+
+// appendRecords is appendParts of the records offs[lo:hi] (those of parts from to to-1:
+// partAt[from] to partAt[to]).
+func (ls *logSet) appendRecords(lo, hi int, recs []engine.CellRecord, keep func(key string) bool, keyHash uint64) []engine.CellRecord {
 	tagged := keep != nil && keyHash != 0 && ls.tags != nil
 	tag := keyTag(keyHash)
 	for i, at := range ls.offs[lo:hi] {
@@ -1152,6 +1157,7 @@ func (s *Store) applyLogs(snap *Snapshot, size int64, o *Opened, adopt bool) err
 	}
 	if lazy {
 		o.log = ls // released by o.Close
+		o.foldLog()
 	} else {
 		ls.release()
 	}

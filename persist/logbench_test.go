@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -15,13 +16,20 @@ import (
 // logBenchDir builds, once per process, a base of logBenchTuples tuples and delta logs of
 // about logBenchBytes (random tuples changed between incremental saves, the real save
 // path), or uses $RATCHET_LOGBENCH_DIR (an origin's data dir: bench/scale.sh's, say; built
-// there and kept if it holds no snapshot).
+// there and kept if it holds no snapshot). $RATCHET_LOGBENCH_TUPLES and
+// $RATCHET_LOGBENCH_LOGMB set the tuples (1M) and the MB of logs (100) it builds.
 var logBenchDir = sync.OnceValues(func() (string, error) {
 	dir := os.Getenv("RATCHET_LOGBENCH_DIR")
 	if _, err := os.Stat(filepath.Join(dir, fileName)); dir != "" && err == nil {
 		return dir, nil
 	}
-	const logBenchTuples, logBenchBytes, perFrame = 1_000_000, 100 << 20, 300_000
+	logBenchTuples, logBenchBytes, perFrame := 1_000_000, int64(100<<20), 300_000
+	if n, err := strconv.Atoi(os.Getenv("RATCHET_LOGBENCH_TUPLES")); err == nil && n > 0 {
+		logBenchTuples = n
+	}
+	if n, err := strconv.Atoi(os.Getenv("RATCHET_LOGBENCH_LOGMB")); err == nil && n >= 0 {
+		logBenchBytes = int64(n) << 20
+	}
 	var err error
 	if dir == "" {
 		dir, err = os.MkdirTemp("", "ratchet-logbench-")
@@ -31,7 +39,7 @@ var logBenchDir = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	e := engine.New(engine.NewManualClock(logT0), engine.Config{Standalone: true, Snapshots: true})
+	e := engine.New(engine.NewManualClock(logT0), engine.Config{Standalone: true, Snapshots: true, MaxMemoryBytes: 1 << 40})
 	for i := range logBenchTuples {
 		if _, err := e.Limit(logTuple(i), 1<<40, 1); err != nil {
 			return "", err
@@ -123,7 +131,7 @@ func BenchmarkKeyedRestore(b *testing.B) {
 	keys := make([]string, n)
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := range keys {
-		keys[i] = string(engine.AppendKey(nil, logTuple(rng.IntN(1_000_000))))
+		keys[i] = string(engine.AppendKey(nil, logTuple(rng.IntN(int(o.CellCount)))))
 	}
 	for _, hashed := range []bool{false, true} {
 		b.Run(map[bool]string{false: "untagged", true: "tagged"}[hashed], func(b *testing.B) {

@@ -64,7 +64,9 @@ const (
 	//	       records begin in the cells' chunks (parts.go), so that a process that adopts
 	//	       the seed loads them part by part (Store.OpenOrSetAside), and "parts_crc32c" =
 	//	       the CRC-32C of "parts". Its lease records spell out their keys (cell
-	//	       reference 0).
+	//	       reference 0). Its "keytags" bucket, with "keytags_count", "keytags_crc32c",
+	//	       "keytags_parts" and "keytags_parts_crc32c" in meta, tags each tuple's key
+	//	       and where its records begin in its part (keytags.go). Optional when loading.
 	//	overrides: RL.OVERRIDE's records, chunked as cells, with "overrides_count" and
 	//	       "overrides_crc32c" in meta: see overrides.go. Optional when loading.
 	//	       meta "gen" (8 bytes, big endian; optional, 0 without) is the file's
@@ -458,6 +460,7 @@ func (s *Store) save(src Source, now time.Time, gen uint64, stop *atomic.Bool) (
 		return 0, 0, fmt.Errorf("%s: %w", cellsBucket, err)
 	}
 	var extra []metaValue
+	var tags section // a save of Tuples alone's key tags (keytags.go)
 	if src.Tuples != nil {
 		t := tupleEncoder{lease: &enc, cbuf: buf, cends: ends, lbuf: lbuf, lends: lends, ncells: cells.count, nleases: leases.count, stop: stop}
 		if stop != nil { // a compaction: in the background, it takes a share of a thread
@@ -465,12 +468,17 @@ func (s *Store) save(src Source, now time.Time, gen uint64, stop *atomic.Bool) (
 		}
 		if stream { // the cells in a buffer of their own, written as they come
 			t.cbuf, t.cends, t.db, t.parts = s.cbuf[:0], s.cends[:0], db, make([]uint64, engine.Parts+1)
+			t.tags = &keyTagger{seed: src.ShardSeed, buf: s.tbuf[:0]}
 		}
 		err = t.encode(src.Tuples)
 		if stream {
 			table := appendParts(nil, t.parts)
 			extra = []metaValue{{metaShardSeed, binary.BigEndian.AppendUint64(nil, src.ShardSeed)}, {metaParts, table},
 				{metaPartsCRC, binary.BigEndian.AppendUint32(nil, crc32.Checksum(table, castagnoli))}}
+			var tagMeta []metaValue
+			tags, tagMeta = t.tags.section()
+			extra = append(extra, tagMeta...)
+			s.tbuf = t.tags.buf
 			cells.buf, cells.base, cells.ends, cells.keyBase, cells.crc0 = t.cbuf, 0, t.cends, t.spilled, t.crc
 			s.cbuf, s.cends = t.cbuf, t.cends
 		} else {
@@ -535,7 +543,11 @@ func (s *Store) save(src Source, now time.Time, gen uint64, stop *atomic.Bool) (
 	extra = append(extra, metaValue{metaChanges, binary.BigEndian.AppendUint64(nil, changes)},
 		metaValue{metaGen, binary.BigEndian.AppendUint64(nil, gen)})
 	extra = append(extra, horizonMeta(horizon)...)
-	err = writeFile(db, tmp, sections[:], now, extra)
+	all := sections[:]
+	if stream {
+		all = append(all, tags)
+	}
+	err = writeFile(db, tmp, all, now, extra)
 	if cerr := db.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("close %s: %w", tmp, cerr)
 	}
@@ -607,6 +619,10 @@ type tupleEncoder struct {
 	spilled, crc    uint32
 	stop            *atomic.Bool // set: stop with errClosed (nil: never)
 	pace            *pacer       // a compaction's (nil: none)
+	// tags, with parts, builds the key tags of the tuples (keytags.go), written with the
+	// cells; flushed counts the bytes of the cells written (spill).
+	tags    *keyTagger
+	flushed int64
 }
 
 // spill writes the complete chunks of cbuf to db, when they are spillBytes or more, and
@@ -622,6 +638,16 @@ func (t *tupleEncoder) spill(cstart *int) error {
 			return fmt.Errorf("create bucket %s: %w", cellsBucket, err)
 		}
 		b.FillPercent = 1.0
+		if t.tags != nil {
+			tb, err := tx.CreateBucketIfNotExists([]byte(tagsBucket))
+			if err != nil {
+				return fmt.Errorf("create bucket %s: %w", tagsBucket, err)
+			}
+			tb.FillPercent = 1.0
+			if err := t.tags.spill(tb); err != nil {
+				return err
+			}
+		}
 		start := 0
 		for i, end := range t.cends {
 			k := keys[i*chunkKeyLen : (i+1)*chunkKeyLen : (i+1)*chunkKeyLen]
@@ -638,7 +664,11 @@ func (t *tupleEncoder) spill(cstart *int) error {
 	if err != nil {
 		return fmt.Errorf("write chunks %d..: %w", t.spilled, err)
 	}
+	if t.tags != nil {
+		t.tags.spilled()
+	}
 	last := t.cends[len(t.cends)-1]
+	t.flushed += int64(last)
 	t.cbuf = t.cbuf[:copy(t.cbuf, t.cbuf[last:])]
 	*cstart -= last
 	t.spilled += uint32(len(t.cends))
@@ -668,6 +698,12 @@ func (t *tupleEncoder) encode(tuples iter.Seq[engine.TupleRecord]) (err error) {
 				return fmt.Errorf("tuple of part %d after part %d", r.Part, part)
 			}
 			upTo(r.Part)
+			if t.tags != nil {
+				t.tags.part(t.flushed + int64(len(t.cbuf)))
+			}
+		}
+		if t.tags != nil && len(r.Cells) > 0 {
+			t.tags.tuple(r.Key, t.flushed+int64(len(t.cbuf)))
 		}
 		var ref uint64 // 1 + the index of the tuple's first cell record; 0: none
 		if len(r.Cells) > 0 && t.parts == nil {

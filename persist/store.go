@@ -50,6 +50,9 @@ type Store struct {
 	// them to the file as it goes (tupleEncoder.spill), reused by the next (saveMu).
 	cbuf  []byte
 	cends []int
+	// tbuf is the key tags not yet written of a save of Tuples (keytags.go), reused by the
+	// next (saveMu).
+	tbuf []byte
 	// runIndex numbers the runs of a save for its lease records, reused by the next
 	// (fullMu).
 	runIndex map[string]uint64
