@@ -35,9 +35,13 @@ import (
 // A tag is 16 bits, not the delta log's 32 (logSet.tags): the part already fixes the
 // hash's low 18 bits, and with 40 tuples in a part a key's tag is another tuple's once
 // in 1,600 restores (a record decoded and its key compared for nothing), for 2 bytes an
-// entry less (20 MB at 10M tuples). A damaged chunk or table fails its CRC-32C when the
-// file opens, as the other buckets' do, and the file is set aside; an entry that does not
-// fall on a record (a file written wrong) makes Parts step over the part instead.
+// entry less (20 MB at 10M tuples). A damaged chunk or table fails its CRC-32C (or the
+// table's checks) when the file opens; the tags being derived from the cells (which have
+// their own CRC-32C), the file then opens without them, as one written before them, and a
+// warning says why (Store.open): it is not set aside. Entries that agree with their CRC-32C
+// but not with the records (a file written wrong: an entry off its tuple's first record,
+// counts shifted between parts) make Parts step over the part instead (Opened.keyed). A
+// tag written wrong is not caught: it is what a keyed restore goes by.
 const (
 	tagsBucket      = "keytags"
 	metaTagsCount   = "keytags_count"
@@ -178,14 +182,23 @@ func (o *Opened) foldLog() {
 	o.logFolded = true
 }
 
-// readTags checks the key tags of a file with a part table (parts, decodeParts's) and
-// returns their chunks and each part's range; with no tags (a file written before them),
-// no chunks, and every part with no tags (its records stepped over).
-func readTags(tx *bolt.Tx, meta *bolt.Bucket, parts []uint64) ([][]byte, []partRange, error) {
+// untagged returns the range of each part of a file with a part table (parts,
+// decodeParts's), with no key tags: its records are stepped over.
+func untagged(parts []uint64) []partRange {
 	table := make([]partRange, len(parts))
 	for i, p := range parts {
 		table[i].pos = p
 	}
+	return table
+}
+
+// readTags checks the key tags of a file with a part table (parts, decodeParts's) and
+// returns their chunks and each part's range; with no tags (a file written before them),
+// no chunks, and every part with no tags (its records stepped over). Tags damaged or
+// inconsistent are an error wrapping ErrCorrupt, on which the caller opens the file
+// untagged (readLazy).
+func readTags(tx *bolt.Tx, meta *bolt.Bucket, parts []uint64) ([][]byte, []partRange, error) {
+	table := untagged(parts)
 	b := tx.Bucket([]byte(tagsBucket))
 	if b == nil {
 		return nil, table, nil
@@ -257,8 +270,13 @@ func (o *Opened) tagEntry(e uint32) uint32 {
 // tuple's), and reports whether it could: false when the part has no tags, or when its
 // entries do not agree with its records (a file written wrong: the CRC-32C of a damaged
 // one failed when it opened), recs then as they were, for the caller to step over the
-// part. The entries must begin at the part's start, in order, within it, and a tuple whose
-// tag is tag must be whole records, the record after them of another key.
+// part. The entries must begin at the part's start, in order, within it; the last one's
+// records, to the part's end, must be of one key (else a tuple after it has no entry: the
+// counts of keytags_parts shifted); and a tuple whose tag is tag must be whole records,
+// the record before them (walked from the entry before) and the one after them of another
+// key (else the entry is inside a tuple, and the records before it would be missed).
+// Those walks read keys only, and a tuple or two: the last entry's on every read, the
+// one before a matching entry.
 func (o *Opened) keyed(p int, tag uint16, recs []engine.CellRecord, keep func(key string) bool) ([]engine.CellRecord, bool) {
 	first, next := o.table[p], o.table[p+1]
 	if first.tag == next.tag {
@@ -273,9 +291,16 @@ func (o *Opened) keyed(p int, tag uint16, recs []engine.CellRecord, keep func(ke
 		if off <= prev || off >= size || (prev < 0 && off != 0) {
 			return recs[:n0], false
 		}
+		before := prev
 		prev = off
+		if e+1 == next.tag && !o.oneKey(first.pos, off, size) { // once a read
+			return recs[:n0], false
+		}
 		if uint16(v) != tag {
 			continue
+		}
+		if before >= 0 && !o.follows(first.pos, before, off, size) {
+			return recs[:n0], false
 		}
 		end := size
 		if e+1 < next.tag {
@@ -354,4 +379,53 @@ func (o *Opened) tuple(start uint64, from, to, size int, recs []engine.CellRecor
 		}
 	}
 	return recs, true
+}
+
+// record returns the key of the record at byte at of the part that begins at position
+// start, and the byte after the record; false unless it is a whole record before byte end.
+func (o *Opened) record(start uint64, at, end int) (string, int, bool) {
+	d, str, ok := o.at(start, at, end-at)
+	if !ok {
+		return "", 0, false
+	}
+	begin := d.p
+	lo, hi := d.span("key")
+	if d.err != nil {
+		return "", 0, false
+	}
+	d.p = begin
+	if keepCell(&d, str, keepNone) { // it does not decode
+		return "", 0, false
+	}
+	return str[lo:hi], at + d.p - begin, true
+}
+
+// keepNone keeps no record (keepCell then steps over a record that decodes).
+func keepNone(string) bool { return false }
+
+// follows reports whether the records from byte from (a record's start) of the part that
+// begins at position start (of size bytes) end exactly at byte to, the last of them of
+// another key than the record at to.
+func (o *Opened) follows(start uint64, from, to, size int) bool {
+	var last string
+	for at := from; at < to; {
+		var ok bool
+		if last, at, ok = o.record(start, at, to); !ok {
+			return false
+		}
+	}
+	key, _, ok := o.record(start, to, size)
+	return ok && key != last
+}
+
+// oneKey reports whether the records from byte from (a record's start) to the end of the
+// part that begins at position start (of size bytes) are whole records of one key.
+func (o *Opened) oneKey(start uint64, from, size int) bool {
+	key, at, ok := o.record(start, from, size)
+	for ok && at < size {
+		var next string
+		next, at, ok = o.record(start, at, size)
+		ok = ok && next == key
+	}
+	return ok
 }

@@ -1,9 +1,11 @@
 package persist
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"reflect"
@@ -84,7 +86,12 @@ func byKey(t *testing.T, o *Opened) map[string][]string {
 // 0 for none), as recordStrings.
 func keyedParts(t *testing.T, o *Opened, key string, keyHash uint64) []string {
 	t.Helper()
-	p := engine.PartOf(o.Seed, key)
+	return keyedIn(t, o, engine.PartOf(o.Seed, key), key, keyHash)
+}
+
+// keyedIn is keyedParts of part p, whichever key's part it is.
+func keyedIn(t *testing.T, o *Opened, p int, key string, keyHash uint64) []string {
+	t.Helper()
 	var got []string
 	if _, err := o.Parts(p, p+1, nil, func(k string) bool { return k == key }, keyHash, func(recs []engine.CellRecord) {
 		got = recordStrings(recs)
@@ -267,16 +274,21 @@ func eachEntry(fn func(i int, v uint32) uint32) func(tx *bolt.Tx) error {
 }
 
 // TestKeyTagsDamaged: damaged key tags, their chunks or their table, are caught by their
-// CRC-32C (or their table's checks) when the file opens, and the file is set aside as any
-// damaged file; tags that agree with their CRC-32C but not with the records (a file
-// written wrong: an entry off a record's start, out of order, past its part) make a
-// keyed restore step over the part, reading what a load of every part reads.
+// CRC-32C (or their table's checks) when the file opens, and the file opens without them
+// (they are derived from the cells, which have their own CRC-32C), with a warning, not set
+// aside (it was, and the origin restarted with no counts); tags that agree with their
+// CRC-32C but not with the records (a file written wrong: an entry off a record's start,
+// on its own tuple's second record, out of order, past its part; counts shifted from a
+// part to the next) make a keyed restore step over the part. Either way every keyed
+// restore reads what a load of every part reads. (An entry moved forward in its own tuple
+// lost the tuple's first record, and shifted counts the part's last tuple, before keyed
+// checked the record before a tuple and the last entry's records.)
 func TestKeyTagsDamaged(t *testing.T) {
 	e, keys := tagsEngine()
 	for _, tc := range []struct {
-		name   string
-		damage func(tx *bolt.Tx) error
-		aside  bool
+		name     string
+		damage   func(tx *bolt.Tx) error
+		untagged bool // the file opens without its tags
 	}{
 		{"chunk byte", func(tx *bolt.Tx) error {
 			b := tx.Bucket([]byte(tagsBucket))
@@ -327,7 +339,9 @@ func TestKeyTagsDamaged(t *testing.T) {
 		}, true},
 		{"first entry off its part's start", nil, false}, // below: moveEntries
 		{"second entry inside the first tuple", nil, false},
+		{"second entry forward in its tuple", nil, false},
 		{"entries swapped", nil, false},
+		{"table counts shifted", shiftCounts, false},
 		{"entries past their part", eachEntry(func(_ int, v uint32) uint32 {
 			if v>>16 != 0 {
 				v |= 0xffff << 16
@@ -336,7 +350,13 @@ func TestKeyTagsDamaged(t *testing.T) {
 		}), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, dir := lazyStore(t)
+			dir := t.TempDir()
+			var logs bytes.Buffer
+			s, err := Open(dir, slog.New(slog.NewTextHandler(&logs, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
 			if err := s.Write(Source{Tuples: e.Tuples, ShardSeed: e.ShardSeed()}); err != nil {
 				t.Fatal(err)
 			}
@@ -345,24 +365,22 @@ func TestKeyTagsDamaged(t *testing.T) {
 			damage := tc.damage
 			if damage == nil {
 				how := map[string]string{"first entry off its part's start": "first inside",
-					"second entry inside the first tuple": "second inside", "entries swapped": "swap"}[tc.name]
+					"second entry inside the first tuple": "second inside", "second entry forward in its tuple": "second forward",
+					"entries swapped": "swap"}[tc.name]
 				damage = moveEntries(t, o, how)
 			}
 			_ = o.Close()
 			rewrite(t, dir, damage)
-			if tc.aside {
-				o, err := s.OpenOrSetAside()
-				if err != nil || o.Lazy() || o.Cells != nil {
-					t.Fatalf("damaged tags: %v, lazy %v, %d cells", err, o.Lazy(), len(o.Cells))
-				}
-				if m, _ := filepathGlob(dir); len(m) != 1 {
-					t.Fatalf("moved aside: %v", m)
-				}
-				return
-			}
 			o = openTagged(t, s)
-			if o.tags == nil {
-				t.Fatal("no key tags")
+			if m, _ := filepathGlob(dir); len(m) != 0 {
+				t.Fatalf("moved aside: %v", m)
+			}
+			warned := strings.Contains(logs.String(), "key tags not used")
+			if (o.tags == nil) != tc.untagged || warned != tc.untagged {
+				t.Fatalf("tags used: %v, warned: %v; want the tags left out: %v (%s)", o.tags != nil, warned, tc.untagged, logs.String())
+			}
+			if got := byKey(t, o); !maps.EqualFunc(got, want, slices.Equal) {
+				t.Fatalf("a load of every part read %d keys, before the damage %d", len(got), len(want))
 			}
 			for _, key := range keys {
 				if got := keyedParts(t, o, key, engine.KeyHash(o.Seed, key)); !slices.Equal(got, want[key]) {
@@ -376,8 +394,9 @@ func TestKeyTagsDamaged(t *testing.T) {
 // moveEntries returns a damage of the key tags of o's file that keeps the entries on
 // records and within their part, in each part where it can: "first inside" moves the
 // first entry to the second record of its tuple (one of two cells), "second inside" the
-// second entry there, "swap" swaps the offsets of the second and third entries. A keyed
-// restore must see that they do not agree with the records.
+// second entry there, "second forward" the second entry to the second record of its own
+// tuple, "swap" swaps the offsets of the second and third entries. A keyed restore must
+// see that they do not agree with the records.
 func moveEntries(t *testing.T, o *Opened, how string) func(tx *bolt.Tx) error {
 	t.Helper()
 	moved := map[uint32]uint32{} // entry -> its new offset
@@ -398,6 +417,12 @@ func moveEntries(t *testing.T, o *Opened, how string) func(tx *bolt.Tx) error {
 			moved[a.tag] = uint32(second)
 		case how == "second inside" && r1.Key == r2.Key && b.tag-a.tag > 1:
 			moved[a.tag+1] = uint32(second)
+		case how == "second forward" && b.tag-a.tag > 1:
+			size := o.span(a.pos, b.pos)
+			k1, next, ok1 := o.record(a.pos, int(o.tagEntry(a.tag+1)>>16), size)
+			if k2, _, ok2 := o.record(a.pos, next, size); ok1 && ok2 && k1 == k2 {
+				moved[a.tag+1] = uint32(next)
+			}
 		case how == "swap" && b.tag-a.tag > 2:
 			moved[a.tag+1], moved[a.tag+2] = o.tagEntry(a.tag+2)>>16, o.tagEntry(a.tag+1)>>16
 		}
@@ -411,4 +436,33 @@ func moveEntries(t *testing.T, o *Opened, how string) func(tx *bolt.Tx) error {
 		}
 		return v
 	})
+}
+
+// shiftCounts moves, in keytags_parts, one entry of each part of two entries or more to
+// the next part listed, if it has entries, every other pair of parts (the total and the
+// CRC-32C kept): the first part's last tuple then has no entry of its own, and the second
+// part's first entry is not at its start.
+func shiftCounts(tx *bolt.Tx) error {
+	d := decoder{b: tx.Bucket([]byte(metaBucket)).Get([]byte(metaTagParts))}
+	var counts []uint64
+	for d.p < len(d.b) && d.err == nil {
+		counts = append(counts, d.uvarint())
+	}
+	shifted := 0
+	for i := 0; i+1 < len(counts); i++ {
+		if counts[i] >= 2 && counts[i+1] >= 1 {
+			counts[i]--
+			counts[i+1]++
+			shifted++
+			i++
+		}
+	}
+	if d.err != nil || shifted < 5 {
+		return fmt.Errorf("%d counts shifted (%v)", shifted, d.err)
+	}
+	var table []byte
+	for _, n := range counts {
+		table = binary.AppendUvarint(table, n)
+	}
+	return putTags(tx, nil, table)
 }

@@ -43,6 +43,9 @@ type Opened struct {
 	log    *logSet // the delta log's frames (log.go), whose cells Parts adds to the file's
 	// logFolded says that table[i].log is log.partAt[i] (foldLog).
 	logFolded bool
+	// tagsErr is why the file's key tags are not used (damaged or inconsistent: readTags),
+	// nil when they are or it has none; Store.open logs it.
+	tagsErr error
 }
 
 // Lazy reports whether the cells are to be read with Parts, part by part.
@@ -51,8 +54,10 @@ func (o *Opened) Lazy() bool { return o.table != nil }
 // OpenOrSetAside is LoadOrSetAside that leaves the cells of a snapshot with a part table
 // in the file, for Parts to read a few parts at a time. Every chunk is checked against the
 // CRC-32C of its bucket before it returns, as LoadAll checks them, so a damaged file is
-// moved aside (and the process starts empty) rather than half-loaded. With no snapshot,
-// it returns an Opened with nothing in it.
+// moved aside (and the process starts empty) rather than half-loaded; but for its key
+// tags (keytags.go), derived from the cells: damaged, the file opens without them, every
+// part's records stepped over, and a warning says why. With no snapshot, it returns an
+// Opened with nothing in it.
 func (s *Store) OpenOrSetAside() (*Opened, error) {
 	o, err := s.open()
 	if err == nil {
@@ -85,6 +90,10 @@ func (s *Store) open() (*Opened, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("load snapshot %s: %w", path, err)
+	}
+	if o.tagsErr != nil {
+		s.log.Warn("snapshot key tags not used (damaged or inconsistent): keyed restores step over each part's records",
+			"path", path, "error", o.tagsErr)
 	}
 	s.trimResets(path, o.Resets)
 	s.sizeHint.Store(info.Size())
@@ -135,9 +144,9 @@ func openLazy(path string, size int64) (o *Opened, err error) {
 }
 
 // readLazy checks a file with a part table: its version, the CRC-32C of the cells'
-// chunks, of the table and of the key tags (if any), and reads its counter keys, runs,
-// leases, reset records, change version and overrides (all but the cells, as
-// readSnapshot reads them).
+// chunks, of the table and of the key tags (if any: damaged, they are left out, tagsErr
+// saying why), and reads its counter keys, runs, leases, reset records, change version
+// and overrides (all but the cells, as readSnapshot reads them).
 func (o *Opened) readLazy(tx *bolt.Tx, meta *bolt.Bucket) error {
 	version, err := metaUint(meta, metaVersion, 8)
 	if err != nil {
@@ -201,7 +210,9 @@ func (o *Opened) readLazy(tx *bolt.Tx, meta *bolt.Bucket) error {
 		return err
 	}
 	if o.tags, o.table, err = readTags(tx, meta, parts); err != nil {
-		return err
+		// The tags are derived from the cells, checked above: without them every part is
+		// stepped over, as in a file written before them, rather than the file set aside.
+		o.tags, o.table, o.tagsErr = nil, untagged(parts), err
 	}
 	o.chunks = chunks
 	return nil

@@ -66,7 +66,9 @@ const (
 	//	       the CRC-32C of "parts". Its lease records spell out their keys (cell
 	//	       reference 0). Its "keytags" bucket, with "keytags_count", "keytags_crc32c",
 	//	       "keytags_parts" and "keytags_parts_crc32c" in meta, tags each tuple's key
-	//	       and where its records begin in its part (keytags.go). Optional when loading.
+	//	       and where its records begin in its part (keytags.go). Optional when loading,
+	//	       and derived from the cells: damaged, the file loads without them (logged),
+	//	       not set aside.
 	//	overrides: RL.OVERRIDE's records, chunked as cells, with "overrides_count" and
 	//	       "overrides_crc32c" in meta: see overrides.go. Optional when loading.
 	//	       meta "gen" (8 bytes, big endian; optional, 0 without) is the file's

@@ -43,15 +43,15 @@ type Store struct {
 	// buf and ends are the encoded chunks of the last save, reused by the next (fullMu).
 	buf  []byte
 	ends []int
-	// lbuf and lends are the lease chunks of the last save, reused by the next (saveMu).
+	// lbuf and lends are the lease chunks of the last save, reused by the next (fullMu).
 	lbuf  []byte
 	lends []int
 	// cbuf and cends are the cell chunks not yet written of a save of Tuples, which writes
-	// them to the file as it goes (tupleEncoder.spill), reused by the next (saveMu).
+	// them to the file as it goes (tupleEncoder.spill), reused by the next (fullMu).
 	cbuf  []byte
 	cends []int
 	// tbuf is the key tags not yet written of a save of Tuples (keytags.go), reused by the
-	// next (saveMu).
+	// next (fullMu).
 	tbuf []byte
 	// runIndex numbers the runs of a save for its lease records, reused by the next
 	// (fullMu).
