@@ -41,18 +41,11 @@ func partOf(h uint64) int { return int(h%shardCount)*loadParts + int(h>>8)%loadP
 // part, and the reads of the snapshot are few.
 const loadBatch = 16
 
-// loadSliceMs is how long the background load runs before it pauses, loadRest times as
-// long: it takes a third of a thread, so that on a small machine the requests keep most
-// of the CPU. (Half a thread, before: at 10M tuples, 50 connections on random keys from
-// the first decision, the p99 of their first 400k requests 24.9, 22.9 and 29.3 ms against
-// 22.2, 23.2 and 23.3 with a third taken in slices of 1 ms; loaded in 4.7 to 6.0 s either
-// way, the requests' own restores doing more of the load.)
-const (
-	loadSliceMs = 2
-	loadRest    = 2
-)
+// loadSliceMs is how long the background load runs before it pauses as long: it takes
+// half a thread, so that on a small machine the requests keep most of the CPU.
+const loadSliceMs = 2
 
-// pacer keeps the background load to a third of the time since it started (the wall clock's:
+// pacer keeps the background load to half of the time since it started (the wall clock's:
 // the load's own CPU time is not known to Go), by the totals rather than slice by slice.
 // Pausing as long as each slice took left the load under a third of the time at 10M tuples
 // under 50 busy connections (6.5 s loading, 15.1 s asleep: a sleep overshoots, the timer's
@@ -61,7 +54,7 @@ const (
 // for one tuple). The time slept beyond what was asked for is now owed to the load, and
 // run in the next slices.
 //
-// A third of a thread is for a process that serves: one that served no request since the last
+// Half a thread is for a process that serves: one that served no request since the last
 // pause (a restart at a quiet hour, or once a burst is over) has no request to give the
 // thread to, and the load runs on without pausing (idle), its count started again.
 type pacer struct {
@@ -94,14 +87,14 @@ const (
 	pacerBehindMs = 1000
 )
 
-// pause returns how long to pause at nowMs (ms), 0 for none: loadRest times the time run,
-// less the time paused, once the time run beyond its share is loadSliceMs or more.
+// pause returns how long to pause at nowMs (ms), 0 for none: the time run beyond the time
+// paused, once that is loadSliceMs or more.
 func (p *pacer) pause(nowMs int64) int64 {
-	ahead := loadRest*(nowMs-p.begin-p.asleep) - p.asleep
+	ahead := nowMs - p.begin - 2*p.asleep
 	if ahead > pacerAheadMs || ahead < -pacerBehindMs {
-		p.begin, p.asleep, ahead = nowMs-loadSliceMs, 0, loadRest*loadSliceMs
+		p.begin, p.asleep, ahead = nowMs-loadSliceMs, 0, loadSliceMs
 	}
-	if ahead >= loadRest*loadSliceMs {
+	if ahead >= loadSliceMs {
 		p.pausedAt, p.asked = nowMs, ahead
 		return ahead
 	}
@@ -363,7 +356,7 @@ func (e *Engine) LoadLazily(load func(from, to int, keep func(key string) bool, 
 				if l.shardStep(i, b) {
 					return
 				}
-				// Take a third of a thread (pacer), so that a request ready to run waits for a
+				// Take half a thread (pacer), so that a request ready to run waits for a
 				// thread no longer than a slice. Not runtime.Gosched after each batch:
 				// behind 50 busy connections on 2 threads, the global run queue it goes to
 				// left the loader a twentieth of a thread (at 10M tuples: 16 s to load).
