@@ -32,7 +32,12 @@
 #                          (e.g. BENCH_BASE=581c304 BENCH_TARGETS="edge edgebase"); and its
 #                          origin alone, started as this tree's, as the target "originbase"
 #                          (BENCH_BASE=main BENCH_TARGETS="origin originbase")
+# It takes /tmp/ratchet-bench.lock (flock), as the other bench scripts: two of them side by
+# side would each measure the other's load.
 set -euo pipefail
+if [ -z "${COMPARE_LOCKED:-}" ]; then
+  exec env COMPARE_LOCKED=1 flock /tmp/ratchet-bench.lock "$0" "$@"
+fi
 cd "$(dirname "$0")/.."
 n=${1:-200000}
 keys=100000
