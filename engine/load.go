@@ -9,8 +9,9 @@ import (
 	"unsafe"
 )
 
-// Loading a snapshot in the background (LoadLazily): an origin that restarts serves at once,
-// while the cells of its snapshot are restored part by part, a part being 1/1024 of a
+// Loading a snapshot in the background (LoadLazily): an origin that restarts serves before
+// every cell of its snapshot is restored (what LoadAhead did not load before it listened),
+// while the rest are restored part by part, a part being 1/1024 of a
 // shard (the tuples whose hash has the shard's low 8 bits and the part's next 10). A part
 // whose cells are not restored yet is restored first by whoever needs it: store.locate,
 // which every keyed read and write goes through, waits for its key's records of the part
@@ -111,7 +112,7 @@ type loader struct {
 	parts [Parts]loadPart
 	kept  atomic.Int64 // the bytes of the parts' keys: at most maxKeptBytes
 	load  func(from, to int, keep func(key string) bool, keyHash uint64)
-	hash  func(key string) uint64 // a key's hash (partOf's)
+	store *store
 	// loaded has a bit set for each part loaded: 32 KiB, which the caches keep, where
 	// the parts' states are 10 MiB (a keyed access read a part's state before: a cache
 	// miss each, 0.27 s of the 4.9 s of CPU of a profile of a load at 10M tuples under
@@ -122,8 +123,13 @@ type loader struct {
 	// the load (finish).
 	next     atomic.Int64
 	finished atomic.Int64
-	finish   func()
-	done     <-chan struct{} // closed by finish
+	done     chan struct{} // closed by finish
+}
+
+// finish ends the load: a goroutine that still holds l finds every part loaded.
+func (l *loader) finish() {
+	l.store.loader.Store(nil)
+	close(l.done)
 }
 
 // take takes the next shard to load, and reports false once none is left. A shard is
@@ -191,7 +197,7 @@ func (l *loader) loadParts(from, to int) {
 	for p := from; p < to; p++ {
 		if len(l.parts[p].keys) > 0 {
 			keep = func(key string) bool {
-				h := l.hash(key)
+				h := hashKey(l.store.seed, key)
 				q := partOf(h) // in [from, to) but in a damaged file: kept then
 				return q < from || q >= to || !l.restored(q, keyTag(h), key)
 			}
@@ -333,21 +339,15 @@ func (e *Engine) AdoptShardSeed(seed uint64) error {
 // The snapshot's reset records must be restored before (RestoreResets): each part's cells
 // are taken minus what they cancelled, and a reset or a peer's reset row of a tuple waits
 // for its tuple (store.locate) as any keyed access does. Each record is restored once: in
-// the background in part order (loadBatch parts at a time), or earlier with its part by a
-// pass over the store (eachLive, Tuples), or with its tuple alone by the first keyed
-// access to it (load(i, i+1, keep, keyHash), keep keeping that key alone). LoadLazily
+// the background a store shard at a time, its parts in order, loadBatch at a time (by
+// LoadLazily's goroutine, or LoadAhead's), or earlier with its part by a pass over the
+// store (eachLive, Tuples), or with its tuple alone by the first keyed access to it
+// (load(i, i+1, keep, keyHash), keep keeping that key alone). LoadLazily
 // returns at once, and the channel it returns is closed once every part is loaded. It
 // must be called before the engine serves, at most once.
 func (e *Engine) LoadLazily(load func(from, to int, keep func(key string) bool, keyHash uint64)) <-chan struct{} {
-	s := e.store
-	done := make(chan struct{})
-	l := &loader{load: load, hash: func(key string) uint64 { return hashKey(s.seed, key) }}
-	l.finish = func() {
-		s.loader.Store(nil) // a goroutine that still holds l finds every part loaded
-		close(done)
-	}
-	l.done = done
-	s.loader.Store(l)
+	l := &loader{load: load, store: e.store, done: make(chan struct{})}
+	e.store.loader.Store(l)
 	go func() {
 		var pace pacer
 		pace.start(e.clock.NowMs())
@@ -368,7 +368,7 @@ func (e *Engine) LoadLazily(load func(from, to int, keep func(key string) bool, 
 			}
 		}
 	}()
-	return done
+	return l.done
 }
 
 // LoadAhead loads a lazy load's parts (LoadLazily) on workers goroutines besides the

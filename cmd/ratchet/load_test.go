@@ -43,8 +43,16 @@ func TestLoadAheadStopsOnSignal(t *testing.T) {
 			}()
 			if tc.signal {
 				sig <- syscall.SIGTERM
+				// The gate opens once loadAhead took the signal: before that, the load
+				// could end first and leave it unseen (no fixed sleep: a loaded machine
+				// may take longer than any).
+				for deadline := time.Now().Add(time.Minute); len(sig) > 0; {
+					if time.Now().After(deadline) {
+						t.Fatal("loadAhead never took the signal")
+					}
+					time.Sleep(time.Millisecond)
+				}
 			}
-			time.Sleep(10 * time.Millisecond) // let the stop come before the gate opens, most times
 			close(gate)
 			select {
 			case r := <-res:
