@@ -106,6 +106,17 @@ func (s *store) movedSlot(sh *shard, to, last int) {
 	}
 }
 
+// DirtyCount returns the number of tuples marked changed since the last pass of Dirty: about
+// what the next pass yields (a change after this read adds to it). Lock-free; a save
+// sizes its frame's buffer from it.
+func (e *Engine) DirtyCount() int64 {
+	var n int64
+	for i := range e.store.dirty {
+		n += e.store.dirty[i].n.Load()
+	}
+	return n
+}
+
 // Dirty yields every tuple whose counts or lease grants changed since the last pass of
 // Dirty (since New for the first), as Tuples yields them: its live cells and its grants
 // that have not ended, read under its shard's lock, and with its Part; a tuple left with

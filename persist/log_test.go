@@ -448,3 +448,42 @@ func TestLogCompactionCrashPoints(t *testing.T) {
 		}
 	}
 }
+
+// TestLogFrameBufferSizedOnce: a frame's buffer is sized from the count of changed tuples
+// (Source.DirtyCount) before it is encoded, so encoding it does not grow it: neither the
+// first frame (no frame measured yet), nor one four times larger than the last.
+func TestLogFrameBufferSizedOnce(t *testing.T) {
+	e := engine.New(engine.NewManualClock(logT0), engine.Config{Standalone: true, Snapshots: true})
+	user := func(from, to int) {
+		for i := from; i < to; i++ {
+			tu := engine.Tuple{Workspace: "default", Namespace: "default", Key: fmt.Appendf(nil, "user:%012d:api", i), WindowMs: 3_600_000}
+			if _, err := e.Limit(tu, 1<<40, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	user(0, 40_000)
+	s := quietStore(t, t.TempDir())
+	src := incremental(e)
+	src.DirtyCount = e.DirtyCount
+	if err := s.Write(src); err != nil { // the whole file
+		t.Fatal(err)
+	}
+	for _, n := range []int{10_000, 40_000} {
+		user(0, n)
+		if got := e.DirtyCount(); got != int64(n) {
+			t.Fatalf("DirtyCount %d, want %d", got, n)
+		}
+		s.saveMu.Lock()
+		buf := s.frameBuffer(src)
+		out, tuples, _, err := encodeFrame(buf, src, logT0)
+		s.saveMu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tuples != uint64(n) || len(out) > cap(buf) || &out[:1][0] != &buf[:1][0] {
+			t.Fatalf("frame of %d tuples (want %d), %d bytes in a buffer of %d: grown", tuples, n, len(out), cap(buf))
+		}
+		s.fbuf, s.tupleBytes = out, len(out)/n // as frame does after a frame
+	}
+}

@@ -69,6 +69,7 @@ type Store struct {
 	baseGen     uint64
 	baseBytes   int64
 	fbuf        []byte // the last frame, reused
+	tupleBytes  int    // the bytes a tuple took in the last frame (frameBuffer)
 	compacting  bool   // a compaction runs
 	// compactAfter is when a compaction may start again after failures (a full disk):
 	// each failure doubles compactWait (from a second, to a minute), so that a failing
