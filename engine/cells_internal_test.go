@@ -90,7 +90,7 @@ func TestSlotFarApart(t *testing.T) {
 			e.setSeq(0, tc.other)
 			e.regional[0] = 5
 			s.cells.Store(1)
-			got := s.slot(&s.shards[0], &e, tc.seq, now)
+			got := s.slot(&s.shards[0], &e, tc.seq, now, 1000)
 			if got != tc.want {
 				t.Fatalf("slot(%d) = %d, want %d", tc.seq, got, tc.want)
 			}
@@ -127,7 +127,7 @@ func TestCountsOlderCellDead(t *testing.T) {
 				t.Fatalf("older %d in cell %d: counts = %+v, %+v", older, oldAt, cur, prev)
 			}
 			s := newStore(1 << 30)
-			if i := s.slot(&s.shards[0], &e, seq-1, seq); i != oldAt || e.regional[i] != 0 {
+			if i := s.slot(&s.shards[0], &e, seq-1, seq, 1000); i != oldAt || e.regional[i] != 0 {
 				t.Fatalf("older %d in cell %d: slot(seq-1) = %d holding %d", older, oldAt, i, e.regional[max(i, 0)])
 			}
 		}

@@ -188,7 +188,7 @@ func (e *Engine) decideLocked(sh *shard, h uint32, key []byte, windowMs int64, l
 				return err
 			}
 		}
-		if i := e.store.slot(sh, ent, seq, seq); i >= 0 {
+		if i := e.store.slot(sh, ent, seq, seq, windowMs); i >= 0 {
 			ent.add(i, cost)
 			ent.seeLimit(i, limit)
 			e.markDirty()

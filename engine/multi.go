@@ -218,7 +218,7 @@ func (e *Engine) decideAllLocked(at []located, limits []uint64, cost uint64, ext
 			ent = &at[i].sh.at(slots[i]).ent
 		}
 		seq, _ := position(nowMs, at[i].w)
-		if j := e.store.slot(at[i].sh, ent, seq, seq); j >= 0 {
+		if j := e.store.slot(at[i].sh, ent, seq, seq, at[i].w); j >= 0 {
 			ent.add(j, cost)
 			ent.seeLimit(j, limits[i])
 			e.store.markSlot(at[i].sh, slots[i])

@@ -438,7 +438,7 @@ func (e *Engine) applyReplay(sh *shard, h uint32, ent *entry, si int, it ReplayI
 			return nil, -1 // the shard holds maxSlots (store.add)
 		}
 	}
-	i := e.store.slot(sh, ent, it.Seq, nowMs/w)
+	i := e.store.slot(sh, ent, it.Seq, nowMs/w, w)
 	if i < 0 {
 		return ent, si
 	}

@@ -141,7 +141,7 @@ func (e *Engine) MergeComponents(comps []Component) (changed int) {
 				continue
 			}
 		}
-		i := e.store.slot(sh, ent, c.Seq, now/w)
+		i := e.store.slot(sh, ent, c.Seq, now/w, w)
 		if i < 0 {
 			sh.mu.Unlock()
 			continue

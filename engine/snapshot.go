@@ -294,7 +294,7 @@ func (e *Engine) restoreRecord(r CellRecord, t Tuple, now int64) bool {
 	}
 	i := -1
 	if ent != nil {
-		i = e.store.slot(sh, ent, r.Seq, now/t.WindowMs)
+		i = e.store.slot(sh, ent, r.Seq, now/t.WindowMs, t.WindowMs)
 	}
 	if i < 0 {
 		return false

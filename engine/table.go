@@ -55,7 +55,9 @@ type shard struct {
 	resets      map[string]*tupleReset // reset records of the shard's tuples (reset.go); nil: none
 	sides       []*entrySide           // side structs of the shard's entries, by entry.side-1 (nil when free)
 	freeSides   []uint32               // free indexes in sides
-	_           [8]byte                // shards are 192 bytes: two cores on neighbouring shards share no line
+	// sweepDue is the first ms at which a cell of the shard dies (store.slot, store.sweep):
+	// a sweep before it has nothing to drop there but empty tuples. 0: due now.
+	sweepDue int64 // with it, shards are 192 bytes: two cores on neighbouring shards share no line
 }
 
 // chunkRef is one chunk of slots, and whether it is a mapping (unmapped when freed) or a
