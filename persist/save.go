@@ -119,9 +119,9 @@ const (
 )
 
 // spillBytes is what a save of Tuples holds of encoded cells before it writes them to the
-// file: the save's memory does not grow with the store (35 bytes a cell). A variable for
-// tests.
-var spillBytes = 4 << 20
+// file: the save's memory does not grow with the store (35 bytes a cell). A compaction's
+// commit of them runs unpaced (pacer): 1 MB is about a millisecond. A variable for tests.
+var spillBytes = 1 << 20
 
 // castagnoli is the CRC-32C table (hardware accelerated where the CPU has it).
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -163,6 +163,9 @@ type Source struct {
 	// Saved makes durable. Tuples and RunMarks must be set with it.
 	Dirty    iter.Seq[engine.TupleRecord]
 	RunMarks iter.Seq[engine.RunRecord]
+	// Served, when not nil, counts the requests served (engine.Served): a compaction runs
+	// at full speed while it stands still (pacer).
+	Served func() uint64
 	// DirtyCount, when not nil, says about how many tuples Dirty will yield
 	// (engine.DirtyCount): a frame's buffer is sized from it at once (frameBuffer).
 	DirtyCount func() int64
@@ -496,7 +499,7 @@ func (s *Store) save(src Source, now time.Time, gen uint64, stop *atomic.Bool) (
 	if src.Tuples != nil {
 		t := tupleEncoder{lease: &enc, cbuf: buf, cends: ends, lbuf: lbuf, lends: lends, ncells: cells.count, nleases: leases.count, stop: stop}
 		if stop != nil { // a compaction: in the background, it takes a share of a thread
-			t.pace = &pacer{start: time.Now(), behind: func() bool { return s.logSize.Load() > s.baseSize.Load()/2 }}
+			t.pace = newPacer(func() bool { return s.logSize.Load() > s.baseSize.Load() }, src.Served)
 		}
 		if stream { // the cells in a buffer of their own, written as they come
 			t.cbuf, t.cends, t.db, t.parts = s.cbuf[:0], s.cends[:0], db, make([]uint64, engine.Parts+1)

@@ -498,7 +498,7 @@ func run(cfg Config, log *slog.Logger) error {
 func snapshotSource(e *engine.Engine) persist.Source {
 	return persist.Source{Tuples: e.Tuples, KV: e.KV().Records, Runs: e.Runs, Saved: e.RunsSaved,
 		Overrides: e.Overrides().Records, OverridesHorizon: e.Overrides().Horizon, Resets: e.Resets, Changes: e.ChangeVersion,
-		ShardSeed: e.ShardSeed(), Dirty: e.Dirty, DirtyCount: e.DirtyCount, RunMarks: e.RunMarks, Loading: e.Loading} // incremental: persist/log.go
+		ShardSeed: e.ShardSeed(), Dirty: e.Dirty, DirtyCount: e.DirtyCount, Served: e.Served, RunMarks: e.RunMarks, Loading: e.Loading} // incremental: persist/log.go
 }
 
 // redisSeconds writes a duration as Redis's CONFIG GET timeout does: whole seconds, a
