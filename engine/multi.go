@@ -207,6 +207,12 @@ func (e *Engine) decideAllLocked(at []located, limits []uint64, cost uint64, ext
 		if ents[i] == nil {
 			var err error
 			if _, slots[i], err = e.store.insertSlot(at[i].sh, at[i].h, at[i].key, false); err != nil {
+				// The tuples inserted before stay empty: the sweep drops them.
+				for k := range i {
+					if ents[k] == nil {
+						at[k].sh.sweepDue = 0
+					}
+				}
 				return nowMs, err
 			}
 			inserted = true

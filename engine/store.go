@@ -462,9 +462,22 @@ func (s *store) slot(sh *shard, ent *entry, seq, now, w int64) int {
 		s.cells.Add(1)
 	}
 	s.clearCell(sh, ent, victim)
-	ent.setSeq(victim, seq)                   // it fits (above)
-	sh.sweepDue = min(sh.sweepDue, (seq+2)*w) // when the sweep drops it (entry.live)
+	ent.setSeq(victim, seq) // it fits (above)
+	sh.sweepDue = min(sh.sweepDue, deathMs(seq, w))
 	return victim
+}
+
+// deathMs is when a cell of sequence seq of window w can no longer matter, and the sweep
+// drops it (entry.live): (seq+2)*w, or math.MaxInt64 past it (an edge's replay may carry
+// any future sequence).
+func deathMs(seq, w int64) int64 {
+	if w <= 0 {
+		return 0 // no valid window: due now (it holds nothing live)
+	}
+	if seq > math.MaxInt64/w-2 {
+		return math.MaxInt64
+	}
+	return (seq + 2) * w
 }
 
 // emptied makes sh (locked) due for a sweep when ent holds no cell: a tuple inserted for a
@@ -665,7 +678,7 @@ func (s *store) sweep(nowMs int64, leases bool) int64 {
 			}
 			for k := range entryCells {
 				if sq := sl.ent.seqOf(k); sq != emptySeq {
-					due = min(due, (sq+2)*w)
+					due = min(due, deathMs(sq, w))
 				}
 			}
 		}

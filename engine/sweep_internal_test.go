@@ -19,19 +19,21 @@ func cellKeys(e *Engine) []string {
 
 // TestSweepSkipsShardsNotDue: a pass that skips the shards whose first cell dies later
 // (shard.sweepDue) drops exactly what a pass visiting every shard drops: two engines given
-// the same requests and other regions' counts (windows of 1 s to an hour, the clock moving
-// by random steps), one swept as RunSweeper sweeps and one visiting every shard each
-// time, hold the same cells and tuples after every pass. And
-// once swept, a shard is due no sooner than its first cell dies, so that a second pass at
-// the same instant skips every shard.
+// the same requests (single and multi-limit, windows of 1 s to an hour, in a store that
+// fills up, so that a multi-limit request refused for memory leaves the tuples it
+// inserted empty) and other regions' counts, the clock moving by random steps, one swept
+// as RunSweeper sweeps and one with every shard made due before each pass, hold the same
+// cells and tuples after every pass. And once swept, a shard is due no sooner than its
+// first cell dies.
 func TestSweepSkipsShardsNotDue(t *testing.T) {
 	windows := []int64{1000, 7000, 60_000, 3_600_000}
 	for seed := range uint64(4) {
 		r := rand.New(rand.NewPCG(seed, 1))
 		now := int64(1_704_067_200_000) + r.Int64N(3_600_000)
 		ca, cb := NewManualClock(now), NewManualClock(now)
-		a := New(ca, Config{Standalone: true})
-		b := New(cb, Config{Standalone: true})
+		// Room for about 600 tuples of the 900 keys: the store fills up.
+		a := New(ca, Config{Standalone: true, MaxMemoryBytes: 600 * tupleBytes(16)})
+		b := New(cb, Config{Standalone: true, MaxMemoryBytes: 600 * tupleBytes(16)})
 		for step := range 400 {
 			for range r.IntN(40) {
 				w := windows[r.IntN(len(windows))]
@@ -41,6 +43,18 @@ func TestSweepSkipsShardsNotDue(t *testing.T) {
 				db, errb := b.Limit(tu, 1000, cost)
 				if da != db || (erra == nil) != (errb == nil) {
 					t.Fatalf("seed %d step %d: decisions differ: %+v %v, %+v %v", seed, step, da, erra, db, errb)
+				}
+				if r.IntN(4) == 0 {
+					var ops []LimitOp
+					for range 1 + r.IntN(3) {
+						ops = append(ops, LimitOp{Tuple: Tuple{Workspace: "default", Namespace: "default", Key: fmt.Appendf(nil, "n%d", r.IntN(300)), WindowMs: windows[r.IntN(len(windows))]}, Limit: 1000})
+					}
+					outA, outB := make([]Decision, len(ops)), make([]Decision, len(ops))
+					_, erra := a.LimitMulti(ops, 1, ca.NowMs(), outA)
+					_, errb := b.LimitMulti(ops, 1, cb.NowMs(), outB)
+					if !slices.Equal(outA, outB) || (erra == nil) != (errb == nil) {
+						t.Fatalf("seed %d step %d: multi decisions differ: %+v %v, %+v %v", seed, step, outA, erra, outB, errb)
+					}
 				}
 				if r.IntN(8) == 0 {
 					// Another region's count of a cell that may be dead already: for a tuple
@@ -58,6 +72,9 @@ func TestSweepSkipsShardsNotDue(t *testing.T) {
 			}
 			ca.Advance(d)
 			cb.Advance(d)
+			for i := range b.store.shards {
+				b.store.shards[i].sweepDue = 0 // b visits every shard
+			}
 			na, nb := a.sweep(step%10 == 0), b.sweep(true) // a's as RunSweeper's: leases every tenth
 			if na != nb {
 				t.Fatalf("seed %d step %d: the pass that skips dropped %d cells, the whole pass %d", seed, step, na, nb)

@@ -255,25 +255,27 @@ func appendTuple(buf []byte, t engine.TupleRecord) ([]byte, error) {
 }
 
 // encodeFrame encodes the frame of src into buf (reused) and returns it with the number
-// of tuples it holds: the runs first, then the changed tuples, as a whole save captures
+// of tuples it holds (and of keyspace records, and the bytes of the tuples' section): the runs first, then the changed tuples, as a whole save captures
 // them (save), and the change version last.
-func encodeFrame(buf []byte, src Source, savedMs int64) (_ []byte, n, nkv uint64, err error) {
+func encodeFrame(buf []byte, src Source, savedMs int64) (_ []byte, n, nkv uint64, tupleLen int, err error) {
 	f := frameEncoder{buf: append(buf[:0], make([]byte, frameHeaderLen)...)}
 	f.buf = binary.AppendVarint(f.buf, savedMs)
 	if _, err = frameSection(&f, src.Runs, appendRun); err != nil {
-		return f.buf, 0, 0, fmt.Errorf("%s: %w", runsBucket, err)
+		return f.buf, 0, 0, 0, fmt.Errorf("%s: %w", runsBucket, err)
 	}
+	at := len(f.buf)
 	if n, err = frameSection(&f, src.Dirty, appendTuple); err != nil {
-		return f.buf, 0, 0, fmt.Errorf("tuples: %w", err)
+		return f.buf, 0, 0, 0, fmt.Errorf("tuples: %w", err)
 	}
+	tupleLen = len(f.buf) - at
 	if nkv, err = frameSection(&f, src.KV, appendKV); err != nil {
-		return f.buf, 0, 0, fmt.Errorf("%s: %w", kvBucket, err)
+		return f.buf, 0, 0, 0, fmt.Errorf("%s: %w", kvBucket, err)
 	}
 	if _, err = frameSection(&f, src.Resets, appendReset); err != nil {
-		return f.buf, 0, 0, fmt.Errorf("%s: %w", resetsBucket, err)
+		return f.buf, 0, 0, 0, fmt.Errorf("%s: %w", resetsBucket, err)
 	}
 	if _, err = frameSection(&f, src.Overrides, appendOverride); err != nil {
-		return f.buf, 0, 0, fmt.Errorf("%s: %w", overridesBucket, err)
+		return f.buf, 0, 0, 0, fmt.Errorf("%s: %w", overridesBucket, err)
 	}
 	var horizon engine.OverrideHorizon
 	if src.OverridesHorizon != nil {
@@ -286,7 +288,7 @@ func encodeFrame(buf []byte, src Source, savedMs int64) (_ []byte, n, nkv uint64
 		changes = src.Changes()
 	}
 	f.buf = binary.AppendUvarint(f.buf, changes)
-	return f.buf, n, nkv, nil
+	return f.buf, n, nkv, tupleLen, nil
 }
 
 // logSet is what a load found in the logs that apply to its base: the tuple records of

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/keyspace"
 )
 
 const logT0 = 1_704_067_200_000
@@ -450,8 +451,11 @@ func TestLogCompactionCrashPoints(t *testing.T) {
 }
 
 // TestLogFrameBufferSizedOnce: a frame's buffer is sized from the count of changed tuples
-// (Source.DirtyCount) before it is encoded, so encoding it does not grow it: neither the
-// first frame (no frame measured yet), nor one four times larger than the last.
+// (Source.DirtyCount) and the last frame (the bytes of a tuple, and of the sections written
+// whole), so that encoding it does not grow it: neither the first frame (none measured
+// yet), nor one four times larger than the last, nor one beside a keyspace whose section
+// dwarfs the tuples'; and the buffer of a small frame beside that keyspace stays within a
+// few times the frame (a tuple's bytes measured from the tuples alone).
 func TestLogFrameBufferSizedOnce(t *testing.T) {
 	e := engine.New(engine.NewManualClock(logT0), engine.Config{Standalone: true, Snapshots: true})
 	user := func(from, to int) {
@@ -469,21 +473,39 @@ func TestLogFrameBufferSizedOnce(t *testing.T) {
 	if err := s.Write(src); err != nil { // the whole file
 		t.Fatal(err)
 	}
+	frame := func(n int) {
+		t.Helper()
+		if err := s.Write(src); err != nil {
+			t.Fatal(err)
+		}
+		if s.lastFull.Load() || s.Stats().LastCells != uint64(n) {
+			t.Fatalf("a save of %d changed tuples: whole %v, %d cells", n, s.lastFull.Load(), s.Stats().LastCells)
+		}
+		if s.frameRegrown != 0 {
+			t.Fatalf("a frame of %d tuples (%d bytes) outgrew its buffer", n, len(s.fbuf))
+		}
+	}
 	for _, n := range []int{10_000, 40_000} {
 		user(0, n)
 		if got := e.DirtyCount(); got != int64(n) {
 			t.Fatalf("DirtyCount %d, want %d", got, n)
 		}
-		s.saveMu.Lock()
-		buf := s.frameBuffer(src)
-		out, tuples, _, err := encodeFrame(buf, src, logT0)
-		s.saveMu.Unlock()
-		if err != nil {
+		frame(n)
+	}
+	// A keyspace of 2 MB, in every frame whole.
+	val := strings.Repeat("v", 1000)
+	for i := range 2000 {
+		if err := e.KV().Do("default", [][]byte{fmt.Appendf(nil, "kv%d", i)}, func(tx *keyspace.Tx) error {
+			return tx.Set(0, []byte(val), 0)
+		}); err != nil {
 			t.Fatal(err)
 		}
-		if tuples != uint64(n) || len(out) > cap(buf) || &out[:1][0] != &buf[:1][0] {
-			t.Fatalf("frame of %d tuples (want %d), %d bytes in a buffer of %d: grown", tuples, n, len(out), cap(buf))
+	}
+	for _, n := range []int{1, 100} {
+		user(0, n)
+		frame(n)
+		if len(s.fbuf) < 2_000_000 || cap(s.fbuf) > 2*len(s.fbuf)+1<<20 {
+			t.Fatalf("a frame of %d tuples beside the keyspace: %d bytes in a buffer of %d", n, len(s.fbuf), cap(s.fbuf))
 		}
-		s.fbuf, s.tupleBytes = out, len(out)/n // as frame does after a frame
 	}
 }

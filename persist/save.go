@@ -244,10 +244,15 @@ func (s *Store) frame(src Source, now time.Time) (n, nkv uint64, err error) {
 			s.incremental = false
 		}
 	}()
-	s.fbuf = s.frameBuffer(src)
-	if s.fbuf, n, nkv, err = encodeFrame(s.fbuf, src, now.UnixMilli()); err != nil {
+	buf := s.frameBuffer(src)
+	var tupleLen int
+	if s.fbuf, n, nkv, tupleLen, err = encodeFrame(buf, src, now.UnixMilli()); err != nil {
 		return 0, 0, fmt.Errorf("frame: %w", err)
 	}
+	if cap(s.fbuf) != cap(buf) {
+		s.frameRegrown++
+	}
+	s.frameRest = len(s.fbuf) - tupleLen
 	if s.logw == nil {
 		if s.logw, err = createLog(s.dir, s.logGen); err != nil {
 			return 0, 0, err
@@ -260,7 +265,7 @@ func (s *Store) frame(src Source, now time.Time) (n, nkv uint64, err error) {
 	s.logBytes += s.logw.size - before
 	s.logSize.Store(s.logBytes)
 	if n > 0 {
-		s.tupleBytes = max(len(s.fbuf)/int(n), minTupleBytes)
+		s.tupleBytes = max(tupleLen/int(n), minTupleBytes)
 	}
 	if cap(s.fbuf) > 2*len(s.fbuf)+1<<20 {
 		s.fbuf = nil // the store's writes slowed down: give the memory back
@@ -272,8 +277,9 @@ func (s *Store) frame(src Source, now time.Time) (n, nkv uint64, err error) {
 }
 
 // frameBuffer returns s.fbuf, or a buffer in its place large enough for the frame of
-// src's changed tuples (src.DirtyCount of them, at the bytes a tuple took in the last frame,
-// and a quarter more), so that encoding the frame allocates once. Grown by append's
+// src's changed tuples (src.DirtyCount of them at the bytes a tuple took in the last frame,
+// and a quarter more, beside the rest of the last frame: the sections written whole), so
+// that encoding the frame allocates once. Grown by append's
 // doubling instead, a frame of 500k tuples (20 MB) grew from 3 to 48 MB in eight steps,
 // each past the heap's goal (the Go heap is small: the store's slabs are not in it), so
 // eight garbage collections back to back while the requests ran (gctrace). In six
@@ -283,7 +289,11 @@ func (s *Store) frameBuffer(src Source) []byte {
 	if src.DirtyCount == nil {
 		return s.fbuf
 	}
-	want := src.DirtyCount()*int64(max(s.tupleBytes, minTupleBytes))*5/4 + 64<<10
+	n := src.DirtyCount()
+	if n < 0 || n > maxFrameLen/minTupleBytes {
+		return s.fbuf // more than a frame holds: the encoding fails, or grows as it goes
+	}
+	want := int64(s.frameRest)*5/4 + n*int64(max(s.tupleBytes, minTupleBytes))*5/4 + 64<<10
 	if want <= int64(cap(s.fbuf)) || want > maxFrameLen {
 		return s.fbuf
 	}

@@ -70,7 +70,10 @@ type Store struct {
 	baseBytes   int64
 	fbuf        []byte // the last frame, reused
 	tupleBytes  int    // the bytes a tuple took in the last frame (frameBuffer)
-	compacting  bool   // a compaction runs
+	frameRest   int    // the bytes of the last frame beside its tuples (frameBuffer)
+	// frameRegrown counts the frames that outgrew the buffer frameBuffer gave them.
+	frameRegrown int
+	compacting   bool // a compaction runs
 	// compactAfter is when a compaction may start again after failures (a full disk):
 	// each failure doubles compactWait (from a second, to a minute), so that a failing
 	// disk does not get a full pass and a new log every interval.
