@@ -8,7 +8,9 @@
 #   - the origin's snapshot: file size, and the duration of its last save;
 #   - RL.LIMIT p99 (redis-benchmark -c 50 -P 32 on random keys of the store): idle (a twin
 #     origin without --data-dir, so that no save runs), with saves (the origin itself: the
-#     requests change cells, so it saves every --snapshot-interval while they run), and
+#     requests change cells, so it saves every --snapshot-interval while they run; its
+#     runs alternate with the others', and then three run back to back, the last one's p99
+#     printed too: a flood that does not stop, whose compactions have no quiet moment), and
 #     on the first requests after a restart (one run from the first decision on: during
 #     the background load when the origin listens before it has loaded, --load-wait);
 #   - kill -9 and restart: time to the first RL.LIMIT answered, time to fully loaded (INFO
@@ -126,6 +128,7 @@ for count in "${sizes[@]}"; do
     r_save+=("$(p99 $P_ORIGIN "$count" RL.LIMIT "user:__rand_int__:api" $limit "$window")")
   done
   p99_redis=$(median "${r_redis[@]}") p99_idle=$(median "${r_idle[@]}") p99_save=$(median "${r_save[@]}")
+  for _ in 1 2 3; do p99_flood=$(p99 $P_ORIGIN "$count" RL.LIMIT "user:__rand_int__:api" $limit "$window"); done
   kill $poll 2>/dev/null || true
   wait $poll 2>/dev/null || true
   save_busy=$(sort -n "$work/saves" | tail -1)
@@ -133,6 +136,7 @@ for count in "${sizes[@]}"; do
   # The requests above changed cells: let the last of them be saved, then cut.
   sleep 3
   rss_before=$(rss $pid_origin)
+  logs_kill=$(cat "$work"/origin/snapshot.db.log.* 2>/dev/null | wc -c || true)
   { kill -9 $pid_origin && wait $pid_origin; } 2>/dev/null || true
   t=$(now)
   origin $P_ORIGIN "$work/origin"
@@ -159,13 +163,14 @@ for count in "${sizes[@]}"; do
   printf '%-22s %14s %14s %10s\n' "used_memory B/tuple" "$(per "$used_redis" "$count")" "$(per "$used_origin" "$count")" "$(ratio "$used_origin" "$used_redis")"
   printf '%-22s %14s %14s\n' "p99 ms (idle)" "$p99_redis" "$p99_idle"
   echo "snapshot: $snap bytes ($(per "$snap" "$cells") B/cell) + delta log $logs bytes; last save ${save_idle} ms after the fill, the longest ${save_busy} ms under load"
-  echo "RL.LIMIT p99 ms: idle $p99_idle, with saves every 1s $p99_save, after the restart $p99_load" \
+  echo "RL.LIMIT p99 ms: idle $p99_idle, with saves every 1s $p99_save (the third of three runs back to back: $p99_flood), after the restart $p99_load" \
     "($([ "$loading" = 1 ] && echo "the background load going on at the first decision" || echo "loaded whole at the first decision"))"
   echo "restart (kill -9): first decision ${first} s, fully loaded ${loaded} s" \
     "($(awk -v s="$loaded" -v c="$cells" 'BEGIN { printf "%.2f", s * 1e6 / c }') us/cell);" \
-    "RSS $(per "$rss_before" "$count") B/tuple before the kill, $(per "$rss_after" "$count") after the load"
-  rows+=("$count $(per "$rss_redis" "$count") $(per "$rss_origin" "$count") $(ratio "$rss_origin" "$rss_redis") $save_busy $first $loaded $p99_idle $p99_save $p99_load")
+    "RSS $(per "$rss_before" "$count") B/tuple before the kill, $(per "$rss_after" "$count") after the load;" \
+    "delta log at the kill $logs_kill bytes"
+  rows+=("$count $(per "$rss_redis" "$count") $(per "$rss_origin" "$count") $(ratio "$rss_origin" "$rss_redis") $save_busy $first $loaded $p99_idle $p99_save $p99_flood $p99_load")
 done
 echo
-echo "summary: tuples | RSS B/tuple redis ratchet ratio | save ms | restart first s, loaded s | p99 ms idle save restart"
+echo "summary: tuples | RSS B/tuple redis ratchet ratio | save ms | restart first s, loaded s | p99 ms idle save save-back-to-back restart"
 printf '%s\n' "${rows[@]}"
