@@ -361,7 +361,7 @@ func (e *Engine) LoadLazily(load func(from, to int, keep func(key string) bool, 
 				// behind 50 busy connections on 2 threads, the global run queue it goes to
 				// left the loader a twentieth of a thread (at 10M tuples: 16 s to load).
 				now := e.clock.NowMs()
-				if d := pace.pause(now); d > 0 && !pace.idle(now, e.Served()) {
+				if d := pace.pause(now); d > 0 && !pace.idle(now, e.served()) {
 					loadPause(time.Duration(d) * time.Millisecond)
 					pace.slept(e.clock.NowMs())
 				}
@@ -416,9 +416,9 @@ func (e *Engine) LoadAhead(stop <-chan struct{}, workers int) bool {
 // loadPause is the background load's pause (time.Sleep; a variable for tests).
 var loadPause = time.Sleep
 
-// Served returns the count of requests served so far that background work (a lazy load, a
-// snapshot's compaction) gives its pauses to: decisions and edges' replay items.
-func (e *Engine) Served() uint64 {
+// served returns the count of requests served so far that a background load gives its
+// pauses to: decisions and edges' replay items.
+func (e *Engine) served() uint64 {
 	allowed, denied := e.decisions.Load()
 	return allowed + denied + e.replayed.Load()
 }

@@ -6,40 +6,49 @@ import (
 )
 
 // TestPacerPausesOnlyWhileServing: a compaction's pacer pauses after each slice while
-// requests are served, and not after a slice over which the count of requests served stood
-// still (a quiet process), nor while the logs are behind. Each slice is made to have lasted
-// by moving the pacer's start back a slice.
+// requests are served, three times the slice (a quarter of a thread), once the slice past
+// half the base (half a thread), and not at all past the base, nor after a slice over
+// which the count of requests served stood still (a quiet process).
 func TestPacerPausesOnlyWhileServing(t *testing.T) {
+	serving := func(call int) uint64 { return uint64(call) }
 	for _, tc := range []struct {
 		name   string
 		served func(call int) uint64 // the count at the pacer's call of it
-		behind bool
-		want   int // pauses over 10 slices
+		behind int
+		want   []int // each pause, in slices
 	}{
-		{"serving", func(call int) uint64 { return uint64(call) }, false, 10},
-		{"quiet", func(int) uint64 { return 7 }, false, 0},
-		{"quiet, then serving", func(call int) uint64 { return uint64(max(call-5, 0)) }, false, 6},
-		{"serving, behind", func(call int) uint64 { return uint64(call) }, true, 0},
-		{"no count", nil, false, 10},
+		{"serving", serving, 0, []int{3, 3, 3, 3, 3}},
+		{"serving, past half the base", serving, 1, []int{1, 1, 1, 1, 1}},
+		{"serving, past the base", serving, 2, nil},
+		{"quiet", func(int) uint64 { return 7 }, 0, nil},
+		{"quiet, then serving", func(call int) uint64 { return uint64(max(call-3, 0)) }, 0, []int{3, 3, 3}},
+		{"no count", nil, 0, []int{3, 3, 3, 3, 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pauses := 0
+			var got []int
 			defer func(f func(time.Duration)) { compactPause = f }(compactPause)
-			compactPause = func(time.Duration) { pauses++ }
+			compactPause = func(d time.Duration) { got = append(got, int(d/compactSlice)) }
 			var served func() uint64
 			if tc.served != nil {
 				calls := 0
 				served = func() uint64 { calls++; return tc.served(calls) }
 			}
-			p := newPacer(func() bool { return tc.behind }, served)
-			for range 10 {
-				p.start = time.Now().Add(-compactSlice)
+			p := newPacer(func() int { return tc.behind }, served)
+			now := time.Unix(0, 0)
+			p.now, p.start = func() time.Time { return now }, now
+			for range 5 {
+				now = now.Add(compactSlice) // each slice lasts exactly one
 				for range 256 {
 					p.step()
 				}
 			}
-			if pauses != tc.want {
-				t.Fatalf("%d pauses over 10 slices, want %d", pauses, tc.want)
+			if len(got) != len(tc.want) {
+				t.Fatalf("pauses %v (in slices), want %v", got, tc.want)
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Fatalf("pauses %v (in slices), want %v", got, tc.want)
+				}
 			}
 		})
 	}

@@ -163,8 +163,8 @@ type Source struct {
 	// Saved makes durable. Tuples and RunMarks must be set with it.
 	Dirty    iter.Seq[engine.TupleRecord]
 	RunMarks iter.Seq[engine.RunRecord]
-	// Served, when not nil, counts the requests served (engine.Served): a compaction runs
-	// at full speed while it stands still (pacer).
+	// Served, when not nil, counts the requests served (an origin's: every command its
+	// clients sent): a compaction runs at full speed while it stands still (pacer).
 	Served func() uint64
 	// DirtyCount, when not nil, says about how many tuples Dirty will yield
 	// (engine.DirtyCount): a frame's buffer is sized from it at once (frameBuffer).
@@ -509,7 +509,15 @@ func (s *Store) save(src Source, now time.Time, gen uint64, stop *atomic.Bool) (
 	if src.Tuples != nil {
 		t := tupleEncoder{lease: &enc, cbuf: buf, cends: ends, lbuf: lbuf, lends: lends, ncells: cells.count, nleases: leases.count, stop: stop}
 		if stop != nil { // a compaction: in the background, it takes a share of a thread
-			t.pace = newPacer(func() bool { return s.logSize.Load() > s.baseSize.Load() }, src.Served)
+			t.pace = newPacer(func() int {
+				switch l, b := s.logSize.Load(), s.baseSize.Load(); {
+				case l > b:
+					return 2
+				case l > b/2:
+					return 1
+				}
+				return 0
+			}, src.Served)
 		}
 		if stream { // the cells in a buffer of their own, written as they come
 			t.cbuf, t.cends, t.db, t.parts = s.cbuf[:0], s.cends[:0], db, make([]uint64, engine.Parts+1)

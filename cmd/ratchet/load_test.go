@@ -71,3 +71,15 @@ func TestLoadAheadStopsOnSignal(t *testing.T) {
 		})
 	}
 }
+
+// TestSnapshotSourceServed: the periodic snapshots' source hands the compaction the count
+// of commands served that it gives way to (persist's pacer), and the final save's none.
+func TestSnapshotSourceServed(t *testing.T) {
+	eng := engine.New(engine.NewManualClock(1_704_067_200_000), engine.Config{Standalone: true, Snapshots: true})
+	if src := snapshotSource(eng, func() uint64 { return 42 }); src.Served == nil || src.Served() != 42 {
+		t.Fatal("the count of commands served is not the source's")
+	}
+	if snapshotSource(eng, nil).Served != nil {
+		t.Fatal("a source without a count has one")
+	}
+}

@@ -428,7 +428,7 @@ func run(cfg Config, log *slog.Logger) error {
 	default:
 		go n.origin.RunSweeper(ctx, time.Second)
 		if n.store != nil {
-			go persist.Run(snapCtx, n.store, snapshotSource(n.origin), n.origin.Changed, cfg.SnapshotInterval)
+			go persist.Run(snapCtx, n.store, snapshotSource(n.origin, disp.Processed), n.origin.Changed, cfg.SnapshotInterval)
 		}
 		if n.repl != nil {
 			go func() { n.repl.Run(ctx); close(background) }()
@@ -494,11 +494,12 @@ func run(cfg Config, log *slog.Logger) error {
 
 // snapshotSource is what an origin's snapshots hold: its cells and lease grants (read in
 // one pass over the tuples), counter keys and edge runs' replay marks; once one is on
-// disk, edges learn which of their replay batches it holds (RunsSaved).
-func snapshotSource(e *engine.Engine) persist.Source {
+// disk, edges learn which of their replay batches it holds (RunsSaved). served counts
+// the commands served (nil: none), which a compaction gives way to (persist.Source.Served).
+func snapshotSource(e *engine.Engine, served func() uint64) persist.Source {
 	return persist.Source{Tuples: e.Tuples, KV: e.KV().Records, Runs: e.Runs, Saved: e.RunsSaved,
 		Overrides: e.Overrides().Records, OverridesHorizon: e.Overrides().Horizon, Resets: e.Resets, Changes: e.ChangeVersion,
-		ShardSeed: e.ShardSeed(), Dirty: e.Dirty, DirtyCount: e.DirtyCount, Served: e.Served, RunMarks: e.RunMarks, Loading: e.Loading} // incremental: persist/log.go
+		ShardSeed: e.ShardSeed(), Dirty: e.Dirty, DirtyCount: e.DirtyCount, Served: served, RunMarks: e.RunMarks, Loading: e.Loading} // incremental: persist/log.go
 }
 
 // redisSeconds writes a duration as Redis's CONFIG GET timeout does: whole seconds, a

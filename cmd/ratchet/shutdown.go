@@ -48,7 +48,7 @@ func ignoreHangups(ctx context.Context, log *slog.Logger) {
 func (n *node) saveUntilDone(sig <-chan os.Signal, failed string, log *slog.Logger) error {
 	for attempt := 1; ; attempt++ {
 		saved := make(chan error, 1)
-		go func() { saved <- n.store.Write(snapshotSource(n.origin)) }()
+		go func() { saved <- n.store.Write(snapshotSource(n.origin, nil)) }()
 		var err error
 		select {
 		case err = <-saved:
