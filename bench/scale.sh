@@ -133,7 +133,10 @@ for count in "${sizes[@]}"; do
   wait $poll 2>/dev/null || true
   save_busy=$(sort -n "$work/saves" | tail -1)
   { kill -9 $pid_twin && wait $pid_twin; } 2>/dev/null || true
-  # The requests above changed cells: let the last of them be saved, then cut.
+  # The requests above changed cells: let the last of them be saved, then cut. (A quiet
+  # compaction runs at full speed meanwhile: the logs when the requests stopped are printed
+  # beside those at the kill.)
+  logs_stop=$(cat "$work"/origin/snapshot.db.log.* 2>/dev/null | wc -c || true)
   sleep 3
   rss_before=$(rss $pid_origin)
   logs_kill=$(cat "$work"/origin/snapshot.db.log.* 2>/dev/null | wc -c || true)
@@ -168,7 +171,7 @@ for count in "${sizes[@]}"; do
   echo "restart (kill -9): first decision ${first} s, fully loaded ${loaded} s" \
     "($(awk -v s="$loaded" -v c="$cells" 'BEGIN { printf "%.2f", s * 1e6 / c }') us/cell);" \
     "RSS $(per "$rss_before" "$count") B/tuple before the kill, $(per "$rss_after" "$count") after the load;" \
-    "delta log at the kill $logs_kill bytes"
+    "delta log at the kill $logs_kill bytes ($logs_stop when the requests stopped)"
   rows+=("$count $(per "$rss_redis" "$count") $(per "$rss_origin" "$count") $(ratio "$rss_origin" "$rss_redis") $save_busy $first $loaded $p99_idle $p99_save $p99_flood $p99_load")
 done
 echo

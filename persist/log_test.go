@@ -455,7 +455,8 @@ func TestLogCompactionCrashPoints(t *testing.T) {
 // whole), so that encoding it does not grow it: neither the first frame (none measured
 // yet), nor one four times larger than the last, nor one beside a keyspace whose section
 // dwarfs the tuples'; and the buffer of a small frame beside that keyspace stays within a
-// few times the frame (a tuple's bytes measured from the tuples alone).
+// few times the frame (a tuple's bytes measured from the tuples alone), as does that of a
+// frame after one of a single long key (a tuple's bytes measured from enough tuples).
 func TestLogFrameBufferSizedOnce(t *testing.T) {
 	e := engine.New(engine.NewManualClock(logT0), engine.Config{Standalone: true, Snapshots: true})
 	user := func(from, to int) {
@@ -507,5 +508,16 @@ func TestLogFrameBufferSizedOnce(t *testing.T) {
 		if len(s.fbuf) < 2_000_000 || cap(s.fbuf) > 2*len(s.fbuf)+1<<20 {
 			t.Fatalf("a frame of %d tuples beside the keyspace: %d bytes in a buffer of %d", n, len(s.fbuf), cap(s.fbuf))
 		}
+	}
+	// One tuple of a long key does not size the next frame's tuples.
+	long := engine.Tuple{Workspace: "default", Namespace: "default", Key: []byte(strings.Repeat("k", 1000)), WindowMs: 3_600_000}
+	if _, err := e.Limit(long, 1<<40, 1); err != nil {
+		t.Fatal(err)
+	}
+	frame(1)
+	user(0, 40_000)
+	frame(40_000)
+	if s.frameCap > 2*s.frameLast+1<<20 {
+		t.Fatalf("a frame of 40000 tuples after one of a long key: %d bytes in a buffer of %d", s.frameLast, s.frameCap)
 	}
 }

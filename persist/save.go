@@ -264,9 +264,10 @@ func (s *Store) frame(src Source, now time.Time) (n, nkv uint64, err error) {
 	}
 	s.logBytes += s.logw.size - before
 	s.logSize.Store(s.logBytes)
-	if n > 0 {
+	if n >= minTupleSample {
 		s.tupleBytes = max(tupleLen/int(n), minTupleBytes)
 	}
+	s.frameLast, s.frameCap = len(s.fbuf), cap(s.fbuf)
 	if cap(s.fbuf) > 2*len(s.fbuf)+1<<20 {
 		s.fbuf = nil // the store's writes slowed down: give the memory back
 	}
@@ -294,11 +295,18 @@ func (s *Store) frameBuffer(src Source) []byte {
 		return s.fbuf // more than a frame holds: the encoding fails, or grows as it goes
 	}
 	want := int64(s.frameRest)*5/4 + n*int64(max(s.tupleBytes, minTupleBytes))*5/4 + 64<<10
+	// At most four times the last frame and 64 MiB: a guess past that grows by doubling.
+	want = min(want, 4*int64(s.frameLast)+64<<20)
 	if want <= int64(cap(s.fbuf)) || want > maxFrameLen {
 		return s.fbuf
 	}
 	return make([]byte, 0, want)
 }
+
+// minTupleSample is the least number of tuples a frame holds for their bytes to size the
+// next frames (frameBuffer): one tuple of a 1 KB key, taken for the next 500k, would have
+// sized them at 690 MB.
+const minTupleSample = 64
 
 // minTupleBytes is the least a changed tuple is taken to need in a frame, before a frame
 // measured it: a key of 20 bytes, its namespace, window and one cell (bench/scale.sh's tuples took 40).

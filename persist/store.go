@@ -71,6 +71,8 @@ type Store struct {
 	fbuf        []byte // the last frame, reused
 	tupleBytes  int    // the bytes a tuple took in the last frame (frameBuffer)
 	frameRest   int    // the bytes of the last frame beside its tuples (frameBuffer)
+	frameLast   int    // the bytes of the last frame (frameBuffer)
+	frameCap    int    // and of its buffer (a test reads it)
 	// frameRegrown counts the frames that outgrew the buffer frameBuffer gave them.
 	frameRegrown int
 	compacting   bool // a compaction runs
