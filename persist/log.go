@@ -1183,8 +1183,8 @@ func (s *Store) applyLogs(snap *Snapshot, size int64, o *Opened, adopt bool) err
 // compactSlice, then pauses (compactShareOf-1) times as long, so that the requests keep
 // the CPU of a small machine; half a thread once the logs grew past half the base
 // meanwhile, and full speed past the base (a write rate the paced compaction cannot
-// follow: the logs a restart reads stay within about twice the base), or when nothing was
-// served during the slice and its pause (Source.Served stood still: a quiet process).
+// follow; past what a compaction at full speed follows, the logs grow on), or when nothing
+// was served over the last quietEvery (Source.Served stood still: a quiet process).
 // The slices are of wall time: a compaction that waits for a thread counts the wait.
 //
 // Under redis-benchmark's random requests over 2M tuples (500k changed a second, the logs
@@ -1202,9 +1202,12 @@ type pacer struct {
 	// behind reports how far the logs have grown meanwhile: 0 within half the base, 1
 	// past it (half a thread), 2 past the base (full speed).
 	behind func() int
-	// served, when not nil, is Source.Served; last is what it read at the last slice.
-	served func() uint64
-	last   uint64
+	// served, when not nil, is Source.Served; last is what it read at readAt, and
+	// wasQuiet whether that was what it read before.
+	served   func() uint64
+	last     uint64
+	readAt   time.Time
+	wasQuiet bool
 }
 
 const (
@@ -1236,9 +1239,21 @@ func (p *pacer) step() {
 func newPacer(behind func() int, served func() uint64) *pacer {
 	p := &pacer{now: time.Now, start: time.Now(), behind: behind, served: served}
 	if served != nil {
-		p.last = served()
+		p.last, p.readAt = served(), p.start
 	}
 	return p
+}
+
+// behindLevel is how far logs of logBytes are behind a base of baseBytes, for the pacer:
+// 0 within half the base, 1 past it, 2 past the base.
+func behindLevel(logBytes, baseBytes int64) int {
+	switch {
+	case logBytes > baseBytes:
+		return 2
+	case logBytes > baseBytes/2:
+		return 1
+	}
+	return 0
 }
 
 // compactPause is a paced compaction's pause (time.Sleep; a variable for tests).
@@ -1249,8 +1264,14 @@ func (p *pacer) quiet() bool {
 	if p.served == nil {
 		return false
 	}
-	n := p.served()
-	q := n == p.last
-	p.last = n
-	return q
+	// Read at most every quietEvery: the count sums thousands of counters, some of them
+	// being written by the serving threads.
+	if now := p.now(); now.Sub(p.readAt) >= quietEvery {
+		n := p.served()
+		p.wasQuiet, p.last, p.readAt = n == p.last, n, now
+	}
+	return p.wasQuiet
 }
+
+// quietEvery is how often a compaction's pacer reads the count of requests served.
+const quietEvery = 20 * time.Millisecond

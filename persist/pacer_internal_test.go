@@ -8,7 +8,8 @@ import (
 // TestPacerPausesOnlyWhileServing: a compaction's pacer pauses after each slice while
 // requests are served, three times the slice (a quarter of a thread), once the slice past
 // half the base (half a thread), and not at all past the base, nor after a slice over
-// which the count of requests served stood still (a quiet process).
+// which the count of requests served stood still (a quiet process). And the thresholds of
+// behindLevel.
 func TestPacerPausesOnlyWhileServing(t *testing.T) {
 	serving := func(call int) uint64 { return uint64(call) }
 	for _, tc := range []struct {
@@ -35,8 +36,10 @@ func TestPacerPausesOnlyWhileServing(t *testing.T) {
 			}
 			p := newPacer(func() int { return tc.behind }, served)
 			now := time.Unix(0, 0)
-			p.now, p.start = func() time.Time { return now }, now
+			p.now, p.start, p.readAt = func() time.Time { return now }, now, now
 			for range 5 {
+				now = now.Add(quietEvery) // a pause, long enough for the count to be read again
+				p.start = now
 				now = now.Add(compactSlice) // each slice lasts exactly one
 				for range 256 {
 					p.step()
@@ -51,5 +54,18 @@ func TestPacerPausesOnlyWhileServing(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestBehindLevel(t *testing.T) {
+	for _, tc := range []struct {
+		log, base int64
+		want      int
+	}{
+		{0, 100, 0}, {50, 100, 0}, {51, 100, 1}, {100, 100, 1}, {101, 100, 2}, {1, 0, 2},
+	} {
+		if got := behindLevel(tc.log, tc.base); got != tc.want {
+			t.Errorf("behindLevel(%d, %d) = %d, want %d", tc.log, tc.base, got, tc.want)
+		}
 	}
 }

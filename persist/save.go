@@ -264,8 +264,12 @@ func (s *Store) frame(src Source, now time.Time) (n, nkv uint64, err error) {
 	}
 	s.logBytes += s.logw.size - before
 	s.logSize.Store(s.logBytes)
-	if n >= minTupleSample {
-		s.tupleBytes = max(tupleLen/int(n), minTupleBytes)
+	if n > 0 {
+		// A small frame's tuples count for their share of minTupleSample: one tuple of a
+		// 1 KB key does not size the next 500k (690 MB), and frames that stay small are
+		// measured still.
+		w := int(min(n, minTupleSample))
+		s.tupleBytes = max((max(s.tupleBytes, minTupleBytes)*(minTupleSample-w)+tupleLen/int(n)*w)/minTupleSample, minTupleBytes)
 	}
 	s.frameLast, s.frameCap = len(s.fbuf), cap(s.fbuf)
 	if cap(s.fbuf) > 2*len(s.fbuf)+1<<20 {
@@ -295,17 +299,20 @@ func (s *Store) frameBuffer(src Source) []byte {
 		return s.fbuf // more than a frame holds: the encoding fails, or grows as it goes
 	}
 	want := int64(s.frameRest)*5/4 + n*int64(max(s.tupleBytes, minTupleBytes))*5/4 + 64<<10
-	// At most four times the last frame and 64 MiB: a guess past that grows by doubling.
+	if want > maxFrameLen {
+		return s.fbuf // the encoding fails, or grows as it goes
+	}
+	// At most the sum of four times the last frame and 64 MiB: a guess past that grows by
+	// doubling.
 	want = min(want, 4*int64(s.frameLast)+64<<20)
-	if want <= int64(cap(s.fbuf)) || want > maxFrameLen {
+	if want <= int64(cap(s.fbuf)) {
 		return s.fbuf
 	}
 	return make([]byte, 0, want)
 }
 
-// minTupleSample is the least number of tuples a frame holds for their bytes to size the
-// next frames (frameBuffer): one tuple of a 1 KB key, taken for the next 500k, would have
-// sized them at 690 MB.
+// minTupleSample is the number of tuples a frame holds for their bytes to replace what the
+// next frames are sized from (frameBuffer); a smaller frame's count for their share.
 const minTupleSample = 64
 
 // minTupleBytes is the least a changed tuple is taken to need in a frame, before a frame
@@ -517,15 +524,7 @@ func (s *Store) save(src Source, now time.Time, gen uint64, stop *atomic.Bool) (
 	if src.Tuples != nil {
 		t := tupleEncoder{lease: &enc, cbuf: buf, cends: ends, lbuf: lbuf, lends: lends, ncells: cells.count, nleases: leases.count, stop: stop}
 		if stop != nil { // a compaction: in the background, it takes a share of a thread
-			t.pace = newPacer(func() int {
-				switch l, b := s.logSize.Load(), s.baseSize.Load(); {
-				case l > b:
-					return 2
-				case l > b/2:
-					return 1
-				}
-				return 0
-			}, src.Served)
+			t.pace = newPacer(func() int { return behindLevel(s.logSize.Load(), s.baseSize.Load()) }, src.Served)
 		}
 		if stream { // the cells in a buffer of their own, written as they come
 			t.cbuf, t.cends, t.db, t.parts = s.cbuf[:0], s.cends[:0], db, make([]uint64, engine.Parts+1)

@@ -495,7 +495,8 @@ func run(cfg Config, log *slog.Logger) error {
 // snapshotSource is what an origin's snapshots hold: its cells and lease grants (read in
 // one pass over the tuples), counter keys and edge runs' replay marks; once one is on
 // disk, edges learn which of their replay batches it holds (RunsSaved). served counts
-// the commands served (nil: none), which a compaction gives way to (persist.Source.Served).
+// the commands served, which a compaction gives way to (persist.Source.Served; nil: a
+// compaction is always paced).
 func snapshotSource(e *engine.Engine, served func() uint64) persist.Source {
 	return persist.Source{Tuples: e.Tuples, KV: e.KV().Records, Runs: e.Runs, Saved: e.RunsSaved,
 		Overrides: e.Overrides().Records, OverridesHorizon: e.Overrides().Horizon, Resets: e.Resets, Changes: e.ChangeVersion,
