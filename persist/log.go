@@ -1192,7 +1192,7 @@ func (s *Store) applyLogs(snap *Snapshot, size int64, o *Opened, adopt bool) err
 // past half the base) in slices of 4 ms, and its bbolt commits of 4 MB (spillBytes) ran
 // unpaced between them: a request ready to run waited up to a slice for a thread, and the
 // p99 of back-to-back runs of 400k requests reached 14-16 ms. A quarter of a thread in
-// slices of 1 ms, commits of 1 MB and full speed only past the base: 8-10 ms (three
+// slices of 1 ms, commits of 1 MB and full speed only past the base: 7.9-9.9 ms (three
 // restarts each, alternating; idle 5-6). Half a thread past half the base was added
 // afterwards, so that the logs a restart reads are not left to reach the base's size.
 type pacer struct {

@@ -269,7 +269,7 @@ func (s *Store) frame(src Source, now time.Time) (n, nkv uint64, err error) {
 		// 1 KB key does not size the next 500k (690 MB), and frames that stay small are
 		// measured still.
 		w := int(min(n, minTupleSample))
-		s.tupleBytes = max((max(s.tupleBytes, minTupleBytes)*(minTupleSample-w)+tupleLen/int(n)*w)/minTupleSample, minTupleBytes)
+		s.tupleBytes = max((s.tupleBytes*(minTupleSample-w)+tupleLen/int(n)*w)/minTupleSample, minTupleBytes)
 	}
 	s.frameLast, s.frameCap = len(s.fbuf), cap(s.fbuf)
 	if cap(s.fbuf) > 2*len(s.fbuf)+1<<20 {
@@ -298,7 +298,7 @@ func (s *Store) frameBuffer(src Source) []byte {
 	if n < 0 || n > maxFrameLen/minTupleBytes {
 		return s.fbuf // more than a frame holds: the encoding fails, or grows as it goes
 	}
-	want := int64(s.frameRest)*5/4 + n*int64(max(s.tupleBytes, minTupleBytes))*5/4 + 64<<10
+	want := int64(s.frameRest)*5/4 + n*int64(s.tupleBytes)*5/4 + 64<<10
 	if want > maxFrameLen {
 		return s.fbuf // the encoding fails, or grows as it goes
 	}

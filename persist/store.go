@@ -69,7 +69,7 @@ type Store struct {
 	baseGen     uint64
 	baseBytes   int64
 	fbuf        []byte // the last frame, reused
-	tupleBytes  int    // the bytes a tuple took in the last frame (frameBuffer)
+	tupleBytes  int    // the bytes a tuple takes in a frame, as frames measured it (frameBuffer)
 	frameRest   int    // the bytes of the last frame beside its tuples (frameBuffer)
 	frameLast   int    // the bytes of the last frame (frameBuffer)
 	frameCap    int    // and of its buffer (a test reads it)
@@ -153,7 +153,7 @@ func Open(dir string, logger *slog.Logger) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open snapshot store: %w", err)
 	}
-	s := &Store{dir: dir, log: logger, lock: lock}
+	s := &Store{dir: dir, log: logger, lock: lock, tupleBytes: minTupleBytes}
 	s.removeLeftover()
 	gens, err := logGens(dir)
 	if err != nil {

@@ -64,27 +64,20 @@ func loadCells(eng *engine.Engine, snap *persist.Opened, keepAside func(error) e
 // d, or until a signal comes on sig, which it then returns; whole reports whether every
 // cell is loaded.
 func loadAhead(eng *engine.Engine, d time.Duration, sig <-chan os.Signal) (whole bool, s os.Signal) {
-	stop := make(chan struct{})
-	over := make(chan struct{})
-	got := make(chan os.Signal, 1)
+	stop, over := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(stop) // after s is set: read once stop is closed
 		t := time.NewTimer(d)
 		defer t.Stop()
-		defer close(stop)
 		select {
-		case s := <-sig:
-			got <- s
+		case s = <-sig:
 		case <-t.C:
-		case <-over:
+		case <-over: // the load ended first
 		}
 	}()
 	whole = eng.LoadAhead(stop, runtime.GOMAXPROCS(0))
 	close(over)
 	<-stop
-	select {
-	case s = <-got:
-	default:
-	}
 	return whole, s
 }
 
