@@ -89,7 +89,7 @@ func TestSlotFarApart(t *testing.T) {
 			e.reset()
 			e.setSeq(0, tc.other)
 			e.regional[0] = 5
-			s.cells.Store(1)
+			s.shards[0].cells.Store(1)
 			got := s.slot(&s.shards[0], &e, tc.seq, now, 1000)
 			if got != tc.want {
 				t.Fatalf("slot(%d) = %d, want %d", tc.seq, got, tc.want)
@@ -103,7 +103,7 @@ func TestSlotFarApart(t *testing.T) {
 			if got >= 0 && e.seqOf(got) != tc.seq {
 				t.Fatalf("slot %d holds %d, want %d", got, e.seqOf(got), tc.seq)
 			}
-			if d := s.cells.Load() - 1; d != tc.cellsChange {
+			if d := s.cellCount() - 1; d != tc.cellsChange {
 				t.Fatalf("cell count changed by %d, want %d", d, tc.cellsChange)
 			}
 		})

@@ -210,7 +210,7 @@ func (e *Engine) refusedFull() {
 	last := e.lastFullLog.Load()
 	if now-last >= 10_000 && e.lastFullLog.CompareAndSwap(last, now) {
 		e.log.Warn("store is full (--max-memory); refusing new cells and counter keys", "max_memory_bytes", e.store.maxBytes,
-			"tuples", e.store.tuples.Load(), "refused_total", n)
+			"tuples", e.store.tupleCount(), "refused_total", n)
 	}
 }
 
@@ -343,8 +343,8 @@ func (e *Engine) Stats() Stats {
 		ReplayItems:    e.replayed.Load(),
 		Published:      e.published.Load(),
 		Imported:       e.imports.Load(),
-		Cells:          e.store.cells.Load(),
-		Tuples:         e.store.tuples.Load(),
+		Cells:          e.store.cellCount(),
+		Tuples:         e.store.tupleCount(),
 		MemoryBytes:    e.store.bytes.Load(),
 		MaxMemoryBytes: e.store.maxBytes,
 		KVKeys:         e.kv.Keys(),

@@ -322,7 +322,7 @@ var ErrNotEmpty = errors.New("the store already holds tuples")
 // before the store holds anything, reset records included (RestoreResets: they live in
 // their tuple's shard), or serves anything (ErrNotEmpty otherwise).
 func (e *Engine) AdoptShardSeed(seed uint64) error {
-	if e.store.tuples.Load() != 0 || e.resets.count.Load() != 0 {
+	if e.store.tupleCount() != 0 || e.resets.count.Load() != 0 {
 		return ErrNotEmpty
 	}
 	e.store.seed = seed

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,31 +20,32 @@ func TestOverrideMergeLetsLookupsIn(t *testing.T) {
 		recs[i] = OverrideRecord{Key: AppendKey(nil, tu), Limit: 5, Stamp: uint64(i + 1), Region: "b"}
 	}
 	var changes atomic.Int64
-	var merged atomic.Bool
-	readerIn := make(chan int64, 1) // the changes made when a reader got in; total: only after the merge
+	readerIn := make(chan int64, 1) // the changes made when the reader got in; total: only after the merge
 	o.onChange = func(*override) {
 		if changes.Add(1) != 1 {
 			return
 		}
-		go func() { // from the first change on, try the read lock until the merge is over
-			for {
-				done := merged.Load()
-				if o.mu.TryRLock() {
-					n := changes.Load() // the merge cannot move while the read lock is held
-					o.mu.RUnlock()
-					if n < total || done {
-						readerIn <- n
-						return
-					}
-				}
-				runtime.Gosched()
-			}
+		// From the first change on (the write lock held), a reader waits for the read lock.
+		// A reader blocked in RLock gets it at the writer's next Unlock, before any later
+		// Lock, whatever the scheduler does meanwhile; the merge waits (a minute at most)
+		// until the reader is about to block, so that it cannot finish first on a loaded
+		// machine.
+		calling := make(chan struct{})
+		go func() {
+			close(calling)
+			o.mu.RLock()
+			n := changes.Load() // the merge cannot move while the read lock is held
+			o.mu.RUnlock()
+			readerIn <- n
 		}()
+		select {
+		case <-calling:
+		case <-time.After(time.Minute):
+		}
 	}
 	if n := o.Merge(recs); n != total {
 		t.Fatalf("merged %d, want %d", n, total)
 	}
-	merged.Store(true)
 	if got := <-readerIn; got >= total {
 		t.Errorf("a reader got the read lock only after the %d changes of the merge: it held the write lock throughout", got)
 	}

@@ -36,7 +36,7 @@ type RegionCount struct {
 // at a time), so every record is a count that was really held; records of different
 // spans may be a few microseconds apart.
 func (e *Engine) Snapshot() []CellRecord {
-	out := make([]CellRecord, 0, e.store.cells.Load())
+	out := make([]CellRecord, 0, e.store.cellCount())
 	for r := range e.Records {
 		r.Key = strings.Clone(r.Key)
 		r.Foreign = slices.Clone(r.Foreign)
@@ -258,21 +258,31 @@ func (e *Engine) Records(yield func(CellRecord) bool) {
 // loaded and dropped; a record whose key does not decode is an error and stops nothing
 // else.
 func (e *Engine) Restore(recs []CellRecord) (loaded, dropped int, err error) {
+	r := restoring{e: e}
+	defer r.release() // also when a panic (a fault reading the file a lazy load aliases) is recovered above
 	now := e.clock.NowMs()
-	for _, r := range recs {
-		t, perr := ParseKey([]byte(r.Key))
+	var lastW, seq int64 // the sequence at now of the window lastW (a division saved)
+	for i := range recs {
+		rec := &recs[i]
+		key := unsafe.Slice(unsafe.StringData(rec.Key), len(rec.Key)) // not kept, nor changed: insert copies it
+		w, _, _, perr := splitKey(key)
 		if perr != nil {
 			err = fmt.Errorf("restore cell: %w", perr)
 			dropped++
 			continue
 		}
+		if w != lastW {
+			lastW, seq = w, now/w
+		}
 		// Only seq-1 and seq can matter; a later sequence means the clock that wrote the
 		// snapshot was ahead of ours, and taking it could push out a live cell.
-		if r.Seq < now/t.WindowMs-1 || r.Seq > now/t.WindowMs {
+		if rec.Seq < seq-1 || rec.Seq > seq {
 			dropped++
 			continue
 		}
-		if !e.restoreRecord(r, t, now) {
+		sh, h := e.store.locateLoaded(key) // a lazy load's own restore, or no lazy load
+		r.lock(sh)
+		if !e.restoreRecord(rec, key, sh, h, w, seq, &r.bytes) {
 			dropped++
 			continue
 		}
@@ -281,27 +291,67 @@ func (e *Engine) Restore(recs []CellRecord) (loaded, dropped int, err error) {
 	return loaded, dropped, err
 }
 
-// restoreRecord merges one record of Restore (t its parsed key) into the store at now,
-// and reports whether it was kept.
-func (e *Engine) restoreRecord(r CellRecord, t Tuple, now int64) bool {
-	key := []byte(r.Key)
-	sh, h := e.store.locateLoaded(key) // a lazy load's own restore, or no lazy load
+// restoreRun is the most records Restore restores under one hold of a shard's lock: a
+// load part's records are of one shard (partOf), and locking it once for them saved a
+// lock per record, but requests wait for the lock meanwhile.
+const restoreRun = 64
+
+// restoring is Restore's hold of a shard's lock, kept across consecutive records of the
+// shard (restoreRun at most), and the bytes of the tuples it added, counted into the
+// store's total when it lets go of the lock (one write of a cache line every core writes,
+// rather than one a tuple; a request's bound lags them by a run's tuples at most).
+type restoring struct {
+	e     *Engine
+	held  *shard
+	run   int
+	bytes int64
+}
+
+// lock holds sh's lock, letting go of the one held unless it is sh's and held for fewer
+// than restoreRun records.
+func (r *restoring) lock(sh *shard) {
+	if sh == r.held && r.run < restoreRun {
+		r.run++
+		return
+	}
+	r.release()
 	sh.mu.Lock()
-	defer sh.mu.Unlock() // also when a panic (a fault reading the file a lazy load aliases) is recovered above
+	r.held, r.run = sh, 1
+}
+
+// release lets go of the shard lock held, if any, and counts the bytes added.
+func (r *restoring) release() {
+	if r.bytes != 0 {
+		r.e.store.bytes.Add(r.bytes)
+		r.bytes = 0
+	}
+	if r.held != nil {
+		r.held.mu.Unlock()
+		r.held = nil
+	}
+}
+
+// restoreRecord merges one record of Restore (key its key's bytes, of hash h in shard sh,
+// locked by the caller; w its window, seq the window's sequence now) into the store, and
+// reports whether it was kept. The bytes of a tuple it adds are added to *bytes, not to the
+// store's total.
+func (e *Engine) restoreRecord(r *CellRecord, key []byte, sh *shard, h uint32, w, seq int64, bytes *int64) bool {
 	ent := sh.lookup(h, key)
 	if ent == nil {
-		ent, _ = e.store.insert(sh, h, key, true) // nil only when the shard holds maxSlots
+		if ent = e.store.addTuple(sh, h, key); ent != nil { // nil only when the shard holds maxSlots
+			*bytes += tupleBytes(len(key))
+		}
 	}
 	i := -1
 	if ent != nil {
-		i = e.store.slot(sh, ent, r.Seq, now/t.WindowMs, t.WindowMs)
+		i = e.store.slot(sh, ent, r.Seq, seq, w)
 	}
 	if i < 0 {
 		return false
 	}
 	var rs *tupleReset // what the resets restored before cancelled
 	if e.resets.count.Load() > 0 {
-		rs = sh.resets[string(key)] // key: a copy, not the file's bytes
+		rs = sh.resets[string(key)] // a lookup: the file's bytes are not kept
 	}
 	eff := func(region string, n uint64) uint64 {
 		return capCount(n) - min(capCount(n), rs.cancelled(r.Seq, region))

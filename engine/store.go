@@ -456,10 +456,10 @@ func (s *store) slot(sh *shard, ent *entry, seq, now, w int64) int {
 			return -1
 		}
 		s.clearCell(sh, ent, other)
-		s.cells.Add(-1)
+		sh.cells.Add(-1)
 	}
 	if ent.seqOf(victim) == emptySeq {
-		s.cells.Add(1)
+		sh.cells.Add(1)
 	}
 	s.clearCell(sh, ent, victim)
 	ent.setSeq(victim, seq) // it fits (above)
@@ -509,15 +509,19 @@ func (s *store) dropBefore(sh *shard, ent *entry, seq int64) int64 {
 }
 
 type store struct {
-	shards   [shardCount]shard   // first: 128-byte shards start on cache lines
+	shards   [shardCount]shard   // first: 256-byte shards start on cache lines
 	seed     uint64              // hashKey's (hash.go)
 	hash     func(string) uint32 // a key's hash in its shard (hashInShard)
 	maxBytes int64
-	bytes    atomic.Int64 // estimated bytes of all entries
-	cells    atomic.Int64 // occupied cell slots
-	tuples   atomic.Int64
 	// loader is a lazy load's (load.go) until every part is loaded; nil otherwise.
 	loader atomic.Pointer[loader]
+	// bytes, written by every core that adds a tuple, is on a cache line of its own: on
+	// the line of seed and loader, which every request reads, each write took the line
+	// from the other cores (with the counts of cells and tuples, now the shards', a
+	// seventh of a snapshot's load on two threads).
+	_     [64 - 32]byte
+	bytes atomic.Int64 // estimated bytes of all entries
+	_     [64 - 8]byte
 	// tracking says that changed tuples are marked in dirty (dirty.go), set at New.
 	tracking bool
 	dirty    [shardCount]dirtySet
@@ -530,6 +534,24 @@ func newStore(maxBytes int64) *store {
 	s := &store{seed: newShardSeed(), maxBytes: maxBytes}
 	s.hash = func(k string) uint32 { return hashInShard(s.seed, k) }
 	return s
+}
+
+// cellCount returns the number of occupied cell slots (the shards' counts summed).
+func (s *store) cellCount() int64 {
+	var n int64
+	for i := range s.shards {
+		n += s.shards[i].cells.Load()
+	}
+	return n
+}
+
+// tupleCount returns the number of tuples (the shards' counts summed).
+func (s *store) tupleCount() int64 {
+	var n int64
+	for i := range s.shards {
+		n += s.shards[i].tuples.Load()
+	}
+	return n
 }
 
 // locate returns the shard of key and the hash that places it in the shard's table.
@@ -571,15 +593,25 @@ func (s *store) insert(sh *shard, h uint32, key []byte, force bool) (*entry, err
 		s.bytes.Add(-size)
 		return nil, ErrFull
 	}
-	i := sh.add(s.hash, h, key)
-	if i < 0 { // the shard holds maxSlots: not before the process is out of memory
+	ent := s.addTuple(sh, h, key)
+	if ent == nil { // the shard holds maxSlots: not before the process is out of memory
 		s.bytes.Add(-size)
 		return nil, ErrFull
 	}
+	return ent, nil
+}
+
+// addTuple is insert without the store's bytes (its caller counts them: Restore), and so
+// without the bound: nil only when the shard holds maxSlots.
+func (s *store) addTuple(sh *shard, h uint32, key []byte) *entry {
+	i := sh.add(s.hash, h, key)
+	if i < 0 {
+		return nil
+	}
 	ent := &sh.at(i).ent
 	ent.reset()
-	s.tuples.Add(1)
-	return ent, nil
+	sh.tuples.Add(1)
+	return ent
 }
 
 // eachLive calls fn for every live cell (sequence >= seq-1 of its window at nowMs): slot i
@@ -664,14 +696,16 @@ func (s *store) sweep(nowMs int64, leases bool) int64 {
 			if leases {
 				s.pruneLeases(sh, &sl.ent, nowMs)
 			}
-			dropped += s.dropBefore(sh, &sl.ent, live)
+			n := s.dropBefore(sh, &sl.ent, live)
+			sh.cells.Add(-n)
+			dropped += n
 			if sl.ent.held() == 0 && sl.ent.side == 0 {
 				if s.passes.Load() != 0 {
 					due = 0 // kept for a pass of Tuples: dropped next time
 					continue
 				}
 				s.bytes.Add(-tupleBytes(sl.keyLen())) // its side went with its cells and leases
-				s.tuples.Add(-1)
+				sh.tuples.Add(-1)
 				s.movedSlot(sh, j, sh.n-1)
 				sh.remove(s.hash, j)
 				continue
@@ -687,6 +721,5 @@ func (s *store) sweep(nowMs int64, leases bool) int64 {
 		sh.mu.Unlock()
 		runtime.Gosched() // as in eachLive
 	}
-	s.cells.Add(-dropped)
 	return dropped
 }

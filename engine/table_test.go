@@ -148,8 +148,14 @@ func TestSlotLayout(t *testing.T) {
 	if c, k := unsafe.Offsetof(sl.ent)+unsafe.Offsetof(sl.ent.minLimit)+unsafe.Sizeof(sl.ent.minLimit), unsafe.Offsetof(sl.klen); k != c || unsafe.Offsetof(sl.ent.meta) != 12 || unsafe.Offsetof(sl.ent.seq) != 16 {
 		t.Fatalf("cells at %d to %d, key length at %d", unsafe.Offsetof(sl.ent.meta), c, k)
 	}
-	if n := unsafe.Sizeof(shard{}); n != 192 {
+	if n := unsafe.Sizeof(shard{}); n != 256 {
 		t.Fatalf("shard is %d bytes", n)
+	}
+	var st store
+	if line := func(off uintptr) uintptr { return off / 64 }; line(unsafe.Offsetof(st.bytes)) == line(unsafe.Offsetof(st.seed)) ||
+		line(unsafe.Offsetof(st.bytes)) == line(unsafe.Offsetof(st.loader)) || line(unsafe.Offsetof(st.bytes)) == line(unsafe.Offsetof(st.tracking)) {
+		t.Fatalf("store.bytes at %d shares a cache line with what requests read (seed at %d, loader at %d)",
+			unsafe.Offsetof(st.bytes), unsafe.Offsetof(st.seed), unsafe.Offsetof(st.loader))
 	}
 	var sh shard
 	for n := 0; n < 3*keyInline; n++ {
@@ -249,8 +255,8 @@ func TestStoreSideStruct(t *testing.T) {
 	if n := e.Sweep(); n != 2 {
 		t.Fatalf("swept %d cells", n)
 	}
-	if e.store.bytes.Load() != 0 || e.store.tuples.Load() != 0 || e.store.cells.Load() != 0 {
-		t.Fatalf("after the sweep: bytes %d tuples %d cells %d", e.store.bytes.Load(), e.store.tuples.Load(), e.store.cells.Load())
+	if e.store.bytes.Load() != 0 || e.store.tupleCount() != 0 || e.store.cellCount() != 0 {
+		t.Fatalf("after the sweep: bytes %d tuples %d cells %d", e.store.bytes.Load(), e.store.tupleCount(), e.store.cellCount())
 	}
 }
 

@@ -54,33 +54,54 @@ func uvarint(b []byte) (uint64, int) {
 // ParseKey decodes a key made by AppendKey. Key in the result aliases k.
 func ParseKey(k []byte) (Tuple, error) {
 	var t Tuple
-	w, used := uvarint(k)
+	w, names, rest, err := splitKey(k)
+	if err != nil {
+		return t, err
+	}
+	t.WindowMs, t.Workspace, t.Namespace, t.Key = w, defaultName, defaultName, rest
+	if names[0].set {
+		t.Workspace = string(names[0].b)
+	}
+	if names[1].set {
+		t.Namespace = string(names[1].b)
+	}
+	return t, nil
+}
+
+// keyName is a workspace's or namespace's name in a key (splitKey): b unless it is the
+// default name (set false).
+type keyName struct {
+	b   []byte
+	set bool
+}
+
+// splitKey splits a key made by AppendKey into its window, the names of its workspace and
+// namespace, and the rest (the caller's key), aliasing k: ParseKey without the strings
+// (Restore checks each record's key so, and needs only its window).
+func splitKey(k []byte) (w int64, names [2]keyName, rest []byte, err error) {
+	win, used := uvarint(k)
 	if used == 0 {
-		return t, errBadKey
+		return 0, names, nil, errBadKey
 	}
-	if w < 1 || w > uint64(MaxWindowMs) {
-		return t, fmt.Errorf("%w: window %d out of range", errBadKey, w)
+	if win < 1 || win > uint64(MaxWindowMs) {
+		return 0, names, nil, fmt.Errorf("%w: window %d out of range", errBadKey, win)
 	}
-	t.WindowMs = int64(w)
-	rest := k[used:]
-	var parts [2]string
-	for i := range parts {
+	rest = k[used:]
+	for i := range names {
 		n, used := uvarint(rest)
 		switch {
 		case used == 0:
-			return t, errBadKey
+			return 0, names, nil, errBadKey
 		case n == 0:
-			parts[i] = defaultName
 		case n-1 > uint64(len(rest)-used):
-			return t, errBadKey
+			return 0, names, nil, errBadKey
 		default:
-			parts[i] = string(rest[used : used+int(n-1)])
+			names[i] = keyName{b: rest[used : used+int(n-1)], set: true}
 			used += int(n - 1)
 		}
 		rest = rest[used:]
 	}
-	t.Workspace, t.Namespace, t.Key = parts[0], parts[1], rest
-	return t, nil
+	return int64(win), names, rest, nil
 }
 
 // windowOfKey reads the window of a key made by AppendKey, or 0 when it has none in range.
