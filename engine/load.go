@@ -42,20 +42,29 @@ func partOf(h uint64) int { return int(h%shardCount)*loadParts + int(h>>8)%loadP
 // part, and the reads of the snapshot are few.
 const loadBatch = 16
 
-// loadSliceMs is how long the background load runs before it pauses as long: it takes
-// half a thread, so that on a small machine the requests keep most of the CPU.
-const loadSliceMs = 2
+// loadSliceMs is how long the background load runs before it pauses, and loadShare the
+// share of a thread it takes (1/loadShare) while requests come: it pauses 7 times as long
+// as it runs. With half a thread (what it took before), the first requests after a 10M
+// restart ran at a p99 of 13.4-18.5 ms (six runs, a scratch build with the share as a
+// knob), against 7.4-11.6 at an eighth and 7.6-8.7 ms once loaded: the load holds a
+// thread, and part locks, for its slices, where an event loop waits; a request on a part
+// not loaded yet restores its own tuple meanwhile (keytags.go: about as costly as adding a
+// new tuple). So requests come first, as long as they come; the load runs at full speed
+// in a quiet moment (pacer.idle), and under a flood that never stops it takes about 10 s
+// at 10M tuples, fewer as requests restore their own.
+const (
+	loadSliceMs = 2
+	loadShare   = 8
+)
 
-// pacer keeps the background load to half of the time since it started (the wall clock's:
-// the load's own CPU time is not known to Go), by the totals rather than slice by slice.
-// Pausing as long as each slice took left the load under a third of the time at 10M tuples
-// under 50 busy connections (6.5 s loading, 15.1 s asleep: a sleep overshoots, the timer's
-// goroutine waiting for a thread), so the load took 21 s (2.2 µs a cell) and the requests
-// restored their own tuples most of that time, the costlier way (a part's records read
-// for one tuple). The time slept beyond what was asked for is now owed to the load, and
-// run in the next slices.
+// pacer keeps the background load to its share (loadShare) of the time since it started
+// (the wall clock's: the load's own CPU time is not known to Go), by the totals rather
+// than slice by slice. Pausing as long as each slice took (at half a thread) left the load
+// under a third of the time at 10M tuples under 50 busy connections (6.5 s loading, 15.1 s
+// asleep: a sleep overshoots, the timer's goroutine waiting for a thread). The time slept
+// beyond what was asked for is now owed to the load, and run in the next slices.
 //
-// Half a thread is for a process that serves: one that served no request since the last
+// The share is for a process that serves: one that served no request since the last
 // pause (a restart at a quiet hour, or once a burst is over) has no request to give the
 // thread to, and the load runs on without pausing (idle), its count started again.
 type pacer struct {
@@ -80,22 +89,24 @@ func (p *pacer) idle(nowMs int64, served uint64) bool {
 	return false
 }
 
-// pacerAheadMs and pacerBehindMs bound the time the load may be ahead of its half (a pause longer than
-// that) or behind it: past either, the clock stepped (a wall clock's) or the load was held
-// up, and the count starts again.
+// pacerAheadMs and pacerBehindMs bound the time the load may be ahead of its share (a
+// pause longer than that) or behind it: past either, the clock stepped (a wall clock's) or
+// the load was held up, and the count starts again.
 const (
-	pacerAheadMs  = 100
+	pacerAheadMs  = 1000
 	pacerBehindMs = 1000
 )
 
-// pause returns how long to pause at nowMs (ms), 0 for none: the time run beyond the time
-// paused, once that is loadSliceMs or more.
+// pause returns how long to pause at nowMs (ms), 0 for none: once the load ran a slice
+// beyond its share, as long as brings it back to its share.
 func (p *pacer) pause(nowMs int64) int64 {
-	ahead := nowMs - p.begin - 2*p.asleep
+	since := nowMs - p.begin
+	ahead := (since-p.asleep)*loadShare - since // the pause after which the time run is its share
 	if ahead > pacerAheadMs || ahead < -pacerBehindMs {
-		p.begin, p.asleep, ahead = nowMs-loadSliceMs, 0, loadSliceMs
+		p.begin, p.asleep = nowMs-loadSliceMs, 0
+		ahead = loadSliceMs * (loadShare - 1)
 	}
-	if ahead >= loadSliceMs {
+	if ahead >= loadSliceMs*(loadShare-1) {
 		p.pausedAt, p.asked = nowMs, ahead
 		return ahead
 	}
@@ -356,8 +367,8 @@ func (e *Engine) LoadLazily(load func(from, to int, keep func(key string) bool, 
 				if l.shardStep(i, b) {
 					return
 				}
-				// Take half a thread (pacer), so that a request ready to run waits for a
-				// thread no longer than a slice. Not runtime.Gosched after each batch:
+				// Take a share of a thread (pacer), so that a request ready to run waits
+				// for a thread no longer than a slice. Not runtime.Gosched after each batch:
 				// behind 50 busy connections on 2 threads, the global run queue it goes to
 				// left the loader a twentieth of a thread (at 10M tuples: 16 s to load).
 				now := e.clock.NowMs()

@@ -60,10 +60,13 @@ func TestEnsureKeyBound(t *testing.T) {
 	}
 }
 
-// TestPacer: the background load runs half of the time since it began, by the totals: a
-// pause that overshoots is owed back to the load, which then runs without pausing until
-// its time run catches up with its time paused.
+// TestPacer: the background load runs an eighth of the time since it began (slices of 2
+// ms, pauses of 14), by the totals: a pause that overshoots is owed back to the load,
+// which then runs without pausing until its time run catches up with its share.
 func TestPacer(t *testing.T) {
+	if loadSliceMs != 2 || loadShare != 8 {
+		t.Fatalf("the steps below are for slices of 2 ms and an eighth of a thread, not %d ms and 1/%d", loadSliceMs, loadShare)
+	}
 	type step struct {
 		now       int64 // the clock after a batch
 		want      int64 // pause's answer
@@ -73,14 +76,14 @@ func TestPacer(t *testing.T) {
 		name  string
 		steps []step
 	}{
-		{"a slice, then a pause as long", []step{{1, 0, 0}, {2, 2, 4}, {5, 0, 0}, {6, 2, 8}}},
-		{"an overshoot is run back", []step{{2, 2, 10}, {11, 0, 0}, {13, 0, 0}, {16, 0, 0}, {18, 2, 20}, {21, 0, 0}}},
-		{"a long batch, a pause as long", []step{{7, 7, 14}, {15, 0, 0}, {16, 2, 18}}},
+		{"a slice, then a pause 7 times as long", []step{{1, 0, 0}, {2, 14, 16}, {17, 0, 0}, {18, 14, 32}}},
+		{"an overshoot is run back", []step{{2, 14, 30}, {31, 0, 0}, {32, 0, 0}, {34, 14, 48}, {49, 0, 0}}},
+		{"a long batch, a pause 7 times as long", []step{{7, 49, 56}, {57, 0, 0}, {58, 14, 72}}},
 		// A step of the wall clock, or a load held up: a slice's pause, then as if begun then.
-		{"a step forward", []step{{2, 2, 4}, {3_600_005, 2, 3_600_007}, {3_600_008, 0, 0}, {3_600_009, 2, 3_600_011}}},
+		{"a step forward", []step{{2, 14, 16}, {3_600_005, 14, 3_600_019}, {3_600_020, 0, 0}, {3_600_021, 14, 3_600_035}}},
 		// A clock that stands (a test's ManualClock): a pause counts as long as asked.
-		{"a clock that stands", []step{{2, 2, 2}, {2, 0, 0}, {3, 0, 0}, {4, 0, 0}, {6, 2, 6}, {6, 0, 0}, {7, 0, 0}}},
-		{"a step back", []step{{2, 2, 4}, {-3_600_000, 2, -3_599_998}, {-3_599_997, 0, 0}, {-3_599_996, 2, -3_599_994}}},
+		{"a clock that stands", []step{{2, 14, 2}, {2, 0, 0}, {10, 0, 0}, {17, 0, 0}, {18, 14, 18}, {18, 0, 0}, {19, 0, 0}}},
+		{"a step back", []step{{2, 14, 16}, {-3_600_000, 14, -3_599_986}, {-3_599_985, 0, 0}, {-3_599_984, 14, -3_599_970}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var p pacer
@@ -97,9 +100,9 @@ func TestPacer(t *testing.T) {
 	}
 }
 
-// TestLoadPausesOnlyWhileServing: the background load takes half a thread while the
-// process serves requests (it pauses as long as it runs), and runs on without pausing
-// while none comes (no request to give the thread to).
+// TestLoadPausesOnlyWhileServing: the background load takes an eighth of a thread while
+// the process serves requests (it pauses 7 times as long as it runs), and runs on without
+// pausing while none comes (no request to give the thread to).
 func TestLoadPausesOnlyWhileServing(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -129,8 +132,8 @@ func TestLoadPausesOnlyWhileServing(t *testing.T) {
 			if !tc.serving && paused != 0 {
 				t.Fatalf("no request served: the load paused %v over %v of loading", paused, ran)
 			}
-			if tc.serving && (paused < ran*9/10 || paused > ran*11/10) {
-				t.Fatalf("requests served: the load paused %v over %v of loading, want about as long", paused, ran)
+			if want := ran * (loadShare - 1); tc.serving && (paused < want*9/10 || paused > want*11/10) {
+				t.Fatalf("requests served: the load paused %v over %v of loading, want about %v", paused, ran, want)
 			}
 		})
 	}
