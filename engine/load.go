@@ -42,22 +42,26 @@ func partOf(h uint64) int { return int(h%shardCount)*loadParts + int(h>>8)%loadP
 // part, and the reads of the snapshot are few.
 const loadBatch = 16
 
-// loadSliceMs is how long the background load runs before it pauses, and loadShare the
-// share of a thread it takes (1/loadShare) while requests come: it pauses 7 times as long
-// as it runs. With half a thread (what it took before), the first requests after a 10M
-// restart ran at a p99 of 13.4-18.5 ms (six runs, a scratch build with the share as a
-// knob), against 7.4-11.6 at an eighth and 7.6-8.7 ms once loaded: the load holds a
-// thread, and part locks, for its slices, where an event loop waits; a request on a part
-// not loaded yet restores its own tuple meanwhile (keytags.go: about as costly as adding a
-// new tuple). So requests come first, as long as they come; the load runs at full speed
-// in a quiet moment (pacer.idle), and under a flood that never stops it takes about 10 s
-// at 10M tuples, fewer as requests restore their own.
+// loadSliceMs is how long the background load runs before it pauses, and the shares
+// (1/n) of a thread it takes while requests come: an eighth for loadFirstMs after it
+// began (it pauses 7 times as long as it runs), then half. A restart's first seconds are
+// when clients come back, and a request on a part not loaded yet restores its own tuple
+// (keytags.go: about as costly as adding a new tuple), so the requests come first then;
+// past them the load takes half a thread, so that a flood that never stops does not hold
+// it back for long. The first requests after a 10M restart (one run of 400k) ran at a
+// p99 of 13.4-18.5 ms with half a thread from the start (six runs, a scratch build with
+// the share as a knob), against 7.4-11.6 at an eighth and 7.6-8.7 once loaded: the
+// load holds a thread, and part locks, for its slices, where an event loop waits. An
+// eighth throughout took 15 s for 10M cells under a flood that never stopped (1.4 µs a
+// cell), a quarter 12.3 s.
 const (
-	loadSliceMs = 2
-	loadShare   = 8
+	loadSliceMs    = 2
+	loadShareFirst = 8
+	loadShare      = 2
+	loadFirstMs    = 2000
 )
 
-// pacer keeps the background load to its share (loadShare) of the time since it started
+// pacer keeps the background load to its share (loadShareFirst, then loadShare) of the time since it started
 // (the wall clock's: the load's own CPU time is not known to Go), by the totals rather
 // than slice by slice. Pausing as long as each slice took (at half a thread) left the load
 // under a third of the time at 10M tuples under 50 busy connections (6.5 s loading, 15.1 s
@@ -68,11 +72,20 @@ const (
 // pause (a restart at a quiet hour, or once a burst is over) has no request to give the
 // thread to, and the load runs on without pausing (idle), its count started again.
 type pacer struct {
-	begin    int64 // when the load began (ms)
+	share    int64 // 1/share of a thread
+	until    int64 // when the share becomes loadShare (ms)
+	begin    int64 // when the load began, or the count began again (ms)
 	asleep   int64 // the time paused since (ms)
 	pausedAt int64 // when the current pause began
 	asked    int64 // and how long it was to be
 	served   uint64
+}
+
+// newPacer returns the pacer of a load that begins at nowMs.
+func newPacer(nowMs int64) pacer {
+	p := pacer{share: loadShareFirst, until: nowMs + loadFirstMs}
+	p.start(nowMs)
+	return p
 }
 
 func (p *pacer) start(nowMs int64) { p.begin, p.asleep = nowMs, 0 }
@@ -100,13 +113,17 @@ const (
 // pause returns how long to pause at nowMs (ms), 0 for none: once the load ran a slice
 // beyond its share, as long as brings it back to its share.
 func (p *pacer) pause(nowMs int64) int64 {
+	if p.share != loadShare && (nowMs >= p.until || nowMs < p.until-loadFirstMs) { // or the clock stepped back
+		p.share = loadShare
+		p.start(nowMs) // the first share's totals would have it run on, unpaused, to catch up
+	}
 	since := nowMs - p.begin
-	ahead := (since-p.asleep)*loadShare - since // the pause after which the time run is its share
+	ahead := (since-p.asleep)*p.share - since // the pause after which the time run is its share
 	if ahead > pacerAheadMs || ahead < -pacerBehindMs {
 		p.begin, p.asleep = nowMs-loadSliceMs, 0
-		ahead = loadSliceMs * (loadShare - 1)
+		ahead = loadSliceMs * (p.share - 1)
 	}
-	if ahead >= loadSliceMs*(loadShare-1) {
+	if ahead >= loadSliceMs*(p.share-1) {
 		p.pausedAt, p.asked = nowMs, ahead
 		return ahead
 	}
@@ -360,8 +377,7 @@ func (e *Engine) LoadLazily(load func(from, to int, keep func(key string) bool, 
 	l := &loader{load: load, store: e.store, done: make(chan struct{})}
 	e.store.loader.Store(l)
 	go func() {
-		var pace pacer
-		pace.start(e.clock.NowMs())
+		pace := newPacer(e.clock.NowMs())
 		for i, ok := l.take(); ok; i, ok = l.take() {
 			for b := range loadParts / loadBatch {
 				if l.shardStep(i, b) {

@@ -60,12 +60,13 @@ func TestEnsureKeyBound(t *testing.T) {
 	}
 }
 
-// TestPacer: the background load runs an eighth of the time since it began (slices of 2
-// ms, pauses of 14), by the totals: a pause that overshoots is owed back to the load,
-// which then runs without pausing until its time run catches up with its share.
+// TestPacer: the background load runs an eighth of the time in its first 2 s (slices of 2
+// ms, pauses of 14), then half of it, by the totals: a pause that overshoots is owed back
+// to the load, which then runs without pausing until its time run catches up with its
+// share.
 func TestPacer(t *testing.T) {
-	if loadSliceMs != 2 || loadShare != 8 {
-		t.Fatalf("the steps below are for slices of 2 ms and an eighth of a thread, not %d ms and 1/%d", loadSliceMs, loadShare)
+	if loadSliceMs != 2 || loadShareFirst != 8 || loadShare != 2 || loadFirstMs != 2000 {
+		t.Fatalf("the steps below are for slices of 2 ms and an eighth of a thread for 2 s, then half")
 	}
 	type step struct {
 		now       int64 // the clock after a batch
@@ -79,15 +80,20 @@ func TestPacer(t *testing.T) {
 		{"a slice, then a pause 7 times as long", []step{{1, 0, 0}, {2, 14, 16}, {17, 0, 0}, {18, 14, 32}}},
 		{"an overshoot is run back", []step{{2, 14, 30}, {31, 0, 0}, {32, 0, 0}, {34, 14, 48}, {49, 0, 0}}},
 		{"a long batch, a pause 7 times as long", []step{{7, 49, 56}, {57, 0, 0}, {58, 14, 72}}},
-		// A step of the wall clock, or a load held up: a slice's pause, then as if begun then.
-		{"a step forward", []step{{2, 14, 16}, {3_600_005, 14, 3_600_019}, {3_600_020, 0, 0}, {3_600_021, 14, 3_600_035}}},
+		// Past the first 2 s: half a thread, counted from then (not owed what the first
+		// share left unrun).
+		{"then half", []step{{2, 14, 16}, {2000, 0, 0}, {2002, 2, 2004}, {2005, 0, 0}, {2006, 2, 2008}}},
+		{"a long batch at half, a pause as long", []step{{2000, 0, 0}, {2007, 7, 2014}, {2015, 0, 0}, {2016, 2, 2018}}},
+		// A slice's pause: the count begins again.
+		{"a step forward of the clock", []step{{2, 14, 16}, {3_600_005, 0, 0}, {3_600_007, 2, 3_600_009}, {3_600_010, 0, 0}, {3_600_011, 2, 3_600_013}}},
+		{"a step back", []step{{2, 14, 16}, {-3_600_000, 0, 0}, {-3_599_998, 2, -3_599_996}, {-3_599_995, 0, 0}}},
+		// The load held up past the bound (a pause longer than pacerAheadMs owed).
+		{"held up", []step{{2, 14, 16}, {200, 14, 214}, {215, 0, 0}, {216, 14, 230}}},
 		// A clock that stands (a test's ManualClock): a pause counts as long as asked.
 		{"a clock that stands", []step{{2, 14, 2}, {2, 0, 0}, {10, 0, 0}, {17, 0, 0}, {18, 14, 18}, {18, 0, 0}, {19, 0, 0}}},
-		{"a step back", []step{{2, 14, 16}, {-3_600_000, 14, -3_599_986}, {-3_599_985, 0, 0}, {-3_599_984, 14, -3_599_970}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var p pacer
-			p.start(0)
+			p := newPacer(0)
 			for i, s := range tc.steps {
 				if got := p.pause(s.now); got != s.want {
 					t.Fatalf("step %d at %d: pause %d, want %d", i, s.now, got, s.want)
@@ -100,16 +106,18 @@ func TestPacer(t *testing.T) {
 	}
 }
 
-// TestLoadPausesOnlyWhileServing: the background load takes an eighth of a thread while
-// the process serves requests (it pauses 7 times as long as it runs), and runs on without
-// pausing while none comes (no request to give the thread to).
+// TestLoadPausesOnlyWhileServing: the background load takes an eighth of a thread in its
+// first 2 s while the process serves requests (it pauses 7 times as long as it runs),
+// then half (as long), and runs on without pausing while none comes (no request to give
+// the thread to).
 func TestLoadPausesOnlyWhileServing(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		serving bool
 	}{{"idle", false}, {"serving", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			clock := NewManualClock(1_704_067_200_000)
+			const start = 1_704_067_200_000
+			clock := NewManualClock(start)
 			e := New(clock, Config{Standalone: true})
 			var paused time.Duration
 			defer func(p func(time.Duration)) { loadPause = p }(loadPause)
@@ -117,23 +125,28 @@ func TestLoadPausesOnlyWhileServing(t *testing.T) {
 				paused += d
 				clock.Advance(d.Milliseconds())
 			}
-			batches := 0
+			var first, then int64 // batches run in the first 2 s, and after
 			<-e.LoadLazily(func(from, _ int, keep func(string) bool, _ uint64) {
 				if keep != nil {
 					return
 				}
-				batches++
+				if clock.NowMs() < start+loadFirstMs {
+					first++
+				} else {
+					then++
+				}
 				clock.Advance(1) // each batch takes a millisecond
 				if tc.serving {
-					e.decisions.Add(uint64(batches), true) // a request served meanwhile
+					e.decisions.Add(uint64(first+then), true) // a request served meanwhile
 				}
 			})
-			ran := time.Duration(batches) * time.Millisecond
+			ran := time.Duration(first+then) * time.Millisecond
 			if !tc.serving && paused != 0 {
 				t.Fatalf("no request served: the load paused %v over %v of loading", paused, ran)
 			}
-			if want := ran * (loadShare - 1); tc.serving && (paused < want*9/10 || paused > want*11/10) {
-				t.Fatalf("requests served: the load paused %v over %v of loading, want about %v", paused, ran, want)
+			want := time.Duration(first*(loadShareFirst-1)+then*(loadShare-1)) * time.Millisecond
+			if tc.serving && (first < 200 || paused < want*9/10 || paused > want*11/10) {
+				t.Fatalf("requests served: the load paused %v over %v of loading (%d ms in its first 2 s), want about %v", paused, ran, first, want)
 			}
 		})
 	}
