@@ -43,8 +43,8 @@ func partOf(h uint64) int { return int(h%shardCount)*loadParts + int(h>>8)%loadP
 const loadBatch = 16
 
 // loadSliceMs is how long the background load runs before it pauses, and the shares
-// (1/n) of a thread it takes while requests come: an eighth for loadFirstMs after it
-// began (it pauses 7 times as long as it runs), then half. A restart's first seconds are
+// (1/n) of a thread it takes while requests come: an eighth for loadFirstMs from the
+// first pause it takes for them (it pauses 7 times as long as it runs), then half. A restart's first seconds are
 // when clients come back, and a request on a part not loaded yet restores its own tuple
 // (keytags.go: about as costly as adding a new tuple), so the requests come first then;
 // past them the load takes half a thread, so that a flood that never stops does not hold
@@ -73,7 +73,7 @@ const (
 // thread to, and the load runs on without pausing (idle), its count started again.
 type pacer struct {
 	share    int64 // 1/share of a thread
-	until    int64 // when the share becomes loadShare (ms)
+	until    int64 // when the share becomes loadShare (ms); 0 until requests come
 	begin    int64 // when the load began, or the count began again (ms)
 	asleep   int64 // the time paused since (ms)
 	pausedAt int64 // when the current pause began
@@ -83,7 +83,7 @@ type pacer struct {
 
 // newPacer returns the pacer of a load that begins at nowMs.
 func newPacer(nowMs int64) pacer {
-	p := pacer{share: loadShareFirst, until: nowMs + loadFirstMs}
+	p := pacer{share: loadShareFirst}
 	p.start(nowMs)
 	return p
 }
@@ -92,13 +92,17 @@ func (p *pacer) start(nowMs int64) { p.begin, p.asleep = nowMs, 0 }
 
 // idle reports, at a pause pause asked for at nowMs, whether the process served no
 // request since the last one, served being its count of requests served so far: then
-// the load need not pause, and its count starts again from nowMs.
+// the load need not pause, and its count starts again from nowMs. The first time it
+// served some, the first share's time begins (a restart loads before it listens).
 func (p *pacer) idle(nowMs int64, served uint64) bool {
 	if served == p.served {
 		p.start(nowMs)
 		return true
 	}
 	p.served = served
+	if p.until == 0 {
+		p.until = nowMs + loadFirstMs
+	}
 	return false
 }
 
@@ -113,7 +117,7 @@ const (
 // pause returns how long to pause at nowMs (ms), 0 for none: once the load ran a slice
 // beyond its share, as long as brings it back to its share.
 func (p *pacer) pause(nowMs int64) int64 {
-	if p.share != loadShare && (nowMs >= p.until || nowMs < p.until-loadFirstMs) { // or the clock stepped back
+	if p.share != loadShare && p.until != 0 && (nowMs >= p.until || nowMs < p.until-loadFirstMs) { // or the clock stepped back
 		p.share = loadShare
 		p.start(nowMs) // the first share's totals would have it run on, unpaused, to catch up
 	}

@@ -60,10 +60,10 @@ func TestEnsureKeyBound(t *testing.T) {
 	}
 }
 
-// TestPacer: the background load runs an eighth of the time in its first 2 s (slices of 2
-// ms, pauses of 14), then half of it, by the totals: a pause that overshoots is owed back
-// to the load, which then runs without pausing until its time run catches up with its
-// share.
+// TestPacer: the background load runs an eighth of the time in the first 2 s it serves
+// requests (slices of 2 ms, pauses of 14), then half of it, by the totals: a pause that
+// overshoots is owed back to the load, which then runs without pausing until its time
+// run catches up with its share.
 func TestPacer(t *testing.T) {
 	if loadSliceMs != 2 || loadShareFirst != 8 || loadShare != 2 || loadFirstMs != 2000 {
 		t.Fatalf("the steps below are for slices of 2 ms and an eighth of a thread for 2 s, then half")
@@ -94,6 +94,9 @@ func TestPacer(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPacer(0)
+			if p.idle(0, 1) { // requests from 0 on
+				t.Fatal("idle, with a request served")
+			}
 			for i, s := range tc.steps {
 				if got := p.pause(s.now); got != s.want {
 					t.Fatalf("step %d at %d: pause %d, want %d", i, s.now, got, s.want)
@@ -103,6 +106,29 @@ func TestPacer(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPacerFirstShareFromRequests: the first share's 2 s begin with the first pause taken
+// for requests, not with the load (a restart loads before it listens).
+func TestPacerFirstShareFromRequests(t *testing.T) {
+	p := newPacer(0)
+	if got := p.pause(2); got != 14 || !p.idle(2, 0) {
+		t.Fatalf("pause %d at 2 ms, want 14, and idle: no request served", got)
+	}
+	if got := p.pause(3000); got != 14 || p.idle(3000, 5) { // an eighth still, 3 s on
+		t.Fatalf("pause %d at 3000 ms, want 14 (an eighth of a thread), and not idle", got)
+	}
+	p.slept(3014)
+	if got := p.pause(4999); got != 14 {
+		t.Fatalf("pause %d at 4999 ms, want 14: an eighth until 2 s after the requests came", got)
+	}
+	p.slept(5013)
+	if got := p.pause(5014); got != 0 {
+		t.Fatalf("pause %d at 5014 ms, want 0: half a thread, counted from then", got)
+	}
+	if got := p.pause(5016); got != 2 {
+		t.Fatalf("pause %d at 5016 ms, want 2: half a thread", got)
 	}
 }
 
