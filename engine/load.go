@@ -48,12 +48,13 @@ const loadBatch = 16
 // when clients come back, and a request on a part not loaded yet restores its own tuple
 // (keytags.go: about as costly as adding a new tuple), so the requests come first then;
 // past them the load takes half a thread, so that a flood that never stops does not hold
-// it back for long. The first requests after a 10M restart (one run of 400k) ran at a
-// p99 of 13.4-18.5 ms with half a thread from the start (six runs, a scratch build with
-// the share as a knob), against 7.4-11.6 at an eighth and 7.6-8.7 once loaded: the
-// load holds a thread, and part locks, for its slices, where an event loop waits. An
-// eighth throughout took 15 s for 10M cells under a flood that never stopped (1.4 µs a
-// cell), a quarter 12.3 s.
+// it back for long. Runs of 400k requests from the first decision after a 10M restart
+// (three in a row, two restarts each; a scratch build with the share as a knob) had a
+// p99 of 13.4-18.5 ms with half a thread from the start, 8.6-12.0 with an eighth, and
+// 5.7-11.5 on a process that had loaded whole before it listened: the load holds a
+// thread, and part locks, for its slices, where an event loop waits. An eighth
+// throughout took 15 s for 10M cells under a flood that never stopped (1.4 µs a cell), a
+// quarter 12.3 s.
 const (
 	loadSliceMs    = 2
 	loadShareFirst = 8
