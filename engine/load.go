@@ -109,7 +109,8 @@ func (p *pacer) idle(nowMs int64, served uint64) bool {
 
 // pacerAheadMs and pacerBehindMs bound the time the load may be ahead of its share (a
 // pause longer than that) or behind it: past either, the clock stepped (a wall clock's) or
-// the load was held up, and the count starts again.
+// the load was held up, and the count starts again. Within them a batch that took long (a
+// loaded machine) is paid for: 7 times its time at an eighth of a thread.
 const (
 	pacerAheadMs  = 1000
 	pacerBehindMs = 1000

@@ -87,6 +87,10 @@ func TestPacer(t *testing.T) {
 		// A slice's pause: the count begins again.
 		{"a step forward of the clock", []step{{2, 14, 16}, {3_600_005, 0, 0}, {3_600_007, 2, 3_600_009}, {3_600_010, 0, 0}, {3_600_011, 2, 3_600_013}}},
 		{"a step back", []step{{2, 14, 16}, {-3_600_000, 0, 0}, {-3_599_998, 2, -3_599_996}, {-3_599_995, 0, 0}}},
+		// Behind its share by more than pacerBehindMs (here a clock that stepped back 1.2 s
+		// at half a thread): a slice's pause, then as if begun then, not a run without
+		// pauses until the clock catches up.
+		{"a step back at half", []step{{2000, 0, 0}, {2002, 2, 2004}, {800, 2, 802}, {803, 0, 0}, {804, 2, 806}}},
 		// The load held up past the bound (a pause longer than pacerAheadMs owed).
 		{"held up", []step{{2, 14, 16}, {200, 14, 214}, {215, 0, 0}, {216, 14, 230}}},
 		// A clock that stands (a test's ManualClock): a pause counts as long as asked.

@@ -20,27 +20,29 @@ func TestOverrideMergeLetsLookupsIn(t *testing.T) {
 		recs[i] = OverrideRecord{Key: AppendKey(nil, tu), Limit: 5, Stamp: uint64(i + 1), Region: "b"}
 	}
 	var changes atomic.Int64
+	var in atomic.Bool              // the reader holds, or held, the read lock
 	readerIn := make(chan int64, 1) // the changes made when the reader got in; total: only after the merge
 	o.onChange = func(*override) {
-		if changes.Add(1) != 1 {
-			return
-		}
-		// From the first change on (the write lock held), a reader waits for the read lock.
-		// A reader blocked in RLock gets it at the writer's next Unlock, before any later
-		// Lock, whatever the scheduler does meanwhile; the merge waits (a minute at most)
-		// until the reader is about to block, so that it cannot finish first on a loaded
-		// machine.
-		calling := make(chan struct{})
-		go func() {
-			close(calling)
-			o.mu.RLock()
-			n := changes.Load() // the merge cannot move while the read lock is held
-			o.mu.RUnlock()
-			readerIn <- n
-		}()
-		select {
-		case <-calling:
-		case <-time.After(time.Minute):
+		switch n := changes.Add(1); {
+		case n == 1:
+			// From the first change on (the write lock held), a reader waits for the read
+			// lock. A reader blocked in RLock gets it at the writer's next Unlock, before
+			// any later Lock.
+			calling := make(chan struct{})
+			go func() {
+				close(calling)
+				o.mu.RLock()
+				in.Store(true)
+				n := changes.Load() // the merge cannot move while the read lock is held
+				o.mu.RUnlock()
+				readerIn <- n
+			}()
+			<-calling
+		case n%scanChunk == 1 && !in.Load():
+			// A chunk begins and the reader is not in yet: its thread may not have
+			// reached RLock (a loaded machine). A millisecond for it, under the write
+			// lock, at each of the 99 chunks at most: it then gets in at this chunk's end.
+			time.Sleep(time.Millisecond)
 		}
 	}
 	if n := o.Merge(recs); n != total {

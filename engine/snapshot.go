@@ -265,13 +265,17 @@ func (e *Engine) Restore(recs []CellRecord) (loaded, dropped int, err error) {
 	var hashes [restoreAhead]uint64
 	for g := 0; g < len(recs); g += restoreAhead {
 		group := recs[g:min(g+restoreAhead, len(recs))]
+		if r.run >= restoreRun {
+			r.release() // not held over the next group's hashing
+		}
 		for j := range group {
 			hashes[j] = hashKey(e.store.seed, group[j].Key)
 		}
 		r.prefetch(hashes[:len(group)])
 		for j := range group {
+			r.run++ // every record passed under a hold counts, kept or not
 			rec := &group[j]
-			key := unsafe.Slice(unsafe.StringData(rec.Key), len(rec.Key)) // not kept, nor changed: insert copies it
+			key := unsafe.Slice(unsafe.StringData(rec.Key), len(rec.Key)) // not kept, nor changed: addTuple copies it
 			w, _, _, perr := splitKey(key)
 			if perr != nil {
 				err = fmt.Errorf("restore cell: %w", perr)
@@ -287,7 +291,7 @@ func (e *Engine) Restore(recs []CellRecord) (loaded, dropped int, err error) {
 				dropped++
 				continue
 			}
-			sh := &e.store.shards[hashes[j]%shardCount] // a lazy load's own restore, or no lazy load: locateLoaded
+			sh := &e.store.shards[hashes[j]%shardCount] // as locateLoaded: a lazy load's own restore, or no lazy load
 			r.lock(sh)
 			if !e.restoreRecord(rec, key, sh, uint32(hashes[j]>>32), w, seq, &r.bytes) {
 				dropped++
@@ -318,19 +322,23 @@ func (r *restoring) prefetch(hs []uint64) {
 	}
 }
 
-// restoreRun is the most records Restore restores under one hold of a shard's lock: a
-// load part's records are of one shard (partOf), and locking it once for them saved a
-// lock per record, but requests wait for the lock meanwhile.
+// restoreRun is the most records Restore passes under one hold of a shard's lock: a load
+// part's records are of one shard (partOf), and locking it once for them saved a lock per
+// record. A request waiting for the lock may still wait longer: Go's mutex lets the
+// goroutine that let go of it take it again at once, until a waiter has waited 1 ms. The
+// background load's calls are batches of loadBatch parts (about 600 records at 10M
+// tuples, 0.1 ms), whose part locks a request on them waits for anyway.
 const restoreRun = 64
 
 // restoring is Restore's hold of a shard's lock, kept across consecutive records of the
 // shard (restoreRun at most), and the bytes of the tuples it added, counted into the
 // store's total when it lets go of the lock (one write of a cache line every core writes,
-// rather than one a tuple; a request's bound lags them by a run's tuples at most).
+// rather than one a tuple; a request's bound lags them by a run's tuples at most for
+// each Restore under way: LoadAhead's workers and the background load's).
 type restoring struct {
 	e     *Engine
 	held  *shard
-	run   int
+	run   int // records passed under the hold
 	bytes int64
 	sink  uint32 // what prefetch read, so that the reads are made
 }
@@ -339,7 +347,6 @@ type restoring struct {
 // than restoreRun records.
 func (r *restoring) lock(sh *shard) {
 	if sh == r.held && r.run < restoreRun {
-		r.run++
 		return
 	}
 	r.release()
@@ -357,6 +364,7 @@ func (r *restoring) release() {
 		r.held.mu.Unlock()
 		r.held = nil
 	}
+	r.run = 0
 }
 
 // restoreRecord merges one record of Restore (key its key's bytes, of hash h in shard sh,

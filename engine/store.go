@@ -570,7 +570,7 @@ func (s *store) locateIndex(key []byte) (int, uint32) {
 	return int(h % shardCount), uint32(h >> 32)
 }
 
-// locateLoaded is locate without waiting for a lazy load (Restore's).
+// locateLoaded is locate without waiting for a lazy load (a restore's own lookups).
 func (s *store) locateLoaded(key []byte) (*shard, uint32) {
 	h := hashKey(s.seed, key)
 	return &s.shards[h%shardCount], uint32(h >> 32)

@@ -238,8 +238,10 @@ func (sh *shard) add(hash func(string) uint32, h uint32, key []byte) int {
 	if n>>chunkShift == len(sh.chunks) {
 		sh.chunks = append(sh.chunks, newChunk())
 	}
-	sh.n++
+	// The key first: it may be read from a snapshot's mapping (Restore), where a fault is
+	// recovered above; the slot is not counted, nor placed, until it holds it.
 	sh.setKey(sh.at(n), key) // the slot is zero: fresh, or cleared by remove
+	sh.n++
 	sh.place(h, bucket(h, n))
 	return n
 }
