@@ -4,7 +4,6 @@ import (
 	"math/bits"
 	"runtime"
 	"sync/atomic"
-	"unsafe"
 )
 
 // Incremental snapshots (persist's delta log) write only the tuples changed since the last
@@ -27,11 +26,6 @@ type dirtySet struct {
 	n    atomic.Int64 // bits set
 }
 
-// shardIndex returns the index of sh in s.shards.
-func (s *store) shardIndex(sh *shard) int {
-	return int((uintptr(unsafe.Pointer(sh)) - uintptr(unsafe.Pointer(&s.shards[0]))) / unsafe.Sizeof(s.shards[0]))
-}
-
 // markTuple marks key's tuple (sh locked, h its hash from locate) as changed, when the
 // store tracks changes and the tuple is held. It probes the index for the tuple's slot: a
 // site that has the slot from its own lookup marks it with markSlot instead (the request
@@ -52,7 +46,7 @@ func (s *store) markSlot(sh *shard, i int) {
 	if !s.tracking {
 		return
 	}
-	d := &s.dirty[s.shardIndex(sh)]
+	d := &sh.dirty
 	w := i >> 6
 	if w >= len(d.bits) {
 		d.bits = append(d.bits, make([]uint64, w+1-len(d.bits)+len(d.bits)/4)...)
@@ -86,7 +80,7 @@ func (s *store) insertSlot(sh *shard, h uint32, key []byte, force bool) (*entry,
 // movedSlot moves slot last's mark to slot to (sh locked): shard.remove(to) moved the last
 // slot into the hole at to (to == last: the last slot was removed).
 func (s *store) movedSlot(sh *shard, to, last int) {
-	d := &s.dirty[s.shardIndex(sh)]
+	d := &sh.dirty
 	if d.n.Load() == 0 {
 		return
 	}
@@ -111,8 +105,8 @@ func (s *store) movedSlot(sh *shard, to, last int) {
 // sizes its frame's buffer from it.
 func (e *Engine) DirtyCount() int64 {
 	var n int64
-	for i := range e.store.dirty {
-		n += e.store.dirty[i].n.Load()
+	for i := range e.store.shards {
+		n += e.store.shards[i].dirty.n.Load()
 	}
 	return n
 }
@@ -131,7 +125,7 @@ func (e *Engine) Dirty(yield func(TupleRecord) bool) {
 	var c tupleCapture
 	now := e.clock.NowMs()
 	for i := range e.store.shards {
-		d := &e.store.dirty[i]
+		d := &e.store.shards[i].dirty
 		if d.n.Load() == 0 {
 			continue
 		}

@@ -522,9 +522,9 @@ type store struct {
 	_     [64 - 32]byte
 	bytes atomic.Int64 // estimated bytes of all entries
 	_     [64 - 8]byte
-	// tracking says that changed tuples are marked in dirty (dirty.go), set at New.
+	// tracking says that changed tuples are marked in the shards' dirty sets (dirty.go),
+	// set at New.
 	tracking bool
-	dirty    [shardCount]dirtySet
 	// passes counts the passes of Tuples under way: while one is, the sweep removes no
 	// tuple, so slots stay where they are while a pass lets go of a shard's lock.
 	passes atomic.Int32

@@ -63,7 +63,12 @@ type shard struct {
 	// read without it (store.cellCount). Counts of the store's, written by every core, took
 	// the cache line from the other cores on each new tuple or cell.
 	cells, tuples atomic.Int64
-	_             [48]byte // shards are 256 bytes: two cores on neighbouring shards share no line
+	// dirty is the shard's marks of changed tuples (dirty.go), on the line of its counts,
+	// which the same changes write: as an array of the store's, two shards' marks shared a
+	// cache line, which two event loops marking neighbouring shards took from each other
+	// on every decision.
+	dirty dirtySet
+	_     [16]byte // shards are 256 bytes: two cores on neighbouring shards share no line
 }
 
 // chunkRef is one chunk of slots, and whether it is a mapping (unmapped when freed) or a
