@@ -450,6 +450,44 @@ func TestLogCompactionCrashPoints(t *testing.T) {
 	}
 }
 
+// TestLogFrameBufferGrowsWithTheMarks: requests mark tuples while a pass reads them, so a
+// frame holds more than were marked when its buffer was sized; the buffer allows for the
+// growth the last frame showed (twice at first), and no frame outgrows it. (A source
+// whose count of marked tuples says half of them stands for the requests.)
+func TestLogFrameBufferGrowsWithTheMarks(t *testing.T) {
+	e := engine.New(engine.NewManualClock(logT0), engine.Config{Standalone: true, Snapshots: true})
+	user := func(n int) {
+		for i := range n {
+			tu := engine.Tuple{Workspace: "default", Namespace: "default", Key: fmt.Appendf(nil, "user:%012d:api", i), WindowMs: 3_600_000}
+			if _, err := e.Limit(tu, 1<<40, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	user(1000)
+	s := quietStore(t, t.TempDir())
+	src := incremental(e)
+	src.DirtyCount = func() int64 { return e.DirtyCount() / 2 }
+	if err := s.Write(src); err != nil { // the whole file
+		t.Fatal(err)
+	}
+	for i, n := range []int{20_000, 30_000, 40_000} {
+		user(n)
+		if err := s.Write(src); err != nil {
+			t.Fatal(err)
+		}
+		if s.lastFull.Load() || s.Stats().LastCells != uint64(n) {
+			t.Fatalf("a save of %d changed tuples: whole %v, %d cells", n, s.lastFull.Load(), s.Stats().LastCells)
+		}
+		if s.frameRegrown != 0 {
+			t.Fatalf("frame %d, of %d tuples (%d bytes), outgrew its buffer (%d marked when it was sized)", i, n, len(s.fbuf), n/2)
+		}
+		if g := s.frameGrowth; g < 190 || g > 210 {
+			t.Fatalf("frame %d: growth measured %d%%, want 200", i, g)
+		}
+	}
+}
+
 // TestLogFrameBufferSizedOnce: a frame's buffer is sized from the count of changed tuples
 // (Source.DirtyCount) and the last frame (the bytes of a tuple, and of the sections written
 // whole), so that encoding it does not grow it: neither the first frame (none measured

@@ -264,6 +264,9 @@ func (s *Store) frame(src Source, now time.Time) (n, nkv uint64, err error) {
 	}
 	s.logBytes += s.logw.size - before
 	s.logSize.Store(s.logBytes)
+	if s.frameMarked > 0 && n > 0 {
+		s.frameGrowth = min(max(int64(n)*100/s.frameMarked, 100), maxFrameGrowth)
+	}
 	if n > 0 {
 		// A small frame's tuples count for their share of minTupleSample: one tuple of a
 		// 1 KB key does not size the next 500k (690 MB), and frames that stay small are
@@ -282,8 +285,10 @@ func (s *Store) frame(src Source, now time.Time) (n, nkv uint64, err error) {
 }
 
 // frameBuffer returns s.fbuf, or a buffer in its place large enough for the frame of
-// src's changed tuples (src.DirtyCount of them at the bytes a tuple took in the last frame,
-// and a quarter more, beside the rest of the last frame: the sections written whole), so
+// src's changed tuples (src.DirtyCount of them, times what the last frame grew by while it
+// was read (twice at first: firstFrameGrowth), at the bytes a tuple took in the last
+// frame, and a quarter more, beside the rest of the last frame: the sections written
+// whole), so
 // that encoding the frame allocates once. Grown by append's
 // doubling instead, a frame of 500k tuples (20 MB) grew from 3 to 48 MB in eight steps,
 // each past the heap's goal (the Go heap is small: the store's slabs are not in it), so
@@ -291,6 +296,7 @@ func (s *Store) frame(src Source, now time.Time) (n, nkv uint64, err error) {
 // alternating restarts at 2M tuples, RL.LIMIT's p99 over the first 400k requests
 // (bench/scale.sh's) was 4.5 to 12.9 ms (mean 7.9) before, 4.7 to 9.6 (mean 6.5) after.
 func (s *Store) frameBuffer(src Source) []byte {
+	s.frameMarked = 0 // not measured, unless sized below
 	if src.DirtyCount == nil {
 		return s.fbuf
 	}
@@ -298,7 +304,12 @@ func (s *Store) frameBuffer(src Source) []byte {
 	if n < 0 || n > maxFrameLen/minTupleBytes {
 		return s.fbuf // more than a frame holds: the encoding fails, or grows as it goes
 	}
-	want := int64(s.frameRest)*5/4 + n*int64(s.tupleBytes)*5/4 + 64<<10
+	s.frameMarked = n
+	growth := s.frameGrowth
+	if growth == 0 {
+		growth = firstFrameGrowth
+	}
+	want := int64(s.frameRest)*5/4 + n*growth/100*int64(s.tupleBytes)*5/4 + 64<<10
 	if want > maxFrameLen {
 		return s.fbuf // the encoding fails, or grows as it goes
 	}
@@ -310,6 +321,18 @@ func (s *Store) frameBuffer(src Source) []byte {
 	}
 	return make([]byte, 0, want)
 }
+
+// firstFrameGrowth and maxFrameGrowth bound what frameBuffer takes a frame to grow, in
+// percent, from the count of changed tuples when its buffer is sized to what the pass
+// then reads, requests marking more meanwhile: the first frame's guess (none measured),
+// and the most a measure counts for. After a 10M restart under a flood the first frame
+// held 372k tuples where 243k were marked when it began (17.5 MB in a buffer of 14.6),
+// and grew it in the middle of a shard's encoding: the save's goroutine ran 13.8 ms at a
+// stretch in a runtime trace, an event loop waiting behind it.
+const (
+	firstFrameGrowth = 200
+	maxFrameGrowth   = 400
+)
 
 // minTupleSample is the number of tuples a frame holds for their bytes to replace what the
 // next frames are sized from (frameBuffer); a smaller frame's count for their share.
