@@ -482,9 +482,36 @@ func TestLogFrameBufferGrowsWithTheMarks(t *testing.T) {
 		if s.frameRegrown != 0 {
 			t.Fatalf("frame %d, of %d tuples (%d bytes), outgrew its buffer (%d marked when it was sized)", i, n, len(s.fbuf), n/2)
 		}
-		if g := s.frameGrowth; g < 190 || g > 210 {
+		if g := s.frameGrowth; g != 200 {
 			t.Fatalf("frame %d: growth measured %d%%, want 200", i, g)
 		}
+	}
+	// The count says every mark: a frame of them measures no growth (100%, at full
+	// weight: 64 tuples or more).
+	src.DirtyCount = e.DirtyCount
+	user(40_000)
+	if err := s.Write(src); err != nil {
+		t.Fatal(err)
+	}
+	if g := s.frameGrowth; g != 100 || s.frameRegrown != 0 {
+		t.Fatalf("a frame of every mark counted: growth %d%%, want 100; outgrown %d", g, s.frameRegrown)
+	}
+	// A quiet frame (1 marked, 4 read: 400%) counts for 4/64 of the next guess.
+	src.DirtyCount = func() int64 { return e.DirtyCount() / 4 }
+	user(4)
+	if err := s.Write(src); err != nil {
+		t.Fatal(err)
+	}
+	if g, want := s.frameGrowth, int64((100*60+400*4)/64); g != want {
+		t.Fatalf("after a frame of 4 tuples, 1 marked: growth %d%%, want %d", g, want)
+	}
+	src.DirtyCount = e.DirtyCount
+	user(40_000)
+	if err := s.Write(src); err != nil {
+		t.Fatal(err)
+	}
+	if s.frameRegrown != 0 || s.frameCap > 2*s.frameLast+1<<20 {
+		t.Fatalf("a frame of 40,000 after the quiet one: %d bytes in a buffer of %d, outgrown %d", s.frameLast, s.frameCap, s.frameRegrown)
 	}
 }
 

@@ -265,7 +265,15 @@ func (s *Store) frame(src Source, now time.Time) (n, nkv uint64, err error) {
 	s.logBytes += s.logw.size - before
 	s.logSize.Store(s.logBytes)
 	if s.frameMarked > 0 && n > 0 {
-		s.frameGrowth = min(max(int64(n)*100/s.frameMarked, 100), maxFrameGrowth)
+		// As for tupleBytes below, a small frame counts for its share of minTupleSample:
+		// one quiet frame (1 tuple marked, 4 read) does not size the next 200k at four
+		// times.
+		g, last := min(max(int64(n)*100/s.frameMarked, 100), maxFrameGrowth), s.frameGrowth
+		if last == 0 {
+			last = firstFrameGrowth
+		}
+		w := int64(min(n, minTupleSample))
+		s.frameGrowth = (last*(minTupleSample-w) + g*w) / minTupleSample
 	}
 	if n > 0 {
 		// A small frame's tuples count for their share of minTupleSample: one tuple of a
@@ -285,10 +293,10 @@ func (s *Store) frame(src Source, now time.Time) (n, nkv uint64, err error) {
 }
 
 // frameBuffer returns s.fbuf, or a buffer in its place large enough for the frame of
-// src's changed tuples (src.DirtyCount of them, times what the last frame grew by while it
-// was read (twice at first: firstFrameGrowth), at the bytes a tuple took in the last
-// frame, and a quarter more, beside the rest of the last frame: the sections written
-// whole), so
+// src's changed tuples (src.DirtyCount of them, times what the frames before grew by
+// while they were read (frameGrowth: twice at first, four times at most, a small frame
+// counting for its share), at the bytes a tuple took in the frames before, and a quarter
+// more, beside the rest of the last frame: the sections written whole), so
 // that encoding the frame allocates once. Grown by append's
 // doubling instead, a frame of 500k tuples (20 MB) grew from 3 to 48 MB in eight steps,
 // each past the heap's goal (the Go heap is small: the store's slabs are not in it), so
@@ -310,12 +318,12 @@ func (s *Store) frameBuffer(src Source) []byte {
 		growth = firstFrameGrowth
 	}
 	want := int64(s.frameRest)*5/4 + n*growth/100*int64(s.tupleBytes)*5/4 + 64<<10
-	if want > maxFrameLen {
-		return s.fbuf // the encoding fails, or grows as it goes
-	}
 	// At most the sum of four times the last frame and 64 MiB: a guess past that grows by
 	// doubling.
 	want = min(want, 4*int64(s.frameLast)+64<<20)
+	if want > maxFrameLen {
+		return s.fbuf // the encoding fails, or grows as it goes
+	}
 	if want <= int64(cap(s.fbuf)) {
 		return s.fbuf
 	}

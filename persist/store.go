@@ -73,9 +73,10 @@ type Store struct {
 	frameRest   int    // the bytes of the last frame beside its tuples (frameBuffer)
 	frameLast   int    // the bytes of the last frame (frameBuffer)
 	frameCap    int    // and of its buffer (a test reads it)
-	// frameMarked is the count of changed tuples when the last frame's buffer was sized,
-	// and frameGrowth what the frame then held against it, in percent (0: none measured):
-	// requests mark tuples while a pass reads them (frameBuffer).
+	// frameMarked is the count of changed tuples when the last frame's buffer was sized
+	// (0: it was not), and frameGrowth what the frames held against it, in percent, each
+	// weighted as tupleBytes is (0: none measured): requests mark tuples while a pass
+	// reads them (frameBuffer).
 	frameMarked, frameGrowth int64
 	// frameRegrown counts the frames that outgrew the buffer frameBuffer gave them.
 	frameRegrown int
