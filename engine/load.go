@@ -44,11 +44,11 @@ const loadBatch = 16
 
 // loadSliceMs is how long the background load runs before it pauses, and the shares
 // (1/n) of a thread it takes while requests come: an eighth for loadFirstMs from the
-// first pause it takes for them (it pauses 7 times as long as it runs), then half. A restart's first seconds are
-// when clients come back, and a request on a part not loaded yet restores its own tuple
-// (keytags.go: about as costly as adding a new tuple), so the requests come first then;
-// past them the load takes half a thread, so that a flood that never stops does not hold
-// it back for long. Runs of 400k requests from the first decision after a 10M restart
+// first pause it takes for them (it pauses 7 times as long as it runs), then half. A
+// restart's first seconds are when clients come back, and a request on a part not
+// loaded yet restores its own tuple (keytags.go: about as costly as adding a new tuple),
+// so the requests come first then; past them the load takes half a thread, so that a
+// flood that never stops does not hold it back for long. Runs of 400k requests from the first decision after a 10M restart
 // (three in a row, two restarts each; a scratch build with the share as a knob) had a
 // p99 of 13.4-18.5 ms with half a thread from the start, 8.6-12.0 with an eighth, and
 // 5.7-11.5 on a process that had loaded whole before it listened: the load holds a
@@ -62,9 +62,9 @@ const (
 	loadFirstMs    = 2000
 )
 
-// pacer keeps the background load to its share (loadShareFirst, then loadShare) of the time since it started
-// (the wall clock's: the load's own CPU time is not known to Go), by the totals rather
-// than slice by slice. Pausing as long as each slice took (at half a thread) left the load
+// pacer keeps the background load to its share (loadShareFirst, then loadShare) of the
+// time since it started (the wall clock's: the load's own CPU time is not known to Go),
+// by the totals rather than slice by slice. Pausing as long as each slice took (at half a thread) left the load
 // under a third of the time at 10M tuples under 50 busy connections (6.5 s loading, 15.1 s
 // asleep: a sleep overshoots, the timer's goroutine waiting for a thread). The time slept
 // beyond what was asked for is now owed to the load, and run in the next slices.
@@ -89,6 +89,7 @@ func newPacer(nowMs int64) pacer {
 	return p
 }
 
+// start begins the count of the time run and paused again, at nowMs.
 func (p *pacer) start(nowMs int64) { p.begin, p.asleep = nowMs, 0 }
 
 // idle reports, at a pause pause asked for at nowMs, whether the process served no

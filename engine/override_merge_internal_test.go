@@ -39,10 +39,12 @@ func TestOverrideMergeLetsLookupsIn(t *testing.T) {
 			}()
 			<-calling
 		case n%scanChunk == 1 && !in.Load():
-			// A chunk begins and the reader is not in yet: its thread may not have
-			// reached RLock (a loaded machine). A millisecond for it, under the write
-			// lock, at each of the 99 chunks at most: it then gets in at this chunk's end.
-			time.Sleep(time.Millisecond)
+			// A chunk begins and the reader is not in yet: its thread has not reached
+			// RLock (once blocked there, it is in at the first Unlock, before this
+			// chunk's Lock). 10 ms for it, under the write lock, at each of the 99 chunks
+			// at most (a second in all, on a loaded machine): it then gets in at this
+			// chunk's end. On a machine that runs it at once, no chunk waits.
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
 	if n := o.Merge(recs); n != total {

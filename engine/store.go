@@ -471,13 +471,21 @@ func (s *store) slot(sh *shard, ent *entry, seq, now, w int64) int {
 // drops it (entry.live): (seq+2)*w, or math.MaxInt64 past it (an edge's replay may carry
 // any future sequence).
 func deathMs(seq, w int64) int64 {
-	if w <= 0 {
+	switch {
+	case w <= 0:
 		return 0 // no valid window: due now (it holds nothing live)
+	case seq > math.MaxInt64-2:
+		return math.MaxInt64
+	case seq+2 <= 0:
+		return 0 // long dead
 	}
-	if seq > math.MaxInt64/w-2 {
+	// A multiplication that reports its overflow, not a division: slot calls this for
+	// every new cell, on the request path.
+	hi, lo := bits.Mul64(uint64(seq+2), uint64(w))
+	if hi != 0 || lo > math.MaxInt64 {
 		return math.MaxInt64
 	}
-	return (seq + 2) * w
+	return int64(lo)
 }
 
 // emptied makes sh (locked) due for a sweep when ent holds no cell: a tuple inserted for a
@@ -684,7 +692,7 @@ func (s *store) sweep(nowMs int64, leases bool) int64 {
 			sh.mu.Unlock()
 			continue
 		}
-		due := int64(math.MaxInt64)
+		due, shardDropped := int64(math.MaxInt64), int64(0)
 		// Backwards: a delete moves the last slot, already visited, into the hole.
 		for j := sh.n - 1; j >= 0; j-- {
 			sl := sh.at(j)
@@ -696,9 +704,7 @@ func (s *store) sweep(nowMs int64, leases bool) int64 {
 			if leases {
 				s.pruneLeases(sh, &sl.ent, nowMs)
 			}
-			n := s.dropBefore(sh, &sl.ent, live)
-			sh.cells.Add(-n)
-			dropped += n
+			shardDropped += s.dropBefore(sh, &sl.ent, live)
 			if sl.ent.held() == 0 && sl.ent.side == 0 {
 				if s.passes.Load() != 0 {
 					due = 0 // kept for a pass of Tuples: dropped next time
@@ -716,6 +722,8 @@ func (s *store) sweep(nowMs int64, leases bool) int64 {
 				}
 			}
 		}
+		sh.cells.Add(-shardDropped) // once a shard, not an atomic add a slot
+		dropped += shardDropped
 		sh.sweepDue = due
 		sh.compact(s.hash)
 		sh.mu.Unlock()

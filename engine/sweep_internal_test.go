@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -92,6 +93,33 @@ func TestSweepSkipsShardsNotDue(t *testing.T) {
 					t.Fatalf("seed %d step %d: shard %d of %d tuples due at %d, swept at %d", seed, step, i, sh.n, sh.sweepDue, now)
 				}
 			}
+		}
+	}
+}
+
+// TestDeathMs: when a cell dies, (seq+2)*w, saturated at math.MaxInt64 (a replay may
+// carry any sequence), and 0 (due now) for no valid window or a sequence long past.
+func TestDeathMs(t *testing.T) {
+	const maxInt = math.MaxInt64
+	for _, tc := range []struct {
+		seq, w, want int64
+	}{
+		{0, 1000, 2000},
+		{1_704_067_200, 1000, 1_704_067_202_000},
+		{28_444_444, 60_000, 1_706_666_760_000},
+		{-2, 1000, 0},
+		{-1 << 40, 1000, 0},
+		{5, 0, 0},
+		{5, -3, 0},
+		{maxInt/1000 - 2, 1000, (maxInt/1000 - 2 + 2) * 1000}, // the largest that fits
+		{maxInt/1000 - 1, 1000, maxInt},
+		{maxInt - 2, 1, maxInt},
+		{maxInt - 1, 1, maxInt},
+		{maxInt, 7, maxInt},
+		{1 << 40, 1 << 30, maxInt},
+	} {
+		if got := deathMs(tc.seq, tc.w); got != tc.want {
+			t.Errorf("deathMs(%d, %d) = %d, want %d", tc.seq, tc.w, got, tc.want)
 		}
 	}
 }

@@ -256,8 +256,9 @@ func appendTuple(buf []byte, t engine.TupleRecord) ([]byte, error) {
 }
 
 // encodeFrame encodes the frame of src into buf (reused) and returns it with the number
-// of tuples it holds (and of keyspace records, and the bytes of the tuples' section): the runs first, then the changed tuples, as a whole save captures
-// them (save), and the change version last.
+// of tuples it holds, of keyspace records, and the bytes of the tuples' section: the
+// runs first, then the changed tuples, as a whole save captures them (save), and the
+// change version last.
 func encodeFrame(buf []byte, src Source, savedMs int64) (_ []byte, n, nkv uint64, tupleLen int, err error) {
 	f := frameEncoder{buf: append(buf[:0], make([]byte, frameHeaderLen)...)}
 	f.buf = binary.AppendVarint(f.buf, savedMs)

@@ -264,23 +264,18 @@ func (s *Store) frame(src Source, now time.Time) (n, nkv uint64, err error) {
 	}
 	s.logBytes += s.logw.size - before
 	s.logSize.Store(s.logBytes)
+	// A small frame counts for its share of minTupleSample (sampled): one tuple of a 1 KB
+	// key does not size the next 500k (690 MB), nor one quiet frame (1 tuple marked, 4
+	// read) the next 200k at four times; and frames that stay small are measured still.
 	if s.frameMarked > 0 && n > 0 {
-		// As for tupleBytes below, a small frame counts for its share of minTupleSample:
-		// one quiet frame (1 tuple marked, 4 read) does not size the next 200k at four
-		// times.
-		g, last := min(max(int64(n)*100/s.frameMarked, 100), maxFrameGrowth), s.frameGrowth
+		last := s.frameGrowth
 		if last == 0 {
 			last = firstFrameGrowth
 		}
-		w := int64(min(n, minTupleSample))
-		s.frameGrowth = (last*(minTupleSample-w) + g*w) / minTupleSample
+		s.frameGrowth = sampled(last, min(max(int64(n)*100/s.frameMarked, 100), maxFrameGrowth), n)
 	}
 	if n > 0 {
-		// A small frame's tuples count for their share of minTupleSample: one tuple of a
-		// 1 KB key does not size the next 500k (690 MB), and frames that stay small are
-		// measured still.
-		w := int(min(n, minTupleSample))
-		s.tupleBytes = max((s.tupleBytes*(minTupleSample-w)+tupleLen/int(n)*w)/minTupleSample, minTupleBytes)
+		s.tupleBytes = max(int(sampled(int64(s.tupleBytes), int64(tupleLen)/int64(n), n)), minTupleBytes)
 	}
 	s.frameLast, s.frameCap = len(s.fbuf), cap(s.fbuf)
 	if cap(s.fbuf) > 2*len(s.fbuf)+1<<20 {
@@ -293,16 +288,16 @@ func (s *Store) frame(src Source, now time.Time) (n, nkv uint64, err error) {
 }
 
 // frameBuffer returns s.fbuf, or a buffer in its place large enough for the frame of
-// src's changed tuples (src.DirtyCount of them, times what the frames before grew by
-// while they were read (frameGrowth: twice at first, four times at most, a small frame
-// counting for its share), at the bytes a tuple took in the frames before, and a quarter
-// more, beside the rest of the last frame: the sections written whole), so
-// that encoding the frame allocates once. Grown by append's
-// doubling instead, a frame of 500k tuples (20 MB) grew from 3 to 48 MB in eight steps,
-// each past the heap's goal (the Go heap is small: the store's slabs are not in it), so
-// eight garbage collections back to back while the requests ran (gctrace). In six
-// alternating restarts at 2M tuples, RL.LIMIT's p99 over the first 400k requests
-// (bench/scale.sh's) was 4.5 to 12.9 ms (mean 7.9) before, 4.7 to 9.6 (mean 6.5) after.
+// src's changed tuples, so that encoding the frame allocates once: src.DirtyCount of
+// them, times what the frames before grew by while they were read (frameGrowth: twice
+// at first, four times at most, a small frame counting for its share), at the bytes a
+// tuple took in the frames before, and a quarter more, beside the rest of the last frame
+// (the sections written whole). Grown by append's doubling instead, a frame of 500k
+// tuples (20 MB) grew from 3 to 48 MB in eight steps, each past the heap's goal (the Go
+// heap is small: the store's slabs are not in it), so eight garbage collections back to
+// back while the requests ran (gctrace). In six alternating restarts at 2M tuples,
+// RL.LIMIT's p99 over the first 400k requests (bench/scale.sh's) was 4.5 to 12.9 ms
+// (mean 7.9) before, 4.7 to 9.6 (mean 6.5) after.
 func (s *Store) frameBuffer(src Source) []byte {
 	s.frameMarked = 0 // not measured, unless sized below
 	if src.DirtyCount == nil {
@@ -342,12 +337,21 @@ const (
 	maxFrameGrowth   = 400
 )
 
-// minTupleSample is the number of tuples a frame holds for their bytes to replace what the
-// next frames are sized from (frameBuffer); a smaller frame's count for their share.
+// minTupleSample is the number of tuples a frame holds for what it measured to replace
+// what the next frames are sized from (frameBuffer); a smaller frame's count for their
+// share (sampled).
 const minTupleSample = 64
 
+// sampled is last moved towards measured, which a frame of n tuples measured, by n's
+// share of minTupleSample (all the way from minTupleSample tuples on).
+func sampled(last, measured int64, n uint64) int64 {
+	w := int64(min(n, minTupleSample))
+	return (last*(minTupleSample-w) + measured*w) / minTupleSample
+}
+
 // minTupleBytes is the least a changed tuple is taken to need in a frame, before a frame
-// measured it: a key of 20 bytes, its namespace, window and one cell (bench/scale.sh's tuples took 40).
+// measured it: a key of 20 bytes, its namespace, window and one cell (bench/scale.sh's
+// tuples took 40).
 const minTupleBytes = 48
 
 // whole writes the whole file from src, as the base of a new gen (saveMu held).
