@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/internal/prefetch"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -428,4 +429,91 @@ func (o *Opened) oneKey(start uint64, from, size int) bool {
 		ok = ok && next == key
 	}
 	return ok
+}
+
+// ahead asks for the lines that a keyed read of part p (Parts: keyed, and appendRecords
+// for the delta log) reads, so that misses of the same round overlap, where the reads
+// take them one after another:
+//
+//  1. the part's range in the part table (with the log's, folded beside it);
+//  2. the part's tag entries, and the log's tags and offsets of the part;
+//  3. the records of the entries of tag tag and of the entries before them (follows), the
+//     last entry's record (oneKey), and the log's records of tag logTag.
+//
+// Each round waits for the lines of the one before; keyed and appendRecords then find
+// the third round's lines in the caches or on their way (a keyed read of a 10M-tuple
+// snapshot with 78 MB of logs: 1.53 µs before, 1.16 after). It reads only where keyed
+// reads, and a prefetch of an address it got wrong (a damaged file) does nothing.
+func (o *Opened) ahead(p int, tag uint16, logTag uint32) {
+	ls := o.log
+	logged := ls != nil && ls.frames > 0 && ls.tags != nil
+	if logged && !o.logFolded {
+		prefetch.Line(unsafe.Pointer(&ls.partAt[p])) // besides the table's line
+	}
+	first, next := o.table[p], o.table[p+1]
+	lo, hi := 0, 0
+	if logged {
+		if o.logFolded {
+			lo, hi = int(first.log), int(next.log)
+		} else {
+			lo, hi = ls.partAt[p], ls.partAt[p+1]
+		}
+		if lo < hi && hi <= len(ls.tags) && hi <= len(ls.offs) {
+			prefetch.Line(unsafe.Pointer(&ls.tags[lo]))
+			prefetch.Line(unsafe.Pointer(&ls.offs[lo]))
+		} else {
+			hi = lo
+		}
+	}
+	entries := first.tag < next.tag
+	if entries {
+		for e := first.tag; e < next.tag; e += 64 / tagEntryLen {
+			prefetch.Line(o.tagAddr(e))
+		}
+		prefetch.Line(o.tagAddr(next.tag - 1))
+	}
+	for i := lo; i < hi; i++ {
+		if ls.tags[i] == logTag {
+			at := ls.offs[i]
+			if b, off := ls.logs[at>>logAtBits], at&(1<<logAtBits-1); off < len(b) {
+				prefetch.Line(unsafe.Pointer(&b[off]))
+			}
+		}
+	}
+	if !entries {
+		return
+	}
+	var prev uint32 // the entry before e
+	for e := first.tag; e < next.tag; e++ {
+		v := o.tagEntry(e)
+		if uint16(v) == tag {
+			prefetch.Line(o.recordAddr(first.pos, int(prev>>16)))
+			prefetch.Line(o.recordAddr(first.pos, int(v>>16)))
+		}
+		prev = v
+	}
+	prefetch.Line(o.recordAddr(first.pos, int(prev>>16)))
+}
+
+// tagAddr returns the address of tag entry e, nil past the last.
+func (o *Opened) tagAddr(e uint32) unsafe.Pointer {
+	c, i := e/tagChunkEntries, e%tagChunkEntries*tagEntryLen
+	if int(c) >= len(o.tags) || int(i) >= len(o.tags[c]) {
+		return nil
+	}
+	return unsafe.Pointer(&o.tags[c][i])
+}
+
+// recordAddr returns the address of byte at of the part that begins at position start
+// (as at), nil past the last chunk.
+func (o *Opened) recordAddr(start uint64, at int) unsafe.Pointer {
+	c, off := int(start>>32), int(start&0xffffffff)+at
+	for c < len(o.chunks) && off >= len(o.chunks[c]) {
+		off -= len(o.chunks[c])
+		c++
+	}
+	if c >= len(o.chunks) || off < 0 {
+		return nil
+	}
+	return unsafe.Pointer(&o.chunks[c][off])
 }

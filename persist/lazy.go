@@ -252,6 +252,9 @@ func (o *Opened) Parts(from, to int, recs []engine.CellRecord, keep func(key str
 	recs = recs[:0]
 	tagged := keep != nil && keyHash != 0 && o.tags != nil
 	tag := keyTag16(keyHash)
+	if tagged && to == from+1 { // a request's: ask for the lines it reads, in three rounds
+		o.ahead(from, tag, keyTag(keyHash))
+	}
 	for p := from; p < to; {
 		if tagged {
 			var ok bool

@@ -1,0 +1,8 @@
+//go:build !amd64
+
+package prefetch
+
+import "unsafe"
+
+// Line asks for the cache line that holds p; a no-op where no prefetch instruction is used.
+func Line(p unsafe.Pointer) {}
