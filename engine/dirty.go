@@ -130,6 +130,7 @@ func (e *Engine) Dirty(yield func(TupleRecord) bool) {
 			continue
 		}
 		c.reset()
+		c.reserve(int(d.n.Load()) * 9 / 8) // and marks that come before the lock
 		sh := &e.store.shards[i]
 		lockYielding(&sh.mu)
 		c.begin(e)

@@ -172,3 +172,50 @@ func multi(t *testing.T, e *Engine, ts ...Tuple) {
 		t.Fatalf("multi-limit request: %+v, %v", out, err)
 	}
 }
+
+// TestCaptureReserve: a capture's buffers, reserved before a shard's lock for its tuples,
+// do not grow while it reads them under the lock (an allocation there may assist the
+// garbage collector with the lock held). The keys' room follows the last shard's keys: the
+// first pass, reserved for keys shorter than these, grows only the keys.
+func TestCaptureReserve(t *testing.T) {
+	const t0 = 1_704_067_200_000
+	e := New(NewManualClock(t0), Config{Snapshots: true})
+	target := -1
+	for i := 0; e.store.shards[max(target, 0)].n < 300; i++ {
+		tp := Tuple{Workspace: "default", Namespace: "default", Key: fmt.Appendf(nil, "%070d", i), WindowMs: 3_600_000}
+		shard, _ := e.store.locateIndex(AppendKey(nil, tp))
+		if target < 0 {
+			target = shard
+		}
+		if shard != target {
+			continue
+		}
+		if _, err := e.Limit(tp, 100, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sh := &e.store.shards[target]
+	var c tupleCapture
+	for pass := range 2 {
+		c.reset()
+		c.reserve(sh.n)
+		before := [...]int{cap(c.tuples), cap(c.cells), cap(c.fAt), cap(c.keys)}
+		sh.mu.Lock()
+		c.begin(e)
+		for j := range sh.n {
+			c.add(e, sh, j, t0, true)
+		}
+		sh.mu.Unlock()
+		after := [...]int{cap(c.tuples), cap(c.cells), cap(c.fAt), cap(c.keys)}
+		if len(c.tuples) != sh.n {
+			t.Fatalf("pass %d: %d tuples captured, want %d", pass, len(c.tuples), sh.n)
+		}
+		grew := before != after
+		if pass == 0 {
+			grew = [3]int(before[:3]) != [3]int(after[:3]) || before[3] == after[3] // keys of 70+ bytes: room for 48
+		}
+		if grew {
+			t.Fatalf("pass %d: capacities (tuples, cells, foreign spans, key bytes) %v before the lock, %v after", pass, before, after)
+		}
+	}
+}
