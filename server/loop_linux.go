@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -324,6 +325,15 @@ func (l *loop) run() {
 		if (l.evicted.Load() && l.evicted.Swap(false)) || (every > 0 && !now.Before(l.nextSweep)) {
 			l.sweep(now)
 			l.nextSweep = now.Add(every)
+		}
+		// Give the thread up once a round: a goroutine this loop readied (the other loop,
+		// woken by the unlock of a shard it waited on) waits in this thread's run queue,
+		// which no other thread takes from while it has work of its own, and a loop that
+		// always finds events ready (wait's raw call) would keep it there until the
+		// scheduler preempts it (10 ms). After a 10M restart, first 400k requests, five
+		// interleaved pairs: 6.5-8.8 ms against 7.0-11.2 ms without.
+		if n > 0 {
+			runtime.Gosched()
 		}
 	}
 }
