@@ -175,44 +175,58 @@ func multi(t *testing.T, e *Engine, ts ...Tuple) {
 
 // TestCaptureReserve: a capture's buffers, reserved before a shard's lock for its tuples,
 // do not grow while it reads them under the lock (an allocation there may assist the
-// garbage collector with the lock held). The keys' room follows the last shard's keys: the
-// first pass, reserved for keys shorter than these, grows only the keys.
+// garbage collector with the lock held), once a shard's capture showed how many cells and
+// key bytes a tuple has: the first, reserved for one cell and 48 bytes a tuple, grows only
+// those buffers for tuples of two cells and keys of 70 bytes and more; a fresh capture that
+// learnt from it grows none.
 func TestCaptureReserve(t *testing.T) {
 	const t0 = 1_704_067_200_000
-	e := New(NewManualClock(t0), Config{Snapshots: true})
+	const window = 3_600_000
+	clock := NewManualClock(t0)
+	e := New(clock, Config{Snapshots: true})
+	var tuples []Tuple
 	target := -1
-	for i := 0; e.store.shards[max(target, 0)].n < 300; i++ {
-		tp := Tuple{Workspace: "default", Namespace: "default", Key: fmt.Appendf(nil, "%070d", i), WindowMs: 3_600_000}
+	for i := 0; len(tuples) < 300; i++ {
+		tp := Tuple{Workspace: "default", Namespace: "default", Key: fmt.Appendf(nil, "%070d", i), WindowMs: window}
 		shard, _ := e.store.locateIndex(AppendKey(nil, tp))
 		if target < 0 {
 			target = shard
 		}
-		if shard != target {
-			continue
-		}
-		if _, err := e.Limit(tp, 100, 1); err != nil {
-			t.Fatal(err)
+		if shard == target {
+			tuples = append(tuples, tp)
 		}
 	}
+	for range 2 { // a cell in this window and one in the next: two live cells a tuple
+		for _, tp := range tuples {
+			if _, err := e.Limit(tp, 100, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clock.Advance(window)
+	}
+	now := clock.NowMs() - window
 	sh := &e.store.shards[target]
 	var c tupleCapture
 	for pass := range 2 {
 		c.reset()
+		if pass == 1 {
+			c = tupleCapture{last: c.last} // empty buffers, what the first pass held
+		}
 		c.reserve(sh.n)
 		before := [...]int{cap(c.tuples), cap(c.cells), cap(c.fAt), cap(c.keys)}
 		sh.mu.Lock()
 		c.begin(e)
 		for j := range sh.n {
-			c.add(e, sh, j, t0, true)
+			c.add(e, sh, j, now, true)
 		}
 		sh.mu.Unlock()
 		after := [...]int{cap(c.tuples), cap(c.cells), cap(c.fAt), cap(c.keys)}
-		if len(c.tuples) != sh.n {
-			t.Fatalf("pass %d: %d tuples captured, want %d", pass, len(c.tuples), sh.n)
+		if len(c.tuples) != sh.n || len(c.cells) != 2*sh.n {
+			t.Fatalf("pass %d: %d tuples and %d cells captured, want %d and twice that", pass, len(c.tuples), len(c.cells), sh.n)
 		}
 		grew := before != after
-		if pass == 0 {
-			grew = [3]int(before[:3]) != [3]int(after[:3]) || before[3] == after[3] // keys of 70+ bytes: room for 48
+		if pass == 0 { // room for one cell and 48 bytes a tuple
+			grew = before[0] != after[0] || before[1] == after[1] || before[2] == after[2] || before[3] == after[3]
 		}
 		if grew {
 			t.Fatalf("pass %d: capacities (tuples, cells, foreign spans, key bytes) %v before the lock, %v after", pass, before, after)

@@ -127,9 +127,10 @@ type tupleCapture struct {
 	fAt     []span // per cell, its foreign components in foreign
 	foreign []RegionCount
 	leases  []LeaseRecord
-	keyLen  int  // the bytes of a key, on average, in the last shard's (reserve)
-	named   bool // foreign regions have names (read under the shard's lock)
-	resets  bool // some tuple has a reset record
+	// last is what the last shard's capture held (reset), for reserve.
+	last   struct{ tuples, cells, foreign, keys int }
+	named  bool // foreign regions have names (read under the shard's lock)
+	resets bool // some tuple has a reset record
 }
 
 type span struct{ off, n int }
@@ -139,27 +140,32 @@ type tupleAt struct {
 	part               int
 }
 
-// reserve makes room in the buffers for n more tuples of one cell each, their keys as long
-// as the last shard's were on average. It is called before the shard's lock is taken: an
-// append under the lock that grows a buffer allocates, and an allocation may assist the
-// garbage collector, parked with the lock held (a save of the first frame after a 10M
-// restart kept requests waiting on its shards for milliseconds, the buffers grown by
-// doubling from empty in every pass).
+// reserve makes room in the buffers for n more tuples, with as many cells, foreign
+// components and key bytes a tuple as the last shard's had (one cell and 48 bytes before
+// any). It is called before the shard's lock is taken: an append under the lock that grows
+// a buffer allocates, and an allocation may assist the garbage collector, parked with the
+// lock held (a save of the first frame after a 10M restart kept requests waiting on its
+// shards for milliseconds, the buffers grown by doubling from empty in every pass).
+// Leases are not reserved for: few tuples have grants (Tuples counts them first).
 func (c *tupleCapture) reserve(n int) {
-	keyLen := c.keyLen
-	if keyLen == 0 {
-		keyLen = 48
+	per := func(total, fallback int) int { // n tuples' worth of total over the last tuples
+		if c.last.tuples == 0 {
+			return n * fallback
+		}
+		return (n*total + c.last.tuples - 1) / c.last.tuples
 	}
+	cells := per(c.last.cells, 1)
 	c.tuples = slices.Grow(c.tuples, n)
-	c.cells = slices.Grow(c.cells, n)
-	c.fAt = slices.Grow(c.fAt, n)
-	c.keys = slices.Grow(c.keys, n*keyLen)
+	c.cells = slices.Grow(c.cells, cells)
+	c.fAt = slices.Grow(c.fAt, cells)
+	c.foreign = slices.Grow(c.foreign, per(c.last.foreign, 0))
+	c.keys = slices.Grow(c.keys, per(c.last.keys, 48))
 }
 
-// reset empties the buffers for the next shard.
+// reset empties the buffers for the next shard, their lengths kept for reserve.
 func (c *tupleCapture) reset() {
 	if len(c.tuples) > 0 {
-		c.keyLen = len(c.keys)/len(c.tuples) + 1
+		c.last.tuples, c.last.cells, c.last.foreign, c.last.keys = len(c.tuples), len(c.cells), len(c.foreign), len(c.keys)
 	}
 	c.tuples, c.keys, c.cells, c.fAt, c.foreign, c.leases = c.tuples[:0], c.keys[:0], c.cells[:0], c.fAt[:0], c.foreign[:0], c.leases[:0]
 }

@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/ratchet/ratchet/engine"
+	"github.com/ratchet/ratchet/internal/prefetch"
 	"github.com/ratchet/ratchet/keyspace"
 	bolt "go.etcd.io/bbolt"
 )
@@ -252,7 +253,7 @@ func (o *Opened) Parts(from, to int, recs []engine.CellRecord, keep func(key str
 	recs = recs[:0]
 	tagged := keep != nil && keyHash != 0 && o.tags != nil
 	tag := keyTag16(keyHash)
-	if tagged && to == from+1 { // a request's: ask for the lines it reads, in three rounds
+	if tagged && to == from+1 && prefetch.Enabled { // a request's: ask for the lines it reads, in three rounds
 		o.ahead(from, tag, keyTag(keyHash))
 	}
 	for p := from; p < to; {

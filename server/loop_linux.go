@@ -769,11 +769,14 @@ func (l *loop) closeAll() {
 func readFD(fd int, p []byte) (int, error)  { return retryEINTR(rawRead, fd, p) }
 func writeFD(fd int, p []byte) (int, error) { return retryEINTR(rawWrite, fd, p) }
 
-// yieldEvery is how often a busy loop gives its thread up (run). Once a round cost a
-// tenth more CPU per request (bench/compare.sh against the commit before: a Gosched
-// takes the scheduler's lock, and at -P 1 a round serves a few requests). After a 10M
-// restart, first 400k requests, five interleaved pairs (a Gosched every round): 6.5 to
-// 8.8 ms against 7.0 to 11.2 ms without.
+// yieldEvery is how often a busy loop gives its thread up (run). The loop itself then
+// waits in the global run queue, behind what this thread's queue holds, until a thread
+// takes it: at worst behind a CPU-bound goroutine's run (a save's shard, a slice of the
+// background load), which the readied loop would have waited for anyway. Every round cost
+// about a tenth more CPU per request (bench/compare.sh against the commit before: a
+// Gosched takes the scheduler's lock, and at -P 1 a round serves a few requests); every
+// millisecond, none. First 400k requests after a 10M restart from the same files, six
+// interleaved pairs: 7.4 to 9.5 ms against 8.0 to 12.8 ms without.
 const yieldEvery = time.Millisecond
 
 // wait returns the loop's ready events. It first asks without blocking and without telling
