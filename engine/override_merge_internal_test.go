@@ -21,6 +21,7 @@ func TestOverrideMergeLetsLookupsIn(t *testing.T) {
 	}
 	var changes atomic.Int64
 	var in atomic.Bool              // the reader holds, or held, the read lock
+	wait := 10 * time.Millisecond   // for a reader not in yet at a chunk's start
 	readerIn := make(chan int64, 1) // the changes made when the reader got in; total: only after the merge
 	o.onChange = func(*override) {
 		switch n := changes.Add(1); {
@@ -41,10 +42,12 @@ func TestOverrideMergeLetsLookupsIn(t *testing.T) {
 		case n%scanChunk == 1 && !in.Load():
 			// A chunk begins and the reader is not in yet: its thread has not reached
 			// RLock (once blocked there, it is in at the first Unlock, before this
-			// chunk's Lock). 10 ms for it, under the write lock, at each of the 99 chunks
-			// at most (a second in all, on a loaded machine): it then gets in at this
+			// chunk's Lock). Time for it, under the write lock: 10 ms at the first such
+			// chunk, twice as long at each next one, a second at most (over a minute in
+			// all across the 99 chunks, for a loaded machine); it then gets in at this
 			// chunk's end. On a machine that runs it at once, no chunk waits.
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(wait)
+			wait = min(2*wait, time.Second)
 		}
 	}
 	if n := o.Merge(recs); n != total {

@@ -328,17 +328,24 @@ func (o *Opened) span(from, to uint64) int {
 // at returns a decoder at byte at of the part that begins at position start, bounded by
 // the chunk and by max bytes, and the chunk as a string; false past the last chunk.
 func (o *Opened) at(start uint64, at, max int) (decoder, string, bool) {
-	c, off := int(start>>32), int(start&0xffffffff)+at
-	for c < len(o.chunks) && off >= len(o.chunks[c]) {
-		off -= len(o.chunks[c])
-		c++
-	}
+	c, off := o.chunkOf(start, at)
 	if c >= len(o.chunks) {
 		return decoder{}, "", false
 	}
 	v := o.chunks[c]
 	v = v[:min(len(v), off+max)]
 	return decoder{b: v, p: off}, unsafe.String(unsafe.SliceData(v), len(v)), true
+}
+
+// chunkOf returns the chunk and the offset in it of byte at of the part that begins at
+// position start; the chunk is len(o.chunks) past the last.
+func (o *Opened) chunkOf(start uint64, at int) (int, int) {
+	c, off := int(start>>32), int(start&0xffffffff)+at
+	for c < len(o.chunks) && off >= len(o.chunks[c]) {
+		off -= len(o.chunks[c])
+		c++
+	}
+	return c, off
 }
 
 // tuple appends to recs the records, whose key keep keeps, of the tuple from byte from to
@@ -454,12 +461,7 @@ func (o *Opened) ahead(p int, tag uint16, logTag uint32) {
 	first, next := o.table[p], o.table[p+1]
 	lo, hi := 0, 0
 	if logged {
-		if o.logFolded {
-			lo, hi = int(first.log), int(next.log)
-		} else {
-			lo, hi = ls.partAt[p], ls.partAt[p+1]
-		}
-		if lo < hi && hi <= len(ls.tags) && hi <= len(ls.offs) {
+		if lo, hi = o.logRecords(p, p+1); lo < hi && hi <= len(ls.tags) && hi <= len(ls.offs) {
 			prefetch.Line(unsafe.Pointer(&ls.tags[lo]))
 			prefetch.Line(unsafe.Pointer(&ls.offs[lo]))
 		} else {
@@ -508,11 +510,7 @@ func (o *Opened) tagAddr(e uint32) unsafe.Pointer {
 // recordAddr returns the address of byte at of the part that begins at position start
 // (as at), nil past the last chunk.
 func (o *Opened) recordAddr(start uint64, at int) unsafe.Pointer {
-	c, off := int(start>>32), int(start&0xffffffff)+at
-	for c < len(o.chunks) && off >= len(o.chunks[c]) {
-		off -= len(o.chunks[c])
-		c++
-	}
+	c, off := o.chunkOf(start, at)
 	if c >= len(o.chunks) || off < 0 {
 		return nil
 	}

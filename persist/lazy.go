@@ -275,13 +275,22 @@ func (o *Opened) Parts(from, to int, recs []engine.CellRecord, keep func(key str
 		}
 		p = q
 	}
-	if o.logFolded {
-		recs = o.log.appendRecords(int(o.table[from].log), int(o.table[to].log), recs, keep, keyHash)
-	} else {
-		recs = o.log.appendParts(from, to, recs, keep, keyHash)
+	if ls := o.log; ls != nil && ls.frames > 0 {
+		lo, hi := o.logRecords(from, to)
+		recs = ls.appendRecords(lo, hi, recs, keep, keyHash)
 	}
 	use(recs)
 	return recs, nil
+}
+
+// logRecords returns the range of the delta log's records (logSet.offs) of parts from to
+// to-1: from the part table when the log's starts are folded into it (foldLog), else from
+// the log's own. The log must have frames.
+func (o *Opened) logRecords(from, to int) (lo, hi int) {
+	if o.logFolded {
+		return int(o.table[from].log), int(o.table[to].log)
+	}
+	return o.log.partAt[from], o.log.partAt[to]
 }
 
 // step appends to recs the cell records of the parts from to to-1, those whose key keep

@@ -309,7 +309,7 @@ type logSet struct {
 	// CRC-valid frame of a damaged writer), when readLogs checked them (a lazy load's).
 	misfiled int
 	// tags holds, beside each of offs (a lazy load's: readLogs given a seed; else nil),
-	// its key's tag (keyTag): a keyed restore (appendParts) reads only the records of its
+	// its key's tag (keyTag): a keyed restore (appendRecords) reads only the records of its
 	// key's tag, not every record of the part, each a cache miss in the mapped logs. 4 bytes
 	// a record (28 MB for 7M records) while the load lasts, freed with offs (Opened.Close),
 	// and as much again while readLogs sorts them.
@@ -971,20 +971,11 @@ func (ls *logSet) each(in []bool, fn func(engine.TupleRecord)) {
 	}
 }
 
-// appendParts appends the cells of the logs' tuples of parts from to to-1 to recs, keys
-// aliasing the logs' bytes and foreign regions' names copied; only the tuples whose key
-// keep keeps, unless keep is nil; and with keyHash not 0 (Opened.Parts's), of those only
-// the tuples whose key's tag is keyHash's, where the tags are kept (logSet.tags): the
-// others are not read.
-func (ls *logSet) appendParts(from, to int, recs []engine.CellRecord, keep func(key string) bool, keyHash uint64) []engine.CellRecord {
-	if ls == nil || ls.frames == 0 {
-		return recs
-	}
-	return ls.appendRecords(ls.partAt[from], ls.partAt[to], recs, keep, keyHash)
-}
-
-// appendRecords is appendParts of the records offs[lo:hi] (those of parts from to to-1:
-// partAt[from] to partAt[to]).
+// appendRecords appends the cells of the logs' records offs[lo:hi] (those of a range of
+// parts: Opened.logRecords) to recs, keys aliasing the logs' bytes and foreign regions'
+// names copied; only the tuples whose key keep keeps, unless keep is nil; and with
+// keyHash not 0 (Opened.Parts's), of those only the tuples whose key's tag is keyHash's,
+// where the tags are kept (logSet.tags): the others are not read.
 func (ls *logSet) appendRecords(lo, hi int, recs []engine.CellRecord, keep func(key string) bool, keyHash uint64) []engine.CellRecord {
 	tagged := keep != nil && keyHash != 0 && ls.tags != nil
 	tag := keyTag(keyHash)
@@ -1016,7 +1007,7 @@ func (ls *logSet) appendRecords(lo, hi int, recs []engine.CellRecord, keep func(
 // apply applies the logs to snap, a base's: the last frame's small sections replace the
 // base's, each tuple's grants are those of its last record, and with cells set every
 // tuple's cells are appended to snap.Cells (a base without a part table; with one, they
-// are read by part, appendParts, and seed is the base's: the grants are then looked for in
+// are read by part, Opened.Parts, and seed is the base's: the grants are then looked for in
 // the parts of the tuples that have some, in the logs or the base, only; in every record,
 // in log order, if readLogs found records filed under another part than their key's). A
 // fault reading a mapped log (cut since it was checked: a frame that failed, in this
