@@ -164,6 +164,9 @@ type loader struct {
 // finish ends the load: a goroutine that still holds l finds every part loaded.
 func (l *loader) finish() {
 	l.store.loader.Store(nil)
+	for i := range l.store.shards {
+		l.store.trimChunks(i) // chunks a keyed restore populated in a shard loaded before
+	}
 	close(l.done)
 }
 
@@ -182,7 +185,11 @@ func (l *loader) take() (shard int, ok bool) {
 func (l *loader) shardStep(i, b int) (over bool) {
 	p := i*loadParts + b*loadBatch
 	l.ensureBatch(p, p+loadBatch)
-	if b == loadParts/loadBatch-1 && l.finished.Add(1) == shardCount {
+	if b < loadParts/loadBatch-1 {
+		return false
+	}
+	l.store.trimChunks(i)
+	if l.finished.Add(1) == shardCount {
 		l.finish()
 		return true
 	}
@@ -335,6 +342,15 @@ func (l *loader) ensureKey(h uint64, key []byte) {
 		l.load(i, i+1, func(k string) bool { return k == only }, h)
 	}
 	l.parts[i].mu.Unlock()
+}
+
+// trimChunks gives back the pages of shard i's chunks that the load populated and left
+// untouched (shard.trimChunks).
+func (s *store) trimChunks(i int) {
+	sh := &s.shards[i]
+	sh.mu.Lock()
+	sh.trimChunks()
+	sh.mu.Unlock()
 }
 
 // waitShard restores every part of shard i of a lazy load still going on.

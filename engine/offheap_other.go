@@ -10,3 +10,6 @@ func mapMemory(int, bool) unsafe.Pointer { return nil }
 
 // unmapMemory is never called: mapMemory maps nothing.
 func unmapMemory(unsafe.Pointer, int) {}
+
+// releaseMemory is never called: mapMemory maps nothing.
+func releaseMemory(unsafe.Pointer, int) {}

@@ -231,8 +231,9 @@ func (sh *shard) find(h uint32, key []byte) int {
 
 // add appends a slot for key (not present) with hash h and returns its index, or -1 when
 // the shard holds maxSlots. Its entry is the zero entry. hash is that of find (it hashes
-// the keys again when the index grows).
-func (sh *shard) add(hash func(string) uint32, h uint32, key []byte) int {
+// the keys again when the index grows). populate maps a new chunk's pages at once (a load
+// that fills it: trimChunks gives back those it leaves untouched).
+func (sh *shard) add(hash func(string) uint32, h uint32, key []byte, populate bool) int {
 	n := sh.n
 	if n >= maxSlots {
 		return -1
@@ -241,7 +242,7 @@ func (sh *shard) add(hash func(string) uint32, h uint32, key []byte) int {
 		sh.rehash(hash, grownIndex(len(sh.index)))
 	}
 	if n>>chunkShift == len(sh.chunks) {
-		sh.chunks = append(sh.chunks, newChunk())
+		sh.chunks = append(sh.chunks, newChunk(populate))
 	}
 	// The key first: it may be read from a snapshot's mapping (Restore), where a fault is
 	// recovered above; the slot is not counted, nor placed, until it holds it.
@@ -251,12 +252,35 @@ func (sh *shard) add(hash func(string) uint32, h uint32, key []byte) int {
 	return n
 }
 
-// newChunk returns a zeroed chunk: a mapping, else (none to be had) a Go allocation.
-func newChunk() chunkRef {
-	if p := mapMemory(int(unsafe.Sizeof(chunk{})), false); p != nil {
+// newChunk returns a zeroed chunk: a mapping, its pages mapped at once when populate is
+// set, else (none to be had) a Go allocation.
+func newChunk(populate bool) chunkRef {
+	if p := mapMemory(int(unsafe.Sizeof(chunk{})), populate); p != nil {
 		return chunkRef{p: (*chunk)(p), mapped: true}
 	}
 	return chunkRef{p: new(chunk)}
+}
+
+// trimChunks gives back the pages of the shard's mapped chunks that hold no slot in use
+// (they are zero, as add expects a fresh slot: a page given back reads as zero again), so
+// that a chunk a load populated (add) costs no more than its slots once the load is done.
+// The caller holds mu.
+func (sh *shard) trimChunks() {
+	const page = 4096 // the smallest page of the systems mapMemory maps on: a bigger one is whole pages of it
+	size := int(unsafe.Sizeof(chunk{}))
+	for c := sh.n >> chunkShift; c < len(sh.chunks); c++ {
+		ref := sh.chunks[c]
+		if !ref.mapped {
+			continue
+		}
+		from := 0
+		if c == sh.n>>chunkShift {
+			from = ((sh.n&chunkMask)*int(unsafe.Sizeof(slot{})) + page - 1) &^ (page - 1)
+		}
+		if from < size {
+			releaseMemory(unsafe.Add(unsafe.Pointer(ref.p), from), size-from)
+		}
+	}
 }
 
 // freeChunk gives c's memory back.
