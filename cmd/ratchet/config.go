@@ -84,7 +84,7 @@ func DefaultConfig() Config {
 		PublishThreshold: 0.2,
 		PublishInterval:  time.Second,
 		SnapshotInterval: time.Second,
-		LoadWait:         700 * time.Millisecond,
+		LoadWait:         850 * time.Millisecond,
 		DegradedShare:    1.0,
 		ColdShare:        0.001,
 		OriginTimeout:    100 * time.Millisecond,
