@@ -586,3 +586,43 @@ func TestLogFrameBufferSizedOnce(t *testing.T) {
 		t.Fatalf("a frame of 40000 tuples after one of a long key: %d bytes in a buffer of %d", s.frameLast, s.frameCap)
 	}
 }
+
+// TestLogFrameBufferGivenBack: a buffer given up after a frame much smaller than it (here
+// the first frame's, sized for twice the tuples marked) is given back to the system at
+// once when it is large; a small one is kept for the next frame, and nothing is given back.
+func TestLogFrameBufferGivenBack(t *testing.T) {
+	freed := 0
+	defer func(f func()) { freeOSMemory = f }(freeOSMemory)
+	freeOSMemory = func() { freed++ }
+	e := engine.New(engine.NewManualClock(logT0), engine.Config{Standalone: true, Snapshots: true})
+	user := func(n int) {
+		for i := range n {
+			tu := engine.Tuple{Workspace: "default", Namespace: "default", Key: fmt.Appendf(nil, "user:%012d:api", i), WindowMs: 3_600_000}
+			if _, err := e.Limit(tu, 1<<40, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	user(1000)
+	s := quietStore(t, t.TempDir())
+	src := incremental(e)
+	src.DirtyCount = e.DirtyCount
+	if err := s.Write(src); err != nil { // the whole file
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		tuples int
+		freed  int
+	}{{1000, 0}, {150_000, 1}} { // the first frame's buffer: small, then one of about 15 MB
+		user(tc.tuples)
+		freed = 0
+		if err := s.Write(src); err != nil {
+			t.Fatal(err)
+		}
+		if s.lastFull.Load() || (s.fbuf == nil) != (tc.freed > 0) || freed != tc.freed {
+			t.Fatalf("a frame of %d tuples (%d bytes, buffer %d): whole %v, buffer kept %v, given back %d times, want %d",
+				tc.tuples, s.frameLast, s.frameCap, s.lastFull.Load(), s.fbuf != nil, freed, tc.freed)
+		}
+		s.frameGrowth = 0 // each sized as a first frame is: for twice its tuples
+	}
+}
