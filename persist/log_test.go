@@ -450,20 +450,25 @@ func TestLogCompactionCrashPoints(t *testing.T) {
 	}
 }
 
+// limitUsers counts a request of each tuple user:<i>:api (an hour's window), i from from
+// to to-1, in e.
+func limitUsers(t *testing.T, e *engine.Engine, from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		tu := engine.Tuple{Workspace: "default", Namespace: "default", Key: fmt.Appendf(nil, "user:%012d:api", i), WindowMs: 3_600_000}
+		if _, err := e.Limit(tu, 1<<40, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestLogFrameBufferGrowsWithTheMarks: requests mark tuples while a pass reads them, so a
 // frame holds more than were marked when its buffer was sized; the buffer allows for the
 // growth the last frame showed (twice at first), and no frame outgrows it. (A source
 // whose count of marked tuples says half of them stands for the requests.)
 func TestLogFrameBufferGrowsWithTheMarks(t *testing.T) {
 	e := engine.New(engine.NewManualClock(logT0), engine.Config{Standalone: true, Snapshots: true})
-	user := func(n int) {
-		for i := range n {
-			tu := engine.Tuple{Workspace: "default", Namespace: "default", Key: fmt.Appendf(nil, "user:%012d:api", i), WindowMs: 3_600_000}
-			if _, err := e.Limit(tu, 1<<40, 1); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	user := func(n int) { limitUsers(t, e, 0, n) }
 	user(1000)
 	s := quietStore(t, t.TempDir())
 	src := incremental(e)
@@ -524,14 +529,7 @@ func TestLogFrameBufferGrowsWithTheMarks(t *testing.T) {
 // frame after one of a single long key (a tuple's bytes measured from enough tuples).
 func TestLogFrameBufferSizedOnce(t *testing.T) {
 	e := engine.New(engine.NewManualClock(logT0), engine.Config{Standalone: true, Snapshots: true})
-	user := func(from, to int) {
-		for i := from; i < to; i++ {
-			tu := engine.Tuple{Workspace: "default", Namespace: "default", Key: fmt.Appendf(nil, "user:%012d:api", i), WindowMs: 3_600_000}
-			if _, err := e.Limit(tu, 1<<40, 1); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	user := func(from, to int) { limitUsers(t, e, from, to) }
 	user(0, 40_000)
 	s := quietStore(t, t.TempDir())
 	src := incremental(e)
@@ -595,14 +593,7 @@ func TestLogFrameBufferGivenBack(t *testing.T) {
 	defer func(f func()) { freeOSMemory = f }(freeOSMemory)
 	freeOSMemory = func() { freed++ }
 	e := engine.New(engine.NewManualClock(logT0), engine.Config{Standalone: true, Snapshots: true})
-	user := func(n int) {
-		for i := range n {
-			tu := engine.Tuple{Workspace: "default", Namespace: "default", Key: fmt.Appendf(nil, "user:%012d:api", i), WindowMs: 3_600_000}
-			if _, err := e.Limit(tu, 1<<40, 1); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	user := func(n int) { limitUsers(t, e, 0, n) }
 	user(1000)
 	s := quietStore(t, t.TempDir())
 	src := incremental(e)
