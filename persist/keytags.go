@@ -221,7 +221,7 @@ func readTags(tx *bolt.Tx, meta *bolt.Bucket, parts []uint64) ([][]byte, []partR
 	var chunks [][]byte
 	var entries uint64
 	last := false
-	crc, err := eachChunk(b, tagsBucket, func(v []byte) error {
+	if err := walkChunks(b, tagsBucket, func(v []byte) error {
 		if last || len(v) > tagChunkBytes || len(v)%tagEntryLen != 0 {
 			return fmt.Errorf("%d bytes", len(v))
 		}
@@ -229,7 +229,10 @@ func readTags(tx *bolt.Tx, meta *bolt.Bucket, parts []uint64) ([][]byte, []partR
 		chunks = append(chunks, v)
 		entries += uint64(len(v) / tagEntryLen)
 		return nil
-	})
+	}); err != nil {
+		return nil, nil, err
+	}
+	crc, err := checksum(chunks)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -180,10 +180,13 @@ func (o *Opened) readLazy(tx *bolt.Tx, meta *bolt.Bucket) error {
 	}
 	var lens []uint64 // each chunk's length
 	var chunks [][]byte
-	crc, err := eachChunk(cells, cellsBucket, func(v []byte) error {
+	if err := walkChunks(cells, cellsBucket, func(v []byte) error {
 		lens, chunks = append(lens, uint64(len(v))), append(chunks, v)
 		return nil
-	})
+	}); err != nil {
+		return err
+	}
+	crc, err := checksum(chunks) // on every thread: nothing loads before it is checked
 	if err != nil {
 		return err
 	}

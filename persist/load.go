@@ -481,24 +481,33 @@ func readChunks(cells *bolt.Bucket, count uint64, size int64) ([]engine.CellReco
 // or fn failing is an error wrapping ErrCorrupt.
 func eachChunk(b *bolt.Bucket, name string, fn func(v []byte) error) (uint32, error) {
 	var crc uint32
+	err := walkChunks(b, name, func(v []byte) error {
+		crc = crc32.Update(crc, castagnoli, v)
+		return fn(v)
+	})
+	return crc, err
+}
+
+// walkChunks is eachChunk without the CRC-32C (for a caller that keeps the chunks and
+// sums them apart: checksum).
+func walkChunks(b *bolt.Bucket, name string, fn func(v []byte) error) error {
 	c := b.Cursor()
 	i := uint32(0)
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		switch {
 		case v == nil:
-			return 0, fmt.Errorf("%w: nested bucket %x in %s", ErrCorrupt, k, name)
+			return fmt.Errorf("%w: nested bucket %x in %s", ErrCorrupt, k, name)
 		case len(k) != chunkKeyLen || binary.BigEndian.Uint32(k) != i:
-			return 0, fmt.Errorf("%w: %s chunk key %x, want chunk %d", ErrCorrupt, name, k, i)
+			return fmt.Errorf("%w: %s chunk key %x, want chunk %d", ErrCorrupt, name, k, i)
 		case len(v) == 0:
-			return 0, fmt.Errorf("%w: %s chunk %d is empty", ErrCorrupt, name, i)
+			return fmt.Errorf("%w: %s chunk %d is empty", ErrCorrupt, name, i)
 		}
-		crc = crc32.Update(crc, castagnoli, v)
 		if err := fn(v); err != nil {
-			return 0, fmt.Errorf("%w: %s chunk %d: %w", ErrCorrupt, name, i, err)
+			return fmt.Errorf("%w: %s chunk %d: %w", ErrCorrupt, name, i, err)
 		}
 		i++
 	}
-	return crc, nil
+	return nil
 }
 
 // decodeCell reads one cell record (save.go's appendCell).
