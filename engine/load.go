@@ -165,7 +165,7 @@ type loader struct {
 func (l *loader) finish() {
 	l.store.loader.Store(nil)
 	for i := range l.store.shards {
-		l.store.trimChunks(i) // chunks a keyed restore populated in a shard loaded before
+		l.store.trimChunks(i) // chunks populated in a shard whose load had ended (a request's new tuple, while others loaded)
 	}
 	close(l.done)
 }
@@ -180,8 +180,9 @@ func (l *loader) take() (shard int, ok bool) {
 }
 
 // shardStep loads batch b (of loadParts/loadBatch) of shard i (those of its parts not
-// loaded yet), and ends the load after the last batch of the last shard to finish,
-// reporting whether it did.
+// loaded yet); after the shard's last batch it gives back the pages of its chunks that
+// the load populated and left untouched, and it ends the load after the last batch of the
+// last shard to finish, reporting whether it did.
 func (l *loader) shardStep(i, b int) (over bool) {
 	p := i*loadParts + b*loadBatch
 	l.ensureBatch(p, p+loadBatch)

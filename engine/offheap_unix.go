@@ -26,9 +26,3 @@ func mapMemory(n int, populate bool) unsafe.Pointer {
 func unmapMemory(p unsafe.Pointer, n int) {
 	_ = syscall.Munmap(unsafe.Slice((*byte)(p), n)) // only fails for a mapping not ours
 }
-
-// releaseMemory gives back the pages of the n bytes at p, within a mapping of mapMemory's
-// and on page boundaries: they cost no memory until touched again, and read as zero then.
-func releaseMemory(p unsafe.Pointer, n int) {
-	_ = syscall.Madvise(unsafe.Slice((*byte)(p), n), syscall.MADV_DONTNEED) // only fails for a range not ours
-}

@@ -613,8 +613,9 @@ func (s *store) insert(sh *shard, h uint32, key []byte, force bool) (*entry, err
 // without the bound: nil only when the shard holds maxSlots.
 func (s *store) addTuple(sh *shard, h uint32, key []byte) *entry {
 	// While a load goes on, the shards fill a chunk at a time: its pages mapped at once
-	// rather than each on a fault of its own (a tenth of a 10M-tuple load's time), the
-	// ones a load leaves untouched given back when it is done (loader.shardStep, finish).
+	// rather than each on a fault of its own (a 10M-tuple load: 214k page faults and 1.80
+	// s of CPU before, 15k and 1.70 after), the ones a load leaves untouched given back
+	// when it is done (loader.shardStep, finish).
 	i := sh.add(s.hash, h, key, s.loader.Load() != nil)
 	if i < 0 {
 		return nil

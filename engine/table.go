@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/binary"
 	"math/bits"
+	"os"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -80,7 +81,9 @@ type chunkRef struct {
 
 // A chunk is chunkSlots slots (320 KiB): few mappings even at tens of millions of tuples,
 // and, being mapped, its pages cost memory only once touched, so a shard's last chunk
-// costs no more than the slots it holds.
+// costs no more than the slots it holds (but while a load goes on: a chunk it fills is
+// mapped whole, up to a chunk a shard beyond its slots, 80 MiB in all, given back as each
+// shard's load ends: store.addTuple).
 const (
 	chunkShift = 12
 	chunkSlots = 1 << chunkShift
@@ -264,9 +267,10 @@ func newChunk(populate bool) chunkRef {
 // trimChunks gives back the pages of the shard's mapped chunks that hold no slot in use
 // (they are zero, as add expects a fresh slot: a page given back reads as zero again), so
 // that a chunk a load populated (add) costs no more than its slots once the load is done.
-// The caller holds mu.
+// A page the chunk's size does not end on (a system page larger than 4 KiB) is kept. The
+// caller holds mu.
 func (sh *shard) trimChunks() {
-	const page = 4096 // the smallest page of the systems mapMemory maps on: a bigger one is whole pages of it
+	page := os.Getpagesize() // the system's: releaseMemory's range starts on one
 	size := int(unsafe.Sizeof(chunk{}))
 	for c := sh.n >> chunkShift; c < len(sh.chunks); c++ {
 		ref := sh.chunks[c]
@@ -277,8 +281,8 @@ func (sh *shard) trimChunks() {
 		if c == sh.n>>chunkShift {
 			from = ((sh.n&chunkMask)*int(unsafe.Sizeof(slot{})) + page - 1) &^ (page - 1)
 		}
-		if from < size {
-			releaseMemory(unsafe.Add(unsafe.Pointer(ref.p), from), size-from)
+		if end := size &^ (page - 1); from < end {
+			releaseMemory(unsafe.Add(unsafe.Pointer(ref.p), from), end-from)
 		}
 	}
 }

@@ -81,6 +81,9 @@ func TestTableAgainstMap(t *testing.T) {
 					i := sh.find(h, []byte(k))
 					if i < 0 {
 						i = sh.add(hash, h, []byte(k), step%3 == 0) // chunks populated at once or not
+						if sh.at(i).ent != (entry{}) {
+							t.Fatalf("step %d: slot %d of a new key is not zero", step, i)
+						}
 						sh.at(i).ent.reset()
 					}
 					sh.at(i).ent.regional[0] = uint64(step)

@@ -13,11 +13,11 @@ import (
 // from start to the load's first cell but the delta log's.
 const parallelSumMin = 16 << 20
 
-// checksum returns the CRC-32C of the chunks' bytes, in order, as crc32.Update over each
-// in turn would, shared out between the threads (GOMAXPROCS) when they hold
-// parallelSumMin bytes or more. A fault reading them (a mapping cut short) is an error
-// wrapping ErrCorrupt.
-func checksum(chunks [][]byte) (uint32, error) {
+// checksum returns the CRC-32C of the chunks' bytes (of bucket name), in order, as
+// crc32.Update over each in turn would, shared out between the threads (GOMAXPROCS) when
+// they hold parallelSumMin bytes or more. A fault reading them (a mapping cut short) is an
+// error wrapping ErrCorrupt; any other panic is not recovered (a bug is not a damaged file).
+func checksum(name string, chunks [][]byte) (uint32, error) {
 	total := 0
 	for _, c := range chunks {
 		total += len(c)
@@ -26,12 +26,12 @@ func checksum(chunks [][]byte) (uint32, error) {
 	if total >= parallelSumMin {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	return checksumOn(chunks, total, workers)
+	return checksumOn(name, chunks, total, workers)
 }
 
 // checksumOn is checksum on workers goroutines (at least one), the chunks, of total bytes,
 // in runs of about total/workers bytes each, whose sums are joined in order (crcJoin).
-func checksumOn(chunks [][]byte, total, workers int) (uint32, error) {
+func checksumOn(name string, chunks [][]byte, total, workers int) (uint32, error) {
 	workers = max(1, min(workers, len(chunks)))
 	type run struct {
 		from, to int    // chunks [from, to)
@@ -55,7 +55,7 @@ func checksumOn(chunks [][]byte, total, workers int) (uint32, error) {
 			defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 			defer func() {
 				if p := recover(); p != nil {
-					r.err = fmt.Errorf("%w: reading chunks %d to %d: %v", ErrCorrupt, r.from, r.to-1, p)
+					r.err = fmt.Errorf("%w: %s chunks %d to %d: %w", ErrCorrupt, name, r.from, r.to-1, faultError(p))
 				}
 			}()
 			for _, c := range chunks[r.from:r.to] {

@@ -49,7 +49,7 @@ func TestChecksumOn(t *testing.T) {
 		}
 		for workers := 1; workers <= 9; workers++ {
 			t.Run(fmt.Sprint(sizes, workers), func(t *testing.T) {
-				got, err := checksumOn(chunks, total, workers)
+				got, err := checksumOn("test", chunks, total, workers)
 				if err != nil || got != want {
 					t.Fatalf("checksum %08x, %v; want %08x", got, err, want)
 				}

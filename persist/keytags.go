@@ -232,7 +232,7 @@ func readTags(tx *bolt.Tx, meta *bolt.Bucket, parts []uint64) ([][]byte, []partR
 	}); err != nil {
 		return nil, nil, err
 	}
-	crc, err := checksum(chunks)
+	crc, err := checksum(tagsBucket, chunks)
 	if err != nil {
 		return nil, nil, err
 	}

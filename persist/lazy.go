@@ -186,7 +186,7 @@ func (o *Opened) readLazy(tx *bolt.Tx, meta *bolt.Bucket) error {
 	}); err != nil {
 		return err
 	}
-	crc, err := checksum(chunks) // on every thread: nothing loads before it is checked
+	crc, err := checksum(cellsBucket, chunks) // on every thread: nothing loads before it is checked
 	if err != nil {
 		return err
 	}

@@ -280,13 +280,14 @@ func (s *Store) frame(src Source, now time.Time) (n, nkv uint64, err error) {
 	s.frameLast, s.frameCap = len(s.fbuf), cap(s.fbuf)
 	if c := cap(s.fbuf); c > 2*len(s.fbuf)+1<<20 {
 		s.fbuf = nil // the store's writes slowed down: give the memory back
-		if c >= freeFrameMin {
+		if c >= freeFrameMin && now.Sub(s.frameFreed) >= freeFrameEvery {
 			// At once: the Go heap is small beside such a buffer (the store's slabs are
 			// not in it), so no collection would come for a while, nor the scavenger
 			// after it, and the process would keep the buffer's pages (at 2M tuples, a
 			// first save after a restart of 400k changed tuples: a 17 MB frame, a 41 MB
 			// buffer, 21 B a tuple more RSS than before the kill, until the next GC).
-			freeOSMemory()
+			s.frameFreed = now
+			releaseMemory()
 		}
 	}
 	if src.Saved != nil {
@@ -296,11 +297,13 @@ func (s *Store) frame(src Source, now time.Time) (n, nkv uint64, err error) {
 }
 
 // freeFrameMin is the capacity from which a frame buffer given up (frame) is given back
-// to the system at once.
-const freeFrameMin = 8 << 20
-
-// freeOSMemory is debug.FreeOSMemory (a variable for tests).
-var freeOSMemory = debug.FreeOSMemory
+// to the system at once, and freeFrameEvery how often at most: writes that come in bursts
+// (a busy save, a quiet one, and again) would otherwise have a collection every other
+// save, and the next burst fault the buffer's pages in again.
+const (
+	freeFrameMin   = 8 << 20
+	freeFrameEvery = 10 * time.Second
+)
 
 // frameBuffer returns s.fbuf, or a buffer in its place large enough for the frame of
 // src's changed tuples, so that encoding the frame allocates once: src.DirtyCount of

@@ -68,11 +68,12 @@ type Store struct {
 	logBytes    int64
 	baseGen     uint64
 	baseBytes   int64
-	fbuf        []byte // the last frame, reused
-	tupleBytes  int    // the bytes a tuple takes in a frame, as frames measured it (frameBuffer)
-	frameRest   int    // the bytes of the last frame beside its tuples (frameBuffer)
-	frameLast   int    // the bytes of the last frame (frameBuffer)
-	frameCap    int    // and of its buffer (a test reads it)
+	fbuf        []byte    // the last frame, reused
+	frameFreed  time.Time // when a frame buffer given up was last given back (frame)
+	tupleBytes  int       // the bytes a tuple takes in a frame, as frames measured it (frameBuffer)
+	frameRest   int       // the bytes of the last frame beside its tuples (frameBuffer)
+	frameLast   int       // the bytes of the last frame (frameBuffer)
+	frameCap    int       // and of its buffer (a test reads it)
 	// frameMarked is the count of changed tuples when the last frame's buffer was sized
 	// (0: it was not), and frameGrowth what the frames held against it, in percent, each
 	// weighted as tupleBytes is (0: none measured): requests mark tuples while a pass
