@@ -46,15 +46,15 @@ const loadBatch = 16
 // (1/n) of a thread it takes while requests come: an eighth for loadFirstMs from the
 // first pause it takes for them (it pauses 7 times as long as it runs), then half. A
 // restart's first seconds are when clients come back, and a request on a part not
-// loaded yet restores its own tuple (keytags.go: about as costly as adding a new tuple),
-// so the requests come first then; past them the load takes half a thread, so that a
-// flood that never stops does not hold it back for long. Runs of 400k requests from the first decision after a 10M restart
-// (three in a row, two restarts each; a scratch build with the share as a knob) had a
-// p99 of 13.4-18.5 ms with half a thread from the start, 8.6-12.0 with an eighth, and
-// 5.7-11.5 on a process that had loaded whole before it listened: the load holds a
-// thread, and part locks, for its slices, where an event loop waits. An eighth
-// throughout took 15 s for 10M cells under a flood that never stopped (1.4 µs a cell), a
-// quarter 12.3 s.
+// loaded yet restores its own tuple (keytags.go: about as costly as adding a new
+// tuple), so the requests come first then; past them the load takes half a thread, so
+// that a flood that never stops does not hold it back for long. Runs of 400k requests
+// from the first decision after a 10M restart (three in a row, two restarts each; a
+// scratch build with the share as a knob) had a p99 of 13.4-18.5 ms with half a thread
+// from the start, 8.6-12.0 with an eighth, and 5.7-11.5 on a process that had loaded
+// whole before it listened: the load holds a thread, and part locks, for its slices,
+// where an event loop waits. An eighth throughout took 15 s for 10M cells under a flood
+// that never stopped (1.4 µs a cell), a quarter 12.3 s.
 const (
 	loadSliceMs    = 2
 	loadShareFirst = 8
@@ -64,10 +64,11 @@ const (
 
 // pacer keeps the background load to its share (loadShareFirst, then loadShare) of the
 // time since it started (the wall clock's: the load's own CPU time is not known to Go),
-// by the totals rather than slice by slice. Pausing as long as each slice took (at half a thread) left the load
-// under a third of the time at 10M tuples under 50 busy connections (6.5 s loading, 15.1 s
-// asleep: a sleep overshoots, the timer's goroutine waiting for a thread). The time slept
-// beyond what was asked for is now owed to the load, and run in the next slices.
+// by the totals rather than slice by slice. Pausing as long as each slice took (at half
+// a thread) left the load under a third of the time at 10M tuples under 50 busy
+// connections (6.5 s loading, 15.1 s asleep: a sleep overshoots, the timer's goroutine
+// waiting for a thread). The time slept beyond what was asked for is now owed to the
+// load, and run in the next slices.
 //
 // The share is for a process that serves: one that served no request since the last
 // pause (a restart at a quiet hour, or once a burst is over) has no request to give the

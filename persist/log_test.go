@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ratchet/ratchet/engine"
 	"github.com/ratchet/ratchet/keyspace"
@@ -604,14 +605,19 @@ func TestLogFrameBufferGivenBack(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		tuples  int
+		freedAt time.Duration // when the last buffer was given back, from now (0: as it was)
 		dropped bool
 		freed   int
 	}{
-		{1000, false, 0},   // a small buffer, kept for the next frame
-		{150_000, true, 1}, // about 15 MB, given up and given back
-		{150_000, true, 0}, // the same within freeFrameEvery: given up only
+		{1000, 0, false, 0},                 // a small buffer, kept for the next frame
+		{150_000, 0, true, 1},               // about 15 MB, given up and given back
+		{150_000, time.Hour, true, 0},       // one given back just before (a time ahead: no wall clock here): given up only
+		{150_000, -freeFrameEvery, true, 1}, // one given back freeFrameEvery ago: given back again
 	} {
 		user(tc.tuples)
+		if tc.freedAt != 0 {
+			s.frameFreed = time.Now().Add(tc.freedAt)
+		}
 		freed = 0
 		if err := s.Write(src); err != nil {
 			t.Fatal(err)
